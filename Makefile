@@ -1,0 +1,35 @@
+# Every Go module in the tree: the root library and any module with its own
+# go.mod (examples or integrations that need extra dependencies).
+MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \; | sort)
+GO ?= go
+
+.PHONY: test vet race fmtcheck bench benchcmp fuzz example
+
+## test: what CI runs — formatting, vet, and the race-enabled test suite of every module.
+test: fmtcheck vet race
+
+fmtcheck:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+vet:
+	@set -e; for m in $(MODULES); do echo "go vet $$m"; (cd $$m && $(GO) vet ./...); done
+
+race:
+	@set -e; for m in $(MODULES); do echo "go test -race $$m"; (cd $$m && $(GO) test -race -count=1 ./...); done
+
+## bench: the benchmark suite, ten samples each, into bench.txt.
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem -count=10 ./benchmarks/ | tee bench.txt
+
+## benchcmp: a benchstat table of bench.txt.
+benchcmp:
+	$(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20251208221838-04cf7a2dca90 bench.txt
+
+## fuzz: a short fuzzing session over the graph builder.
+fuzz:
+	$(GO) test -run='^$$' -fuzz=FuzzRandomDAG -fuzztime=60s .
+
+## example: the main example, a request fan-out with fallbacks and a deadline.
+example:
+	$(GO) run ./examples/rpcfanout
