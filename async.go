@@ -1,0 +1,195 @@
+package asynctool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// DefaultMaxWorkers is the number of goroutines an [Async] created without
+// [WithMaxWorkers] or [WithExecutor] may run at once. It is far above the
+// CPU count on purpose: workers usually block on RPCs, and capping them at
+// GOMAXPROCS would serialise a fan-out.
+const DefaultMaxWorkers = 4096
+
+// Async runs graphs. Each Async owns its goroutine pool (unless given an
+// [Executor] with [WithExecutor]), so separate Async values are isolated:
+// a slow graph on one cannot starve another. An Async is safe for
+// concurrent use by any number of runs; call [Async.Close] when done with
+// it. It must not be copied.
+type Async struct {
+	exec     Executor
+	try      func(task func()) bool // non-blocking submit; false when there is no room
+	owned    interface{ Close() error }
+	inflight sync.WaitGroup // tasks handed to the executor and not yet returned
+	mu       sync.RWMutex   // held for reading while starting a run
+	closed   bool
+	cfgErr   error
+}
+
+// Option configures an [Async].
+type Option interface {
+	apply(*config)
+}
+
+type config struct {
+	maxWorkers int
+	exec       Executor
+	err        error
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithMaxWorkers bounds the number of goroutines the Async runs workers on
+// at once (default [DefaultMaxWorkers]). Any DAG completes even with n = 1:
+// no goroutine ever waits for another node. n must be at least 1; a
+// smaller n makes every BeginWork return an error saying so.
+func WithMaxWorkers(n int) Option {
+	return optionFunc(func(c *config) {
+		if n < 1 {
+			c.err = fmt.Errorf("asynctool: WithMaxWorkers(%d): must be at least 1", n)
+			return
+		}
+		c.maxWorkers, c.exec = n, nil
+	})
+}
+
+// WithExecutor runs workers on e instead of a pool owned by the Async. The
+// Async does not close e. When e rejects a task the goroutine that
+// submitted it runs it instead, so a rejecting or bounded executor slows a
+// run down but never loses a node or deadlocks.
+func WithExecutor(e Executor) Option {
+	return optionFunc(func(c *config) {
+		if e == nil {
+			c.err = errors.New("asynctool: WithExecutor(nil)")
+			return
+		}
+		c.exec, c.maxWorkers = e, 0
+	})
+}
+
+// New returns an Async configured by opts.
+func New(opts ...Option) *Async {
+	c := config{maxWorkers: DefaultMaxWorkers}
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	a := &Async{cfgErr: c.err}
+	if c.exec != nil {
+		a.exec = c.exec
+		a.try = func(task func()) bool { return c.exec.Submit(task) == nil }
+		return a
+	}
+	p := newBoundedExecutor(c.maxWorkers)
+	a.exec, a.try, a.owned = p, p.trySubmit, p
+	return a
+}
+
+func (a *Async) trySubmit(task func()) bool { return a.try(task) }
+
+// BeginWork runs the graph reachable from starts and returns when every
+// node has ended, or promptly once the group deadline passes or ctx ends.
+//
+// The group deadline is the earlier of ctx's deadline and now+timeout
+// (timeout 0 means ctx's deadline alone). Every worker receives a context
+// with that deadline, derived from ctx. When it passes, every node that
+// has not ended ends with [ResultTimeout] and its default value, its
+// callback fires, nodes that have not started never start, and BeginWork
+// returns an error wrapping [context.DeadlineExceeded] (or ctx's cause).
+//
+// BeginWork returns nil when every node ended in time, whatever the
+// workers returned: read failures from the nodes' results. Before running
+// anything it rejects a bad graph with a [*GraphError] (see [ErrCycle] and
+// the other sentinels). It also returns any [*CallbackPanicError].
+func (a *Async) BeginWork(ctx context.Context, timeout time.Duration, starts ...Wrapper) error {
+	r, err := a.Start(ctx, timeout, starts...)
+	if err != nil {
+		return err
+	}
+	<-r.done
+	<-r.sweepDone
+	return r.err()
+}
+
+// Start is the asynchronous form of [Async.BeginWork]: it validates the
+// graph, starts it and returns at once with a handle on the run.
+func (a *Async) Start(ctx context.Context, timeout time.Duration, starts ...Wrapper) (*Run, error) {
+	if a.cfgErr != nil {
+		return nil, a.cfgErr
+	}
+	if timeout < 0 {
+		return nil, fmt.Errorf("%w: %v", ErrNegativeTimeout, timeout)
+	}
+	p, err := compile(starts)
+	if err != nil {
+		return nil, err
+	}
+	if err := claim(p); err != nil {
+		return nil, err
+	}
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.closed {
+		unclaim(p, len(p.nodes))
+		return nil, ErrClosed
+	}
+	r := newRun(a, p)
+	if timeout > 0 {
+		r.ctx, r.cancel = context.WithTimeout(ctx, timeout)
+	} else {
+		r.ctx, r.cancel = context.WithCancel(ctx)
+	}
+	r.ctxDone = r.ctx.Done()
+	r.ctxDone = r.ctx.Done()
+	for i := range p.nodes {
+		c := p.nodes[i].core
+		c.idx = int32(i)
+		c.run.Store(r)
+	}
+	r.stopSweep = context.AfterFunc(r.ctx, r.sweep)
+	for _, i := range p.roots {
+		if !r.submit(i) {
+			// No room: a new goroutine, never the caller's, so that Start
+			// returns at once and BeginWork stays prompt.
+			a.inflight.Add(1)
+			go r.tasks[i]()
+		}
+	}
+	return r, nil
+}
+
+// claim marks every node of p as used, or none if one already was.
+func claim(p *plan) error {
+	for i := range p.nodes {
+		c := p.nodes[i].core
+		if !c.used.CompareAndSwap(false, true) {
+			unclaim(p, i)
+			return graphErr(ErrReused, []string{c.id}, "node %q; build new wrappers for every run", c.id)
+		}
+	}
+	return nil
+}
+
+func unclaim(p *plan, n int) {
+	for i := range n {
+		p.nodes[i].core.used.Store(false)
+	}
+}
+
+// Close stops the Async from starting new runs, waits until every worker
+// it started has returned (including workers that outlived their run's
+// deadline), and releases its pool. It is safe to call more than once.
+func (a *Async) Close() error {
+	a.mu.Lock()
+	a.closed = true
+	a.mu.Unlock()
+	a.inflight.Wait()
+	if a.owned != nil {
+		return a.owned.Close()
+	}
+	return nil
+}

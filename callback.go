@@ -1,0 +1,36 @@
+package asynctool
+
+// Callback observes one node. Begin is called on the worker's goroutine
+// right before Action, and only if Action is about to run. Result is
+// called exactly once for every node reachable from the start nodes, once
+// the node's result is final, including nodes that never ran (success is
+// then false and r carries the default value and the reason).
+//
+// Result runs before the node's successors are triggered, so it may be
+// used to log or to adjust shared state they read. Callbacks should be
+// quick: Result for nodes ended by the group deadline runs on the goroutine
+// that returns from BeginWork. A panic in a callback is recovered and
+// reported as a [*CallbackPanicError] by BeginWork; a panic in Begin also
+// fails the node.
+type Callback[P, R any] interface {
+	Begin()
+	Result(success bool, param P, r WorkResult[R])
+}
+
+// NopCallback is a [Callback] that does nothing. It is the default.
+type NopCallback[P, R any] struct{}
+
+// Begin does nothing.
+func (NopCallback[P, R]) Begin() {}
+
+// Result does nothing.
+func (NopCallback[P, R]) Result(bool, P, WorkResult[R]) {}
+
+// ResultFunc adapts a function to a [Callback] whose Begin does nothing.
+type ResultFunc[P, R any] func(success bool, param P, r WorkResult[R])
+
+// Begin does nothing.
+func (ResultFunc[P, R]) Begin() {}
+
+// Result calls f.
+func (f ResultFunc[P, R]) Result(success bool, param P, r WorkResult[R]) { f(success, param, r) }

@@ -1,0 +1,144 @@
+package asynctool
+
+import (
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strings"
+)
+
+// Errors returned by [Async.BeginWork] and [Async.Start] before anything
+// runs, and sentinels found in node results. Validation errors are
+// [*GraphError] values that wrap one of these, so match them with
+// [errors.Is].
+var (
+	// ErrNoStart means BeginWork was called without start nodes.
+	ErrNoStart = errors.New("asynctool: no start nodes")
+	// ErrNilWrapper means a nil Wrapper was passed as a start node or to
+	// Depend or Next.
+	ErrNilWrapper = errors.New("asynctool: nil wrapper")
+	// ErrNilWorker means a node was built with a nil Worker.
+	ErrNilWorker = errors.New("asynctool: nil worker")
+	// ErrDuplicateID means two different wrappers reachable from the start
+	// nodes have the same id.
+	ErrDuplicateID = errors.New("asynctool: duplicate node id")
+	// ErrCycle means the graph reachable from the start nodes has a cycle.
+	ErrCycle = errors.New("asynctool: dependency cycle")
+	// ErrUnreachableDependency means a node depends on a node that is not
+	// reachable from the start nodes, so it could never run.
+	ErrUnreachableDependency = errors.New("asynctool: dependency not reachable from the start nodes")
+	// ErrConflictingEdge means the same edge was declared twice, once as
+	// must and once as optional.
+	ErrConflictingEdge = errors.New("asynctool: edge declared both must and optional")
+	// ErrReused means a wrapper was already part of an earlier run.
+	// Wrappers hold the state of one run; build new ones for the next.
+	ErrReused = errors.New("asynctool: wrapper already used in a run")
+	// ErrNegativeTimeout means BeginWork was given a negative timeout.
+	ErrNegativeTimeout = errors.New("asynctool: negative timeout")
+	// ErrClosed means the Async was closed.
+	ErrClosed = errors.New("asynctool: async is closed")
+
+	// ErrGoexit is the Err of a node whose worker called runtime.Goexit
+	// (as t.FailNow does in a test) instead of returning.
+	ErrGoexit = errors.New("asynctool: worker called runtime.Goexit")
+	// ErrSkipped is the Err of a node that was short-circuited: it had not
+	// started and none of its successors needed its result any more.
+	ErrSkipped = errors.New("asynctool: skipped: no successor needs this node")
+	// ErrUnknownID is returned by [ResultOf] for an id that is not a node of
+	// the run.
+	ErrUnknownID = errors.New("asynctool: no node with this id in the run")
+	// ErrResultType is returned by [ResultOf] when the node's result type is
+	// not the one asked for.
+	ErrResultType = errors.New("asynctool: node result has another type")
+)
+
+// GraphError describes a graph that was rejected before anything ran.
+// It wraps one of the package's sentinel errors ([ErrCycle],
+// [ErrDuplicateID], ...) and names the nodes involved.
+type GraphError struct {
+	// Err is the sentinel that classifies the problem.
+	Err error
+	// Nodes are the ids involved, in order: for a cycle, the path from a
+	// node back to itself.
+	Nodes []string
+	// Detail is a human-readable description.
+	Detail string
+}
+
+func (e *GraphError) Error() string {
+	if e.Detail == "" {
+		return e.Err.Error()
+	}
+	return e.Err.Error() + ": " + e.Detail
+}
+
+// Unwrap returns the sentinel.
+func (e *GraphError) Unwrap() error { return e.Err }
+
+func graphErr(sentinel error, nodes []string, format string, args ...any) *GraphError {
+	return &GraphError{Err: sentinel, Nodes: nodes, Detail: fmt.Sprintf(format, args...)}
+}
+
+func cycleErr(path []string) *GraphError {
+	return &GraphError{Err: ErrCycle, Nodes: path, Detail: strings.Join(path, " -> ")}
+}
+
+// UpstreamError is the Err of a node that did not run because an upstream
+// node it depended on failed. It wraps the upstream's error, so
+// errors.Is(err, cause) sees through any chain of failed nodes.
+type UpstreamError struct {
+	// ID is the id of the failed upstream node.
+	ID string
+	// Err is the upstream node's error.
+	Err error
+}
+
+func (e *UpstreamError) Error() string {
+	return fmt.Sprintf("asynctool: upstream %q failed: %v", e.ID, e.Err)
+}
+
+// Unwrap returns the upstream's error.
+func (e *UpstreamError) Unwrap() error { return e.Err }
+
+// PanicError is a panic recovered from user code (a worker or a callback):
+// the value passed to panic and the stack of the goroutine that panicked.
+type PanicError struct {
+	// Value is the value passed to panic.
+	Value any
+	// Stack is the panicking goroutine's stack trace (runtime/debug.Stack).
+	Stack []byte
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("asynctool: panic: %v", e.Value)
+}
+
+// Unwrap returns Value if it is an error, so errors.Is and errors.As see
+// the panic's cause.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
+func newPanicError(v any) *PanicError {
+	return &PanicError{Value: v, Stack: debug.Stack()}
+}
+
+// CallbackPanicError reports a panic in a node's [Callback]. It does not
+// change the node's result; [Async.BeginWork] returns it (joined with any
+// other error) so that the panic is never lost.
+type CallbackPanicError struct {
+	// ID is the node whose callback panicked.
+	ID string
+	// Method is "Begin" or "Result".
+	Method string
+	// Panic is the recovered panic.
+	Panic *PanicError
+}
+
+func (e *CallbackPanicError) Error() string {
+	return fmt.Sprintf("asynctool: callback %s of node %q panicked: %v", e.Method, e.ID, e.Panic.Value)
+}
+
+// Unwrap returns the recovered panic.
+func (e *CallbackPanicError) Unwrap() error { return e.Panic }

@@ -1,0 +1,88 @@
+// Package graph holds the graph algorithms the scheduler needs at compile
+// time: a topological order and, when there is none, a cycle to report.
+package graph
+
+// TopoOrder returns the nodes 0..n-1 in a topological order of the edges
+// given by succ (an edge from i to every element of succ(i)), preferring
+// lower indexes first among ready nodes so that the order is stable.
+// If the graph has a cycle, order is nil and cycle is one cycle as a path
+// of node indexes that starts and ends with the same node.
+// It runs in O(n + e) time.
+func TopoOrder(n int, succ func(i int) []int) (order, cycle []int) {
+	indeg := make([]int, n)
+	for i := range n {
+		for _, j := range succ(i) {
+			indeg[j]++
+		}
+	}
+	order = make([]int, 0, n)
+	for i := range n {
+		if indeg[i] == 0 {
+			order = append(order, i)
+		}
+	}
+	for head := 0; head < len(order); head++ {
+		for _, j := range succ(order[head]) {
+			indeg[j]--
+			if indeg[j] == 0 {
+				order = append(order, j)
+			}
+		}
+	}
+	if len(order) == n {
+		return order, nil
+	}
+	return nil, findCycle(n, succ, indeg)
+}
+
+// findCycle walks from a node left with a positive in-degree after Kahn's
+// algorithm; such a node lies on or below a cycle. It follows edges to
+// nodes still positive (every such node has a positive predecessor, so a
+// walk backwards would also work) with an iterative DFS and returns the
+// first back edge's cycle.
+func findCycle(n int, succ func(i int) []int, indeg []int) []int {
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := make([]int8, n)
+	type frame struct{ node, next int }
+	for start := range n {
+		if indeg[start] == 0 || color[start] != white {
+			continue
+		}
+		stack := []frame{{start, 0}}
+		color[start] = grey
+		for len(stack) > 0 {
+			top := &stack[len(stack)-1]
+			out := succ(top.node)
+			if top.next == len(out) {
+				color[top.node] = black
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			j := out[top.next]
+			top.next++
+			switch color[j] {
+			case grey:
+				// Back edge: the cycle is the stack from j to the top, then j.
+				var path []int
+				for k := len(stack) - 1; k >= 0; k-- {
+					path = append(path, stack[k].node)
+					if stack[k].node == j {
+						break
+					}
+				}
+				for l, r := 0, len(path)-1; l < r; l, r = l+1, r-1 {
+					path[l], path[r] = path[r], path[l]
+				}
+				return append(path, j)
+			case white:
+				color[j] = grey
+				stack = append(stack, frame{j, 0})
+			}
+		}
+	}
+	return nil // unreachable when called with Kahn's leftovers
+}

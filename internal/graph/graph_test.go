@@ -1,0 +1,74 @@
+package graph
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func adj(edges [][]int) func(int) []int { return func(i int) []int { return edges[i] } }
+
+func TestTopoOrder(t *testing.T) {
+	tests := []struct {
+		name  string
+		edges [][]int
+		order []int
+		cycle []int
+	}{
+		{"empty", nil, []int{}, nil},
+		{"chain", [][]int{{1}, {2}, {}}, []int{0, 1, 2}, nil},
+		{"diamond", [][]int{{1, 2}, {3}, {3}, {}}, []int{0, 1, 2, 3}, nil},
+		{"reversed", [][]int{{}, {0}, {1}}, []int{2, 1, 0}, nil},
+		{"self loop", [][]int{{0}}, nil, []int{0, 0}},
+		{"two cycle", [][]int{{1}, {0}}, nil, []int{0, 1, 0}},
+		{"cycle below a root", [][]int{{1}, {2}, {3}, {1}}, nil, []int{1, 2, 3, 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			order, cycle := TopoOrder(len(tt.edges), adj(tt.edges))
+			assert.Equal(t, tt.order, order)
+			assert.Equal(t, tt.cycle, cycle)
+		})
+	}
+}
+
+// TestTopoOrderRandom checks on random graphs that an order respects every
+// edge and that a reported cycle is made of real edges.
+func TestTopoOrderRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 500 {
+		n := 1 + rng.IntN(30)
+		edges := make([][]int, n)
+		for i := range n {
+			for j := range n {
+				if rng.IntN(10) == 0 && (i < j || rng.IntN(20) == 0) {
+					edges[i] = append(edges[i], j)
+				}
+			}
+		}
+		order, cycle := TopoOrder(n, adj(edges))
+		if order != nil {
+			require.Len(t, order, n)
+			pos := make([]int, n)
+			for k, v := range order {
+				pos[v] = k
+			}
+			for i := range n {
+				for _, j := range edges[i] {
+					assert.Less(t, pos[i], pos[j], "edge %d->%d out of order", i, j)
+				}
+			}
+			continue
+		}
+		require.GreaterOrEqual(t, len(cycle), 2)
+		assert.Equal(t, cycle[0], cycle[len(cycle)-1])
+		for k := 0; k+1 < len(cycle); k++ {
+			assert.Contains(t, edges[cycle[k]], cycle[k+1], "cycle step %d->%d is not an edge", cycle[k], cycle[k+1])
+		}
+	}
+}

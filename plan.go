@@ -1,0 +1,146 @@
+package asynctool
+
+import (
+	"fmt"
+
+	"github.com/asynctool-go/asynctool/internal/graph"
+)
+
+// plan is a validated graph with ids resolved to indexes, in topological
+// order. It is immutable once built.
+type plan struct {
+	nodes []pnode
+	roots []int32 // nodes without dependencies: they start at once
+	index map[string]int32
+}
+
+type pnode struct {
+	id           string
+	impl         nodeImpl
+	core         *nodeCore
+	out          []pedge // successors, deduplicated
+	in           []int32 // predecessors, deduplicated
+	nMust, nOpt  int32
+	shortCircuit bool
+}
+
+type pedge struct {
+	to   int32
+	must bool
+}
+
+// compile collects the nodes reachable from starts by following edges
+// forward, validates them and returns the plan. It does not modify the
+// wrappers.
+func compile(starts []Wrapper) (*plan, error) {
+	if len(starts) == 0 {
+		return nil, ErrNoStart
+	}
+	pos := make(map[*nodeCore]int, len(starts))
+	cores := make([]*nodeCore, 0, len(starts))
+	for k, s := range starts {
+		c := coreOf(s)
+		if c == nil {
+			return nil, graphErr(ErrNilWrapper, nil, "start node %d is nil", k)
+		}
+		if _, ok := pos[c]; !ok {
+			pos[c] = len(cores)
+			cores = append(cores, c)
+		}
+	}
+	for h := 0; h < len(cores); h++ {
+		for _, e := range cores[h].out {
+			if _, ok := pos[e.to]; !ok {
+				pos[e.to] = len(cores)
+				cores = append(cores, e.to)
+			}
+		}
+	}
+
+	ids := make(map[string]int, len(cores))
+	for i, c := range cores {
+		switch {
+		case c.buildErr != nil:
+			return nil, c.buildErr
+		case !c.impl.hasWorker():
+			return nil, graphErr(ErrNilWorker, []string{c.id}, "node %q", c.id)
+		case c.used.Load():
+			return nil, graphErr(ErrReused, []string{c.id}, "node %q; build new wrappers for every run", c.id)
+		}
+		if c.id == "" {
+			continue
+		}
+		if j, dup := ids[c.id]; dup && cores[j] != c {
+			return nil, graphErr(ErrDuplicateID, []string{c.id}, "two different nodes have id %q", c.id)
+		}
+		ids[c.id] = i
+	}
+
+	// Edges, deduplicated, with conflicting declarations rejected.
+	succ := make([][]int, len(cores))
+	must := make(map[[2]int]bool)
+	for i, c := range cores {
+		for _, e := range c.in {
+			if _, ok := pos[e.from]; !ok {
+				return nil, graphErr(ErrUnreachableDependency, []string{c.id, e.from.id},
+					"node %q depends on %q; pass %q (or a node it depends on) as a start node", c.id, e.from.id, e.from.id)
+			}
+		}
+		for _, e := range c.out {
+			j := pos[e.to]
+			key := [2]int{i, j}
+			if m, seen := must[key]; seen {
+				if m != e.must {
+					return nil, graphErr(ErrConflictingEdge, []string{c.id, e.to.id}, "%q -> %q", c.id, e.to.id)
+				}
+				continue
+			}
+			must[key] = e.must
+			succ[i] = append(succ[i], j)
+		}
+	}
+
+	order, cycle := graph.TopoOrder(len(cores), func(i int) []int { return succ[i] })
+	if cycle != nil {
+		path := make([]string, len(cycle))
+		for k, i := range cycle {
+			path[k] = cores[i].id
+		}
+		return nil, cycleErr(path)
+	}
+
+	// Renumber in topological order.
+	idx := make([]int32, len(cores))
+	for k, i := range order {
+		idx[i] = int32(k)
+	}
+	p := &plan{nodes: make([]pnode, len(cores)), index: make(map[string]int32, len(ids))}
+	for _, i := range order {
+		c := cores[i]
+		n := &p.nodes[idx[i]]
+		n.id, n.impl, n.core, n.shortCircuit = c.id, c.impl, c, !c.noShortCircuit
+		n.out = make([]pedge, 0, len(succ[i]))
+		for _, j := range succ[i] {
+			m := must[[2]int{i, j}]
+			n.out = append(n.out, pedge{to: idx[j], must: m})
+			to := &p.nodes[idx[j]]
+			to.in = append(to.in, idx[i])
+			if m {
+				to.nMust++
+			} else {
+				to.nOpt++
+			}
+		}
+		if c.id != "" {
+			p.index[c.id] = idx[i]
+		}
+	}
+	for k := range p.nodes {
+		if len(p.nodes[k].in) == 0 {
+			p.roots = append(p.roots, int32(k))
+		}
+	}
+	return p, nil
+}
+
+func (p *plan) String() string { return fmt.Sprintf("plan(%d nodes)", len(p.nodes)) }

@@ -1,0 +1,56 @@
+package asynctool
+
+import "fmt"
+
+// ResultState says how a node's result came about.
+//
+// The zero value is ResultDefault: the node has not ended.
+type ResultState int32
+
+const (
+	// ResultDefault: no result yet.
+	ResultDefault ResultState = iota
+	// ResultSuccess: the worker returned a value and no error.
+	ResultSuccess
+	// ResultTimeout: the group deadline passed, or the run's context was
+	// cancelled, before the node ended.
+	ResultTimeout
+	// ResultException: the worker returned an error or panicked, an
+	// upstream it needed failed, or the node was skipped.
+	ResultException
+)
+
+func (s ResultState) String() string {
+	switch s {
+	case ResultDefault:
+		return "default"
+	case ResultSuccess:
+		return "success"
+	case ResultTimeout:
+		return "timeout"
+	case ResultException:
+		return "exception"
+	}
+	return fmt.Sprintf("ResultState(%d)", int32(s))
+}
+
+// WorkResult is a node's outcome. On success Value is what the worker
+// returned and Err is nil. Otherwise Value is the node's default value
+// (see [WorkerWrapper.Default] and [Defaulter]) and Err says why:
+//   - the worker's own error, or a [*PanicError] if it panicked;
+//   - an [*UpstreamError] wrapping the error of an upstream it needed;
+//   - [ErrSkipped] if it was short-circuited;
+//   - the run context's cause ([context.DeadlineExceeded] for the group
+//     deadline) if it timed out.
+type WorkResult[R any] struct {
+	Value R
+	State ResultState
+	Err   error
+}
+
+// slot holds one node's result for one run. It is written only by the
+// goroutine that moved the node into sEnding, before the final state is
+// stored, and read only after a final state has been loaded.
+type slot[R any] struct {
+	res WorkResult[R]
+}

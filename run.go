@@ -1,0 +1,376 @@
+package asynctool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// Run is one execution of a graph, started by [Async.Start] (BeginWork is
+// Start followed by Wait). Its methods are safe for concurrent use.
+type Run struct {
+	a         *Async
+	p         *plan
+	ctx       context.Context
+	cancel    context.CancelFunc
+	stopSweep func() bool
+	ctxDone   <-chan struct{} // ctx.Done(), cached
+	nodes     []rnode
+	tasks     []func() // tasks[i] drives node i; built once per run
+
+	remaining atomic.Int32 // nodes whose end has not been fully processed
+	stopped   atomic.Bool  // the run's context is done: nothing new starts
+	timedOut  atomic.Bool  // some node ended with ResultTimeout
+	cause     error        // context.Cause(ctx), written before stopped is set
+	done      chan struct{}
+	sweepDone chan struct{}
+
+	mu        sync.Mutex
+	callbacks []error // *CallbackPanicError values
+}
+
+// rnode is one node's state in one run.
+type rnode struct {
+	state    atomic.Int32
+	mustLeft atomic.Int32 // successes still needed to trigger
+	optLeft  atomic.Int32 // optional-only node: upstreams that have not failed
+	live     atomic.Int32 // successors that may still need this node
+	slot     any          // *slot[R]
+}
+
+// worklist is the private to-do list of one goroutine driving the run. It
+// replaces recursion, so that arbitrarily deep graphs use constant stack.
+type worklist struct {
+	ready []int32 // triggered nodes to run, inline or on the pool
+	left  []int32 // nodes that left sInit: release their predecessors
+	ended []int32 // nodes with a final state: callback, then successors
+	cur   int32   // node whose worker is running, or -1
+	prop  int32   // node whose Result callback is running, or -1
+}
+
+func newWorklist() worklist { return worklist{cur: -1, prop: -1} }
+
+func newRun(a *Async, p *plan) *Run {
+	r := &Run{
+		a:         a,
+		p:         p,
+		nodes:     make([]rnode, len(p.nodes)),
+		tasks:     make([]func(), len(p.nodes)),
+		done:      make(chan struct{}),
+		sweepDone: make(chan struct{}),
+	}
+	for i := range p.nodes {
+		pn, n := &p.nodes[i], &r.nodes[i]
+		n.slot = pn.impl.newSlot()
+		switch {
+		case pn.nMust > 0:
+			n.mustLeft.Store(pn.nMust)
+		case pn.nOpt > 0:
+			n.mustLeft.Store(1)
+			n.optLeft.Store(pn.nOpt)
+		}
+		n.live.Store(int32(len(pn.out)))
+		i32 := int32(i)
+		r.tasks[i] = func() {
+			defer a.inflight.Done()
+			r.loop(i32, newWorklist())
+		}
+	}
+	for _, i := range p.roots {
+		r.nodes[i].state.Store(sReady)
+	}
+	r.remaining.Store(int32(len(p.nodes)))
+	return r
+}
+
+// Done returns a channel that is closed when every node has ended.
+func (r *Run) Done() <-chan struct{} { return r.done }
+
+// Cancel stops the run as if its deadline had passed: nodes not yet ended
+// end with ResultTimeout and the cause [context.Canceled].
+func (r *Run) Cancel() { r.cancel() }
+
+// Wait waits until every node has ended, or ctx is done, and returns the
+// run's error: nil if every node ended in time; otherwise an error that
+// wraps the run context's cause ([context.DeadlineExceeded] for the group
+// deadline) if the run was stopped before every node ended, joined with
+// any [*CallbackPanicError]. Worker failures are node results, not run
+// errors. If ctx ends first, Wait returns ctx.Err() and the run goes on.
+func (r *Run) Wait(ctx context.Context) error {
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	<-r.sweepDone
+	return r.err()
+}
+
+func (r *Run) err() error {
+	var errs []error
+	if r.timedOut.Load() {
+		errs = append(errs, fmt.Errorf("asynctool: run stopped before every node ended: %w", r.cause))
+	}
+	r.mu.Lock()
+	errs = append(errs, r.callbacks...)
+	r.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+func (r *Run) callbackPanic(id, method string, p *PanicError) {
+	r.mu.Lock()
+	r.callbacks = append(r.callbacks, &CallbackPanicError{ID: id, Method: method, Panic: p})
+	r.mu.Unlock()
+}
+
+// loop runs node first (if it is still ready to run) and then keeps going
+// with the nodes it makes ready: one inline, the others handed to the
+// executor, kept locally when the executor has no room. No goroutine ever
+// waits here for another node.
+func (r *Run) loop(first int32, wl worklist) {
+	normal := false
+	defer func() {
+		if !normal {
+			r.continueAfterGoexit(&wl)
+		}
+	}()
+	i := first
+	for {
+		if i >= 0 {
+			r.exec(i, &wl)
+		}
+		r.settle(&wl)
+		n := len(wl.ready)
+		if n == 0 {
+			break
+		}
+		i = wl.ready[n-1]
+		wl.ready = wl.ready[:n-1]
+		for len(wl.ready) > 0 {
+			j := wl.ready[len(wl.ready)-1]
+			if !r.submit(j) {
+				break
+			}
+			wl.ready = wl.ready[:len(wl.ready)-1]
+		}
+	}
+	normal = true
+}
+
+// continueAfterGoexit finishes the work of a goroutine that user code
+// ended with runtime.Goexit (for example t.FailNow in a test's worker):
+// the node that was running fails with ErrGoexit, a callback that did not
+// return is reported, and the rest of the worklist goes on elsewhere.
+func (r *Run) continueAfterGoexit(wl *worklist) {
+	cont := worklist{
+		ready: append([]int32(nil), wl.ready...),
+		left:  append([]int32(nil), wl.left...),
+		ended: append([]int32(nil), wl.ended...),
+		cur:   -1,
+		prop:  -1,
+	}
+	if wl.cur >= 0 {
+		r.end(wl.cur, sWorking, ResultException, ErrGoexit, &cont)
+	}
+	if wl.prop >= 0 {
+		i := wl.prop
+		r.callbackPanic(r.p.nodes[i].id, "Result", &PanicError{Value: ErrGoexit})
+		r.afterCallback(i, &cont)
+	}
+	r.a.inflight.Add(1)
+	go func() {
+		defer r.a.inflight.Done()
+		r.loop(-1, cont)
+	}()
+}
+
+// submit hands node i to the executor. It reports false if the executor
+// had no room, in which case the caller runs the node itself.
+func (r *Run) submit(i int32) bool {
+	r.a.inflight.Add(1)
+	if r.a.trySubmit(r.tasks[i]) {
+		return true
+	}
+	r.a.inflight.Done()
+	return false
+}
+
+// expired reports whether the run's context is done, and if so its cause.
+// It looks at the context itself, not only at the sweep's flag, so that a
+// worker that returns after the deadline but before the sweep got to its
+// node still ends as a timeout.
+func (r *Run) expired() (error, bool) {
+	if r.stopped.Load() {
+		return r.cause, true
+	}
+	select {
+	case <-r.ctxDone:
+		return context.Cause(r.ctx), true
+	default:
+		return nil, false
+	}
+}
+
+// exec runs node i if it is still ready: it may have been skipped or
+// timed out while it waited for a goroutine.
+func (r *Run) exec(i int32, wl *worklist) {
+	n := &r.nodes[i]
+	if !n.state.CompareAndSwap(sReady, sWorking) {
+		return
+	}
+	if cause, late := r.expired(); late {
+		r.end(i, sWorking, ResultTimeout, cause, wl)
+		return
+	}
+	wl.cur = i
+	r.p.nodes[i].impl.execute(r.ctx, r, i, wl)
+	wl.cur = -1
+}
+
+// trigger marks node s ready to run: its join is satisfied.
+func (r *Run) trigger(s int32, wl *worklist) {
+	if !r.nodes[s].state.CompareAndSwap(sInit, sReady) {
+		return
+	}
+	wl.left = append(wl.left, s)
+	if cause, late := r.expired(); late {
+		r.end(s, sReady, ResultTimeout, cause, wl)
+		return
+	}
+	wl.ready = append(wl.ready, s)
+}
+
+// failFromUpstream fast-fails node s because its join can no longer be
+// satisfied; after the deadline that counts as a timeout.
+func (r *Run) failFromUpstream(s int32, err error, wl *worklist) {
+	if cause, late := r.expired(); late {
+		r.end(s, sInit, ResultTimeout, cause, wl)
+		return
+	}
+	r.end(s, sInit, ResultException, err, wl)
+}
+
+// end moves node i from state from to sError with a failed result. It
+// reports whether it did (another goroutine may have moved it first).
+func (r *Run) end(i int32, from int32, st ResultState, err error, wl *worklist) bool {
+	n := &r.nodes[i]
+	if !n.state.CompareAndSwap(from, sEnding) {
+		return false
+	}
+	if from == sInit {
+		wl.left = append(wl.left, i)
+	}
+	if st == ResultTimeout {
+		r.timedOut.Store(true)
+	}
+	r.p.nodes[i].impl.setFailure(n.slot, st, err)
+	r.finish(i, sError, wl)
+	return true
+}
+
+// finish publishes the final state of node i, whose result has been
+// written by the caller, which holds it in sEnding.
+func (r *Run) finish(i int32, final int32, wl *worklist) {
+	r.nodes[i].state.Store(final)
+	wl.ended = append(wl.ended, i)
+}
+
+// skip short-circuits node x: none of its successors needs it any more.
+func (r *Run) skip(x int32, wl *worklist) {
+	for {
+		st := r.nodes[x].state.Load()
+		if st != sInit && st != sReady {
+			return
+		}
+		if r.end(x, st, ResultException, ErrSkipped, wl) {
+			return
+		}
+	}
+}
+
+// settle processes the worklist's pending events until none is left.
+func (r *Run) settle(wl *worklist) {
+	for {
+		if n := len(wl.left); n > 0 {
+			i := wl.left[n-1]
+			wl.left = wl.left[:n-1]
+			r.release(i, wl)
+			continue
+		}
+		if n := len(wl.ended); n > 0 {
+			i := wl.ended[n-1]
+			wl.ended = wl.ended[:n-1]
+			r.processEnd(i, wl)
+			continue
+		}
+		return
+	}
+}
+
+// release tells the predecessors of node i that i no longer needs them:
+// it has been triggered or has ended without starting. A predecessor that
+// no successor needs any more is skipped (the short-circuit rule).
+func (r *Run) release(i int32, wl *worklist) {
+	for _, x := range r.p.nodes[i].in {
+		if r.nodes[x].live.Add(-1) == 0 && r.p.nodes[x].shortCircuit {
+			r.skip(x, wl)
+		}
+	}
+}
+
+// processEnd runs the Result callback of node i, which has a final state,
+// and then updates its successors.
+func (r *Run) processEnd(i int32, wl *worklist) {
+	n := &r.nodes[i]
+	pn := &r.p.nodes[i]
+	wl.prop = i
+	if p := pn.impl.fireResult(n.slot, n.state.Load() == sFinish); p != nil {
+		r.callbackPanic(pn.id, "Result", p)
+	}
+	wl.prop = -1
+	r.afterCallback(i, wl)
+}
+
+func (r *Run) afterCallback(i int32, wl *worklist) {
+	r.upstreamEnded(i, r.nodes[i].state.Load() == sFinish, wl)
+	if r.remaining.Add(-1) == 0 {
+		r.complete()
+	}
+}
+
+// complete is called once, by whoever processed the last node's end.
+func (r *Run) complete() {
+	if r.stopSweep() {
+		close(r.sweepDone) // the sweep will never run
+	}
+	r.cancel()
+	close(r.done)
+}
+
+// sweep runs when the run's context is done before every node ended: it
+// ends every node that has not ended with ResultTimeout. Workers still
+// running see ctx.Done() and whatever they return later is dropped.
+func (r *Run) sweep() {
+	defer close(r.sweepDone)
+	r.cause = context.Cause(r.ctx)
+	r.stopped.Store(true)
+	wl := newWorklist()
+	for i := range r.nodes {
+		r.stop(int32(i), &wl)
+		r.settle(&wl)
+	}
+}
+
+func (r *Run) stop(i int32, wl *worklist) {
+	for {
+		st := r.nodes[i].state.Load()
+		if st != sInit && st != sReady && st != sWorking {
+			return
+		}
+		if r.end(i, st, ResultTimeout, r.cause, wl) {
+			return
+		}
+	}
+}

@@ -1,0 +1,316 @@
+package asynctool
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+)
+
+// Wrapper is a node of a graph: any [*WorkerWrapper], whatever its
+// parameter and result types. It lets nodes of different types depend on
+// each other and be passed together to [Async.BeginWork]. Only
+// *WorkerWrapper implements it.
+type Wrapper interface {
+	// ID returns the node's id.
+	ID() string
+	// State returns the node's current state in its run (StateInit before
+	// the run starts).
+	State() State
+	core() *nodeCore
+}
+
+// WorkerWrapper is a node: a [Worker] with its parameter, an optional
+// [Callback], a default value, and its edges to other nodes. Build it with
+// [NewWrapper] and the chaining methods, then pass the start nodes to
+// [Async.BeginWork].
+//
+// A WorkerWrapper holds the state of one run: it can be part of one run
+// only (a second BeginWork returns [ErrReused]). Building (the chaining
+// methods) is not safe for concurrent use and must finish before the run
+// starts; ID, State and Result are safe to call at any time from any
+// goroutine. A WorkerWrapper must not be copied.
+type WorkerWrapper[P, R any] struct {
+	nodeCore
+	worker Worker[P, R]
+	param  P
+	cb     Callback[P, R]
+	def    R
+	hasDef bool
+}
+
+// NewWrapper returns a node with the given id that runs worker with param.
+// Ids must be unique among the nodes reachable from a run's start nodes;
+// the empty id is allowed for any number of anonymous nodes, which
+// [ResultOf] cannot look up. A nil worker is reported by BeginWork.
+func NewWrapper[P, R any](id string, worker Worker[P, R], param P) *WorkerWrapper[P, R] {
+	w := &WorkerWrapper[P, R]{worker: worker, param: param, cb: NopCallback[P, R]{}}
+	w.nodeCore.id = id
+	w.nodeCore.impl = w
+	return w
+}
+
+// Callback sets the node's callback (nil restores the no-op default) and
+// returns w.
+func (w *WorkerWrapper[P, R]) Callback(cb Callback[P, R]) *WorkerWrapper[P, R] {
+	w.checkBuildable("Callback")
+	if cb == nil {
+		cb = NopCallback[P, R]{}
+	}
+	w.cb = cb
+	return w
+}
+
+// Default sets the value the node reports when it does not succeed and
+// returns w. It takes precedence over the worker's [Defaulter].
+func (w *WorkerWrapper[P, R]) Default(v R) *WorkerWrapper[P, R] {
+	w.checkBuildable("Default")
+	w.def, w.hasDef = v, true
+	return w
+}
+
+// ShortCircuit sets whether the node may be skipped when no successor
+// needs its result any more (the default is true) and returns w. Turn it
+// off for nodes whose side effects must happen whenever their
+// dependencies allow.
+func (w *WorkerWrapper[P, R]) ShortCircuit(enabled bool) *WorkerWrapper[P, R] {
+	w.checkBuildable("ShortCircuit")
+	w.noShortCircuit = !enabled
+	return w
+}
+
+// Depend declares up as an upstream of w and returns w. If must is true,
+// w runs only after up succeeded and fails as soon as up fails; otherwise
+// up is optional (see the package documentation for the join rules).
+func (w *WorkerWrapper[P, R]) Depend(up Wrapper, must bool) *WorkerWrapper[P, R] {
+	w.checkBuildable("Depend")
+	link(coreOf(up), &w.nodeCore, must, "Depend")
+	return w
+}
+
+// Next declares down as a successor of w and returns w: down depends on w,
+// as a must dependency if must is true. a.Next(b, m) is the same edge as
+// b.Depend(a, m).
+func (w *WorkerWrapper[P, R]) Next(down Wrapper, must bool) *WorkerWrapper[P, R] {
+	w.checkBuildable("Next")
+	link(&w.nodeCore, coreOf(down), must, "Next")
+	return w
+}
+
+// Result returns the node's result. Before the node ends its State is
+// ResultDefault and Value is the zero value. It is safe to call
+// concurrently with the run; inside a worker, read other nodes through
+// [ResultOf] instead.
+func (w *WorkerWrapper[P, R]) Result() WorkResult[R] {
+	r := w.run.Load()
+	if r == nil {
+		return WorkResult[R]{}
+	}
+	n := &r.nodes[w.idx]
+	if !terminal(n.state.Load()) {
+		return WorkResult[R]{}
+	}
+	return n.slot.(*slot[R]).res
+}
+
+// ID returns the node's id.
+func (w *WorkerWrapper[P, R]) ID() string { return w.id }
+
+// State returns the node's current state.
+func (w *WorkerWrapper[P, R]) State() State {
+	if w == nil {
+		return StateInit
+	}
+	r := w.run.Load()
+	if r == nil {
+		return StateInit
+	}
+	return publicState(r.nodes[w.idx].state.Load())
+}
+
+func (w *WorkerWrapper[P, R]) core() *nodeCore {
+	if w == nil {
+		return nil
+	}
+	return &w.nodeCore
+}
+
+func (w *WorkerWrapper[P, R]) String() string { return fmt.Sprintf("node %q", w.id) }
+
+// nodeCore is the untyped half of a wrapper: identity, declared edges and
+// the binding to the run it belongs to.
+type nodeCore struct {
+	id             string
+	in, out        []*edge // edges into and out of this node, as declared
+	noShortCircuit bool
+	buildErr       error // first misuse seen while building, reported by BeginWork
+	used           atomic.Bool
+	run            atomic.Pointer[Run]
+	idx            int32 // index in run.nodes; written before run is stored
+	impl           nodeImpl
+}
+
+func (c *nodeCore) checkBuildable(method string) {
+	if c.used.Load() && c.buildErr == nil {
+		c.buildErr = graphErr(ErrReused, []string{c.id}, "%s called on node %q after it was used in a run", method, c.id)
+	}
+}
+
+// nodeImpl is the typed half of a wrapper, called by the engine.
+type nodeImpl interface {
+	hasWorker() bool
+	newSlot() any
+	// execute runs Begin and Action for node i, which the caller has moved
+	// to sWorking, and ends the node unless the deadline ended it first.
+	execute(ctx context.Context, r *Run, i int32, wl *worklist)
+	// setFailure writes a failed result (default value) into slot.
+	setFailure(slot any, st ResultState, err error)
+	// fireResult calls the Result callback with the node's final result.
+	fireResult(slot any, success bool) *PanicError
+	// resultErr returns the Err of the result in slot.
+	resultErr(slot any) error
+}
+
+func coreOf(w Wrapper) *nodeCore {
+	if w == nil {
+		return nil
+	}
+	return w.core()
+}
+
+func (w *WorkerWrapper[P, R]) hasWorker() bool {
+	if w.worker == nil {
+		return false
+	}
+	if f, ok := w.worker.(WorkerFunc[P, R]); ok && f == nil {
+		return false
+	}
+	return true
+}
+
+func (w *WorkerWrapper[P, R]) newSlot() any { return new(slot[R]) }
+
+func (w *WorkerWrapper[P, R]) defaultValue() R {
+	if w.hasDef {
+		return w.def
+	}
+	if d, ok := w.worker.(Defaulter[R]); ok {
+		return d.DefaultValue()
+	}
+	var zero R
+	return zero
+}
+
+func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *Run, i int32, wl *worklist) {
+	var (
+		v   R
+		err error
+	)
+	if p := w.begin(); p != nil {
+		r.callbackPanic(w.id, "Begin", p)
+		err = p
+	} else {
+		v, err = w.action(ctx, r)
+	}
+	if cause, late := r.expired(); late {
+		// Returned at or after the deadline: the result is a timeout,
+		// whoever gets to end the node.
+		r.end(i, sWorking, ResultTimeout, cause, wl)
+		return
+	}
+	n := &r.nodes[i]
+	if !n.state.CompareAndSwap(sWorking, sEnding) {
+		return // the deadline ended the node first; drop the late result
+	}
+	s := n.slot.(*slot[R])
+	if err != nil {
+		s.res = WorkResult[R]{Value: w.defaultValue(), State: ResultException, Err: err}
+		r.finish(i, sError, wl)
+		return
+	}
+	s.res = WorkResult[R]{Value: v, State: ResultSuccess}
+	r.finish(i, sFinish, wl)
+}
+
+func (w *WorkerWrapper[P, R]) begin() (p *PanicError) {
+	defer func() {
+		if v := recover(); v != nil {
+			p = newPanicError(v)
+		}
+	}()
+	w.cb.Begin()
+	return nil
+}
+
+func (w *WorkerWrapper[P, R]) action(ctx context.Context, r *Run) (v R, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = newPanicError(p)
+		}
+	}()
+	return w.worker.Action(ctx, w.param, Wrappers{r})
+}
+
+func (w *WorkerWrapper[P, R]) setFailure(sl any, st ResultState, err error) {
+	sl.(*slot[R]).res = WorkResult[R]{Value: w.defaultValue(), State: st, Err: err}
+}
+
+func (w *WorkerWrapper[P, R]) fireResult(sl any, success bool) (p *PanicError) {
+	defer func() {
+		if v := recover(); v != nil {
+			p = newPanicError(v)
+		}
+	}()
+	w.cb.Result(success, w.param, sl.(*slot[R]).res)
+	return nil
+}
+
+func (w *WorkerWrapper[P, R]) resultErr(sl any) error { return sl.(*slot[R]).res.Err }
+
+// Wrappers is a run's view of all its nodes, passed to every worker so it
+// can read the results of other nodes by id with [ResultOf]. The zero
+// value is an empty view (useful when calling a worker directly in a
+// test). A Wrappers is valid only during and after the run it came from.
+type Wrappers struct {
+	r *Run
+}
+
+// State returns the current state of the node with the given id, and
+// false if the run has no such node.
+func (all Wrappers) State(id string) (State, bool) {
+	if all.r == nil {
+		return StateInit, false
+	}
+	i, ok := all.r.p.index[id]
+	if !ok {
+		return StateInit, false
+	}
+	return publicState(all.r.nodes[i].state.Load()), true
+}
+
+// ResultOf returns the result of the node with the given id in the run
+// that all belongs to. For a node that has not ended yet it returns a
+// zero WorkResult (State ResultDefault). It returns an error wrapping
+// [ErrUnknownID] if the run has no such node, or [ErrResultType] if the
+// node's result type is not R.
+//
+// A node reads its must dependencies' results safely: they are final
+// before the node starts.
+func ResultOf[R any](all Wrappers, id string) (WorkResult[R], error) {
+	if all.r == nil {
+		return WorkResult[R]{}, fmt.Errorf("%w: %q (empty view)", ErrUnknownID, id)
+	}
+	i, ok := all.r.p.index[id]
+	if !ok {
+		return WorkResult[R]{}, fmt.Errorf("%w: %q", ErrUnknownID, id)
+	}
+	n := &all.r.nodes[i]
+	s, ok := n.slot.(*slot[R])
+	if !ok {
+		var want R
+		return WorkResult[R]{}, fmt.Errorf("%w: node %q does not produce %T", ErrResultType, id, want)
+	}
+	if !terminal(n.state.Load()) {
+		return WorkResult[R]{}, nil
+	}
+	return s.res, nil
+}
