@@ -48,6 +48,7 @@ type worklist struct {
 	ended []int32 // nodes with a final state: callback, then successors
 	cur   int32   // node whose worker is running, or -1
 	prop  int32   // node whose Result callback is running, or -1
+	sweep bool    // this is the sweep's worklist
 }
 
 func newWorklist() worklist { return worklist{cur: -1, prop: -1} }
@@ -161,15 +162,27 @@ func (r *Run) loop(first int32, wl worklist) {
 
 // continueAfterGoexit finishes the work of a goroutine that user code
 // ended with runtime.Goexit (for example t.FailNow in a test's worker):
-// the node that was running fails with ErrGoexit, a callback that did not
-// return is reported, and the rest of the worklist goes on elsewhere.
+// the rest of its worklist goes on in a new goroutine.
 func (r *Run) continueAfterGoexit(wl *worklist) {
+	cont := r.salvage(wl)
+	r.a.inflight.Add(1)
+	go func() {
+		defer r.a.inflight.Done()
+		r.loop(-1, cont)
+	}()
+}
+
+// salvage copies the worklist of a goroutine that is exiting through
+// runtime.Goexit: the node whose worker was running fails with ErrGoexit,
+// and a Result callback that did not return is reported and skipped.
+func (r *Run) salvage(wl *worklist) worklist {
 	cont := worklist{
 		ready: append([]int32(nil), wl.ready...),
 		left:  append([]int32(nil), wl.left...),
 		ended: append([]int32(nil), wl.ended...),
 		cur:   -1,
 		prop:  -1,
+		sweep: wl.sweep,
 	}
 	if wl.cur >= 0 {
 		r.end(wl.cur, sWorking, ResultException, ErrGoexit, &cont)
@@ -179,11 +192,7 @@ func (r *Run) continueAfterGoexit(wl *worklist) {
 		r.callbackPanic(r.p.nodes[i].id, "Result", &PanicError{Value: ErrGoexit})
 		r.afterCallback(i, &cont)
 	}
-	r.a.inflight.Add(1)
-	go func() {
-		defer r.a.inflight.Done()
-		r.loop(-1, cont)
-	}()
+	return cont
 }
 
 // submit hands node i to the executor. It reports false if the executor
@@ -336,13 +345,15 @@ func (r *Run) processEnd(i int32, wl *worklist) {
 func (r *Run) afterCallback(i int32, wl *worklist) {
 	r.upstreamEnded(i, r.nodes[i].state.Load() == sFinish, wl)
 	if r.remaining.Add(-1) == 0 {
-		r.complete()
+		r.complete(wl.sweep)
 	}
 }
 
-// complete is called once, by whoever processed the last node's end.
-func (r *Run) complete() {
-	if r.stopSweep() {
+// complete is called once, by whoever processed the last node's end. The
+// sweep must not touch stopSweep: with an already expired context it can
+// start before Start has stored it.
+func (r *Run) complete(inSweep bool) {
+	if !inSweep && r.stopSweep() {
 		close(r.sweepDone) // the sweep will never run
 	}
 	r.cancel()
@@ -353,14 +364,30 @@ func (r *Run) complete() {
 // ends every node that has not ended with ResultTimeout. Workers still
 // running see ctx.Done() and whatever they return later is dropped.
 func (r *Run) sweep() {
-	defer close(r.sweepDone)
 	r.cause = context.Cause(r.ctx)
 	r.stopped.Store(true)
 	wl := newWorklist()
-	for i := range r.nodes {
-		r.stop(int32(i), &wl)
+	wl.sweep = true
+	r.sweepFrom(0, wl)
+}
+
+// sweepFrom sweeps nodes k and up. If a callback ends the goroutine with
+// runtime.Goexit, the sweep goes on in a new goroutine.
+func (r *Run) sweepFrom(k int, wl worklist) {
+	normal := false
+	defer func() {
+		if normal {
+			close(r.sweepDone)
+			return
+		}
+		cont := r.salvage(&wl)
+		go r.sweepFrom(k, cont)
+	}()
+	for ; k < len(r.nodes); k++ {
+		r.stop(int32(k), &wl)
 		r.settle(&wl)
 	}
+	normal = true
 }
 
 func (r *Run) stop(i int32, wl *worklist) {

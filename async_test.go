@@ -1,0 +1,314 @@
+package asynctool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type ctxKey struct{}
+
+// TestGroupDeadline checks rule 6 with fake time: BeginWork returns at the
+// deadline; running and unstarted nodes end as timeouts with their default
+// values and one callback each; unstarted nodes never start; running
+// workers see ctx.Done(); request values flow to workers.
+func TestGroupDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		rec := newRecorder()
+		var sawValue, sawDone atomic.Bool
+		fast := rec.node("fast", func(ctx context.Context, _ Wrappers) (int, error) {
+			sawValue.Store(ctx.Value(ctxKey{}) == "req-1")
+			return 1, nil
+		})
+		slow := rec.node("slow", func(ctx context.Context, _ Wrappers) (int, error) {
+			<-ctx.Done()
+			sawDone.Store(true)
+			return 99, nil // returned after the deadline: dropped
+		}).Default(-1)
+		after := rec.node("after", ok(2)).Depend(slow, true).Default(-2)
+		ctx := context.WithValue(context.Background(), ctxKey{}, "req-1")
+
+		start := time.Now()
+		err := a.BeginWork(ctx, 100*time.Millisecond, fast, slow)
+		assert.Equal(t, 100*time.Millisecond, time.Since(start), "returns at the deadline")
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+
+		assert.True(t, sawValue.Load(), "request-scoped values reach workers")
+		assert.Equal(t, WorkResult[int]{Value: 1, State: ResultSuccess}, fast.Result())
+		for id, w := range map[string]*WorkerWrapper[int, int]{"slow": slow, "after": after} {
+			res := w.Result()
+			assert.Equal(t, ResultTimeout, res.State, id)
+			assert.ErrorIs(t, res.Err, context.DeadlineExceeded, id)
+			assert.Equal(t, StateError, w.State(), id)
+			assert.Equal(t, 1, rec.count(rec.results, id), id)
+		}
+		assert.Equal(t, -1, slow.Result().Value)
+		assert.Equal(t, -2, after.Result().Value)
+		assert.Equal(t, 0, rec.count(rec.begins, "after"), "an unstarted node never starts")
+		synctest.Wait()
+		assert.True(t, sawDone.Load(), "the running worker saw ctx.Done()")
+		assert.Equal(t, -1, slow.Result().Value, "a late return cannot overwrite the timeout")
+	})
+}
+
+// TestDeadlineIgnoringWorker checks that a worker that ignores its context
+// does not delay BeginWork, and that Close waits for it.
+func TestDeadlineIgnoringWorker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		var returned atomic.Bool
+		stubborn := NewWrapper("stubborn", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			time.Sleep(time.Second)
+			returned.Store(true)
+			return 1, nil
+		}), 0)
+		start := time.Now()
+		err := a.BeginWork(context.Background(), 10*time.Millisecond, stubborn)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, 10*time.Millisecond, time.Since(start))
+		assert.False(t, returned.Load())
+		require.NoError(t, a.Close())
+		assert.True(t, returned.Load(), "Close waited for the worker")
+		assert.Equal(t, time.Second, time.Since(start))
+		assert.Equal(t, ResultTimeout, stubborn.Result().State)
+	})
+}
+
+// TestContextDeadlineWins checks that the group deadline is the earlier
+// of ctx's and now+timeout.
+func TestContextDeadlineWins(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		deadlines := make(chan time.Time, 1)
+		w := NewWrapper("w", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			d, _ := ctx.Deadline()
+			deadlines <- d
+			<-ctx.Done()
+			return 0, ctx.Err()
+		}), 0)
+		start := time.Now()
+		err := a.BeginWork(ctx, time.Hour, w)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, start.Add(20*time.Millisecond), <-deadlines)
+	})
+}
+
+// TestCancelCause checks that cancelling the caller's context ends the run
+// with the cancellation cause.
+func TestCancelCause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		ctx, cancel := context.WithCancelCause(context.Background())
+		why := errors.New("client went away")
+		w := NewWrapper("w", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			<-ctx.Done()
+			return 0, ctx.Err()
+		}), 0)
+		time.AfterFunc(5*time.Millisecond, func() { cancel(why) })
+		err := a.BeginWork(ctx, 0, w)
+		assert.ErrorIs(t, err, why)
+		assert.ErrorIs(t, w.Result().Err, why)
+		assert.Equal(t, ResultTimeout, w.Result().State)
+	})
+}
+
+// TestAlreadyExpiredContext checks that a dead context starts nothing.
+func TestAlreadyExpiredContext(t *testing.T) {
+	a := newAsync(t)
+	rec := newRecorder()
+	x := rec.node("x", ok(1))
+	y := rec.node("y", ok(1)).Depend(x, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := a.BeginWork(ctx, 0, x)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Empty(t, rec.order)
+	assert.Equal(t, ResultTimeout, y.Result().State)
+}
+
+// TestStartAndCancel checks the asynchronous form.
+func TestStartAndCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		rec := newRecorder()
+		x := rec.node("x", func(ctx context.Context, _ Wrappers) (int, error) { <-ctx.Done(); return 0, ctx.Err() })
+		r, err := a.Start(context.Background(), 0, x)
+		require.NoError(t, err)
+		synctest.Wait()
+		select {
+		case <-r.Done():
+			t.Fatal("run ended early")
+		default:
+		}
+		waitCtx, cancelWait := context.WithTimeout(context.Background(), time.Millisecond)
+		defer cancelWait()
+		assert.ErrorIs(t, r.Wait(waitCtx), context.DeadlineExceeded, "Wait gives up with its own ctx")
+		r.Cancel()
+		assert.ErrorIs(t, r.Wait(context.Background()), context.Canceled)
+		assert.Equal(t, ResultTimeout, x.Result().State)
+	})
+}
+
+// TestPanics checks rule 9: panics in workers and callbacks never crash
+// the process nor leave a node stuck.
+func TestPanics(t *testing.T) {
+	a := newAsync(t)
+	rec := newRecorder()
+	boom := rec.node("boom", func(context.Context, Wrappers) (int, error) { panic("kaboom") })
+	errPanic := rec.node("errpanic", func(context.Context, Wrappers) (int, error) { panic(errBoom) })
+	after := rec.node("after", ok(1)).Depend(boom, true)
+	badBegin := NewWrapper("badbegin", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		t.Error("Action must not run after Begin panicked")
+		return 0, nil
+	}), 0).Callback(panicky{begin: true})
+	badResult := NewWrapper("badresult", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 5, nil }), 0).
+		Callback(panicky{})
+	next := rec.node("next", ok(1)).Depend(badResult, true)
+
+	err := a.BeginWork(context.Background(), 0, boom, errPanic, badBegin, badResult)
+
+	var pe *PanicError
+	require.ErrorAs(t, boom.Result().Err, &pe)
+	assert.Equal(t, "kaboom", pe.Value)
+	assert.Contains(t, string(pe.Stack), "async_test.go", "the stack points at the panicking worker")
+	assert.ErrorIs(t, errPanic.Result().Err, errBoom, "a panic with an error unwraps to it")
+	assert.ErrorIs(t, after.Result().Err, pe)
+	assert.Equal(t, ResultException, badBegin.Result().State)
+	assert.Equal(t, WorkResult[int]{Value: 5, State: ResultSuccess}, badResult.Result(), "a Result panic does not change the result")
+	assert.Equal(t, ResultSuccess, next.Result().State)
+
+	var cpes []*CallbackPanicError
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var c *CallbackPanicError
+		require.ErrorAs(t, e, &c)
+		cpes = append(cpes, c)
+	}
+	require.Len(t, cpes, 2)
+	got := []string{cpes[0].ID + "." + cpes[0].Method, cpes[1].ID + "." + cpes[1].Method}
+	assert.ElementsMatch(t, []string{"badbegin.Begin", "badresult.Result"}, got)
+}
+
+type panicky struct{ begin bool }
+
+func (p panicky) Begin() {
+	if p.begin {
+		panic("begin")
+	}
+}
+func (p panicky) Result(bool, int, WorkResult[int]) {
+	if !p.begin {
+		panic("result")
+	}
+}
+
+// TestIsolation checks that two Async values do not share goroutines: one
+// saturated does not delay the other.
+func TestIsolation(t *testing.T) {
+	busy := newAsync(t, WithMaxWorkers(1))
+	free := newAsync(t, WithMaxWorkers(1))
+	gate := make(chan struct{})
+	blocker := NewWrapper("blocker", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		<-gate
+		return 0, nil
+	}), 0)
+	r, err := busy.Start(context.Background(), 0, blocker)
+	require.NoError(t, err)
+	quick := NewWrapper("quick", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil }), 0)
+	require.NoError(t, free.BeginWork(context.Background(), 0, quick))
+	assert.Equal(t, ResultSuccess, quick.Result().State)
+	close(gate)
+	require.NoError(t, r.Wait(context.Background()))
+}
+
+// TestCloseRejectsNewRuns checks Close's contract.
+func TestCloseRejectsNewRuns(t *testing.T) {
+	a := New()
+	require.NoError(t, a.Close())
+	require.NoError(t, a.Close(), "Close is idempotent")
+	w := NewWrapper("w", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil }), 0)
+	assert.ErrorIs(t, a.BeginWork(context.Background(), 0, w), ErrClosed)
+	// The wrapper was not consumed by the refused run.
+	b := newAsync(t)
+	require.NoError(t, b.BeginWork(context.Background(), 0, w))
+}
+
+// TestBadOptions checks that invalid options surface as errors.
+func TestBadOptions(t *testing.T) {
+	w := func() Wrapper {
+		return NewWrapper("w", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil }), 0)
+	}
+	for _, o := range []Option{WithMaxWorkers(0), WithExecutor(nil)} {
+		a := New(o)
+		err := a.BeginWork(context.Background(), 0, w())
+		assert.ErrorContains(t, err, "asynctool: With")
+		require.NoError(t, a.Close())
+	}
+	a := newAsync(t)
+	assert.ErrorIs(t, a.BeginWork(context.Background(), -time.Second, w()), ErrNegativeTimeout)
+}
+
+// TestConcurrentRuns checks that one Async runs many graphs at once.
+func TestConcurrentRuns(t *testing.T) {
+	a := newAsync(t, WithMaxWorkers(4))
+	var wg sync.WaitGroup
+	for g := range 50 {
+		wg.Go(func() {
+			rec := newRecorder()
+			x := rec.node("x", ok(g))
+			y := rec.node("y", func(ctx context.Context, all Wrappers) (int, error) {
+				r, err := ResultOf[int](all, "x")
+				return r.Value * 2, err
+			}).Depend(x, true)
+			assert.NoError(t, a.BeginWork(context.Background(), 0, x))
+			assert.Equal(t, 2*g, y.Result().Value)
+		})
+	}
+	wg.Wait()
+}
+
+// TestNoPartialResult checks rule 3: a node whose must dependencies end at
+// nearly the same instant always reads their final results.
+func TestNoPartialResult(t *testing.T) {
+	a := newAsync(t, WithMaxWorkers(8))
+	for i := range 300 {
+		var xs []*WorkerWrapper[int, string]
+		c := NewWrapper("c", WorkerFunc[int, string](func(ctx context.Context, _ int, all Wrappers) (string, error) {
+			var sb strings.Builder
+			for k := range 4 {
+				r, err := ResultOf[string](all, fmt.Sprint("x", k))
+				if err != nil || r.State != ResultSuccess {
+					return "", fmt.Errorf("x%d not final: %+v %v", k, r, err)
+				}
+				sb.WriteString(r.Value)
+			}
+			return sb.String(), nil
+		}), 0)
+		var starts []Wrapper
+		for k := range 4 {
+			x := NewWrapper(fmt.Sprint("x", k), WorkerFunc[int, string](func(context.Context, int, Wrappers) (string, error) {
+				return fmt.Sprint(k), nil
+			}), 0)
+			xs = append(xs, x)
+			c.Depend(x, true)
+			starts = append(starts, x)
+		}
+		require.NoError(t, a.BeginWork(context.Background(), 0, starts...))
+		require.Equal(t, WorkResult[string]{Value: "0123", State: ResultSuccess}, c.Result(), "iteration %d", i)
+	}
+}

@@ -1,0 +1,243 @@
+package asynctool
+
+import (
+	"context"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// anyGraph builds any(a, b→c, d→e→f)→g: g's dependencies are all
+// optional, and a, b, d are the start nodes.
+func anyGraph(rec *recorder) (map[string]*WorkerWrapper[int, int], []Wrapper) {
+	w := map[string]*WorkerWrapper[int, int]{}
+	for _, id := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+		w[id] = rec.node(id, ok(1))
+	}
+	w["c"].Depend(w["b"], true)
+	w["e"].Depend(w["d"], true)
+	w["f"].Depend(w["e"], true)
+	w["g"].Depend(w["a"], false).Depend(w["c"], false).Depend(w["f"], false)
+	return w, []Wrapper{w["a"], w["b"], w["d"]}
+}
+
+// TestShortCircuitAnyOf checks rule 5 on the seed's example: once a has
+// triggered g, every node of the other branches that has not started is
+// skipped, with its callback fired and the ErrSkipped sentinel.
+func TestShortCircuitAnyOf(t *testing.T) {
+	ex := &manualExec{}
+	a := newAsync(t, WithExecutor(ex))
+	rec := newRecorder()
+	w, starts := anyGraph(rec)
+	r, err := a.Start(context.Background(), 0, starts...)
+	require.NoError(t, err)
+	require.True(t, ex.step(), "run a's task") // a runs, triggers g, g runs inline
+	ex.drain()
+	require.NoError(t, r.Wait(context.Background()))
+
+	assert.Equal(t, []string{"a", "g"}, rec.order, "only a and g ran")
+	for _, id := range []string{"b", "c", "d", "e", "f"} {
+		res := w[id].Result()
+		assert.Equal(t, StateError, w[id].State(), id)
+		assert.ErrorIs(t, res.Err, ErrSkipped, id)
+		assert.Equal(t, ResultException, res.State, id)
+		assert.Equal(t, 1, rec.count(rec.results, id), "%s's callback fired once", id)
+		assert.Equal(t, 0, rec.count(rec.begins, id), "%s's Begin never fired", id)
+	}
+	assert.Equal(t, ResultSuccess, w["g"].Result().State)
+}
+
+// TestShortCircuitSparesStartedNodes checks that nodes already running are
+// not touched and their successors still skip.
+func TestShortCircuitSparesStartedNodes(t *testing.T) {
+	a := newAsync(t)
+	rec := newRecorder()
+	gateB, gateD := make(chan struct{}), make(chan struct{})
+	w := map[string]*WorkerWrapper[int, int]{
+		"a": rec.node("a", ok(1)), "b": rec.node("b", gated(gateB, 1)), "c": rec.node("c", ok(1)),
+		"d": rec.node("d", gated(gateD, 1)), "e": rec.node("e", ok(1)), "f": rec.node("f", ok(1)),
+		"g": rec.node("g", ok(1)),
+	}
+	w["c"].Depend(w["b"], true)
+	w["e"].Depend(w["d"], true)
+	w["f"].Depend(w["e"], true)
+	// a must wait until b and d are running.
+	started := make(chan struct{})
+	w["a"] = rec.node("a", func(ctx context.Context, _ Wrappers) (int, error) { <-started; return 1, nil })
+	w["g"].Depend(w["a"], false).Depend(w["c"], false).Depend(w["f"], false)
+	r, err := a.Start(context.Background(), 0, w["a"], w["b"], w["d"])
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return w["b"].State() == StateWorking && w["d"].State() == StateWorking
+	}, 10*time.Second, time.Millisecond)
+	close(started)
+	require.Eventually(t, func() bool { return w["g"].State() == StateFinish }, 10*time.Second, time.Millisecond)
+	for _, id := range []string{"c", "e", "f"} {
+		assert.ErrorIs(t, w[id].Result().Err, ErrSkipped, id)
+	}
+	close(gateB)
+	close(gateD)
+	require.NoError(t, r.Wait(context.Background()))
+	assert.Equal(t, ResultSuccess, w["b"].Result().State, "a started node finishes normally")
+	assert.Equal(t, ResultSuccess, w["d"].Result().State)
+}
+
+// TestShortCircuitOptOut checks that a node with ShortCircuit(false) is
+// never skipped and keeps its upstreams needed.
+func TestShortCircuitOptOut(t *testing.T) {
+	ex := &manualExec{}
+	a := newAsync(t, WithExecutor(ex))
+	rec := newRecorder()
+	w, starts := anyGraph(rec)
+	w["c"].ShortCircuit(false)
+	r, err := a.Start(context.Background(), 0, starts...)
+	require.NoError(t, err)
+	ex.drain()
+	require.NoError(t, r.Wait(context.Background()))
+	assert.ElementsMatch(t, []string{"a", "g", "b", "c"}, rec.order, "c and its upstream b run")
+	for _, id := range []string{"d", "e", "f"} {
+		assert.ErrorIs(t, w[id].Result().Err, ErrSkipped, id)
+	}
+}
+
+// TestShortCircuitMultipleSuccessors checks the generalisation beyond
+// asyncTool's single-successor chains: a node with two successors is
+// skipped once neither needs it.
+func TestShortCircuitMultipleSuccessors(t *testing.T) {
+	ex := &manualExec{}
+	a := newAsync(t, WithExecutor(ex))
+	rec := newRecorder()
+	fast := rec.node("fast", ok(1))
+	shared := rec.node("shared", ok(1)) // feeds both x and y
+	x := rec.node("x", ok(1)).Depend(fast, false).Depend(shared, false)
+	y := rec.node("y", ok(1)).Depend(fast, false).Depend(shared, false)
+	r, err := a.Start(context.Background(), 0, fast, shared)
+	require.NoError(t, err)
+	ex.drain()
+	require.NoError(t, r.Wait(context.Background()))
+	assert.ErrorIs(t, shared.Result().Err, ErrSkipped)
+	assert.Equal(t, ResultSuccess, x.Result().State)
+	assert.Equal(t, ResultSuccess, y.Result().State)
+}
+
+// TestSinksAreNeverSkipped checks that a node without successors always
+// runs when its join allows, even if it is a start node queued behind
+// others.
+func TestSinksAreNeverSkipped(t *testing.T) {
+	ex := &manualExec{}
+	a := newAsync(t, WithExecutor(ex))
+	rec := newRecorder()
+	var starts []Wrapper
+	for _, id := range ids(5, "s") {
+		starts = append(starts, rec.node(id, ok(1)))
+	}
+	r, err := a.Start(context.Background(), 0, starts...)
+	require.NoError(t, err)
+	ex.drain()
+	require.NoError(t, r.Wait(context.Background()))
+	assert.Len(t, rec.order, 5)
+}
+
+// TestPoolOfOneCompletesAnyDAG checks rule 8: with a single worker
+// goroutine, wide and deep graphs complete, because no goroutine waits for
+// another node.
+func TestPoolOfOneCompletesAnyDAG(t *testing.T) {
+	a := newAsync(t, WithMaxWorkers(1))
+	rec := newRecorder()
+	root := rec.node("root", ok(1))
+	sink := rec.node("sink", ok(1))
+	for _, id := range ids(200, "m") {
+		m := rec.node(id, ok(1)).Depend(root, true)
+		sink.Depend(m, true)
+	}
+	prev := sink
+	for _, id := range ids(2000, "chain") { // deep: no recursion per level
+		n := rec.node(id, ok(1)).Depend(prev, true)
+		prev = n
+	}
+	require.NoError(t, a.BeginWork(context.Background(), 0, root))
+	assert.Equal(t, ResultSuccess, prev.Result().State)
+	assert.Len(t, rec.order, 2202)
+}
+
+// TestRejectingExecutorLosesNothing checks that an executor that refuses
+// every task still completes the graph: the submitting goroutine runs the
+// work itself.
+func TestRejectingExecutorLosesNothing(t *testing.T) {
+	var accepted atomic.Int32
+	ex := ExecutorFunc(func(task func()) error {
+		if accepted.Add(1) == 1 { // accept exactly one task, then refuse all
+			go task()
+			return nil
+		}
+		return errBoom
+	})
+	a := newAsync(t, WithExecutor(ex))
+	rec := newRecorder()
+	root := rec.node("root", ok(1))
+	sink := rec.node("sink", ok(1))
+	for _, id := range ids(50, "m") {
+		sink.Depend(rec.node(id, ok(1)).Depend(root, true), true)
+	}
+	require.NoError(t, a.BeginWork(context.Background(), 0, root))
+	assert.Equal(t, ResultSuccess, sink.Result().State)
+	assert.Len(t, rec.order, 52)
+}
+
+// TestGoexitInWorker checks that a worker ending its goroutine with
+// runtime.Goexit (t.FailNow in a test's fake) fails its node instead of
+// hanging the run.
+func TestGoexitInWorker(t *testing.T) {
+	a := newAsync(t, WithMaxWorkers(1))
+	rec := newRecorder()
+	x := rec.node("x", func(context.Context, Wrappers) (int, error) { runtime.Goexit(); return 0, nil })
+	y := rec.node("y", ok(1)).Depend(x, true)
+	z := rec.node("z", ok(1)).Depend(x, false)
+	other := rec.node("other", ok(2))
+	require.NoError(t, a.BeginWork(context.Background(), 0, x, other))
+	assert.ErrorIs(t, x.Result().Err, ErrGoexit)
+	assert.ErrorIs(t, y.Result().Err, ErrGoexit)
+	assert.ErrorIs(t, z.Result().Err, ErrGoexit)
+	assert.Equal(t, ResultSuccess, other.Result().State)
+}
+
+// TestGoexitInCallback checks the same for a Result callback.
+func TestGoexitInCallback(t *testing.T) {
+	a := newAsync(t)
+	x := NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil }), 0).
+		Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) { runtime.Goexit() }))
+	y := NewWrapper("y", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 2, nil }), 0).Depend(x, true)
+	err := a.BeginWork(context.Background(), 0, x)
+	var cpe *CallbackPanicError
+	require.ErrorAs(t, err, &cpe)
+	assert.Equal(t, "x", cpe.ID)
+	assert.Equal(t, ResultSuccess, y.Result().State, "successors still run")
+}
+
+// TestGoexitInCallbackDuringSweep checks that a Result callback calling
+// runtime.Goexit while the deadline sweep runs it does not stop the sweep.
+func TestGoexitInCallbackDuringSweep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		rec := newRecorder()
+		slow := rec.node("slow", func(ctx context.Context, _ Wrappers) (int, error) { <-ctx.Done(); return 0, nil })
+		x := NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil }), 0).
+			Depend(slow, true).
+			Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) { runtime.Goexit() }))
+		y := rec.node("y", ok(1)).Depend(x, true)
+		z := rec.node("z", ok(1)).Depend(slow, true)
+		err := a.BeginWork(context.Background(), time.Millisecond, slow)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		var cpe *CallbackPanicError
+		assert.ErrorAs(t, err, &cpe)
+		for _, w := range []*WorkerWrapper[int, int]{x, y, z} {
+			assert.Equal(t, ResultTimeout, w.Result().State, w.ID())
+		}
+	})
+}
