@@ -3,6 +3,7 @@ package asynctool
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync/atomic"
 )
 
@@ -168,6 +169,8 @@ type nodeImpl interface {
 	fireResult(slot any, success bool) *PanicError
 	// resultErr returns the Err of the result in slot.
 	resultErr(slot any) error
+	// resultType names R, for error messages.
+	resultType() reflect.Type
 }
 
 func coreOf(w Wrapper) *nodeCore {
@@ -266,6 +269,8 @@ func (w *WorkerWrapper[P, R]) fireResult(sl any, success bool) (p *PanicError) {
 
 func (w *WorkerWrapper[P, R]) resultErr(sl any) error { return sl.(*slot[R]).res.Err }
 
+func (w *WorkerWrapper[P, R]) resultType() reflect.Type { return reflect.TypeFor[R]() }
+
 // Wrappers is a run's view of all its nodes, passed to every worker so it
 // can read the results of other nodes by id with [ResultOf]. The zero
 // value is an empty view (useful when calling a worker directly in a
@@ -306,8 +311,8 @@ func ResultOf[R any](all Wrappers, id string) (WorkResult[R], error) {
 	n := &all.r.nodes[i]
 	s, ok := n.slot.(*slot[R])
 	if !ok {
-		var want R
-		return WorkResult[R]{}, fmt.Errorf("%w: node %q does not produce %T", ErrResultType, id, want)
+		return WorkResult[R]{}, fmt.Errorf("%w: node %q produces %v, not %v",
+			ErrResultType, id, all.r.p.nodes[i].impl.resultType(), reflect.TypeFor[R]())
 	}
 	if !terminal(n.state.Load()) {
 		return WorkResult[R]{}, nil

@@ -1,0 +1,147 @@
+package asynctool
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func okWorker() WorkerFunc[int, int] {
+	return func(context.Context, int, Wrappers) (int, error) { return 1, nil }
+}
+
+// TestValidation checks rule 7: bad graphs are rejected before anything
+// runs, with an error that names the problem.
+func TestValidation(t *testing.T) {
+	n := func(id string) *WorkerWrapper[int, int] { return NewWrapper(id, okWorker(), 0) }
+	tests := []struct {
+		name   string
+		build  func() []Wrapper
+		target error
+		msg    string
+		nodes  []string
+	}{
+		{"no start nodes", func() []Wrapper { return nil }, ErrNoStart, "no start nodes", nil},
+		{"nil start node", func() []Wrapper { return []Wrapper{n("a"), nil} }, ErrNilWrapper, "start node 1 is nil", nil},
+		{"typed nil start node", func() []Wrapper { var w *WorkerWrapper[int, int]; return []Wrapper{w} }, ErrNilWrapper, "start node 0", nil},
+		{"nil worker", func() []Wrapper {
+			return []Wrapper{NewWrapper[int, int]("w", nil, 0)}
+		}, ErrNilWorker, `node "w"`, []string{"w"}},
+		{"nil worker func", func() []Wrapper {
+			return []Wrapper{NewWrapper("w", WorkerFunc[int, int](nil), 0)}
+		}, ErrNilWorker, `node "w"`, []string{"w"}},
+		{"nil dependency", func() []Wrapper { return []Wrapper{n("a").Depend(nil, true)} }, ErrNilWrapper, `Depend on node "a"`, []string{"a"}},
+		{"duplicate ids", func() []Wrapper {
+			a := n("a")
+			n("x").Depend(a, true)
+			n("x").Depend(a, true)
+			return []Wrapper{a}
+		}, ErrDuplicateID, `"x"`, []string{"x"}},
+		{"self cycle", func() []Wrapper { a := n("a"); a.Depend(a, true); return []Wrapper{a} }, ErrCycle, "a -> a", []string{"a", "a"}},
+		{"cycle with path", func() []Wrapper {
+			a, b, c, d := n("a"), n("b"), n("c"), n("d")
+			b.Depend(a, true)
+			c.Depend(b, true)
+			d.Depend(c, false)
+			b.Depend(d, true)
+			return []Wrapper{a}
+		}, ErrCycle, "b -> c -> d -> b", []string{"b", "c", "d", "b"}},
+		{"unreachable dependency", func() []Wrapper {
+			a, hidden := n("a"), n("hidden")
+			n("c").Depend(a, true).Depend(hidden, true)
+			return []Wrapper{a}
+		}, ErrUnreachableDependency, `"c" depends on "hidden"`, []string{"c", "hidden"}},
+		{"conflicting edge", func() []Wrapper {
+			a := n("a")
+			n("b").Depend(a, true).Depend(a, false)
+			return []Wrapper{a}
+		}, ErrConflictingEdge, `"a" -> "b"`, []string{"a", "b"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := newAsync(t)
+			err := a.BeginWork(context.Background(), 0, tt.build()...)
+			require.ErrorIs(t, err, tt.target)
+			assert.Contains(t, err.Error(), tt.msg)
+			if tt.nodes != nil {
+				var ge *GraphError
+				require.ErrorAs(t, err, &ge)
+				assert.Equal(t, tt.nodes, ge.Nodes)
+			}
+		})
+	}
+}
+
+// TestReuseIsRejected checks that a wrapper serves one run only, and that
+// a rejected graph does not consume its wrappers.
+func TestReuseIsRejected(t *testing.T) {
+	a := newAsync(t)
+	x := NewWrapper("x", okWorker(), 0)
+	require.NoError(t, a.BeginWork(context.Background(), 0, x))
+	err := a.BeginWork(context.Background(), 0, x)
+	require.ErrorIs(t, err, ErrReused)
+	assert.Contains(t, err.Error(), `"x"`)
+
+	// A graph sharing x with a fresh node is rejected as a whole, and the
+	// fresh node stays usable.
+	y := NewWrapper("y", okWorker(), 0)
+	z := NewWrapper("z", okWorker(), 0).Depend(y, true)
+	z.Depend(x, false)
+	require.ErrorIs(t, a.BeginWork(context.Background(), 0, y, x), ErrReused)
+	assert.False(t, y.used.Load(), "y was not consumed")
+
+	// Changing a used wrapper is reported too.
+	x.Callback(nil)
+	assert.ErrorIs(t, x.buildErr, ErrReused)
+}
+
+// TestDuplicateStartIsFine checks that passing the same wrapper twice, or
+// a node that is also reachable, is not a duplicate id.
+func TestDuplicateStartIsFine(t *testing.T) {
+	a := newAsync(t)
+	x := NewWrapper("x", okWorker(), 0)
+	y := NewWrapper("y", okWorker(), 0).Depend(x, true)
+	require.NoError(t, a.BeginWork(context.Background(), 0, x, x, y))
+	assert.Equal(t, ResultSuccess, y.Result().State)
+}
+
+// TestAnonymousNodes checks that empty ids are allowed and not looked up.
+func TestAnonymousNodes(t *testing.T) {
+	a := newAsync(t)
+	x := NewWrapper("", okWorker(), 0)
+	y := NewWrapper("", okWorker(), 0).Depend(x, true)
+	require.NoError(t, a.BeginWork(context.Background(), 0, x))
+	assert.Equal(t, ResultSuccess, y.Result().State)
+}
+
+// TestPlanIsTopological checks the compiled order and the deduplicated
+// edge counts the joins rely on.
+func TestPlanIsTopological(t *testing.T) {
+	x := NewWrapper("x", okWorker(), 0)
+	y := NewWrapper("y", okWorker(), 0)
+	z := NewWrapper("z", okWorker(), 0).Depend(y, true).Depend(x, false).Depend(y, true)
+	x.Next(z, false)
+	p, err := compile([]Wrapper{z, y, x})
+	require.NoError(t, err)
+	pos := map[string]int{}
+	for i, n := range p.nodes {
+		pos[n.id] = i
+	}
+	assert.Less(t, pos["y"], pos["z"])
+	assert.Less(t, pos["x"], pos["z"])
+	zn := p.nodes[pos["z"]]
+	assert.Equal(t, int32(1), zn.nMust)
+	assert.Equal(t, int32(1), zn.nOpt)
+	assert.Len(t, zn.in, 2)
+	assert.ElementsMatch(t, []int32{int32(pos["x"]), int32(pos["y"])}, p.roots)
+}
+
+func TestGraphErrorUnwraps(t *testing.T) {
+	err := error(cycleErr([]string{"a", "b", "a"}))
+	assert.True(t, errors.Is(err, ErrCycle))
+	assert.Equal(t, "asynctool: dependency cycle: a -> b -> a", err.Error())
+	assert.Equal(t, "asynctool: no start nodes", (&GraphError{Err: ErrNoStart}).Error())
+}

@@ -1,0 +1,107 @@
+package asynctool
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type defaulting struct{}
+
+func (defaulting) Action(context.Context, int, Wrappers) (string, error) { return "", errBoom }
+func (defaulting) DefaultValue() string                                  { return "from worker" }
+
+// TestDefaultValues checks the precedence: Default, then Defaulter, then
+// the zero value.
+func TestDefaultValues(t *testing.T) {
+	a := newAsync(t)
+	viaWorker := NewWrapper[int, string]("w", defaulting{}, 0)
+	viaWrapper := NewWrapper[int, string]("x", defaulting{}, 0).Default("from wrapper")
+	zero := NewWrapper("z", WorkerFunc[int, string](func(context.Context, int, Wrappers) (string, error) { return "ignored", errBoom }), 0)
+	require.NoError(t, a.BeginWork(context.Background(), 0, viaWorker, viaWrapper, zero))
+	assert.Equal(t, "from worker", viaWorker.Result().Value)
+	assert.Equal(t, "from wrapper", viaWrapper.Result().Value)
+	assert.Equal(t, "", zero.Result().Value, "a failed worker's return value is not kept")
+}
+
+// TestResultOf checks the run view's typed access.
+func TestResultOf(t *testing.T) {
+	a := newAsync(t)
+	type user struct{ Name string }
+	u := NewWrapper("user", WorkerFunc[int64, *user](func(context.Context, int64, Wrappers) (*user, error) {
+		return &user{"ada"}, nil
+	}), 7)
+	var unknownErr, typeErr error
+	var early WorkResult[int]
+	slow := NewWrapper("slow", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil }), 0)
+	page := NewWrapper("page", WorkerFunc[int64, string](func(ctx context.Context, uid int64, all Wrappers) (string, error) {
+		_, unknownErr = ResultOf[int](all, "nope")
+		_, typeErr = ResultOf[string](all, "user")
+		early, _ = ResultOf[int](all, "later")
+		st, ok := all.State("user")
+		if !ok || st != StateFinish {
+			t.Errorf("State(user) = %v, %v; want finish, true", st, ok)
+		}
+		r, err := ResultOf[*user](all, "user")
+		if err != nil {
+			return "", err
+		}
+		return r.Value.Name, nil
+	}), 7).Depend(u, true).Depend(slow, false)
+	NewWrapper("later", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil }), 0).Depend(page, true)
+	require.NoError(t, a.BeginWork(context.Background(), 0, u, slow))
+	assert.Equal(t, "ada", page.Result().Value)
+	assert.ErrorIs(t, unknownErr, ErrUnknownID)
+	assert.ErrorContains(t, unknownErr, `"nope"`)
+	assert.ErrorIs(t, typeErr, ErrResultType)
+	assert.ErrorContains(t, typeErr, `node "user" produces *asynctool.user, not string`)
+	assert.Equal(t, WorkResult[int]{}, early, "a node that has not ended reads as default")
+
+	_, err := ResultOf[int](Wrappers{}, "x")
+	assert.ErrorIs(t, err, ErrUnknownID, "the zero view is empty")
+	_, ok := Wrappers{}.State("x")
+	assert.False(t, ok)
+}
+
+func TestWrapperBeforeRun(t *testing.T) {
+	w := NewWrapper("w", okWorker(), 0)
+	assert.Equal(t, "w", w.ID())
+	assert.Equal(t, StateInit, w.State())
+	assert.Equal(t, WorkResult[int]{}, w.Result())
+	assert.Equal(t, `node "w"`, w.String())
+	var nilW *WorkerWrapper[int, int]
+	assert.Equal(t, StateInit, nilW.State())
+}
+
+func TestStrings(t *testing.T) {
+	assert.Equal(t, []string{"init", "working", "finish", "error", "State(9)"},
+		[]string{StateInit.String(), StateWorking.String(), StateFinish.String(), StateError.String(), State(9).String()})
+	assert.Equal(t, []string{"default", "success", "timeout", "exception", "ResultState(7)"},
+		[]string{ResultDefault.String(), ResultSuccess.String(), ResultTimeout.String(), ResultException.String(), ResultState(7).String()})
+	assert.Equal(t, StateInit, publicState(sReady))
+	assert.Equal(t, StateWorking, publicState(sEnding))
+}
+
+func TestErrorTexts(t *testing.T) {
+	up := &UpstreamError{ID: "a", Err: errBoom}
+	assert.Equal(t, `asynctool: upstream "a" failed: boom`, up.Error())
+	assert.ErrorIs(t, up, errBoom)
+	pe := &PanicError{Value: "x"}
+	assert.Equal(t, "asynctool: panic: x", pe.Error())
+	assert.NoError(t, pe.Unwrap())
+	cpe := &CallbackPanicError{ID: "n", Method: "Result", Panic: pe}
+	assert.Equal(t, `asynctool: callback Result of node "n" panicked: x`, cpe.Error())
+	assert.ErrorIs(t, cpe, pe)
+}
+
+func TestCallbackAdapters(t *testing.T) {
+	var got WorkResult[int]
+	cb := ResultFunc[int, int](func(_ bool, _ int, r WorkResult[int]) { got = r })
+	cb.Begin()
+	cb.Result(true, 0, WorkResult[int]{Value: 3})
+	assert.Equal(t, 3, got.Value)
+	NopCallback[int, int]{}.Begin()
+	NopCallback[int, int]{}.Result(true, 0, WorkResult[int]{})
+}
