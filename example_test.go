@@ -1,0 +1,122 @@
+package asynctool_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynctool-go/asynctool"
+)
+
+type User struct{ Name string }
+type Cart struct{ Items int }
+
+// The quick start: two RPCs in parallel, a third node that needs both,
+// one group deadline.
+func Example() {
+	fetchUser := asynctool.WorkerFunc[int64, *User](func(ctx context.Context, uid int64, _ asynctool.Wrappers) (*User, error) {
+		return &User{Name: "ada"}, nil // an RPC, in real life
+	})
+	fetchCart := asynctool.WorkerFunc[int64, *Cart](func(ctx context.Context, uid int64, _ asynctool.Wrappers) (*Cart, error) {
+		return &Cart{Items: 3}, nil
+	})
+
+	user := asynctool.NewWrapper("user", fetchUser, 42)
+	cart := asynctool.NewWrapper("cart", fetchCart, 42)
+	page := asynctool.NewWrapper("page", asynctool.WorkerFunc[int64, string](
+		func(ctx context.Context, uid int64, all asynctool.Wrappers) (string, error) {
+			u, _ := asynctool.ResultOf[*User](all, "user")
+			c, _ := asynctool.ResultOf[*Cart](all, "cart")
+			return fmt.Sprintf("%s has %d items", u.Value.Name, c.Value.Items), nil
+		}), 42).
+		Depend(user, true). // must: page needs user
+		Depend(cart, true)  // must: page needs cart
+
+	a := asynctool.New()
+	defer a.Close()
+	err := a.BeginWork(context.Background(), 200*time.Millisecond, user, cart)
+
+	fmt.Println(err)
+	fmt.Println(page.Result().Value)
+	// Output:
+	// <nil>
+	// ada has 3 items
+}
+
+// A slow dependency with a fallback: the group deadline ends it with its
+// default value, and BeginWork says the run was cut short.
+func ExampleAsync_BeginWork_deadline() {
+	ads := asynctool.NewWrapper("ads", asynctool.WorkerFunc[int64, []string](
+		func(ctx context.Context, uid int64, _ asynctool.Wrappers) ([]string, error) {
+			<-ctx.Done() // a very slow ad server
+			return nil, ctx.Err()
+		}), 42).
+		Default([]string{"house ad"})
+
+	a := asynctool.New()
+	defer a.Close()
+	err := a.BeginWork(context.Background(), 10*time.Millisecond, ads)
+
+	fmt.Println(errors.Is(err, context.DeadlineExceeded))
+	r := ads.Result()
+	fmt.Println(r.State, r.Value)
+	// Output:
+	// true
+	// timeout [house ad]
+}
+
+// An optional-only join runs on the first upstream that succeeds; the
+// branches that have not started by then are skipped.
+func ExampleWorkerWrapper_Depend_anyOf() {
+	replica := func(name string, fail bool) *asynctool.WorkerWrapper[string, string] {
+		return asynctool.NewWrapper(name, asynctool.WorkerFunc[string, string](
+			func(ctx context.Context, key string, _ asynctool.Wrappers) (string, error) {
+				if fail {
+					return "", errors.New(name + " is down")
+				}
+				return name + ":" + key, nil
+			}), "k")
+	}
+	a1, a2 := replica("r1", true), replica("r2", false)
+	first := asynctool.NewWrapper("first", asynctool.WorkerFunc[string, string](
+		func(ctx context.Context, _ string, all asynctool.Wrappers) (string, error) {
+			for _, id := range []string{"r1", "r2"} {
+				if r, _ := asynctool.ResultOf[string](all, id); r.State == asynctool.ResultSuccess {
+					return r.Value, nil
+				}
+			}
+			return "", errors.New("unreachable")
+		}), "").
+		Depend(a1, false).
+		Depend(a2, false)
+
+	a := asynctool.New(asynctool.WithMaxWorkers(1))
+	defer a.Close()
+	_ = a.BeginWork(context.Background(), time.Second, a1, a2)
+	fmt.Println(first.Result().Value)
+	// Output:
+	// r2:k
+}
+
+// Callbacks see every node's final result exactly once, including nodes
+// that never ran.
+func ExampleCallback() {
+	logResult := asynctool.ResultFunc[int, int](func(success bool, p int, r asynctool.WorkResult[int]) {
+		fmt.Printf("success=%v value=%d state=%v err=%v\n", success, r.Value, r.State, r.Err)
+	})
+	bad := asynctool.NewWrapper("bad", asynctool.WorkerFunc[int, int](
+		func(context.Context, int, asynctool.Wrappers) (int, error) { return 0, errors.New("boom") }), 1)
+	next := asynctool.NewWrapper("next", asynctool.WorkerFunc[int, int](
+		func(context.Context, int, asynctool.Wrappers) (int, error) { return 1, nil }), 2).
+		Depend(bad, true).
+		Default(-1).
+		Callback(logResult)
+
+	a := asynctool.New()
+	defer a.Close()
+	_ = a.BeginWork(context.Background(), 0, bad)
+	_ = next
+	// Output:
+	// success=false value=-1 state=exception err=asynctool: upstream "bad" failed: boom
+}

@@ -1,0 +1,132 @@
+// Command rpcfanout renders a product page the way a Go service would:
+// one request fans out to several RPCs with dependencies between them,
+// fallbacks for the optional ones, and one deadline for the whole group.
+//
+//	user ─────────────────────────────┐ must
+//	cart ──must──▶ inventory ──must──▶ pricing ──must──▶ page
+//	recs (slow, fallback) ────────────────── optional ──▶ page
+//	reviews-a (down) ─┐ optional
+//	reviews-b ────────┴──▶ reviews ───────── optional ──▶ page
+//
+// The RPCs are simulated with sleeps so the program runs anywhere.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/asynctool-go/asynctool"
+)
+
+type (
+	User    struct{ Name string }
+	Cart    struct{ SKUs []string }
+	Price   struct{ Total float64 }
+	Reviews struct{ Stars float64 }
+)
+
+// rpc simulates a remote call that takes d, or fails after d with err.
+func rpc[R any](d time.Duration, v R, err error) asynctool.WorkerFunc[int64, R] {
+	return func(ctx context.Context, uid int64, _ asynctool.Wrappers) (R, error) {
+		select {
+		case <-time.After(d):
+			return v, err
+		case <-ctx.Done():
+			var zero R
+			return zero, ctx.Err()
+		}
+	}
+}
+
+func main() {
+	const uid = 42
+	user := asynctool.NewWrapper("user", rpc(20*time.Millisecond, &User{"ada"}, nil), uid)
+	cart := asynctool.NewWrapper("cart", rpc(15*time.Millisecond, &Cart{[]string{"book", "lamp"}}, nil), uid)
+	inventory := asynctool.NewWrapper("inventory", rpc(10*time.Millisecond, 2, nil), uid).
+		Depend(cart, true)
+	pricing := asynctool.NewWrapper("pricing", asynctool.WorkerFunc[int64, *Price](
+		func(ctx context.Context, uid int64, all asynctool.Wrappers) (*Price, error) {
+			inStock, _ := asynctool.ResultOf[int](all, "inventory")
+			return &Price{Total: 19.5 * float64(inStock.Value)}, nil
+		}), uid).
+		Depend(inventory, true)
+
+	// Optional, slow, with a fallback: it will not make the deadline.
+	recs := asynctool.NewWrapper("recs", rpc(300*time.Millisecond, []string{"personalised"}, nil), uid).
+		Default([]string{"bestsellers"})
+
+	// Two review replicas; the first one to answer wins.
+	reviewsA := asynctool.NewWrapper("reviews-a", rpc(5*time.Millisecond, &Reviews{}, errors.New("replica a is down")), uid)
+	reviewsB := asynctool.NewWrapper("reviews-b", rpc(12*time.Millisecond, &Reviews{Stars: 4.5}, nil), uid)
+	reviews := asynctool.NewWrapper("reviews", asynctool.WorkerFunc[int64, *Reviews](
+		func(ctx context.Context, uid int64, all asynctool.Wrappers) (*Reviews, error) {
+			for _, id := range []string{"reviews-a", "reviews-b"} {
+				if r, _ := asynctool.ResultOf[*Reviews](all, id); r.State == asynctool.ResultSuccess {
+					return r.Value, nil
+				}
+			}
+			return nil, errors.New("no replica answered")
+		}), uid).
+		Depend(reviewsA, false).
+		Depend(reviewsB, false).
+		Default(&Reviews{})
+
+	page := asynctool.NewWrapper("page", asynctool.WorkerFunc[int64, string](
+		func(ctx context.Context, uid int64, all asynctool.Wrappers) (string, error) {
+			u, _ := asynctool.ResultOf[*User](all, "user")
+			p, _ := asynctool.ResultOf[*Price](all, "pricing")
+			var b strings.Builder
+			fmt.Fprintf(&b, "Hello %s, your cart costs %.2f.", u.Value.Name, p.Value.Total)
+			// Optional dependencies may not have ended yet: use them if ready.
+			if r, _ := asynctool.ResultOf[*Reviews](all, "reviews"); r.State == asynctool.ResultSuccess {
+				fmt.Fprintf(&b, " Rated %.1f stars.", r.Value.Stars)
+			}
+			if r, _ := asynctool.ResultOf[[]string](all, "recs"); r.State == asynctool.ResultSuccess {
+				fmt.Fprintf(&b, " You may like: %v.", r.Value)
+			} else {
+				b.WriteString(" You may like: our bestsellers.")
+			}
+			return b.String(), nil
+		}), uid).
+		Depend(user, true).
+		Depend(pricing, true).
+		Depend(reviews, false).
+		Depend(recs, false)
+
+	a := asynctool.New(asynctool.WithMaxWorkers(64))
+	defer a.Close()
+
+	start := time.Now()
+	err := a.BeginWork(context.Background(), 100*time.Millisecond,
+		user, cart, recs, reviewsA, reviewsB)
+	elapsed := time.Since(start)
+
+	fmt.Println(page.Result().Value)
+	fmt.Println()
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "node\tstate\tresult\terror")
+	row := func(id string, st asynctool.State, rs asynctool.ResultState, err error) {
+		e := ""
+		if err != nil {
+			e = err.Error()
+		}
+		fmt.Fprintf(tw, "%s\t%v\t%v\t%s\n", id, st, rs, e)
+	}
+	row("user", user.State(), user.Result().State, user.Result().Err)
+	row("cart", cart.State(), cart.Result().State, cart.Result().Err)
+	row("inventory", inventory.State(), inventory.Result().State, inventory.Result().Err)
+	row("pricing", pricing.State(), pricing.Result().State, pricing.Result().Err)
+	row("reviews-a", reviewsA.State(), reviewsA.Result().State, reviewsA.Result().Err)
+	row("reviews-b", reviewsB.State(), reviewsB.Result().State, reviewsB.Result().Err)
+	row("reviews", reviews.State(), reviews.Result().State, reviews.Result().Err)
+	row("recs", recs.State(), recs.Result().State, recs.Result().Err)
+	row("page", page.State(), page.Result().State, page.Result().Err)
+	tw.Flush()
+	fmt.Printf("\nrecs fell back to %v; BeginWork returned after %v: %v\n",
+		recs.Result().Value, elapsed.Round(10*time.Millisecond), err)
+}
