@@ -1,10 +1,102 @@
 // Package asynctool orchestrates a request's work as a directed acyclic
-// graph of typed tasks that run in parallel inside one process.
+// graph of typed tasks that run in parallel inside one process: the fan-out
+// of one request to many RPCs, with dependencies between them, fallbacks,
+// and one deadline for the whole group.
 //
-// A [Worker] does one piece of work (typically an RPC). A [WorkerWrapper]
-// wraps a worker with its parameter, an optional [Callback], and its edges:
-// [WorkerWrapper.Depend] declares an upstream node as a must or optional
-// dependency. [Async.BeginWork] runs the graph reachable from the start
-// nodes on a bounded goroutine pool under one group deadline, and every
-// node's typed [WorkResult] is available afterwards.
+// # Building a graph
+//
+// A [Worker] does one piece of work (typically an RPC). [NewWrapper] wraps
+// it with its parameter into a node, a [*WorkerWrapper]; chaining methods
+// add a [Callback], a default value, and edges: w.Depend(up, must) makes up
+// an upstream of w. [Async.BeginWork] runs every node reachable from the
+// start nodes on a bounded goroutine pool and returns when all of them have
+// ended or the group deadline passed. Each node's typed [WorkResult] is then
+// available from its wrapper; inside a worker, upstream results are read by
+// id through the run's view with [ResultOf].
+//
+// # Lifecycle
+//
+// Every node reachable from the start nodes ends exactly once, in
+// [StateFinish] (the worker succeeded in time) or [StateError] (it failed,
+// panicked, was skipped, an upstream it needed failed, or the deadline
+// passed). A worker's Action runs at most once. Callback.Begin runs right
+// before Action, only if it runs; Callback.Result runs exactly once per
+// node, whether or not the node ran. A node's result is written before its
+// final state is published, so no node ever reads an upstream's partial
+// result, and once a result is final nothing overwrites it.
+//
+// # Joins
+//
+// A node with must dependencies runs once all of them succeeded and fails
+// as soon as any of them fails, whatever the order they end in; its
+// optional dependencies neither delay it nor fail it. A node whose
+// dependencies are all optional runs on the first one that succeeds and
+// fails once all of them failed. A node without dependencies starts at
+// once. Failures propagate: a node that does not run gets an
+// [*UpstreamError] wrapping the cause, so errors.Is finds the root cause
+// through any chain.
+//
+// Two differences from asyncTool v1.4, on purpose. asyncTool decides a
+// node with a single dependency from that dependency alone and ignores
+// must: a failed optional dependency fails the node. And it runs a node
+// whose dependencies are all optional as soon as the first of them ends,
+// unless it timed out, even when it ended with an exception. Here the rules
+// above apply the same way whatever the number of dependencies and the
+// order they end in, because a node's outcome should not depend on how
+// many edges it has or on timing.
+//
+// # Short-circuit
+//
+// A node that has not started and has successors is skipped (it ends in
+// StateError with [ErrSkipped], its default value, and its callback) as
+// soon as none of its successors needs it any more. A successor needs it
+// while that successor has not been triggered and is itself still needed;
+// a node without successors is always needed. So in any(a, b→c, d→e→f)→g,
+// where g's dependencies are all optional, once a has triggered g, every one
+// of b, c, d, e, f that has not started is skipped. This generalises
+// asyncTool's check, which only followed single-successor chains. The
+// bookkeeping is one counter per node, decremented once per edge, so a
+// whole run stays linear in nodes plus edges. [WorkerWrapper.ShortCircuit]
+// opts a node out.
+//
+// # Deadline and cancellation
+//
+// The run's context has the earlier of ctx's deadline and now+timeout,
+// carries ctx's values, and is the context every worker receives. When it
+// is done, BeginWork returns promptly with an error wrapping its cause
+// ([context.DeadlineExceeded] for a deadline); every node not yet ended
+// ends with [ResultTimeout] and its default value, its callback fires once,
+// nodes that have not started never start, running workers see ctx.Done(),
+// and whatever they return later is dropped. [Async.Close] waits for such
+// workers.
+//
+// # Scheduling
+//
+// A goroutine that finishes a node runs one newly ready successor itself
+// and hands the others to the pool; when the pool has no room, it runs
+// them itself, one after another. No goroutine ever blocks waiting for
+// another node, so any graph completes on a pool of one goroutine, and
+// graph depth costs no stack.
+//
+// # Panics
+//
+// This is the package's whole panic policy. A panic in a worker's Action
+// is recovered and becomes that node's failure: Err is a [*PanicError] with
+// the panic value and the goroutine's stack (it unwraps to the value when
+// that is an error). A panic in Callback.Begin fails the node the same way,
+// without calling Action. A panic in Callback.Result leaves the node's
+// result as it was. Both callback panics are also returned by BeginWork as
+// [*CallbackPanicError] values, so they are never lost. A worker or
+// callback that ends its goroutine with runtime.Goexit (t.FailNow in a
+// test) fails its node with [ErrGoexit] instead of hanging the run. The
+// library itself never panics on bad input: it returns errors.
+//
+// # Errors
+//
+// Before running anything, BeginWork rejects a bad graph with a
+// [*GraphError] naming the nodes involved: no start nodes, a nil wrapper or
+// worker, two nodes with one id, a cycle (with its path), a dependency not
+// reachable from the start nodes, an edge declared both must and optional,
+// or a wrapper already used by another run. Worker failures are node
+// results, not BeginWork errors.
 package asynctool
