@@ -1,0 +1,371 @@
+package asynctool
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestPoolRunsEveryTask(t *testing.T) {
+	p := NewPool(PoolSize(4), PoolQueue(8))
+	var ran atomic.Int64
+	var wg sync.WaitGroup
+	for range 1000 {
+		wg.Add(1)
+		require.NoError(t, p.Submit(func() { ran.Add(1); wg.Done() }))
+	}
+	wg.Wait()
+	require.NoError(t, p.Close())
+	assert.Equal(t, int64(1000), ran.Load())
+	s := p.Stats()
+	assert.Equal(t, uint64(1000), s.Completed)
+	assert.Zero(t, s.Workers)
+	assert.Zero(t, s.Running)
+	assert.Zero(t, s.Queued)
+}
+
+// fillPool occupies every worker of p with a task that waits for release,
+// and fills its queue with tasks that do the same.
+func fillPool(t *testing.T, p *Pool, workers, queue int, release <-chan struct{}) {
+	t.Helper()
+	var started sync.WaitGroup
+	started.Add(workers)
+	for range workers {
+		require.True(t, p.trySubmit(func() { started.Done(); <-release }))
+	}
+	started.Wait()
+	for range queue {
+		require.True(t, p.trySubmit(func() { <-release }))
+	}
+	require.False(t, p.trySubmit(func() {}), "pool should be full")
+}
+
+func TestPoolFullPolicies(t *testing.T) {
+	tests := []struct {
+		policy FullPolicy
+		check  func(t *testing.T, p *Pool, release chan struct{})
+	}{
+		{CallerRuns, func(t *testing.T, p *Pool, release chan struct{}) {
+			ranOnCaller := false
+			require.NoError(t, p.Submit(func() { ranOnCaller = true }))
+			assert.True(t, ranOnCaller, "task should have run before Submit returned")
+			assert.Equal(t, uint64(1), p.Stats().CallerRan)
+			close(release)
+		}},
+		{Reject, func(t *testing.T, p *Pool, release chan struct{}) {
+			err := p.Submit(func() { t.Error("rejected task ran") })
+			assert.ErrorIs(t, err, ErrPoolFull)
+			assert.Equal(t, uint64(1), p.Stats().Rejected)
+			close(release)
+		}},
+		{Block, func(t *testing.T, p *Pool, release chan struct{}) {
+			ran := make(chan struct{})
+			returned := make(chan error)
+			go func() { returned <- p.Submit(func() { close(ran) }) }()
+			select {
+			case <-returned:
+				t.Fatal("Submit returned while the pool was full")
+			case <-time.After(20 * time.Millisecond):
+			}
+			close(release)
+			require.NoError(t, <-returned)
+			<-ran
+		}},
+	}
+	for _, tt := range tests {
+		t.Run("policy="+tt.policy.String(), func(t *testing.T) {
+			p := NewPool(PoolSize(2), PoolQueue(3), PoolWhenFull(tt.policy))
+			release := make(chan struct{})
+			fillPool(t, p, 2, 3, release)
+			tt.check(t, p, release)
+			require.NoError(t, p.Close())
+			assert.Equal(t, uint64(2+3+1)-p.Stats().Rejected, p.Stats().Completed)
+		})
+	}
+}
+
+func TestPoolBlockedSubmitEndsOnClose(t *testing.T) {
+	p := NewPool(PoolSize(1), PoolQueue(0), PoolWhenFull(Block))
+	release := make(chan struct{})
+	fillPool(t, p, 1, 0, release)
+	returned := make(chan error)
+	go func() { returned <- p.Submit(func() { t.Error("task ran after Close") }) }()
+	closed := make(chan struct{})
+	go func() { assert.NoError(t, p.Close()); close(closed) }()
+	assert.ErrorIs(t, <-returned, ErrPoolClosed)
+	close(release)
+	<-closed
+}
+
+func TestPoolNoQueueHandsOffOrSpawns(t *testing.T) {
+	p := NewPool(PoolSize(3), PoolQueue(0), PoolWhenFull(Reject))
+	release := make(chan struct{})
+	fillPool(t, p, 3, 0, release)
+	assert.ErrorIs(t, p.Submit(func() {}), ErrPoolFull)
+	close(release)
+	require.NoError(t, p.Close())
+}
+
+func TestPoolCloseRunsQueuedTasks(t *testing.T) {
+	p := NewPool(PoolSize(1), PoolQueue(100))
+	release := make(chan struct{})
+	var ran atomic.Int64
+	require.NoError(t, p.Submit(func() { <-release }))
+	for range 100 {
+		require.NoError(t, p.Submit(func() { ran.Add(1) }))
+	}
+	closed := make(chan struct{})
+	go func() { assert.NoError(t, p.Close()); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned before the running task finished")
+	case <-time.After(20 * time.Millisecond):
+	}
+	assert.ErrorIs(t, p.Submit(func() {}), ErrPoolClosed)
+	assert.False(t, p.trySubmit(func() {}))
+	close(release)
+	<-closed
+	assert.Equal(t, int64(100), ran.Load())
+	assert.NoError(t, p.Close(), "Close is idempotent")
+}
+
+func TestPoolNilTask(t *testing.T) {
+	p := NewPool()
+	defer p.Close()
+	assert.ErrorIs(t, p.Submit(nil), ErrNilTask)
+}
+
+func TestPoolPanicIsRecoveredAndReported(t *testing.T) {
+	var got []*PanicError
+	var mu sync.Mutex
+	p := NewPool(PoolSize(1), PoolPanicHandler(func(pe *PanicError) {
+		mu.Lock()
+		got = append(got, pe)
+		mu.Unlock()
+	}))
+	boom := errors.New("boom")
+	require.NoError(t, p.Submit(func() { panic(boom) }))
+	ran := make(chan struct{})
+	require.NoError(t, p.Submit(func() { close(ran) }))
+	<-ran
+	require.NoError(t, p.Close())
+	require.Len(t, got, 1)
+	assert.ErrorIs(t, got[0], boom)
+	assert.Contains(t, string(got[0].Stack), "TestPoolPanicIsRecoveredAndReported")
+	assert.Equal(t, uint64(1), p.Stats().Panicked)
+	assert.Equal(t, uint64(2), p.Stats().Completed)
+}
+
+func TestPoolPanicWithoutHandlerIsCounted(t *testing.T) {
+	p := NewPool(PoolSize(1))
+	require.NoError(t, p.Submit(func() { panic("no handler") }))
+	require.NoError(t, p.Close())
+	assert.Equal(t, uint64(1), p.Stats().Panicked)
+}
+
+func TestPoolSurvivesGoexit(t *testing.T) {
+	p := NewPool(PoolSize(1), PoolQueue(10))
+	var ran atomic.Int64
+	for range 5 {
+		require.NoError(t, p.Submit(runtime.Goexit))
+		require.NoError(t, p.Submit(func() { ran.Add(1) }))
+	}
+	require.NoError(t, p.Close())
+	assert.Equal(t, int64(5), ran.Load())
+	assert.Zero(t, p.Stats().Workers)
+}
+
+func TestPoolIdleWorkersExit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := NewPool(PoolSize(4), PoolIdleTimeout(time.Second))
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			require.NoError(t, p.Submit(func() { time.Sleep(time.Millisecond); wg.Done() }))
+		}
+		wg.Wait()
+		assert.Equal(t, 4, p.Stats().Workers)
+
+		time.Sleep(time.Second / 2)
+		synctest.Wait()
+		assert.Equal(t, 4, p.Stats().Workers, "workers left before the idle timeout")
+
+		// A worker exits between one and two idle periods after its last task.
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		assert.Zero(t, p.Stats().Workers, "idle workers still alive")
+
+		// The pool still works: the next task starts a worker.
+		done := make(chan struct{})
+		require.NoError(t, p.Submit(func() { close(done) }))
+		<-done
+		require.NoError(t, p.Close())
+	})
+}
+
+func TestPoolBusyWorkerDoesNotExit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := NewPool(PoolSize(1), PoolIdleTimeout(time.Second))
+		for range 10 {
+			done := make(chan struct{})
+			require.NoError(t, p.Submit(func() { close(done) }))
+			<-done
+			time.Sleep(time.Second / 2)
+			synctest.Wait()
+			assert.Equal(t, 1, p.Stats().Workers)
+		}
+		require.NoError(t, p.Close())
+	})
+}
+
+func TestPoolNestedSubmitCallerRuns(t *testing.T) {
+	p := NewPool(PoolSize(2), PoolQueue(0))
+	var ran atomic.Int64
+	var wg sync.WaitGroup
+	var rec func(depth int)
+	rec = func(depth int) {
+		defer wg.Done()
+		ran.Add(1)
+		if depth == 0 {
+			return
+		}
+		for range 2 {
+			wg.Add(1)
+			assert.NoError(t, p.Submit(func() { rec(depth - 1) }))
+		}
+	}
+	wg.Add(1)
+	require.NoError(t, p.Submit(func() { rec(10) }))
+	wg.Wait()
+	require.NoError(t, p.Close())
+	assert.Equal(t, int64(1<<11-1), ran.Load())
+}
+
+// TestPoolStress submits from many goroutines while the pool closes, under
+// every policy, and checks that each task whose Submit returned nil ran
+// exactly once and every other task never ran.
+func TestPoolStress(t *testing.T) {
+	for _, policy := range []FullPolicy{CallerRuns, Block, Reject} {
+		for _, queue := range []int{0, 16} {
+			t.Run(fmt.Sprintf("policy=%v/queue=%d", policy, queue), func(t *testing.T) {
+				const submitters, perSubmitter = 64, 200
+				p := NewPool(PoolSize(4), PoolQueue(queue), PoolWhenFull(policy), PoolIdleTimeout(time.Millisecond))
+				runs := make([]atomic.Int32, submitters*perSubmitter)
+				accepted := make([]bool, len(runs))
+				var wg sync.WaitGroup
+				for s := range submitters {
+					wg.Go(func() {
+						for i := range perSubmitter {
+							n := s*perSubmitter + i
+							err := p.Submit(func() {
+								runs[n].Add(1)
+								if n%7 == 0 {
+									runtime.Gosched()
+								}
+							})
+							accepted[n] = err == nil
+							if err != nil && !errors.Is(err, ErrPoolClosed) && !errors.Is(err, ErrPoolFull) {
+								t.Errorf("Submit: unexpected error %v", err)
+							}
+						}
+					})
+				}
+				time.Sleep(time.Millisecond)
+				require.NoError(t, p.Close())
+				wg.Wait()
+				okCount := 0
+				for n := range runs {
+					want := int32(0)
+					if accepted[n] {
+						want = 1
+						okCount++
+					}
+					if got := runs[n].Load(); got != want {
+						t.Fatalf("task %d ran %d times, want %d (accepted=%v)", n, got, want, accepted[n])
+					}
+				}
+				assert.Equal(t, uint64(okCount), p.Stats().Completed)
+				assert.Zero(t, p.Stats().Workers)
+			})
+		}
+	}
+}
+
+// TestPoolIdleExitRace makes workers time out constantly while tasks keep
+// arriving, to catch a queued task left without a worker.
+func TestPoolIdleExitRace(t *testing.T) {
+	p := NewPool(PoolSize(2), PoolQueue(4), PoolWhenFull(Block), PoolIdleTimeout(time.Microsecond))
+	var ran atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for i := range 500 {
+				var done sync.WaitGroup
+				done.Add(1)
+				require.NoError(t, p.Submit(func() { ran.Add(1); done.Done() }))
+				if i%3 == 0 {
+					done.Wait() // let the pool go idle now and then
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, p.Close())
+	assert.Equal(t, int64(8*500), ran.Load())
+}
+
+func TestPoolTrySubmitNeverRunsOnCaller(t *testing.T) {
+	p := NewPool(PoolSize(1), PoolQueue(1))
+	release := make(chan struct{})
+	fillPool(t, p, 1, 1, release)
+	assert.Zero(t, p.Stats().CallerRan)
+	assert.Equal(t, 1, p.Stats().Running)
+	assert.Equal(t, 1, p.Stats().Queued)
+	close(release)
+	require.NoError(t, p.Close())
+}
+
+func TestPoolSubmitDoesNotAllocate(t *testing.T) {
+	p := NewPool(PoolSize(1), PoolQueue(0), PoolWhenFull(Block), PoolIdleTimeout(time.Hour))
+	defer p.Close()
+	var wg sync.WaitGroup
+	task := func() { wg.Done() }
+	allocs := testing.AllocsPerRun(1000, func() {
+		wg.Add(1)
+		_ = p.Submit(task)
+		wg.Wait()
+	})
+	assert.Zero(t, allocs)
+}
+
+func TestPoolOptionsValidate(t *testing.T) {
+	assert.Panics(t, func() { PoolSize(0) })
+	assert.Panics(t, func() { PoolQueue(-1) })
+	assert.Panics(t, func() { PoolIdleTimeout(0) })
+	assert.Panics(t, func() { NewPool(PoolWhenFull(FullPolicy(9))) })
+}
+
+func TestFullPolicyString(t *testing.T) {
+	tests := []struct {
+		p    FullPolicy
+		want string
+	}{
+		{CallerRuns, "CallerRuns"},
+		{Block, "Block"},
+		{Reject, "Reject"},
+		{0, "FullPolicy(0)"},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, tt.p.String())
+	}
+}
+
+var _ Executor = (*Pool)(nil)
