@@ -1,0 +1,211 @@
+package asynctool
+
+import (
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+)
+
+// keyedShards is the number of independently locked parts of a Keyed's
+// key table; submitters for different keys rarely contend.
+const keyedShards = 32
+
+// keyedFreeQueues bounds how many drained per-key queues a shard keeps
+// for reuse.
+const keyedFreeQueues = 16
+
+// Keyed runs tasks in order per key: the tasks submitted for one key run
+// one at a time in submission order, as on a [Serial], while tasks for
+// different keys run in parallel on a shared [Executor]. A typical key is
+// a user or account id, whose events must be applied in order.
+//
+// A key has a queue only while it has tasks: the queue is created by the
+// first Submit for the key and removed when its last task has run, so the
+// table does not grow with the number of keys ever seen, and no goroutine
+// is held for a key, or at all, while there is nothing to do. Each key
+// with pending tasks occupies one executor goroutine at a time.
+//
+// If the executor refuses a key's drain loop (a closed or full [Pool]
+// under [Reject]), the loop runs on a new goroutine instead, so that no
+// task is lost. Panics are handled as on a [Serial]; see
+// [SerialPanicHandler].
+//
+// A Keyed is safe for concurrent use. It must be created with [NewKeyed]
+// and must not be copied after first use.
+type Keyed[K comparable] struct {
+	exec    Executor
+	onPanic func(*PanicError)
+	seed    maphash.Seed
+	closed  atomic.Bool
+	active  sync.WaitGroup // one per key with a queue
+	keys    atomic.Int64
+
+	completed atomic.Uint64
+	dropped   atomic.Uint64
+	panicked  atomic.Uint64
+
+	shards [keyedShards]keyedShard[K]
+}
+
+type keyedShard[K comparable] struct {
+	mu     sync.Mutex
+	queues map[K]*keyQueue[K]
+	free   []*keyQueue[K]
+	_      [64]byte // keep shards' locks on separate cache lines
+}
+
+// keyQueue is the queue of one key. tasks is guarded by the shard's mu;
+// pending and next belong to the key's drain loop.
+type keyQueue[K comparable] struct {
+	key     K
+	shard   *keyedShard[K]
+	tasks   []func()
+	pending []func()
+	next    int
+	drain   func() // the drain loop for this queue, allocated once
+}
+
+// NewKeyed returns a Keyed that runs its per-key drain loops on exec. A
+// nil exec means [GoExecutor].
+func NewKeyed[K comparable](exec Executor, opts ...SerialOption) *Keyed[K] {
+	var c serialConfig
+	for _, o := range opts {
+		o.applySerial(&c)
+	}
+	if exec == nil {
+		exec = GoExecutor{}
+	}
+	return &Keyed[K]{exec: exec, onPanic: c.onPanic, seed: maphash.MakeSeed()}
+}
+
+// Submit queues task to run after every task submitted before it for the
+// same key. It returns [ErrSerialClosed] after Close, [ErrNilTask] for a
+// nil task, and otherwise nil: the task then runs exactly once, unless
+// Close drops it first. Submit may be called from inside a task, for any
+// key; a task for the same key runs after the current one returns.
+func (k *Keyed[K]) Submit(key K, task func()) error {
+	if task == nil {
+		return ErrNilTask
+	}
+	sh := &k.shards[maphash.Comparable(k.seed, key)%keyedShards]
+	sh.mu.Lock()
+	if k.closed.Load() {
+		sh.mu.Unlock()
+		return ErrSerialClosed
+	}
+	q := sh.queues[key]
+	start := q == nil
+	if start {
+		q = k.newQueue(sh, key)
+		k.active.Add(1)
+		k.keys.Add(1)
+	}
+	q.tasks = append(q.tasks, task)
+	sh.mu.Unlock()
+	if start {
+		k.schedule(q)
+	}
+	return nil
+}
+
+// newQueue returns an empty queue for key, registered in sh. Called with
+// sh.mu held.
+func (k *Keyed[K]) newQueue(sh *keyedShard[K], key K) *keyQueue[K] {
+	var q *keyQueue[K]
+	if n := len(sh.free); n > 0 {
+		q = sh.free[n-1]
+		sh.free[n-1] = nil
+		sh.free = sh.free[:n-1]
+	} else {
+		q = &keyQueue[K]{shard: sh}
+		q.drain = func() { k.drainQueue(q) }
+	}
+	q.key = key
+	if sh.queues == nil {
+		sh.queues = make(map[K]*keyQueue[K])
+	}
+	sh.queues[key] = q
+	return q
+}
+
+func (k *Keyed[K]) schedule(q *keyQueue[K]) {
+	if k.exec.Submit(q.drain) != nil {
+		go q.drain()
+	}
+}
+
+// drainQueue runs q's tasks until it is empty, then removes q from the
+// table. A key has at most one drain loop: the loop is started by the
+// Submit that creates the queue and the queue is removed, under the
+// shard's lock, only by the loop once no task is left.
+func (k *Keyed[K]) drainQueue(q *keyQueue[K]) {
+	sh := q.shard
+	normal := false
+	defer func() {
+		if !normal {
+			// A task called runtime.Goexit; it counts as completed.
+			// Carry on from the next task in a new loop.
+			k.completed.Add(1)
+			k.schedule(q)
+		}
+	}()
+	for {
+		if q.next == len(q.pending) {
+			sh.mu.Lock()
+			if len(q.tasks) == 0 {
+				delete(sh.queues, q.key)
+				var zero K
+				q.key = zero
+				q.pending, q.next = q.pending[:0], 0
+				if len(sh.free) < keyedFreeQueues {
+					sh.free = append(sh.free, q)
+				}
+				sh.mu.Unlock()
+				k.keys.Add(-1)
+				normal = true
+				k.active.Done()
+				return
+			}
+			q.pending, q.tasks, q.next = q.tasks, q.pending[:0], 0
+			sh.mu.Unlock()
+		}
+		task := q.pending[q.next]
+		q.pending[q.next] = nil
+		q.next++
+		if k.closed.Load() {
+			k.dropped.Add(1)
+			continue
+		}
+		if runTask(task, k.onPanic) {
+			k.panicked.Add(1)
+		}
+		k.completed.Add(1)
+	}
+}
+
+// Close stops the Keyed: Submit returns [ErrSerialClosed] from then on,
+// and tasks still queued are dropped, not run (counted in
+// [SerialStats.Dropped]). Close waits for the running tasks, at most one
+// per key, to return and for every drain loop to end. Close is
+// idempotent. It must not be called from inside one of the Keyed's
+// tasks, which would wait for itself.
+func (k *Keyed[K]) Close() {
+	k.closed.Store(true)
+	// After each shard's lock has been taken once, every Submit that
+	// could still register a key has seen closed.
+	for i := range k.shards {
+		k.shards[i].mu.Lock()
+		k.shards[i].mu.Unlock()
+	}
+	k.active.Wait()
+}
+
+// Stats returns a snapshot of the Keyed's counters.
+func (k *Keyed[K]) Stats() SerialStats {
+	return SerialStats{
+		Keys:      int(k.keys.Load()),
+		Completed: k.completed.Load(),
+		Dropped:   k.dropped.Load(),
+		Panicked:  k.panicked.Load(),
+	}
+}

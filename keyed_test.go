@@ -1,0 +1,196 @@
+package asynctool
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestKeyedPerKeyOrder submits from thousands of goroutines over a few
+// dozen keys: per key, tasks never overlap (checked by the race detector
+// on unsynchronised per-key state) and each submitter's tasks for a key
+// run in its order; every task runs exactly once.
+func TestKeyedPerKeyOrder(t *testing.T) {
+	for _, ex := range serialExecutors() {
+		t.Run(ex.name, func(t *testing.T) {
+			exec, stop := ex.make()
+			defer stop()
+			k := NewKeyed[string](exec)
+			const submitters, each, keys = 2000, 10, 37
+			type keyState struct {
+				last    map[int]int // submitter -> last sequence run; no lock
+				running atomic.Int32
+				count   int
+			}
+			states := make([]*keyState, keys)
+			for i := range states {
+				states[i] = &keyState{last: map[int]int{}}
+			}
+			var wg sync.WaitGroup
+			wg.Add(submitters * each)
+			for g := range submitters {
+				go func() {
+					for i := range each {
+						key := (g + i) % keys
+						st := states[key]
+						err := k.Submit(fmt.Sprint("user-", key), func() {
+							defer wg.Done()
+							if st.running.Add(1) != 1 {
+								t.Error("two tasks of one key ran at once")
+							}
+							if prev, ok := st.last[g]; ok && prev >= i {
+								t.Errorf("key %d submitter %d: task %d ran after %d", key, g, i, prev)
+							}
+							st.last[g] = i
+							st.count++
+							st.running.Add(-1)
+						})
+						assert.NoError(t, err)
+					}
+				}()
+			}
+			wg.Wait()
+			k.Close()
+			total := 0
+			for _, st := range states {
+				total += st.count
+			}
+			assert.Equal(t, submitters*each, total)
+			assert.Zero(t, k.Stats().Keys)
+			assertNoKeyQueues(t, k)
+		})
+	}
+}
+
+func assertNoKeyQueues[K comparable](t *testing.T, k *Keyed[K]) {
+	t.Helper()
+	for i := range k.shards {
+		sh := &k.shards[i]
+		sh.mu.Lock()
+		assert.Empty(t, sh.queues, "shard %d still has key queues", i)
+		assert.LessOrEqual(t, len(sh.free), keyedFreeQueues)
+		sh.mu.Unlock()
+	}
+}
+
+func TestKeyedDifferentKeysRunInParallel(t *testing.T) {
+	k := NewKeyed[int](GoExecutor{})
+	bRan := make(chan struct{})
+	done := make(chan struct{})
+	// Key 1's task waits for key 2's: this would deadlock if keys shared
+	// one queue.
+	require.NoError(t, k.Submit(1, func() { <-bRan; close(done) }))
+	require.NoError(t, k.Submit(2, func() { close(bRan) }))
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("keys did not run in parallel")
+	}
+	k.Close()
+}
+
+func TestKeyedTableShrinks(t *testing.T) {
+	p := NewPool(PoolSize(4))
+	defer p.Close()
+	k := NewKeyed[int](p)
+	var wg sync.WaitGroup
+	for round := range 10 {
+		for key := range 1000 {
+			wg.Add(1)
+			require.NoError(t, k.Submit(round*1000+key, wg.Done))
+		}
+		wg.Wait()
+		// A key's queue is removed just after its last task returns.
+		require.Eventually(t, func() bool { return k.Stats().Keys == 0 }, 10*time.Second, time.Millisecond)
+		assertNoKeyQueues(t, k)
+	}
+	k.Close()
+	assert.Equal(t, uint64(10000), k.Stats().Completed)
+}
+
+func TestKeyedCloseDropsQueuedAndWaitsForRunning(t *testing.T) {
+	k := NewKeyed[string](GoExecutor{})
+	started, release := make(chan struct{}), make(chan struct{})
+	require.NoError(t, k.Submit("a", func() { close(started); <-release }))
+	<-started
+	var ran atomic.Int32
+	for range 50 {
+		require.NoError(t, k.Submit("a", func() { ran.Add(1) }))
+	}
+	closed := make(chan struct{})
+	go func() { k.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a task was running")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(release)
+	<-closed
+	assert.ErrorIs(t, k.Submit("a", func() {}), ErrSerialClosed)
+	assert.Zero(t, ran.Load())
+	assert.Equal(t, uint64(50), k.Stats().Dropped)
+	assertNoKeyQueues(t, k)
+	k.Close()
+}
+
+func TestKeyedCloseRace(t *testing.T) {
+	for _, ex := range serialExecutors() {
+		t.Run(ex.name, func(t *testing.T) {
+			exec, stop := ex.make()
+			defer stop()
+			k := NewKeyed[int](exec)
+			var accepted, ran atomic.Int64
+			var afterClose atomic.Bool
+			var wg sync.WaitGroup
+			for g := range 1000 {
+				wg.Go(func() {
+					for i := range 20 {
+						err := k.Submit((g+i)%13, func() {
+							if afterClose.Load() {
+								t.Error("task ran after Close returned")
+							}
+							ran.Add(1)
+						})
+						if err == nil {
+							accepted.Add(1)
+						}
+					}
+				})
+			}
+			time.Sleep(time.Millisecond)
+			k.Close()
+			afterClose.Store(true)
+			wg.Wait()
+			assert.Equal(t, accepted.Load(), ran.Load()+int64(k.Stats().Dropped))
+			assertNoKeyQueues(t, k)
+		})
+	}
+}
+
+func TestKeyedPanicAndGoexit(t *testing.T) {
+	var panics atomic.Int32
+	k := NewKeyed[int](GoExecutor{}, SerialPanicHandler(func(*PanicError) { panics.Add(1) }))
+	var ran []int
+	done := make(chan struct{})
+	require.NoError(t, k.Submit(1, func() { ran = append(ran, 1); panic("boom") }))
+	require.NoError(t, k.Submit(1, runtime.Goexit))
+	require.NoError(t, k.Submit(1, func() { ran = append(ran, 2); close(done) }))
+	<-done
+	k.Close()
+	assert.Equal(t, []int{1, 2}, ran)
+	assert.Equal(t, int32(1), panics.Load())
+	assert.Equal(t, uint64(1), k.Stats().Panicked)
+	assert.Equal(t, uint64(3), k.Stats().Completed)
+}
+
+func TestKeyedNilTask(t *testing.T) {
+	k := NewKeyed[int](nil)
+	defer k.Close()
+	assert.ErrorIs(t, k.Submit(1, nil), ErrNilTask)
+}

@@ -1,0 +1,328 @@
+package asynctool
+
+import (
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// serialExecutors are the executors every Serial and Keyed test runs on.
+func serialExecutors() []struct {
+	name string
+	make func() (Executor, func())
+} {
+	return []struct {
+		name string
+		make func() (Executor, func())
+	}{
+		{"exec=go", func() (Executor, func()) { return GoExecutor{}, func() {} }},
+		{"exec=pool", func() (Executor, func()) {
+			p := NewPool(PoolSize(4), PoolQueue(4))
+			return p, func() { _ = p.Close() }
+		}},
+		{"exec=pool-callerruns", func() (Executor, func()) {
+			p := NewPool(PoolSize(1), PoolQueue(0))
+			return p, func() { _ = p.Close() }
+		}},
+		{"exec=pool-reject", func() (Executor, func()) {
+			p := NewPool(PoolSize(1), PoolQueue(0), PoolWhenFull(Reject))
+			return p, func() { _ = p.Close() }
+		}},
+		{"exec=refusing", func() (Executor, func()) {
+			return ExecutorFunc(func(func()) error { return errors.New("no") }), func() {}
+		}},
+	}
+}
+
+func TestSerialRunsInOrder(t *testing.T) {
+	for _, ex := range serialExecutors() {
+		t.Run(ex.name, func(t *testing.T) {
+			exec, stop := ex.make()
+			defer stop()
+			s := NewSerial(exec)
+			const n = 10000
+			var got []int // no lock: the race detector checks tasks never overlap
+			var wg sync.WaitGroup
+			wg.Add(n)
+			for i := range n {
+				require.NoError(t, s.Submit(func() { got = append(got, i); wg.Done() }))
+			}
+			wg.Wait()
+			s.Close()
+			require.Len(t, got, n)
+			for i, v := range got {
+				if v != i {
+					t.Fatalf("position %d ran task %d", i, v)
+				}
+			}
+			assert.Equal(t, uint64(n), s.Stats().Completed)
+		})
+	}
+}
+
+// TestSerialConcurrentSubmitters submits from thousands of goroutines and
+// checks that tasks never overlap, that each submitter's tasks run in its
+// order, and that every task runs exactly once.
+func TestSerialConcurrentSubmitters(t *testing.T) {
+	for _, ex := range serialExecutors() {
+		t.Run(ex.name, func(t *testing.T) {
+			exec, stop := ex.make()
+			defer stop()
+			s := NewSerial(exec)
+			const submitters, each = 2000, 10
+			last := make([]int, submitters) // no lock: tasks are serial
+			for i := range last {
+				last[i] = -1
+			}
+			var running, total atomic.Int32
+			var wg sync.WaitGroup
+			wg.Add(submitters * each)
+			for g := range submitters {
+				go func() {
+					for i := range each {
+						err := s.Submit(func() {
+							defer wg.Done()
+							if running.Add(1) != 1 {
+								t.Error("two tasks ran at once")
+							}
+							if last[g] != i-1 {
+								t.Errorf("submitter %d: task %d ran after task %d", g, i, last[g])
+							}
+							last[g] = i
+							total.Add(1)
+							running.Add(-1)
+						})
+						assert.NoError(t, err)
+					}
+				}()
+			}
+			wg.Wait()
+			s.Close()
+			assert.Equal(t, int32(submitters*each), total.Load())
+			for g, l := range last {
+				assert.Equal(t, each-1, l, "submitter %d", g)
+			}
+		})
+	}
+}
+
+func TestSerialSubmitFromTask(t *testing.T) {
+	s := NewSerial(GoExecutor{})
+	var order []string
+	done := make(chan struct{})
+	require.NoError(t, s.Submit(func() {
+		order = append(order, "outer start")
+		require.NoError(t, s.Submit(func() { order = append(order, "inner"); close(done) }))
+		order = append(order, "outer end")
+	}))
+	<-done
+	s.Close()
+	assert.Equal(t, []string{"outer start", "outer end", "inner"}, order)
+}
+
+func TestSerialPanicDoesNotStopDrain(t *testing.T) {
+	var got []*PanicError
+	s := NewSerial(GoExecutor{}, SerialPanicHandler(func(p *PanicError) { got = append(got, p) }))
+	var ran []int
+	done := make(chan struct{})
+	for i := range 5 {
+		require.NoError(t, s.Submit(func() {
+			ran = append(ran, i)
+			if i%2 == 0 {
+				panic(i)
+			}
+		}))
+	}
+	require.NoError(t, s.Submit(runtime.Goexit))
+	require.NoError(t, s.Submit(func() { close(done) }))
+	<-done
+	s.Close()
+	assert.Equal(t, []int{0, 1, 2, 3, 4}, ran)
+	require.Len(t, got, 3)
+	assert.Equal(t, 0, got[0].Value)
+	assert.Equal(t, uint64(3), s.Stats().Panicked)
+	assert.Equal(t, uint64(7), s.Stats().Completed)
+}
+
+func TestSerialCloseDropsQueuedAndWaitsForRunning(t *testing.T) {
+	s := NewSerial(GoExecutor{})
+	started, release := make(chan struct{}), make(chan struct{})
+	require.NoError(t, s.Submit(func() { close(started); <-release }))
+	<-started
+	var ran atomic.Int32
+	for range 100 {
+		require.NoError(t, s.Submit(func() { ran.Add(1) }))
+	}
+	closed := make(chan struct{})
+	go func() { s.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a task was running")
+	case <-time.After(20 * time.Millisecond):
+	}
+	assert.ErrorIs(t, s.Submit(func() {}), ErrSerialClosed)
+	close(release)
+	<-closed
+	assert.Zero(t, ran.Load())
+	st := s.Stats()
+	assert.Equal(t, uint64(100), st.Dropped)
+	assert.Equal(t, uint64(1), st.Completed)
+	s.Close() // idempotent
+}
+
+// TestSerialCloseRace closes while thousands of goroutines submit: every
+// accepted task runs once or is dropped, none runs after Close returns.
+func TestSerialCloseRace(t *testing.T) {
+	for _, ex := range serialExecutors() {
+		t.Run(ex.name, func(t *testing.T) {
+			exec, stop := ex.make()
+			defer stop()
+			s := NewSerial(exec)
+			const submitters, each = 1000, 20
+			var accepted, ran atomic.Int64
+			var afterClose atomic.Bool
+			var wg sync.WaitGroup
+			for range submitters {
+				wg.Go(func() {
+					for range each {
+						err := s.Submit(func() {
+							if afterClose.Load() {
+								t.Error("task ran after Close returned")
+							}
+							ran.Add(1)
+						})
+						if err == nil {
+							accepted.Add(1)
+						} else {
+							assert.ErrorIs(t, err, ErrSerialClosed)
+						}
+					}
+				})
+			}
+			time.Sleep(time.Millisecond)
+			s.Close()
+			afterClose.Store(true)
+			wg.Wait()
+			st := s.Stats()
+			assert.Equal(t, accepted.Load(), ran.Load()+int64(st.Dropped), "accepted = ran + dropped")
+			assert.Equal(t, uint64(ran.Load()), st.Completed)
+		})
+	}
+}
+
+func TestSerialIdleHoldsNoGoroutine(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	s := NewSerial(GoExecutor{})
+	k := NewKeyed[int](GoExecutor{})
+	var wg sync.WaitGroup
+	for i := range 1000 {
+		wg.Add(2)
+		require.NoError(t, s.Submit(wg.Done))
+		require.NoError(t, k.Submit(i%10, wg.Done))
+	}
+	wg.Wait()
+	// Not closed: an idle Serial or Keyed holds no goroutine anyway.
+}
+
+func TestSerialSubmitAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := NewSerial(GoExecutor{})
+		var got []string
+		start := time.Now()
+		var at time.Duration
+		_, err := s.SubmitAfter(2*time.Second, func() { got = append(got, "late"); at = time.Since(start) })
+		require.NoError(t, err)
+		require.NoError(t, s.Submit(func() { got = append(got, "now") }))
+		synctest.Wait()
+		assert.Equal(t, []string{"now"}, got)
+		assert.Equal(t, 1, s.Stats().Delayed)
+
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		assert.Equal(t, []string{"now", "late"}, got)
+		assert.Equal(t, 2*time.Second, at)
+		assert.Zero(t, s.Stats().Delayed)
+		s.Close()
+	})
+}
+
+func TestSerialSubmitAfterCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := NewSerial(GoExecutor{})
+		var ran atomic.Int32
+		cancel, err := s.SubmitAfter(time.Second, func() { ran.Add(1) })
+		require.NoError(t, err)
+		assert.True(t, cancel(), "cancel before the delay")
+		assert.False(t, cancel(), "second cancel")
+
+		fired, err := s.SubmitAfter(time.Second, func() { ran.Add(1) })
+		require.NoError(t, err)
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		assert.False(t, fired(), "cancel after the task was queued")
+		assert.Equal(t, int32(1), ran.Load())
+
+		now, err := s.SubmitAfter(0, func() { ran.Add(1) })
+		require.NoError(t, err)
+		synctest.Wait()
+		assert.False(t, now())
+		assert.Equal(t, int32(2), ran.Load())
+		s.Close()
+	})
+}
+
+func TestSerialCloseCancelsDelayed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := NewSerial(GoExecutor{})
+		var ran atomic.Int32
+		var cancels []func() bool
+		for range 10 {
+			c, err := s.SubmitAfter(time.Minute, func() { ran.Add(1) })
+			require.NoError(t, err)
+			cancels = append(cancels, c)
+		}
+		s.Close()
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		assert.Zero(t, ran.Load())
+		assert.Equal(t, uint64(10), s.Stats().Dropped)
+		assert.False(t, cancels[0](), "cancel after Close")
+		_, err := s.SubmitAfter(time.Second, func() {})
+		assert.ErrorIs(t, err, ErrSerialClosed)
+	})
+}
+
+// TestSerialDelayedRaceWithClose fires timers while Close runs: each
+// delayed task runs once or is dropped.
+func TestSerialDelayedRaceWithClose(t *testing.T) {
+	for range 20 {
+		s := NewSerial(GoExecutor{})
+		var ran, cancelled atomic.Int64
+		for i := range 200 {
+			c, err := s.SubmitAfter(time.Duration(i%5)*time.Microsecond+time.Microsecond, func() { ran.Add(1) })
+			require.NoError(t, err)
+			if i%7 == 0 && c() {
+				cancelled.Add(1)
+			}
+		}
+		time.Sleep(3 * time.Microsecond)
+		s.Close()
+		assert.Equal(t, int64(200), ran.Load()+cancelled.Load()+int64(s.Stats().Dropped))
+	}
+}
+
+func TestSerialNilTask(t *testing.T) {
+	s := NewSerial(nil)
+	defer s.Close()
+	assert.ErrorIs(t, s.Submit(nil), ErrNilTask)
+	_, err := s.SubmitAfter(time.Second, nil)
+	assert.ErrorIs(t, err, ErrNilTask)
+}
