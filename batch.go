@@ -1,0 +1,167 @@
+package asynctool
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// BatchReport is what [RunBatches] did.
+type BatchReport struct {
+	// Pages is the number of non-empty pages fetched.
+	Pages int
+	// Items is the number of items fetched.
+	Items int
+	// Succeeded is the number of items whose process call returned nil.
+	Succeeded int
+	// Failed is the number of items whose process call returned an error
+	// or panicked; each has an entry in Failures.
+	Failed int
+	// Skipped is the number of items fetched but not processed because
+	// the context ended first.
+	Skipped int
+	// Failures holds one error per failed item, ordered by page and
+	// index.
+	Failures []*BatchItemError
+}
+
+// Err returns the item failures joined with [errors.Join], or nil if no
+// item failed.
+func (r BatchReport) Err() error {
+	errs := make([]error, len(r.Failures))
+	for i, f := range r.Failures {
+		errs[i] = f
+	}
+	return errors.Join(errs...)
+}
+
+// BatchItemError is the failure of one item in [RunBatches].
+type BatchItemError struct {
+	// Page is the page the item came from, counting from 0.
+	Page int
+	// Index is the item's position in its page.
+	Index int
+	// Err is what process returned, or a [*PanicError] if it panicked.
+	Err error
+}
+
+func (e *BatchItemError) Error() string {
+	return fmt.Sprintf("asynctool: page %d item %d: %v", e.Page, e.Index, e.Err)
+}
+
+// Unwrap returns Err.
+func (e *BatchItemError) Unwrap() error { return e.Err }
+
+// RunBatches processes a paged source: it calls fetch for page 0, 1, 2,
+// ... on the calling goroutine, submits process for each item of a page
+// to exec, and fetches the next page as soon as every item of the current
+// one has been accepted. It stops when fetch returns an empty page, when
+// fetch fails, or when ctx ends, and returns after every submitted item
+// has been processed.
+//
+// Backpressure comes from exec. With a [Pool] under [CallerRuns] (the
+// default policy) or [Block], a full pool makes RunBatches process items
+// itself or wait, so it fetches no faster than the pool processes and at
+// most the pool's workers, queue and one page are in memory. A nil exec
+// means a [NewPool] with default options, closed before RunBatches
+// returns. With an executor that never refuses, such as [GoExecutor],
+// nothing bounds the work in flight. An item the executor refuses is
+// processed on the calling goroutine.
+//
+// Items may still be running when the next page is fetched. A source
+// that hands out "the next N unprocessed rows" must therefore claim the
+// rows it returns (for example with an UPDATE that sets an owner), or it
+// will return rows that are in flight again.
+//
+// A failing item does not stop the run: it is counted and reported in
+// [BatchReport.Failures], and a panic in process is recovered into a
+// [*PanicError]. Items not yet started when ctx ends are skipped. The
+// returned error is nil, the fetch error (wrapped with its page number),
+// or context.Cause(ctx); item failures are only in the report.
+func RunBatches[T any](ctx context.Context, exec Executor,
+	fetch func(ctx context.Context, page int) ([]T, error),
+	process func(ctx context.Context, item T) error,
+) (BatchReport, error) {
+	if exec == nil {
+		p := NewPool()
+		defer p.Close()
+		exec = p
+	}
+	var (
+		report BatchReport
+		mu     sync.Mutex // guards report once items are in flight
+		wg     sync.WaitGroup
+		runErr error
+	)
+	record := func(page, index int, err error, skipped bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case skipped:
+			report.Skipped++
+		case err != nil:
+			report.Failed++
+			report.Failures = append(report.Failures, &BatchItemError{Page: page, Index: index, Err: err})
+		default:
+			report.Succeeded++
+		}
+	}
+pages:
+	for page := 0; ; page++ {
+		if ctx.Err() != nil {
+			runErr = context.Cause(ctx)
+			break
+		}
+		items, err := fetch(ctx, page)
+		if err != nil {
+			runErr = fmt.Errorf("asynctool: fetching page %d: %w", page, err)
+			break
+		}
+		if len(items) == 0 {
+			break
+		}
+		mu.Lock()
+		report.Pages++
+		report.Items += len(items)
+		mu.Unlock()
+		for i, item := range items {
+			if ctx.Err() != nil {
+				mu.Lock()
+				report.Skipped += len(items) - i
+				mu.Unlock()
+				runErr = context.Cause(ctx)
+				break pages
+			}
+			wg.Add(1)
+			task := func() {
+				defer wg.Done()
+				if ctx.Err() != nil {
+					record(page, i, nil, true)
+					return
+				}
+				record(page, i, processItem(ctx, process, item), false)
+			}
+			if exec.Submit(task) != nil {
+				task()
+			}
+		}
+	}
+	wg.Wait()
+	slices.SortFunc(report.Failures, func(a, b *BatchItemError) int {
+		return cmp.Or(cmp.Compare(a.Page, b.Page), cmp.Compare(a.Index, b.Index))
+	})
+	return report, runErr
+}
+
+// processItem calls process, turning a panic into a *PanicError.
+func processItem[T any](ctx context.Context, process func(context.Context, T) error, item T) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = newPanicError(r)
+		}
+	}()
+	return process(ctx, item)
+}

@@ -1,0 +1,169 @@
+package asynctool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// pagedSource serves items 0..total-1 in pages of size items.
+type pagedSource struct {
+	total, size int
+	fetches     atomic.Int32
+}
+
+func (s *pagedSource) fetch(_ context.Context, page int) ([]int, error) {
+	s.fetches.Add(1)
+	var items []int
+	for i := page * s.size; i < min((page+1)*s.size, s.total); i++ {
+		items = append(items, i)
+	}
+	return items, nil
+}
+
+func TestRunBatchesProcessesEveryItem(t *testing.T) {
+	boom := errors.New("boom")
+	tests := []struct {
+		name string
+		exec func() (Executor, func())
+	}{
+		{"exec=pool", func() (Executor, func()) {
+			p := NewPool(PoolSize(3), PoolQueue(5))
+			return p, func() { _ = p.Close() }
+		}},
+		{"exec=pool-reject", func() (Executor, func()) {
+			p := NewPool(PoolSize(2), PoolQueue(0), PoolWhenFull(Reject))
+			return p, func() { _ = p.Close() }
+		}},
+		{"exec=go", func() (Executor, func()) { return GoExecutor{}, func() {} }},
+		{"exec=nil", func() (Executor, func()) { return nil, func() {} }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			exec, stop := tt.exec()
+			defer stop()
+			src := &pagedSource{total: 1003, size: 50}
+			seen := make([]atomic.Int32, src.total)
+			report, err := RunBatches(t.Context(), exec, src.fetch, func(_ context.Context, item int) error {
+				seen[item].Add(1)
+				switch {
+				case item%100 == 7:
+					return fmt.Errorf("item %d: %w", item, boom)
+				case item%250 == 9:
+					panic("bad item")
+				}
+				return nil
+			})
+			require.NoError(t, err)
+			for i := range seen {
+				require.Equal(t, int32(1), seen[i].Load(), "item %d", i)
+			}
+			assert.Equal(t, 21, report.Pages)
+			assert.Equal(t, int32(22), src.fetches.Load(), "stops at the first empty page")
+			assert.Equal(t, 1003, report.Items)
+			assert.Equal(t, 10+4, report.Failed)
+			assert.Equal(t, 1003-14, report.Succeeded)
+			assert.Zero(t, report.Skipped)
+			require.Len(t, report.Failures, 14)
+			assert.Equal(t, 0, report.Failures[0].Page)
+			assert.Equal(t, 7, report.Failures[0].Index)
+			assert.Equal(t, 9, report.Failures[1].Index)
+			var pe *PanicError
+			assert.ErrorAs(t, report.Failures[1], &pe)
+			assert.ErrorIs(t, report.Err(), boom)
+		})
+	}
+}
+
+// TestRunBatchesBackpressure checks that with a CallerRuns pool the next
+// page is not fetched while the pool is saturated: the items fetched and
+// not finished never exceed the pool's workers and queue plus one page.
+func TestRunBatchesBackpressure(t *testing.T) {
+	const workers, queue, pageSize = 2, 3, 10
+	p := NewPool(PoolSize(workers), PoolQueue(queue))
+	defer p.Close()
+	var fetched, finished, maxInFlight atomic.Int64
+	fetch := func(_ context.Context, page int) ([]int, error) {
+		if page == 30 {
+			return nil, nil
+		}
+		inFlight := fetched.Load() - finished.Load()
+		for {
+			m := maxInFlight.Load()
+			if inFlight <= m || maxInFlight.CompareAndSwap(m, inFlight) {
+				break
+			}
+		}
+		fetched.Add(pageSize)
+		return make([]int, pageSize), nil
+	}
+	release := make(chan struct{})
+	go func() {
+		// Let items finish one at a time, slowly compared with fetching.
+		for range 30 * pageSize {
+			release <- struct{}{}
+		}
+	}()
+	report, err := RunBatches(t.Context(), p, fetch, func(context.Context, int) error {
+		<-release
+		finished.Add(1)
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 30*pageSize, report.Succeeded)
+	assert.LessOrEqual(t, maxInFlight.Load(), int64(workers+queue+1),
+		"items in flight when a page was fetched")
+	assert.Positive(t, p.Stats().CallerRan, "the fetching goroutine helped")
+}
+
+func TestRunBatchesContextEnds(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(t.Context())
+	stop := errors.New("operator stop")
+	src := &pagedSource{total: 10000, size: 100}
+	p := NewPool(PoolSize(2), PoolQueue(10))
+	defer p.Close()
+	var processed atomic.Int32
+	report, err := RunBatches(ctx, p, src.fetch, func(context.Context, int) error {
+		if processed.Add(1) == 150 {
+			cancel(stop)
+		}
+		return nil
+	})
+	assert.ErrorIs(t, err, stop)
+	assert.Less(t, report.Items, 10000)
+	assert.Equal(t, report.Items, report.Succeeded+report.Failed+report.Skipped)
+	assert.Equal(t, int(processed.Load()), report.Succeeded)
+	assert.Positive(t, report.Skipped)
+}
+
+func TestRunBatchesFetchError(t *testing.T) {
+	bad := errors.New("db down")
+	var mu sync.Mutex
+	var got []string
+	p := NewPool(PoolSize(1))
+	defer p.Close()
+	report, err := RunBatches(t.Context(), p,
+		func(_ context.Context, page int) ([]string, error) {
+			if page == 2 {
+				return nil, bad
+			}
+			return []string{fmt.Sprint(page, "a"), fmt.Sprint(page, "b")}, nil
+		},
+		func(_ context.Context, s string) error {
+			mu.Lock()
+			got = append(got, s)
+			mu.Unlock()
+			return nil
+		})
+	assert.ErrorIs(t, err, bad)
+	assert.ErrorContains(t, err, "page 2")
+	assert.Equal(t, 2, report.Pages)
+	assert.ElementsMatch(t, []string{"0a", "0b", "1a", "1b"}, got)
+	assert.NoError(t, report.Err())
+}
