@@ -3,10 +3,11 @@
 MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \; | sort)
 GO ?= go
 
-.PHONY: test vet race fmtcheck bench benchcmp fuzz example
+.PHONY: test vet race allocs fmtcheck bench benchcmp fuzz example
 
-## test: what CI runs — formatting, vet, and the race-enabled test suite of every module.
-test: fmtcheck vet race
+## test: what CI runs — formatting, vet, the race-enabled test suite of every
+## module, and the allocation guards (which the race detector would distort).
+test: fmtcheck vet race allocs
 
 fmtcheck:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -17,6 +18,9 @@ vet:
 
 race:
 	@set -e; for m in $(MODULES); do echo "go test -race $$m"; (cd $$m && $(GO) test -race -count=1 ./...); done
+
+allocs:
+	$(GO) test -count=1 -run 'Allocates' -v . | grep -E '^(=== RUN|--- |\s+\S+_test.go|ok|FAIL)'
 
 ## bench: the benchmark suite, ten samples each, into bench.txt.
 bench:

@@ -111,18 +111,14 @@ func (a *Async) BeginWork(ctx context.Context, timeout time.Duration, starts ...
 		return err
 	}
 	<-r.done
-	<-r.sweepDone
 	return r.err()
 }
 
 // Start is the asynchronous form of [Async.BeginWork]: it validates the
 // graph, starts it and returns at once with a handle on the run.
 func (a *Async) Start(ctx context.Context, timeout time.Duration, starts ...Wrapper) (*Run, error) {
-	if a.cfgErr != nil {
-		return nil, a.cfgErr
-	}
-	if timeout < 0 {
-		return nil, fmt.Errorf("%w: %v", ErrNegativeTimeout, timeout)
+	if err := a.check(timeout); err != nil {
+		return nil, err
 	}
 	p, err := compile(starts)
 	if err != nil {
@@ -131,38 +127,71 @@ func (a *Async) Start(ctx context.Context, timeout time.Duration, starts ...Wrap
 	if err := claim(p); err != nil {
 		return nil, err
 	}
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	if a.closed {
-		unclaim(p, len(p.nodes))
-		return nil, ErrClosed
-	}
-	r := newRun(a, p)
-	if timeout > 0 {
-		r.ctx, r.cancel = context.WithTimeout(ctx, timeout)
-	} else {
-		r.ctx, r.cancel = context.WithCancel(ctx)
-	}
-	r.ctxDone = r.ctx.Done()
-	r.ctxDone = r.ctx.Done()
+	r := newRun(p, false)
+	r.reset()
 	for i := range p.nodes {
-		c := p.nodes[i].core
-		c.idx = int32(i)
-		c.run.Store(r)
+		p.nodes[i].core.run.Store(r)
 	}
-	r.stopSweep = context.AfterFunc(r.ctx, r.sweep)
-	for _, i := range p.roots {
-		if !r.submit(i) {
-			// No room: a new goroutine, never the caller's, so that Start
-			// returns at once and BeginWork stays prompt.
-			a.inflight.Add(1)
-			go r.tasks[i]()
+	if err := a.launch(ctx, r, timeout); err != nil {
+		unclaim(p, len(p.nodes))
+		for i := range p.nodes {
+			p.nodes[i].core.run.Store(nil)
 		}
+		return nil, err
 	}
 	return r, nil
 }
 
-// claim marks every node of p as used, or none if one already was.
+// RunPlan runs pl and waits, like BeginWork. It returns the run, whose
+// results are read with [WorkerWrapper.ResultIn] and which should be
+// released with [Run.Release] when they are no longer needed, and the
+// run's error. The run is nil only if the run could not start.
+func (a *Async) RunPlan(ctx context.Context, pl *Plan, timeout time.Duration) (*Run, error) {
+	r, err := a.StartPlan(ctx, pl, timeout)
+	if err != nil {
+		return nil, err
+	}
+	<-r.done
+	return r, r.err()
+}
+
+// StartPlan is the asynchronous form of [Async.RunPlan].
+func (a *Async) StartPlan(ctx context.Context, pl *Plan, timeout time.Duration) (*Run, error) {
+	if err := a.check(timeout); err != nil {
+		return nil, err
+	}
+	r := pl.p.getRun()
+	if err := a.launch(ctx, r, timeout); err != nil {
+		r.refs.Store(1)
+		r.unref()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (a *Async) check(timeout time.Duration) error {
+	if a.cfgErr != nil {
+		return a.cfgErr
+	}
+	if timeout < 0 {
+		return fmt.Errorf("%w: %v", ErrNegativeTimeout, timeout)
+	}
+	return nil
+}
+
+// launch starts r unless a is closed.
+func (a *Async) launch(ctx context.Context, r *Run, timeout time.Duration) error {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.closed {
+		return ErrClosed
+	}
+	r.start(ctx, a, timeout)
+	return nil
+}
+
+// claim marks every node of p as used and binds it to p, or none if one
+// already was used.
 func claim(p *plan) error {
 	for i := range p.nodes {
 		c := p.nodes[i].core
@@ -170,13 +199,16 @@ func claim(p *plan) error {
 			unclaim(p, i)
 			return graphErr(ErrReused, []string{c.id}, "node %q; build new wrappers for every run", c.id)
 		}
+		c.plan, c.idx = p, int32(i)
 	}
 	return nil
 }
 
 func unclaim(p *plan, n int) {
 	for i := range n {
-		p.nodes[i].core.used.Store(false)
+		c := p.nodes[i].core
+		c.plan = nil
+		c.used.Store(false)
 	}
 }
 

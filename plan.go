@@ -2,6 +2,7 @@ package asynctool
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/asynctool-go/asynctool/internal/graph"
 )
@@ -9,9 +10,54 @@ import (
 // plan is a validated graph with ids resolved to indexes, in topological
 // order. It is immutable once built.
 type plan struct {
-	nodes []pnode
-	roots []int32 // nodes without dependencies: they start at once
-	index map[string]int32
+	nodes     []pnode
+	roots     []int32 // nodes without dependencies: they start at once
+	index     map[string]int32
+	runs      sync.Pool // *Run, for a Plan's runs
+	worklists sync.Pool // *worklist
+}
+
+// Plan is a compiled graph: validated, cycle-checked, with ids resolved to
+// indexes. It is immutable and can be run any number of times, also
+// concurrently, with [Async.RunPlan] or [Async.StartPlan]; each run has its
+// own state and results, recycled by [Run.Release], so running a plan again
+// allocates nothing per node.
+//
+// Use a Plan when the same graph shape serves many requests: build the
+// wrappers once (at start-up), Compile them, and read each run's results
+// with [WorkerWrapper.ResultIn]. Per-request data reaches the workers
+// through the run's context. Use single-use wrappers and
+// [Async.BeginWork] when each request builds its own graph.
+type Plan struct {
+	p *plan
+}
+
+// Compile validates the graph reachable from starts, as BeginWork does,
+// and compiles it into a Plan. The wrappers become the plan's template:
+// they cannot be run by BeginWork or compiled again, and their Result and
+// State methods do not see the plan's runs (use ResultIn).
+func Compile(starts ...Wrapper) (*Plan, error) {
+	p, err := compile(starts)
+	if err != nil {
+		return nil, err
+	}
+	if err := claim(p); err != nil {
+		return nil, err
+	}
+	return &Plan{p: p}, nil
+}
+
+// Len returns the number of nodes in the plan.
+func (pl *Plan) Len() int { return len(pl.p.nodes) }
+
+// getRun returns a reset run of p, recycled when possible.
+func (p *plan) getRun() *Run {
+	r, ok := p.runs.Get().(*Run)
+	if !ok {
+		r = newRun(p, true)
+	}
+	r.reset()
+	return r
 }
 
 type pnode struct {

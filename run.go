@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
-// Run is one execution of a graph, started by [Async.Start] (BeginWork is
-// Start followed by Wait). Its methods are safe for concurrent use.
+// Run is one execution of a graph: a handle on it while it runs and its
+// results afterwards. [Async.Start] and [Async.StartPlan] return one;
+// BeginWork and RunPlan are those followed by Wait. Its methods are safe
+// for concurrent use.
 type Run struct {
 	a         *Async
 	p         *plan
@@ -18,14 +21,16 @@ type Run struct {
 	stopSweep func() bool
 	ctxDone   <-chan struct{} // ctx.Done(), cached
 	nodes     []rnode
-	tasks     []func() // tasks[i] drives node i; built once per run
+	tasks     []func() // tasks[i] drives node i; built once per Run value
+	pooled    bool     // belongs to a Plan: Release recycles it
 
 	remaining atomic.Int32 // nodes whose end has not been fully processed
+	pending   atomic.Int32 // 2 = every node ended + the sweep resolved; done closes at 0
+	refs      atomic.Int32 // owner + sweep + tasks in flight; recycled at 0
 	stopped   atomic.Bool  // the run's context is done: nothing new starts
 	timedOut  atomic.Bool  // some node ended with ResultTimeout
 	cause     error        // context.Cause(ctx), written before stopped is set
 	done      chan struct{}
-	sweepDone chan struct{}
 
 	mu        sync.Mutex
 	callbacks []error // *CallbackPanicError values
@@ -51,20 +56,47 @@ type worklist struct {
 	sweep bool    // this is the sweep's worklist
 }
 
-func newWorklist() worklist { return worklist{cur: -1, prop: -1} }
+// getWorklist returns an empty worklist from the plan's free list.
+func (p *plan) getWorklist() *worklist {
+	if wl, ok := p.worklists.Get().(*worklist); ok {
+		return wl
+	}
+	return &worklist{cur: -1, prop: -1}
+}
 
-func newRun(a *Async, p *plan) *Run {
+func (p *plan) putWorklist(wl *worklist) {
+	wl.ready, wl.left, wl.ended = wl.ready[:0], wl.left[:0], wl.ended[:0]
+	wl.cur, wl.prop, wl.sweep = -1, -1, false
+	p.worklists.Put(wl)
+}
+
+// newRun allocates the state of one run of p.
+func newRun(p *plan, pooled bool) *Run {
 	r := &Run{
-		a:         a,
-		p:         p,
-		nodes:     make([]rnode, len(p.nodes)),
-		tasks:     make([]func(), len(p.nodes)),
-		done:      make(chan struct{}),
-		sweepDone: make(chan struct{}),
+		p:      p,
+		nodes:  make([]rnode, len(p.nodes)),
+		tasks:  make([]func(), len(p.nodes)),
+		pooled: pooled,
 	}
 	for i := range p.nodes {
-		pn, n := &p.nodes[i], &r.nodes[i]
-		n.slot = pn.impl.newSlot()
+		r.nodes[i].slot = p.nodes[i].impl.newSlot()
+		i32 := int32(i)
+		r.tasks[i] = func() {
+			defer r.taskDone()
+			r.loop(i32, r.p.getWorklist())
+		}
+	}
+	return r
+}
+
+// reset prepares r for a run: every counter from the plan, results
+// cleared.
+func (r *Run) reset() {
+	for i := range r.p.nodes {
+		pn, n := &r.p.nodes[i], &r.nodes[i]
+		n.state.Store(sInit)
+		n.mustLeft.Store(0)
+		n.optLeft.Store(0)
 		switch {
 		case pn.nMust > 0:
 			n.mustLeft.Store(pn.nMust)
@@ -73,17 +105,80 @@ func newRun(a *Async, p *plan) *Run {
 			n.optLeft.Store(pn.nOpt)
 		}
 		n.live.Store(int32(len(pn.out)))
-		i32 := int32(i)
-		r.tasks[i] = func() {
-			defer a.inflight.Done()
-			r.loop(i32, newWorklist())
-		}
 	}
-	for _, i := range p.roots {
+	for _, i := range r.p.roots {
 		r.nodes[i].state.Store(sReady)
 	}
-	r.remaining.Store(int32(len(p.nodes)))
-	return r
+	r.remaining.Store(int32(len(r.p.nodes)))
+	r.pending.Store(2)
+	r.refs.Store(2)
+	r.stopped.Store(false)
+	r.timedOut.Store(false)
+	r.cause = nil
+	r.done = make(chan struct{})
+	r.callbacks = r.callbacks[:0]
+}
+
+// start runs r on a under the group deadline. The caller has reset r.
+func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration) {
+	r.a = a
+	if timeout > 0 {
+		r.ctx, r.cancel = context.WithTimeout(ctx, timeout)
+	} else {
+		r.ctx, r.cancel = context.WithCancel(ctx)
+	}
+	r.ctxDone = r.ctx.Done()
+	r.stopSweep = context.AfterFunc(r.ctx, r.sweep)
+	for _, i := range r.p.roots {
+		if !r.submit(i) {
+			// No room: a new goroutine, never the caller's, so that Start
+			// returns at once and BeginWork stays prompt.
+			r.taskStart()
+			go r.tasks[i]()
+		}
+	}
+}
+
+func (r *Run) taskStart() {
+	r.a.inflight.Add(1)
+	r.refs.Add(1)
+}
+
+func (r *Run) taskDone() {
+	a := r.a
+	r.unref()
+	a.inflight.Done()
+}
+
+// unref drops one reference; the last one recycles a released pooled run.
+func (r *Run) unref() {
+	if r.refs.Add(-1) == 0 && r.pooled {
+		for i := range r.nodes {
+			r.p.nodes[i].impl.clearSlot(r.nodes[i].slot)
+		}
+		r.a, r.ctx, r.cancel, r.stopSweep, r.ctxDone = nil, nil, nil, nil, nil
+		r.p.runs.Put(r)
+	}
+}
+
+// resolve marks one of the two conditions for the end of the run (every
+// node ended; the sweep ran or never will) and closes done after both.
+func (r *Run) resolve() {
+	if r.pending.Add(-1) == 0 {
+		close(r.done)
+	}
+}
+
+// Release returns the state of a run of a [Plan] to the plan, to be reused
+// by a later run. Call it once the results are no longer needed, after
+// Wait; r and its results must not be used afterwards. The recycling waits
+// for any worker that outlived the run's deadline. Release does nothing for
+// runs of single-use wrappers, whose results stay readable from the
+// wrappers.
+func (r *Run) Release() {
+	if r.pooled {
+		r.unref()
+	}
 }
 
 // Done returns a channel that is closed when every node has ended.
@@ -105,7 +200,6 @@ func (r *Run) Wait(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	<-r.sweepDone
 	return r.err()
 }
 
@@ -130,19 +224,20 @@ func (r *Run) callbackPanic(id, method string, p *PanicError) {
 // with the nodes it makes ready: one inline, the others handed to the
 // executor, kept locally when the executor has no room. No goroutine ever
 // waits here for another node.
-func (r *Run) loop(first int32, wl worklist) {
+func (r *Run) loop(first int32, wl *worklist) {
 	normal := false
 	defer func() {
 		if !normal {
-			r.continueAfterGoexit(&wl)
+			r.continueAfterGoexit(wl)
 		}
+		r.p.putWorklist(wl)
 	}()
 	i := first
 	for {
 		if i >= 0 {
-			r.exec(i, &wl)
+			r.exec(i, wl)
 		}
-		r.settle(&wl)
+		r.settle(wl)
 		n := len(wl.ready)
 		if n == 0 {
 			break
@@ -165,9 +260,9 @@ func (r *Run) loop(first int32, wl worklist) {
 // the rest of its worklist goes on in a new goroutine.
 func (r *Run) continueAfterGoexit(wl *worklist) {
 	cont := r.salvage(wl)
-	r.a.inflight.Add(1)
+	r.taskStart()
 	go func() {
-		defer r.a.inflight.Done()
+		defer r.taskDone()
 		r.loop(-1, cont)
 	}()
 }
@@ -175,8 +270,8 @@ func (r *Run) continueAfterGoexit(wl *worklist) {
 // salvage copies the worklist of a goroutine that is exiting through
 // runtime.Goexit: the node whose worker was running fails with ErrGoexit,
 // and a Result callback that did not return is reported and skipped.
-func (r *Run) salvage(wl *worklist) worklist {
-	cont := worklist{
+func (r *Run) salvage(wl *worklist) *worklist {
+	cont := &worklist{
 		ready: append([]int32(nil), wl.ready...),
 		left:  append([]int32(nil), wl.left...),
 		ended: append([]int32(nil), wl.ended...),
@@ -185,12 +280,12 @@ func (r *Run) salvage(wl *worklist) worklist {
 		sweep: wl.sweep,
 	}
 	if wl.cur >= 0 {
-		r.end(wl.cur, sWorking, ResultException, ErrGoexit, &cont)
+		r.end(wl.cur, sWorking, ResultException, ErrGoexit, cont)
 	}
 	if wl.prop >= 0 {
 		i := wl.prop
 		r.callbackPanic(r.p.nodes[i].id, "Result", &PanicError{Value: ErrGoexit})
-		r.afterCallback(i, &cont)
+		r.afterCallback(i, cont)
 	}
 	return cont
 }
@@ -198,10 +293,11 @@ func (r *Run) salvage(wl *worklist) worklist {
 // submit hands node i to the executor. It reports false if the executor
 // had no room, in which case the caller runs the node itself.
 func (r *Run) submit(i int32) bool {
-	r.a.inflight.Add(1)
+	r.taskStart()
 	if r.a.trySubmit(r.tasks[i]) {
 		return true
 	}
+	r.refs.Add(-1) // cannot reach 0: the owner still holds a reference
 	r.a.inflight.Done()
 	return false
 }
@@ -351,13 +447,18 @@ func (r *Run) afterCallback(i int32, wl *worklist) {
 
 // complete is called once, by whoever processed the last node's end. The
 // sweep must not touch stopSweep: with an already expired context it can
-// start before Start has stored it.
+// start before start() has stored it.
 func (r *Run) complete(inSweep bool) {
 	if !inSweep && r.stopSweep() {
-		close(r.sweepDone) // the sweep will never run
+		r.sweepResolved() // the sweep will never run
 	}
 	r.cancel()
-	close(r.done)
+	r.resolve()
+}
+
+func (r *Run) sweepResolved() {
+	r.resolve()
+	r.unref()
 }
 
 // sweep runs when the run's context is done before every node ended: it
@@ -366,26 +467,25 @@ func (r *Run) complete(inSweep bool) {
 func (r *Run) sweep() {
 	r.cause = context.Cause(r.ctx)
 	r.stopped.Store(true)
-	wl := newWorklist()
-	wl.sweep = true
+	wl := &worklist{cur: -1, prop: -1, sweep: true}
 	r.sweepFrom(0, wl)
 }
 
 // sweepFrom sweeps nodes k and up. If a callback ends the goroutine with
 // runtime.Goexit, the sweep goes on in a new goroutine.
-func (r *Run) sweepFrom(k int, wl worklist) {
+func (r *Run) sweepFrom(k int, wl *worklist) {
 	normal := false
 	defer func() {
 		if normal {
-			close(r.sweepDone)
+			r.sweepResolved()
 			return
 		}
-		cont := r.salvage(&wl)
+		cont := r.salvage(wl)
 		go r.sweepFrom(k, cont)
 	}()
 	for ; k < len(r.nodes); k++ {
-		r.stop(int32(k), &wl)
-		r.settle(&wl)
+		r.stop(int32(k), wl)
+		r.settle(wl)
 	}
 	normal = true
 }

@@ -113,6 +113,20 @@ func (w *WorkerWrapper[P, R]) Result() WorkResult[R] {
 	return n.slot.(*slot[R]).res
 }
 
+// ResultIn returns the node's result in r, a run of the [Plan] the node was
+// compiled into, as Result does for single-use runs. It returns a zero
+// WorkResult if r is not a run of that plan.
+func (w *WorkerWrapper[P, R]) ResultIn(r *Run) WorkResult[R] {
+	if r == nil || r.p != w.plan {
+		return WorkResult[R]{}
+	}
+	n := &r.nodes[w.idx]
+	if !terminal(n.state.Load()) {
+		return WorkResult[R]{}
+	}
+	return n.slot.(*slot[R]).res
+}
+
 // ID returns the node's id.
 func (w *WorkerWrapper[P, R]) ID() string { return w.id }
 
@@ -145,8 +159,9 @@ type nodeCore struct {
 	noShortCircuit bool
 	buildErr       error // first misuse seen while building, reported by BeginWork
 	used           atomic.Bool
-	run            atomic.Pointer[Run]
-	idx            int32 // index in run.nodes; written before run is stored
+	plan           *plan               // the plan this node belongs to, once claimed
+	idx            int32               // its index in plan.nodes
+	run            atomic.Pointer[Run] // its single-use run, if any; stored after idx
 	impl           nodeImpl
 }
 
@@ -171,6 +186,8 @@ type nodeImpl interface {
 	resultErr(slot any) error
 	// resultType names R, for error messages.
 	resultType() reflect.Type
+	// clearSlot drops the result in slot, so a recycled run retains nothing.
+	clearSlot(slot any)
 }
 
 func coreOf(w Wrapper) *nodeCore {
@@ -270,6 +287,8 @@ func (w *WorkerWrapper[P, R]) fireResult(sl any, success bool) (p *PanicError) {
 func (w *WorkerWrapper[P, R]) resultErr(sl any) error { return sl.(*slot[R]).res.Err }
 
 func (w *WorkerWrapper[P, R]) resultType() reflect.Type { return reflect.TypeFor[R]() }
+
+func (w *WorkerWrapper[P, R]) clearSlot(sl any) { sl.(*slot[R]).res = WorkResult[R]{} }
 
 // Wrappers is a run's view of all its nodes, passed to every worker so it
 // can read the results of other nodes by id with [ResultOf]. The zero

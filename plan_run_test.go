@@ -1,0 +1,154 @@
+package asynctool
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type reqKey struct{}
+
+// sumPlan builds x, y → z where each node reads the request number from
+// the run's context.
+func sumPlan(t testing.TB) (*Plan, *WorkerWrapper[int, int]) {
+	read := func(ctx context.Context, k int, _ Wrappers) (int, error) {
+		return ctx.Value(reqKey{}).(int) * k, nil
+	}
+	x := NewWrapper("x", WorkerFunc[int, int](read), 1)
+	y := NewWrapper("y", WorkerFunc[int, int](read), 10)
+	z := NewWrapper("z", WorkerFunc[int, int](func(ctx context.Context, _ int, all Wrappers) (int, error) {
+		a, err := ResultOf[int](all, "x")
+		if err != nil {
+			return 0, err
+		}
+		b, err := ResultOf[int](all, "y")
+		return a.Value + b.Value, err
+	}), 0).Depend(x, true).Depend(y, true)
+	pl, err := Compile(x, y)
+	require.NoError(t, err)
+	return pl, z
+}
+
+// TestPlanRunsManyTimesConcurrently runs one plan from many goroutines at
+// once; each run sees its own context and results.
+func TestPlanRunsManyTimesConcurrently(t *testing.T) {
+	a := newAsync(t)
+	pl, z := sumPlan(t)
+	assert.Equal(t, 3, pl.Len())
+	var wg sync.WaitGroup
+	for g := range 1000 {
+		wg.Go(func() {
+			ctx := context.WithValue(context.Background(), reqKey{}, g)
+			r, err := a.RunPlan(ctx, pl, time.Minute)
+			if !assert.NoError(t, err) {
+				return
+			}
+			assert.Equal(t, WorkResult[int]{Value: 11 * g, State: ResultSuccess}, z.ResultIn(r))
+			r.Release()
+		})
+	}
+	wg.Wait()
+}
+
+// TestPlanTemplateCannotRunAlone checks that compiled wrappers are
+// reserved for the plan.
+func TestPlanTemplateCannotRunAlone(t *testing.T) {
+	a := newAsync(t)
+	pl, z := sumPlan(t)
+	_ = pl
+	assert.ErrorIs(t, a.BeginWork(context.Background(), 0, z), ErrReused)
+	_, err := Compile(z)
+	assert.ErrorIs(t, err, ErrReused)
+	assert.Equal(t, WorkResult[int]{}, z.Result(), "Result does not see plan runs")
+	_, err = Compile()
+	assert.ErrorIs(t, err, ErrNoStart)
+}
+
+// TestResultInOtherRun checks that ResultIn ignores runs of other graphs.
+func TestResultInOtherRun(t *testing.T) {
+	a := newAsync(t)
+	pl, z := sumPlan(t)
+	w := NewWrapper("w", okWorker(), 0)
+	r, err := a.Start(context.Background(), 0, w)
+	require.NoError(t, err)
+	require.NoError(t, r.Wait(context.Background()))
+	assert.Equal(t, WorkResult[int]{}, z.ResultIn(r))
+	assert.Equal(t, WorkResult[int]{}, z.ResultIn(nil))
+	ctx := context.WithValue(context.Background(), reqKey{}, 1)
+	r2, err := a.RunPlan(ctx, pl, 0)
+	require.NoError(t, err)
+	assert.Equal(t, WorkResult[int]{}, w.ResultIn(r2))
+	r2.Release()
+	r.Release() // no-op for single-use runs
+	assert.Equal(t, ResultSuccess, w.Result().State)
+}
+
+// TestReleaseWaitsForLateWorker checks that a run whose worker outlived
+// the deadline is recycled only after that worker returned: the next run
+// of the plan must not see its late write.
+func TestReleaseWaitsForLateWorker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		var calls atomic.Int32
+		slow := NewWrapper("slow", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			if calls.Add(1) == 1 {
+				time.Sleep(time.Second) // ignores ctx
+			}
+			return 7, nil
+		}), 0)
+		pl, err := Compile(slow)
+		require.NoError(t, err)
+
+		r1, err := a.RunPlan(context.Background(), pl, time.Millisecond)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, ResultTimeout, slow.ResultIn(r1).State)
+		r1.Release() // the late worker still holds the run
+
+		r2, err := a.RunPlan(context.Background(), pl, time.Minute)
+		require.NoError(t, err)
+		assert.NotSame(t, r1, r2, "a run still referenced is not reused")
+		assert.Equal(t, WorkResult[int]{Value: 7, State: ResultSuccess}, slow.ResultIn(r2))
+		time.Sleep(2 * time.Second) // the late worker returns and drops its result
+		assert.Equal(t, WorkResult[int]{Value: 7, State: ResultSuccess}, slow.ResultIn(r2))
+		r2.Release()
+	})
+}
+
+// TestPlanRerunAllocatesNothingPerNode guards issue 5's zero-allocation
+// claim: running a compiled plan again allocates a small constant (the
+// run's context and done channel), not per node.
+func TestPlanRerunAllocatesNothingPerNode(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	a := newAsync(t, WithMaxWorkers(2))
+	const n = 1000
+	root := NewWrapper("root", okWorker(), 0)
+	sink := NewWrapper("sink", okWorker(), 0)
+	for range n - 2 {
+		sink.Depend(NewWrapper("", okWorker(), 0).Depend(root, true), true)
+	}
+	pl, err := Compile(root)
+	require.NoError(t, err)
+	ctx := context.Background()
+	run := func() {
+		r, err := a.RunPlan(ctx, pl, time.Minute)
+		if err != nil {
+			panic(err)
+		}
+		r.Release()
+	}
+	for range 50 {
+		run() // warm the pools
+	}
+	allocs := testing.AllocsPerRun(200, run)
+	t.Logf("%.1f allocs per run of %d nodes = %.4f per node", allocs, n, allocs/n)
+	assert.LessOrEqual(t, allocs/n, 0.05, "allocs per node")
+}

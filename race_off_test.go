@@ -1,0 +1,5 @@
+//go:build !race
+
+package asynctool
+
+const raceEnabled = false
