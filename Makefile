@@ -20,7 +20,7 @@ race:
 	@set -e; for m in $(MODULES); do echo "go test -race $$m"; (cd $$m && $(GO) test -race -count=1 ./...); done
 
 allocs:
-	$(GO) test -count=1 -run 'Allocates' -v . | grep -E '^(=== RUN|--- |\s+\S+_test.go|ok|FAIL)'
+	$(GO) test -count=1 -run 'Allocates' -v .
 
 ## bench: the benchmark suite, ten samples each, into bench.txt.
 bench:
