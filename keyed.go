@@ -28,7 +28,8 @@ const keyedFreeQueues = 16
 // If the executor refuses a key's drain loop (a closed or full [Pool]
 // under [Reject]), the loop runs on a new goroutine instead, so that no
 // task is lost. Panics are handled as on a [Serial]; see
-// [SerialPanicHandler].
+// [SerialPanicHandler]. As on a Serial, [Keyed.Close] drops the tasks
+// still queued: wait for the work to finish before closing.
 //
 // A Keyed is safe for concurrent use. It must be created with [NewKeyed]
 // and must not be copied after first use.

@@ -75,6 +75,10 @@ type SerialStats struct {
 //
 // A task that panics does not stop the loop: see [SerialPanicHandler].
 //
+// [Serial.Close] drops the tasks still queued rather than running them;
+// to finish queued work, wait for it (with a sync.WaitGroup, or a last
+// task that signals) before calling Close.
+//
 // A Serial is safe for concurrent use. It must be created with
 // [NewSerial] and must not be copied after first use.
 type Serial struct {
