@@ -11,7 +11,9 @@ import (
 // DefaultMaxWorkers is the number of goroutines an [Async] created without
 // [WithMaxWorkers] or [WithExecutor] may run at once. It is far above the
 // CPU count on purpose: workers usually block on RPCs, and capping them at
-// GOMAXPROCS would serialise a fan-out.
+// GOMAXPROCS would serialise a fan-out. Nodes beyond it wait in the pool's
+// queue, or run on the goroutine that made them ready when the queue is
+// full; a pool never blocks a goroutine waiting for room.
 const DefaultMaxWorkers = 4096
 
 // Async runs graphs. Each Async owns its goroutine pool (unless given an
@@ -45,7 +47,7 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 // WithMaxWorkers bounds the number of goroutines the Async runs workers on
-// at once (default [DefaultMaxWorkers]). Any DAG completes even with n = 1:
+// at once (default [DefaultMaxWorkers]), on a [Pool] it owns. Any DAG completes even with n = 1:
 // no goroutine ever waits for another node. n must be at least 1; a
 // smaller n makes every BeginWork return an error saying so.
 func WithMaxWorkers(n int) Option {
@@ -84,10 +86,16 @@ func New(opts ...Option) *Async {
 		a.try = func(task func()) bool { return c.exec.Submit(task) == nil }
 		return a
 	}
-	p := newBoundedExecutor(c.maxWorkers)
+	p := NewPool(PoolSize(c.maxWorkers), PoolIdleTimeout(asyncIdleTimeout))
 	a.exec, a.try, a.owned = p, p.trySubmit, p
 	return a
 }
+
+// asyncIdleTimeout is how long the workers of an Async's own pool wait for
+// work before exiting. It is short so that an Async dropped without Close
+// holds no goroutine for long (well inside the grace period of leak
+// checkers such as goleak); under steady load workers are reused.
+const asyncIdleTimeout = 100 * time.Millisecond
 
 func (a *Async) trySubmit(task func()) bool { return a.try(task) }
 
