@@ -25,6 +25,8 @@ type Async struct {
 	exec     Executor
 	try      func(task func()) bool // non-blocking submit; false when there is no room
 	owned    interface{ Close() error }
+	hooks    *Hooks
+	timings  bool
 	inflight sync.WaitGroup // tasks handed to the executor and not yet returned
 	mu       sync.RWMutex   // held for reading while starting a run
 	closed   bool
@@ -40,6 +42,8 @@ type config struct {
 	maxWorkers int
 	exec       Executor
 	err        error
+	hooks      *Hooks
+	timings    bool
 }
 
 type optionFunc func(*config)
@@ -80,7 +84,7 @@ func New(opts ...Option) *Async {
 	for _, o := range opts {
 		o.apply(&c)
 	}
-	a := &Async{cfgErr: c.err}
+	a := &Async{cfgErr: c.err, hooks: c.hooks, timings: c.timings}
 	if c.exec != nil {
 		a.exec = c.exec
 		a.try = func(task func()) bool { return c.exec.Submit(task) == nil }

@@ -53,13 +53,13 @@ func (r *Run) upstreamEnded(i int32, ok bool, wl *worklist) {
 			// An optional dependency of a node with must dependencies.
 		case ok:
 			if sn.mustLeft.Add(-1) == 0 {
-				r.trigger(s, wl)
+				r.trigger(s, i, wl)
 			}
 		case e.must:
-			r.failFromUpstream(s, r.upstreamErr(i), wl)
+			r.failFromUpstream(s, i, r.upstreamErr(i), wl)
 		default:
 			if sn.optLeft.Add(-1) == 0 {
-				r.failFromUpstream(s, r.allUpstreamErr(s), wl)
+				r.failFromUpstream(s, i, r.allUpstreamErr(s), wl)
 			}
 		}
 	}

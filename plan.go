@@ -66,6 +66,7 @@ type pnode struct {
 	core         *nodeCore
 	out          []pedge // successors, deduplicated
 	in           []int32 // predecessors, deduplicated
+	inMust       []bool  // inMust[k]: is in[k] a must dependency
 	nMust, nOpt  int32
 	shortCircuit bool
 }
@@ -171,6 +172,7 @@ func compile(starts []Wrapper) (*plan, error) {
 			n.out = append(n.out, pedge{to: idx[j], must: m})
 			to := &p.nodes[idx[j]]
 			to.in = append(to.in, idx[i])
+			to.inMust = append(to.inMust, m)
 			if m {
 				to.nMust++
 			} else {

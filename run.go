@@ -34,6 +34,19 @@ type Run struct {
 
 	mu        sync.Mutex
 	callbacks []error // *CallbackPanicError values
+
+	// Observation, all off (nil) unless hooks or timings are on.
+	hooks []*Hooks
+	times []nodeTimes
+	began time.Time
+	ended atomic.Int64 // unix ns
+	lanes atomic.Int32
+}
+
+// nodeTimes are a node's timestamps in unix nanoseconds (0 = not yet).
+type nodeTimes struct {
+	ready, start, end atomic.Int64
+	lane              atomic.Int32
 }
 
 // rnode is one node's state in one run.
@@ -42,6 +55,8 @@ type rnode struct {
 	mustLeft atomic.Int32 // successes still needed to trigger
 	optLeft  atomic.Int32 // optional-only node: upstreams that have not failed
 	live     atomic.Int32 // successors that may still need this node
+	by       atomic.Int32 // upstream whose end decided the join, or -1
+	attempts atomic.Int32 // times the worker was started
 	slot     any          // *slot[R]
 }
 
@@ -54,6 +69,7 @@ type worklist struct {
 	cur   int32   // node whose worker is running, or -1
 	prop  int32   // node whose Result callback is running, or -1
 	sweep bool    // this is the sweep's worklist
+	lane  int32   // this goroutine's lane in the report, when timed
 }
 
 // getWorklist returns an empty worklist from the plan's free list.
@@ -105,6 +121,8 @@ func (r *Run) reset() {
 			n.optLeft.Store(pn.nOpt)
 		}
 		n.live.Store(int32(len(pn.out)))
+		n.by.Store(-1)
+		n.attempts.Store(0)
 	}
 	for _, i := range r.p.roots {
 		r.nodes[i].state.Store(sReady)
@@ -122,6 +140,36 @@ func (r *Run) reset() {
 // start runs r on a under the group deadline. The caller has reset r.
 func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration) {
 	r.a = a
+	r.hooks = r.hooks[:0]
+	if a.hooks != nil {
+		r.hooks = append(r.hooks, a.hooks)
+	}
+	if h, ok := ctx.Value(hooksKey{}).(*Hooks); ok && h != nil {
+		r.hooks = append(r.hooks, h)
+	}
+	if len(r.hooks) > 0 || a.timings {
+		r.startTimes()
+		if len(r.hooks) > 0 {
+			info := RunInfo{Nodes: len(r.nodes)}
+			if timeout > 0 {
+				info.Deadline = r.began.Add(timeout)
+			}
+			if d, ok := ctx.Deadline(); ok && (info.Deadline.IsZero() || d.Before(info.Deadline)) {
+				info.Deadline = d
+			}
+			for _, h := range r.hooks {
+				if h.OnRunStart != nil {
+					r.hooked("OnRunStart", "", func() {
+						if c := h.OnRunStart(ctx, info); c != nil {
+							ctx = c
+						}
+					})
+				}
+			}
+		}
+	} else {
+		r.times = nil
+	}
 	if timeout > 0 {
 		r.ctx, r.cancel = context.WithTimeout(ctx, timeout)
 	} else {
@@ -137,6 +185,27 @@ func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration) {
 			go r.tasks[i]()
 		}
 	}
+}
+
+// startTimes turns on timestamps for this run.
+func (r *Run) startTimes() {
+	if len(r.times) != len(r.nodes) {
+		r.times = make([]nodeTimes, len(r.nodes))
+	}
+	r.began = time.Now()
+	now := r.began.UnixNano()
+	for i := range r.times {
+		t := &r.times[i]
+		t.ready.Store(0)
+		t.start.Store(0)
+		t.end.Store(0)
+		t.lane.Store(0)
+	}
+	for _, i := range r.p.roots {
+		r.times[i].ready.Store(now)
+	}
+	r.ended.Store(0)
+	r.lanes.Store(0)
 }
 
 func (r *Run) taskStart() {
@@ -232,6 +301,9 @@ func (r *Run) loop(first int32, wl *worklist) {
 		}
 		r.p.putWorklist(wl)
 	}()
+	if r.times != nil {
+		wl.lane = r.lanes.Add(1)
+	}
 	i := first
 	for {
 		if i >= 0 {
@@ -280,7 +352,7 @@ func (r *Run) salvage(wl *worklist) *worklist {
 		sweep: wl.sweep,
 	}
 	if wl.cur >= 0 {
-		r.end(wl.cur, sWorking, ResultException, ErrGoexit, cont)
+		r.end(wl.cur, sWorking, ResultException, ErrGoexit, -1, cont)
 	}
 	if wl.prop >= 0 {
 		i := wl.prop
@@ -325,44 +397,63 @@ func (r *Run) exec(i int32, wl *worklist) {
 	if !n.state.CompareAndSwap(sReady, sWorking) {
 		return
 	}
+	n.attempts.Add(1)
 	if cause, late := r.expired(); late {
-		r.end(i, sWorking, ResultTimeout, cause, wl)
+		r.end(i, sWorking, ResultTimeout, cause, -1, wl)
 		return
 	}
+	ctx := r.ctx
+	if r.times != nil {
+		t := &r.times[i]
+		t.start.Store(time.Now().UnixNano())
+		t.lane.Store(wl.lane)
+		if len(r.hooks) > 0 {
+			ctx = r.nodeStarted(i)
+		}
+	}
 	wl.cur = i
-	r.p.nodes[i].impl.execute(r.ctx, r, i, wl)
+	r.p.nodes[i].impl.execute(ctx, r, i, wl)
 	wl.cur = -1
 }
 
-// trigger marks node s ready to run: its join is satisfied.
-func (r *Run) trigger(s int32, wl *worklist) {
-	if !r.nodes[s].state.CompareAndSwap(sInit, sReady) {
+// trigger marks node s ready to run: the end of upstream by satisfied its
+// join.
+func (r *Run) trigger(s, by int32, wl *worklist) {
+	n := &r.nodes[s]
+	if !n.state.CompareAndSwap(sInit, sReady) {
 		return
+	}
+	n.by.Store(by)
+	if r.times != nil {
+		r.times[s].ready.Store(time.Now().UnixNano())
 	}
 	wl.left = append(wl.left, s)
 	if cause, late := r.expired(); late {
-		r.end(s, sReady, ResultTimeout, cause, wl)
+		r.end(s, sReady, ResultTimeout, cause, -1, wl)
 		return
 	}
 	wl.ready = append(wl.ready, s)
 }
 
-// failFromUpstream fast-fails node s because its join can no longer be
-// satisfied; after the deadline that counts as a timeout.
-func (r *Run) failFromUpstream(s int32, err error, wl *worklist) {
+// failFromUpstream fast-fails node s because the end of upstream by made
+// its join impossible; after the deadline that counts as a timeout.
+func (r *Run) failFromUpstream(s, by int32, err error, wl *worklist) {
 	if cause, late := r.expired(); late {
-		r.end(s, sInit, ResultTimeout, cause, wl)
+		r.end(s, sInit, ResultTimeout, cause, -1, wl)
 		return
 	}
-	r.end(s, sInit, ResultException, err, wl)
+	r.end(s, sInit, ResultException, err, by, wl)
 }
 
 // end moves node i from state from to sError with a failed result. It
 // reports whether it did (another goroutine may have moved it first).
-func (r *Run) end(i int32, from int32, st ResultState, err error, wl *worklist) bool {
+func (r *Run) end(i int32, from int32, st ResultState, err error, by int32, wl *worklist) bool {
 	n := &r.nodes[i]
 	if !n.state.CompareAndSwap(from, sEnding) {
 		return false
+	}
+	if by >= 0 {
+		n.by.Store(by)
 	}
 	if from == sInit {
 		wl.left = append(wl.left, i)
@@ -378,6 +469,9 @@ func (r *Run) end(i int32, from int32, st ResultState, err error, wl *worklist) 
 // finish publishes the final state of node i, whose result has been
 // written by the caller, which holds it in sEnding.
 func (r *Run) finish(i int32, final int32, wl *worklist) {
+	if r.times != nil {
+		r.times[i].end.Store(time.Now().UnixNano())
+	}
 	r.nodes[i].state.Store(final)
 	wl.ended = append(wl.ended, i)
 }
@@ -389,7 +483,7 @@ func (r *Run) skip(x int32, wl *worklist) {
 		if st != sInit && st != sReady {
 			return
 		}
-		if r.end(x, st, ResultException, ErrSkipped, wl) {
+		if r.end(x, st, ResultException, ErrSkipped, -1, wl) {
 			return
 		}
 	}
@@ -435,6 +529,9 @@ func (r *Run) processEnd(i int32, wl *worklist) {
 		r.callbackPanic(pn.id, "Result", p)
 	}
 	wl.prop = -1
+	if len(r.hooks) > 0 {
+		r.nodeEnded(i)
+	}
 	r.afterCallback(i, wl)
 }
 
@@ -449,6 +546,12 @@ func (r *Run) afterCallback(i int32, wl *worklist) {
 // sweep must not touch stopSweep: with an already expired context it can
 // start before start() has stored it.
 func (r *Run) complete(inSweep bool) {
+	if r.times != nil {
+		r.ended.Store(time.Now().UnixNano())
+		if len(r.hooks) > 0 {
+			r.runEnded()
+		}
+	}
 	if !inSweep && r.stopSweep() {
 		r.sweepResolved() // the sweep will never run
 	}
@@ -496,7 +599,7 @@ func (r *Run) stop(i int32, wl *worklist) {
 		if st != sInit && st != sReady && st != sWorking {
 			return
 		}
-		if r.end(i, st, ResultTimeout, r.cause, wl) {
+		if r.end(i, st, ResultTimeout, r.cause, -1, wl) {
 			return
 		}
 	}

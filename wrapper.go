@@ -188,6 +188,8 @@ type nodeImpl interface {
 	resultType() reflect.Type
 	// clearSlot drops the result in slot, so a recycled run retains nothing.
 	clearSlot(slot any)
+	// resultAny returns the result in slot, boxed.
+	resultAny(slot any) (any, ResultState, error)
 }
 
 func coreOf(w Wrapper) *nodeCore {
@@ -234,7 +236,7 @@ func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *Run, i int32, wl *
 	if cause, late := r.expired(); late {
 		// Returned at or after the deadline: the result is a timeout,
 		// whoever gets to end the node.
-		r.end(i, sWorking, ResultTimeout, cause, wl)
+		r.end(i, sWorking, ResultTimeout, cause, -1, wl)
 		return
 	}
 	n := &r.nodes[i]
@@ -289,6 +291,11 @@ func (w *WorkerWrapper[P, R]) resultErr(sl any) error { return sl.(*slot[R]).res
 func (w *WorkerWrapper[P, R]) resultType() reflect.Type { return reflect.TypeFor[R]() }
 
 func (w *WorkerWrapper[P, R]) clearSlot(sl any) { sl.(*slot[R]).res = WorkResult[R]{} }
+
+func (w *WorkerWrapper[P, R]) resultAny(sl any) (any, ResultState, error) {
+	res := sl.(*slot[R]).res
+	return res.Value, res.State, res.Err
+}
 
 // Wrappers is a run's view of all its nodes, passed to every worker so it
 // can read the results of other nodes by id with [ResultOf]. The zero

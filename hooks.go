@@ -1,0 +1,165 @@
+package asynctool
+
+import (
+	"context"
+	"time"
+)
+
+// Hooks observe runs. Every field is optional; a nil field costs nothing,
+// and a run without hooks records no timestamps. Install hooks on every
+// run of an Async with [WithHooks], or on one run through its context with
+// [WithRunHooks] (both fire when both are set, the Async's first).
+//
+// Hooks run synchronously on the goroutine where the event happens, so
+// they must be quick and safe for concurrent use: nodes of one run end on
+// many goroutines at once. A panic in a hook is recovered and reported by
+// BeginWork as a [*CallbackPanicError].
+type Hooks struct {
+	// OnRunStart is called before any node starts. The context it returns
+	// (if not nil) becomes the parent of the run's context, so values it
+	// adds (a tracing span) reach every worker and every later hook.
+	OnRunStart func(ctx context.Context, info RunInfo) context.Context
+	// OnNodeStart is called when a node is about to run, after it waited
+	// ev.Wait for a goroutine. The context it returns (if not nil) is the
+	// one the node's worker receives; it must derive from ctx.
+	OnNodeStart func(ctx context.Context, ev NodeEvent) context.Context
+	// OnNodeEnd is called once for every node, after its Result callback,
+	// with its final state, result and duration.
+	OnNodeEnd func(ctx context.Context, ev NodeEvent)
+	// OnNodeSkip is called, before OnNodeEnd, for a node that was
+	// short-circuited; ev.Reason says why.
+	OnNodeSkip func(ctx context.Context, ev NodeEvent)
+	// OnNodeTimeout is called, before OnNodeEnd, for a node ended by the
+	// group deadline or the run's cancellation.
+	OnNodeTimeout func(ctx context.Context, ev NodeEvent)
+	// OnRunEnd is called once every node has ended, with the run's report.
+	OnRunEnd func(ctx context.Context, rep *Report)
+}
+
+// RunInfo describes a run to [Hooks.OnRunStart].
+type RunInfo struct {
+	// Nodes is the number of nodes in the run.
+	Nodes int
+	// Deadline is the group deadline, zero if there is none.
+	Deadline time.Time
+}
+
+// NodeEvent describes a node to a hook.
+type NodeEvent struct {
+	// ID and Index identify the node; Index is its position in the run's
+	// topological order, as in [Report.Nodes].
+	ID    string
+	Index int
+	// State and Result are the node's state and result state at the event.
+	State  State
+	Result ResultState
+	// Err is the node's error, for OnNodeEnd, OnNodeSkip and OnNodeTimeout.
+	Err error
+	// Reason explains, in words, why a node did not succeed.
+	Reason string
+	// Attempt counts the times the node's worker was started (1 for the
+	// first start).
+	Attempt int
+	// Wait is how long the node waited for a goroutine once ready
+	// (OnNodeStart), Duration how long it ran (OnNodeEnd; zero for nodes
+	// that never ran).
+	Wait, Duration time.Duration
+}
+
+// WithHooks installs hooks on every run of the Async.
+func WithHooks(h *Hooks) Option {
+	return optionFunc(func(c *config) { c.hooks = h })
+}
+
+// WithTimings makes every run of the Async record when each node became
+// ready, started and ended, for [Run.Report], even without hooks. It
+// costs a few clock reads per node.
+func WithTimings(on bool) Option {
+	return optionFunc(func(c *config) { c.timings = on })
+}
+
+type hooksKey struct{}
+
+// WithRunHooks returns a copy of ctx that installs h on the run started
+// with it (by BeginWork, Start, RunPlan or StartPlan).
+func WithRunHooks(ctx context.Context, h *Hooks) context.Context {
+	return context.WithValue(ctx, hooksKey{}, h)
+}
+
+// hooked calls f, turning a panic into a reported *CallbackPanicError.
+func (r *Run) hooked(name string, id string, f func()) {
+	defer func() {
+		if v := recover(); v != nil {
+			r.callbackPanic(id, name, newPanicError(v))
+		}
+	}()
+	f()
+}
+
+func (r *Run) event(i int32) NodeEvent {
+	pn, n := &r.p.nodes[i], &r.nodes[i]
+	st := n.state.Load()
+	ev := NodeEvent{ID: pn.id, Index: int(i), State: publicState(st), Attempt: int(n.attempts.Load())}
+	if terminal(st) {
+		_, ev.Result, ev.Err = pn.impl.resultAny(n.slot)
+		ev.Reason = r.reason(i)
+	}
+	if r.times != nil {
+		t := &r.times[i]
+		if s := t.start.Load(); s != 0 {
+			ev.Wait = time.Duration(s - t.ready.Load())
+			if e := t.end.Load(); e != 0 {
+				ev.Duration = time.Duration(e - s)
+			}
+		}
+	}
+	return ev
+}
+
+// nodeStarted runs the OnNodeStart hooks and returns the worker's context.
+func (r *Run) nodeStarted(i int32) context.Context {
+	ctx := r.ctx
+	ev := r.event(i)
+	for _, h := range r.hooks {
+		if h.OnNodeStart == nil {
+			continue
+		}
+		r.hooked("OnNodeStart", ev.ID, func() {
+			if c := h.OnNodeStart(ctx, ev); c != nil {
+				ctx = c
+			}
+		})
+	}
+	return ctx
+}
+
+// nodeEnded runs the end hooks of node i.
+func (r *Run) nodeEnded(i int32) {
+	ev := r.event(i)
+	for _, h := range r.hooks {
+		if h.OnNodeSkip != nil && ev.Result == ResultException && isSkip(ev.Err) {
+			r.hooked("OnNodeSkip", ev.ID, func() { h.OnNodeSkip(r.ctx, ev) })
+		}
+		if h.OnNodeTimeout != nil && ev.Result == ResultTimeout {
+			r.hooked("OnNodeTimeout", ev.ID, func() { h.OnNodeTimeout(r.ctx, ev) })
+		}
+		if h.OnNodeEnd != nil {
+			r.hooked("OnNodeEnd", ev.ID, func() { h.OnNodeEnd(r.ctx, ev) })
+		}
+	}
+}
+
+func (r *Run) runEnded() {
+	var rep *Report
+	for _, h := range r.hooks {
+		if h.OnRunEnd == nil {
+			continue
+		}
+		if rep == nil {
+			rep = r.Report()
+			rep.End = time.Unix(0, r.ended.Load())
+			rep.RunErr = r.err()
+		}
+		r.hooked("OnRunEnd", "", func() { h.OnRunEnd(r.ctx, rep) })
+	}
+}

@@ -1,0 +1,190 @@
+package asynctool
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Report explains a run: one entry per node, in the run's topological
+// order. Times are recorded only when the run had hooks or its Async was
+// created with [WithTimings]; otherwise they are zero.
+type Report struct {
+	// Nodes has one entry per node.
+	Nodes []NodeReport
+	// Start and End bound the run (End is zero if it has not ended).
+	Start, End time.Time
+	// RunErr is what Wait returns (nil while the run is going on).
+	RunErr error
+}
+
+// NodeReport is one node's line in a [Report].
+type NodeReport struct {
+	ID    string
+	Index int
+	// Deps are the indexes of the node's upstreams, Must says which of
+	// them are must dependencies.
+	Deps []int
+	Must []bool
+	// State, Result, Err and Value are as the node's WorkResult and State
+	// say; Value is boxed.
+	State  State
+	Result ResultState
+	Err    error
+	Value  any
+	// Ran reports whether the worker's Action was called; Attempts counts
+	// how often.
+	Ran      bool
+	Attempts int
+	// DecidedBy is the id of the upstream whose end decided this node's
+	// join (triggered or failed it), empty for start nodes and for nodes
+	// ended by the deadline or skipped.
+	DecidedBy string
+	// Reason explains, in words, why a node did not succeed.
+	Reason string
+	// Ready, Started and Ended are when the node's join was satisfied,
+	// when its worker started, and when its result became final. Wait is
+	// Started-Ready, the time it waited for a goroutine. Lane numbers the
+	// chain of nodes run one after another by one goroutine.
+	Ready, Started, Ended time.Time
+	Wait                  time.Duration
+	Lane                  int
+}
+
+// Duration is how long the node ran (zero if it never started or times
+// were not recorded).
+func (n NodeReport) Duration() time.Duration {
+	if n.Started.IsZero() || n.Ended.IsZero() {
+		return 0
+	}
+	return n.Ended.Sub(n.Started)
+}
+
+// Report returns the run's report. Called before the run ends, it is a
+// snapshot: nodes that have not ended show their current state.
+func (r *Run) Report() *Report {
+	rep := &Report{Nodes: make([]NodeReport, len(r.nodes)), Start: r.began}
+	select {
+	case <-r.done:
+		rep.RunErr = r.err()
+		if r.times != nil {
+			rep.End = time.Unix(0, r.ended.Load())
+		}
+	default:
+	}
+	for i := range r.nodes {
+		pn, n := &r.p.nodes[i], &r.nodes[i]
+		nr := &rep.Nodes[i]
+		nr.ID, nr.Index = pn.id, i
+		nr.Deps = make([]int, len(pn.in))
+		nr.Must = make([]bool, len(pn.in))
+		for k, j := range pn.in {
+			nr.Deps[k] = int(j)
+			nr.Must[k] = pn.inMust[k]
+		}
+		st := n.state.Load()
+		nr.State = publicState(st)
+		nr.Attempts = int(n.attempts.Load())
+		nr.Ran = nr.Attempts > 0
+		if terminal(st) {
+			nr.Value, nr.Result, nr.Err = pn.impl.resultAny(n.slot)
+			nr.Reason = r.reason(int32(i))
+			if by := n.by.Load(); by >= 0 {
+				nr.DecidedBy = r.p.nodes[by].id
+			}
+		}
+		if r.times != nil {
+			t := &r.times[i]
+			nr.Ready, nr.Started, nr.Ended = unixOrZero(t.ready.Load()), unixOrZero(t.start.Load()), unixOrZero(t.end.Load())
+			if !nr.Started.IsZero() {
+				nr.Wait = nr.Started.Sub(nr.Ready)
+			}
+			nr.Lane = int(t.lane.Load())
+		}
+	}
+	return rep
+}
+
+func unixOrZero(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+// Err joins the errors of every node that did not succeed, each wrapped
+// with its id, so errors.Is and errors.As see every cause. It is nil when
+// every node succeeded.
+func (rep *Report) Err() error {
+	var errs []error
+	for i := range rep.Nodes {
+		if n := &rep.Nodes[i]; n.Err != nil {
+			errs = append(errs, fmt.Errorf("node %q: %w", n.ID, n.Err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// String renders the report compactly, one node per line, for logs.
+func (rep *Report) String() string {
+	var b strings.Builder
+	for i := range rep.Nodes {
+		n := &rep.Nodes[i]
+		fmt.Fprintf(&b, "%s: %v/%v", n.ID, n.State, n.Result)
+		if d := n.Duration(); d > 0 {
+			fmt.Fprintf(&b, " ran %v", d)
+		}
+		if n.Wait > 0 {
+			fmt.Fprintf(&b, " waited %v", n.Wait)
+		}
+		if n.Attempts > 1 {
+			fmt.Fprintf(&b, " attempts=%d", n.Attempts)
+		}
+		if n.DecidedBy != "" {
+			fmt.Fprintf(&b, " by=%s", n.DecidedBy)
+		}
+		if n.Reason != "" {
+			fmt.Fprintf(&b, " (%s)", n.Reason)
+		}
+		b.WriteByte('\n')
+	}
+	if rep.RunErr != nil {
+		fmt.Fprintf(&b, "run: %v\n", rep.RunErr)
+	}
+	return b.String()
+}
+
+func isSkip(err error) bool { return errors.Is(err, ErrSkipped) }
+
+// reason explains why node i, which has ended, did not succeed.
+func (r *Run) reason(i int32) string {
+	pn, n := &r.p.nodes[i], &r.nodes[i]
+	_, st, err := pn.impl.resultAny(n.slot)
+	switch st {
+	case ResultSuccess:
+		return ""
+	case ResultTimeout:
+		if n.attempts.Load() > 0 {
+			return fmt.Sprintf("stopped while running: %v", err)
+		}
+		return fmt.Sprintf("stopped before it started: %v", err)
+	}
+	var up *UpstreamError
+	switch {
+	case isSkip(err):
+		return "skipped: no successor needed it any more"
+	case errors.As(err, &up) && n.attempts.Load() == 0:
+		if pn.nMust == 0 {
+			return "every optional upstream failed"
+		}
+		return fmt.Sprintf("must upstream %q failed", up.ID)
+	case errors.Is(err, ErrGoexit):
+		return "worker called runtime.Goexit"
+	}
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		return "worker panicked"
+	}
+	return "worker failed"
+}

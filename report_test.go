@@ -1,0 +1,186 @@
+package asynctool
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestReportExplainsEveryNode checks that the report says, for every node,
+// how it ended and why.
+func TestReportExplainsEveryNode(t *testing.T) {
+	ex := &manualExec{}
+	a := newAsync(t, WithExecutor(ex))
+	rec := newRecorder()
+	bad := rec.node("bad", fail(errBoom))
+	after := rec.node("after", ok(1)).Depend(bad, true)
+	w, starts := anyGraph(rec)
+	starts = append(starts, bad)
+	r, err := a.Start(context.Background(), 0, starts...)
+	require.NoError(t, err)
+	ex.drain()
+	require.NoError(t, r.Wait(context.Background()))
+	_ = after
+	_ = w
+
+	rep := r.Report()
+	byID := map[string]NodeReport{}
+	for _, n := range rep.Nodes {
+		byID[n.ID] = n
+	}
+	require.Len(t, byID, 9)
+	assert.Equal(t, "a", byID["g"].DecidedBy, "g was triggered by a")
+	assert.True(t, byID["g"].Ran)
+	assert.Equal(t, 1, byID["g"].Attempts)
+	assert.Equal(t, "skipped: no successor needed it any more", byID["c"].Reason)
+	assert.False(t, byID["c"].Ran)
+	assert.Equal(t, `must upstream "bad" failed`, byID["after"].Reason)
+	assert.Equal(t, "bad", byID["after"].DecidedBy)
+	assert.Equal(t, "worker failed", byID["bad"].Reason)
+	assert.Equal(t, 1, byID["g"].Value)
+	assert.ElementsMatch(t, []bool{false, false, false}, byID["g"].Must)
+	assert.Len(t, byID["g"].Deps, 3)
+	assert.True(t, byID["g"].Started.IsZero(), "no timings without hooks or WithTimings")
+
+	err = rep.Err()
+	assert.ErrorIs(t, err, errBoom)
+	assert.ErrorIs(t, err, ErrSkipped)
+	assert.Contains(t, err.Error(), `node "after": asynctool: upstream "bad" failed: boom`)
+	text := rep.String()
+	assert.Contains(t, text, "g: finish/success by=a\n")
+	assert.Contains(t, text, "c: error/exception (skipped: no successor needed it any more)\n")
+	assert.NoError(t, rep.RunErr)
+}
+
+// TestReportTimings checks the recorded times with fake time.
+func TestReportTimings(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New(WithTimings(true), WithMaxWorkers(1))
+		defer a.Close()
+		rec := newRecorder()
+		sleep := func(d time.Duration) func(context.Context, Wrappers) (int, error) {
+			return func(context.Context, Wrappers) (int, error) { time.Sleep(d); return 1, nil }
+		}
+		x := rec.node("x", sleep(10*time.Millisecond))
+		y := rec.node("y", sleep(20*time.Millisecond)).Depend(x, true)
+		slow := rec.node("slow", sleep(time.Hour))
+		start := time.Now()
+		r, err := a.Start(context.Background(), 50*time.Millisecond, x, slow)
+		require.NoError(t, err)
+		assert.ErrorIs(t, r.Wait(context.Background()), context.DeadlineExceeded)
+		_ = y
+		rep := r.Report()
+		byID := map[string]NodeReport{}
+		for _, n := range rep.Nodes {
+			byID[n.ID] = n
+		}
+		assert.Equal(t, start, rep.Start)
+		assert.Equal(t, start.Add(50*time.Millisecond), rep.End)
+		assert.Equal(t, 10*time.Millisecond, byID["x"].Duration())
+		assert.Equal(t, 20*time.Millisecond, byID["y"].Duration())
+		assert.Equal(t, byID["x"].Lane, byID["y"].Lane, "y ran inline after x")
+		assert.Equal(t, ResultTimeout, byID["slow"].Result)
+		assert.Contains(t, byID["slow"].Reason, "stopped while running")
+		assert.ErrorIs(t, rep.RunErr, context.DeadlineExceeded)
+		// One worker: slow waits in the queue while x and then y run.
+		assert.Equal(t, time.Duration(0), byID["x"].Wait)
+		assert.Equal(t, 30*time.Millisecond, byID["slow"].Wait)
+		time.Sleep(time.Hour)
+	})
+}
+
+// TestHooks checks that every hook fires as documented, that contexts
+// returned by hooks reach the workers, and that per-run hooks add to the
+// Async's.
+func TestHooks(t *testing.T) {
+	type ev struct{ hook, id string }
+	var got []ev
+	var mu = make(chan struct{}, 1)
+	mu <- struct{}{}
+	record := func(hook, id string) {
+		<-mu
+		got = append(got, ev{hook, id})
+		mu <- struct{}{}
+	}
+	type spanKey struct{}
+	h := &Hooks{
+		OnRunStart: func(ctx context.Context, info RunInfo) context.Context {
+			record("runstart", "")
+			assert.Equal(t, 4, info.Nodes)
+			return context.WithValue(ctx, spanKey{}, "run")
+		},
+		OnNodeStart: func(ctx context.Context, e NodeEvent) context.Context {
+			record("start", e.ID)
+			assert.Equal(t, "run", ctx.Value(spanKey{}))
+			return context.WithValue(ctx, spanKey{}, "node:"+e.ID)
+		},
+		OnNodeEnd:     func(ctx context.Context, e NodeEvent) { record("end", e.ID) },
+		OnNodeSkip:    func(ctx context.Context, e NodeEvent) { record("skip", e.ID) },
+		OnNodeTimeout: func(ctx context.Context, e NodeEvent) { record("timeout", e.ID) },
+		OnRunEnd: func(ctx context.Context, rep *Report) {
+			record("runend", "")
+			assert.Len(t, rep.Nodes, 4)
+		},
+	}
+	ex := &manualExec{}
+	a := newAsync(t, WithExecutor(ex), WithHooks(h))
+	var seen []string
+	node := func(id string) *WorkerWrapper[int, int] {
+		return NewWrapper(id, WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			seen = append(seen, ctx.Value(spanKey{}).(string))
+			return 1, nil
+		}), 0)
+	}
+	fast, other := node("fast"), node("other")
+	otherNext := node("othernext").Depend(other, true)
+	sink := node("sink").Depend(fast, false).Depend(otherNext, false)
+	_ = sink
+	perRun := 0
+	ctx := WithRunHooks(context.Background(), &Hooks{OnNodeEnd: func(context.Context, NodeEvent) { perRun++ }})
+	r, err := a.Start(ctx, 0, fast, other)
+	require.NoError(t, err)
+	ex.drain()
+	require.NoError(t, r.Wait(context.Background()))
+
+	assert.Equal(t, []string{"node:fast", "node:sink"}, seen)
+	assert.Equal(t, 4, perRun, "per-run hooks fire too")
+	// Skipped branches are settled before the node that made them
+	// unneeded starts.
+	want := []ev{
+		{"runstart", ""}, {"start", "fast"}, {"end", "fast"},
+		{"skip", "other"}, {"end", "other"}, {"skip", "othernext"}, {"end", "othernext"},
+		{"start", "sink"}, {"end", "sink"}, {"runend", ""},
+	}
+	assert.Equal(t, want, got)
+}
+
+// TestHookTimeoutAndPanic checks OnNodeTimeout and that a panicking hook
+// is reported, not fatal.
+func TestHookTimeoutAndPanic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		timeouts := 0
+		h := &Hooks{
+			OnNodeTimeout: func(context.Context, NodeEvent) { timeouts++ },
+			OnNodeStart:   func(context.Context, NodeEvent) context.Context { panic("hook bug") },
+		}
+		a := New(WithHooks(h))
+		defer a.Close()
+		w := NewWrapper("w", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			<-ctx.Done()
+			return 0, ctx.Err()
+		}), 0)
+		err := a.BeginWork(context.Background(), time.Second, w)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		var cpe *CallbackPanicError
+		require.True(t, errors.As(err, &cpe))
+		assert.Equal(t, "OnNodeStart", cpe.Method)
+		assert.Equal(t, 1, timeouts)
+		assert.True(t, strings.Contains(err.Error(), "hook bug"))
+	})
+}
