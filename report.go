@@ -66,7 +66,7 @@ func (n NodeReport) Duration() time.Duration {
 func (r *Run) Report() *Report {
 	rep := &Report{Nodes: make([]NodeReport, len(r.nodes)), Start: r.began}
 	select {
-	case <-r.done:
+	case <-r.doneChan():
 		rep.RunErr = r.err()
 		if r.times != nil {
 			rep.End = time.Unix(0, r.ended.Load())
@@ -105,6 +105,9 @@ func (r *Run) Report() *Report {
 	}
 	return rep
 }
+
+// doneChan is r.done, or nil (never ready) for a run that never started.
+func (r *Run) doneChan() <-chan struct{} { return r.done }
 
 func unixOrZero(ns int64) time.Time {
 	if ns == 0 {
@@ -187,4 +190,21 @@ func (r *Run) reason(i int32) string {
 		return "worker panicked"
 	}
 	return "worker failed"
+}
+
+// Describe validates the graph reachable from starts, as BeginWork would,
+// and returns a report of its static shape: every node in topological
+// order with its dependencies, all in StateInit. It does not consume the
+// wrappers. Use it to export or inspect a graph before running it.
+func Describe(starts ...Wrapper) (*Report, error) {
+	p, err := compile(starts)
+	if err != nil {
+		return nil, err
+	}
+	return newRun(p, false).Report(), nil
+}
+
+// Describe returns a report of the plan's static shape, as [Describe].
+func (pl *Plan) Describe() *Report {
+	return newRun(pl.p, false).Report()
 }

@@ -184,3 +184,26 @@ func TestHookTimeoutAndPanic(t *testing.T) {
 		assert.True(t, strings.Contains(err.Error(), "hook bug"))
 	})
 }
+
+func TestDescribe(t *testing.T) {
+	x := NewWrapper("x", okWorker(), 0)
+	y := NewWrapper("y", okWorker(), 0).Depend(x, true)
+	z := NewWrapper("z", okWorker(), 0).Depend(x, false).Depend(y, true)
+	rep, err := Describe(x)
+	require.NoError(t, err)
+	require.Len(t, rep.Nodes, 3)
+	assert.Equal(t, "z", rep.Nodes[2].ID)
+	assert.Equal(t, []int{0, 1}, rep.Nodes[2].Deps)
+	assert.Equal(t, []bool{false, true}, rep.Nodes[2].Must)
+	assert.Equal(t, StateInit, rep.Nodes[2].State)
+	assert.NoError(t, rep.Err())
+	_, err = Describe()
+	assert.ErrorIs(t, err, ErrNoStart)
+	// Describe did not consume the wrappers.
+	a := newAsync(t)
+	require.NoError(t, a.BeginWork(context.Background(), 0, x))
+	assert.Equal(t, ResultSuccess, z.Result().State)
+	pl, err := Compile(NewWrapper("p", okWorker(), 0))
+	require.NoError(t, err)
+	assert.Equal(t, "p", pl.Describe().Nodes[0].ID)
+}
