@@ -66,7 +66,7 @@ func (n NodeReport) Duration() time.Duration {
 func (r *Run) Report() *Report {
 	rep := &Report{Nodes: make([]NodeReport, len(r.nodes)), Start: r.began}
 	select {
-	case <-r.doneChan():
+	case <-r.done: // nil, never ready, for a run that never started
 		rep.RunErr = r.err()
 		if r.times != nil {
 			rep.End = time.Unix(0, r.ended.Load())
@@ -105,9 +105,6 @@ func (r *Run) Report() *Report {
 	}
 	return rep
 }
-
-// doneChan is r.done, or nil (never ready) for a run that never started.
-func (r *Run) doneChan() <-chan struct{} { return r.done }
 
 func unixOrZero(ns int64) time.Time {
 	if ns == 0 {
