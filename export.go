@@ -1,0 +1,461 @@
+package asynctool
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// This file renders a Report as pictures: Graphviz DOT and Mermaid for the
+// graph, Chrome trace-event JSON for the timeline.
+//
+// Both graph formats follow one convention. Nodes are listed in report
+// order and named by their index (n0, n1, ...), so any id, including the
+// empty one, quotes, spaces and any Unicode, appears only inside an escaped
+// label. Edges go from upstream to downstream: solid for must dependencies,
+// dashed for optional ones, and thick for the edges of the critical path.
+// A node's fill colour is its outcome:
+//
+//	finish (success)                  green   #a6d96a
+//	error: exception (failed, panic,  red     #f4a582
+//	       upstream failed)
+//	error: skipped (ErrSkipped)       grey    #d9d9d9
+//	error: timeout                    orange  #fdae61
+//	working (a snapshot of a run)     blue    #abd9e9
+//	init (never ran, not ended)       white   #ffffff
+//
+// A static report (every node in StateInit with no result, as from
+// [Describe] or [Plan.Describe]) is drawn as the plain graph: no colours, no
+// outcomes, no durations, no critical path.
+
+// Fill colours, shared by the DOT and Mermaid exports.
+const (
+	colorFinish    = "#a6d96a"
+	colorException = "#f4a582"
+	colorSkipped   = "#d9d9d9"
+	colorTimeout   = "#fdae61"
+	colorWorking   = "#abd9e9"
+	colorInit      = "#ffffff"
+)
+
+// outcome classifies a node for the pictures: a class name, its fill colour
+// and the word shown under the node's id ("" for a node that has not
+// ended).
+func outcome(n *NodeReport) (class, color, word string) {
+	switch {
+	case n.State == StateFinish:
+		return "finish", colorFinish, "success"
+	case n.Result == ResultTimeout:
+		return "timeout", colorTimeout, "timeout"
+	case n.State == StateError && isSkip(n.Err):
+		return "skipped", colorSkipped, "skipped"
+	case n.State == StateError:
+		return "exception", colorException, "exception"
+	case n.State == StateWorking:
+		return "working", colorWorking, "working"
+	}
+	return "init", colorInit, ""
+}
+
+// isStatic reports whether rep describes a graph that has not run: no node
+// has started or ended.
+func (rep *Report) isStatic() bool {
+	for i := range rep.Nodes {
+		n := &rep.Nodes[i]
+		if n.State != StateInit || n.Result != ResultDefault || n.Ran {
+			return false
+		}
+	}
+	return true
+}
+
+// nodeLines returns the lines of node n's label: its id, then (for a run)
+// its outcome, its duration when times were recorded, and its attempts
+// when it ran more than once.
+func (rep *Report) nodeLines(n *NodeReport, static bool) []string {
+	id := n.ID
+	if id == "" {
+		id = "#" + strconv.Itoa(n.Index)
+	}
+	lines := []string{id}
+	if static {
+		return lines
+	}
+	_, _, word := outcome(n)
+	var parts []string
+	if word != "" {
+		parts = append(parts, word)
+	}
+	if d := n.Duration(); d > 0 {
+		parts = append(parts, roundDuration(d).String())
+	}
+	if n.Attempts > 1 {
+		parts = append(parts, "×"+strconv.Itoa(n.Attempts))
+	}
+	if len(parts) > 0 {
+		lines = append(lines, strings.Join(parts, " "))
+	}
+	return lines
+}
+
+// roundDuration keeps about three significant digits, so labels stay
+// short: 12.35ms, not 12.345678ms.
+func roundDuration(d time.Duration) time.Duration {
+	switch {
+	case d >= 100*time.Second:
+		return d.Round(time.Second)
+	case d >= 10*time.Second:
+		return d.Round(100 * time.Millisecond)
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond)
+	case d >= 100*time.Millisecond:
+		return d.Round(time.Millisecond)
+	case d >= 10*time.Millisecond:
+		return d.Round(100 * time.Microsecond)
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	case d >= time.Microsecond:
+		return d.Round(time.Microsecond)
+	}
+	return d
+}
+
+// criticalEdges returns the set of edges (from, to) on the critical path.
+func (rep *Report) criticalEdges() map[[2]int]bool {
+	path := rep.CriticalPath()
+	if len(path) < 2 {
+		return nil
+	}
+	set := make(map[[2]int]bool, len(path)-1)
+	for k := 1; k < len(path); k++ {
+		set[[2]int{path[k-1], path[k]}] = true
+	}
+	return set
+}
+
+// DOT renders the report as a Graphviz digraph, laid out left to right,
+// with the colours and edge styles described above. Durations appear on
+// the nodes when the run recorded times ([WithTimings] or hooks), and the
+// critical path's edges (see [Report.CriticalPath]) are drawn bold and
+// thick. Render it with, for example, dot -Tsvg.
+func (rep *Report) DOT() string {
+	static := rep.isStatic()
+	var b strings.Builder
+	b.WriteString("digraph asynctool {\n")
+	b.WriteString("  rankdir=LR;\n")
+	b.WriteString("  node [shape=box, style=\"rounded,filled\", fillcolor=\"" + colorInit + "\", fontname=\"Helvetica\"];\n")
+	b.WriteString("  edge [fontname=\"Helvetica\"];\n")
+	for i := range rep.Nodes {
+		n := &rep.Nodes[i]
+		fmt.Fprintf(&b, "  n%d [label=%s", n.Index, dotQuote(strings.Join(rep.nodeLines(n, static), "\n")))
+		if !static {
+			_, color, _ := outcome(n)
+			if color != colorInit {
+				fmt.Fprintf(&b, ", fillcolor=%q", color)
+			}
+		}
+		b.WriteString("];\n")
+	}
+	critical := rep.criticalEdges()
+	for i := range rep.Nodes {
+		n := &rep.Nodes[i]
+		for k, d := range n.Deps {
+			var attrs []string
+			if !n.Must[k] {
+				attrs = append(attrs, "style=dashed")
+			}
+			if critical[[2]int{d, n.Index}] {
+				if n.Must[k] {
+					attrs = append(attrs, "style=bold")
+				} else {
+					attrs[0] = "style=\"dashed,bold\""
+				}
+				attrs = append(attrs, "penwidth=3")
+			}
+			fmt.Fprintf(&b, "  n%d -> n%d", d, n.Index)
+			if len(attrs) > 0 {
+				b.WriteString(" [" + strings.Join(attrs, ", ") + "]")
+			}
+			b.WriteString(";\n")
+		}
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
+// dotQuote returns s as a DOT double-quoted string. Backslashes and quotes
+// are escaped (a backslash would otherwise start one of DOT's label
+// escapes, such as \N), a newline becomes a centred line break, and other
+// control characters become spaces. Any other character, Unicode
+// included, is kept as is: DOT files are UTF-8.
+func dotQuote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r < ' ' || r == 0x7f:
+			b.WriteByte(' ')
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// Mermaid renders the report as a Mermaid flowchart, laid out left to
+// right, for a README or a pull request (GitHub renders a ```mermaid block).
+// Must dependencies are solid arrows (-->), optional ones dotted (-.->),
+// and the critical path's edges thick (==>); Mermaid has no thick dotted
+// arrow, so an optional edge on the critical path is drawn thick. Colours
+// and labels are as for [Report.DOT], applied through classDef lines.
+func (rep *Report) Mermaid() string {
+	static := rep.isStatic()
+	var b strings.Builder
+	b.WriteString("flowchart LR\n")
+	classes := map[string][]string{}
+	var order []string
+	for i := range rep.Nodes {
+		n := &rep.Nodes[i]
+		fmt.Fprintf(&b, "  n%d[\"%s\"]\n", n.Index, mermaidEscape(rep.nodeLines(n, static)))
+		if static {
+			continue
+		}
+		class, _, _ := outcome(n)
+		if _, ok := classes[class]; !ok {
+			order = append(order, class)
+		}
+		classes[class] = append(classes[class], "n"+strconv.Itoa(n.Index))
+	}
+	critical := rep.criticalEdges()
+	for i := range rep.Nodes {
+		n := &rep.Nodes[i]
+		for k, d := range n.Deps {
+			arrow := "-->"
+			switch {
+			case critical[[2]int{d, n.Index}]:
+				arrow = "==>"
+			case !n.Must[k]:
+				arrow = "-.->"
+			}
+			fmt.Fprintf(&b, "  n%d %s n%d\n", d, arrow, n.Index)
+		}
+	}
+	for _, class := range order {
+		var color string
+		switch class {
+		case "finish":
+			color = colorFinish
+		case "exception":
+			color = colorException
+		case "skipped":
+			color = colorSkipped
+		case "timeout":
+			color = colorTimeout
+		case "working":
+			color = colorWorking
+		default:
+			color = colorInit
+		}
+		fmt.Fprintf(&b, "  classDef %s fill:%s,stroke:#333\n", class, color)
+		fmt.Fprintf(&b, "  class %s %s\n", strings.Join(classes[class], ","), class)
+	}
+	return b.String()
+}
+
+// mermaidEscape joins a label's lines with <br/> and escapes the text for
+// a double-quoted Mermaid label: characters Mermaid or its HTML labels
+// would interpret (" # & < > and the backtick that starts a Markdown
+// label) become Mermaid entity codes, control characters become spaces.
+func mermaidEscape(lines []string) string {
+	var b strings.Builder
+	for i, line := range lines {
+		if i > 0 {
+			b.WriteString("<br/>")
+		}
+		for _, r := range line {
+			switch {
+			case r == '"':
+				b.WriteString("#quot;")
+			case r == '#':
+				b.WriteString("#35;")
+			case r == '&':
+				b.WriteString("#amp;")
+			case r == '<':
+				b.WriteString("#lt;")
+			case r == '>':
+				b.WriteString("#gt;")
+			case r == '`':
+				b.WriteString("#96;")
+			case r < ' ' || r == 0x7f:
+				b.WriteByte(' ')
+			default:
+				b.WriteRune(r)
+			}
+		}
+	}
+	return b.String()
+}
+
+// CriticalPath returns the indexes, in [Report.Nodes], of the run's
+// critical path, first node first. It is defined as the chain of nodes
+// that ran, each one a dependency (must or optional) of the next, that
+// ends at the node whose run ended last and whose durations add up to the
+// most; ties go to the dependency listed first. The node that ended last
+// bounds the run's length, and the chain is the work that had to happen
+// one after another before it, so shortening any node on it is what can
+// make the run faster.
+//
+// CriticalPath returns nil when no node ran with recorded times: for a
+// static report, or a run without [WithTimings] or hooks.
+func (rep *Report) CriticalPath() []int {
+	last := -1
+	for i := range rep.Nodes {
+		n := &rep.Nodes[i]
+		if !n.Ran || n.Ended.IsZero() {
+			continue
+		}
+		if last < 0 || n.Ended.After(rep.Nodes[last].Ended) {
+			last = i
+		}
+	}
+	if last < 0 {
+		return nil
+	}
+	// Nodes are in topological order, so one pass computes, for every
+	// node that ran, the heaviest chain ending at it.
+	pos := make(map[int]int, len(rep.Nodes)) // index -> position in Nodes
+	for i := range rep.Nodes {
+		pos[rep.Nodes[i].Index] = i
+	}
+	best := make([]time.Duration, len(rep.Nodes))
+	prev := make([]int, len(rep.Nodes))
+	for i := range rep.Nodes {
+		n := &rep.Nodes[i]
+		prev[i] = -1
+		if !n.Ran {
+			continue
+		}
+		for _, d := range n.Deps {
+			j, ok := pos[d]
+			if !ok || j >= i || !rep.Nodes[j].Ran {
+				continue
+			}
+			if prev[i] < 0 || best[j] > best[prev[i]] {
+				prev[i] = j
+			}
+		}
+		best[i] = n.Duration()
+		if prev[i] >= 0 {
+			best[i] += best[prev[i]]
+		}
+	}
+	var path []int
+	for i := last; i >= 0; i = prev[i] {
+		path = append(path, rep.Nodes[i].Index)
+	}
+	for l, r := 0, len(path)-1; l < r; l, r = l+1, r-1 {
+		path[l], path[r] = path[r], path[l]
+	}
+	return path
+}
+
+// traceEvent is one entry of the Chrome trace-event format.
+type traceEvent struct {
+	Name  string         `json:"name"`
+	Cat   string         `json:"cat,omitempty"`
+	Ph    string         `json:"ph"`
+	Ts    float64        `json:"ts"`
+	Dur   *float64       `json:"dur,omitempty"`
+	Pid   int            `json:"pid"`
+	Tid   int            `json:"tid"`
+	Scope string         `json:"s,omitempty"`
+	Args  map[string]any `json:"args,omitempty"`
+}
+
+// WriteChromeTrace writes the run's timeline to w in the Chrome
+// trace-event JSON format, which Perfetto (ui.perfetto.dev) and
+// chrome://tracing open.
+//
+// Every node that ran is one complete ("X") event named by its id, from
+// its start to its end, on the track of the goroutine lane that ran it
+// (tid = [NodeReport].Lane; a thread_name metadata event names each track
+// "lane N"). Timestamps and durations are in microseconds from
+// [Report].Start. The event's args hold the node's state, result,
+// attempts, wait for a goroutine, reason and error. A node that never ran
+// but ended (skipped, failed upstream, stopped by the deadline) is an
+// instant ("i") event at its end time on a track of its own, tid 0, named
+// "not run"; a node that neither ran nor ended is left out.
+//
+// It returns an error, and writes nothing, if a node ran but the report
+// has no times for it: record them with [WithTimings] or hooks.
+func (rep *Report) WriteChromeTrace(w io.Writer) error {
+	us := func(t time.Time) float64 { return float64(t.Sub(rep.Start)) / float64(time.Microsecond) }
+	meta := func(name string, tid int, value string) traceEvent {
+		return traceEvent{Name: name, Ph: "M", Pid: 1, Tid: tid, Args: map[string]any{"name": value}}
+	}
+	events := []traceEvent{meta("process_name", 0, "asynctool run")}
+	var nodes []traceEvent
+	lanes := map[int]bool{}
+	notRun := false
+	for i := range rep.Nodes {
+		n := &rep.Nodes[i]
+		args := map[string]any{"state": n.State.String(), "result": n.Result.String(), "attempts": n.Attempts}
+		if n.Reason != "" {
+			args["reason"] = n.Reason
+		}
+		if n.Err != nil {
+			args["error"] = n.Err.Error()
+		}
+		if n.DecidedBy != "" {
+			args["decided_by"] = n.DecidedBy
+		}
+		switch {
+		case n.Ran:
+			if n.Started.IsZero() || n.Ended.IsZero() || rep.Start.IsZero() {
+				return fmt.Errorf("asynctool: node %q ran but the report has no times for it; run with WithTimings or hooks", n.ID)
+			}
+			args["wait_us"] = float64(n.Wait) / float64(time.Microsecond)
+			dur := float64(n.Duration()) / float64(time.Microsecond)
+			nodes = append(nodes, traceEvent{Name: n.ID, Cat: "node", Ph: "X", Ts: us(n.Started), Dur: &dur, Pid: 1, Tid: n.Lane, Args: args})
+			lanes[n.Lane] = true
+		case !n.Ended.IsZero() && !rep.Start.IsZero():
+			nodes = append(nodes, traceEvent{Name: n.ID, Cat: "node", Ph: "i", Ts: us(n.Ended), Pid: 1, Tid: 0, Scope: "t", Args: args})
+			notRun = true
+		}
+	}
+	if notRun {
+		events = append(events, meta("thread_name", 0, "not run"))
+	}
+	for lane := range maxLane(lanes) + 1 {
+		if lanes[lane] {
+			events = append(events, meta("thread_name", lane, "lane "+strconv.Itoa(lane)))
+		}
+	}
+	events = append(events, nodes...)
+	data, err := json.Marshal(struct {
+		TraceEvents     []traceEvent `json:"traceEvents"`
+		DisplayTimeUnit string       `json:"displayTimeUnit"`
+	}{events, "ms"})
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(data, '\n'))
+	return err
+}
+
+func maxLane(lanes map[int]bool) int {
+	m := -1
+	for l := range lanes {
+		m = max(m, l)
+	}
+	return m
+}

@@ -1,0 +1,360 @@
+package asynctool_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/asynctool-go/asynctool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var errDown = errors.New("down")
+
+// handReport is a finished run built by hand, so that the exports are
+// exact: ids with quotes, spaces, a backslash and Unicode; every outcome;
+// must and optional edges. Times are milliseconds after t0.
+//
+//	user (0-10) ─┐
+//	cart "v2" (0-30) ─┤ must
+//	récos ✨ (skipped) ┄┘ optional ──> page (30-45) ──> audit\log (45-47, fails) ──> mail (never ran)
+//	ads (0-40, timeout)
+func handReport() *asynctool.Report {
+	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	ms := func(n float64) time.Time { return t0.Add(time.Duration(n * float64(time.Millisecond))) }
+	ran := func(i int, id string, from, to float64, lane int, st asynctool.State, res asynctool.ResultState, err error) asynctool.NodeReport {
+		return asynctool.NodeReport{ID: id, Index: i, State: st, Result: res, Err: err, Ran: true, Attempts: 1,
+			Ready: ms(from), Started: ms(from), Ended: ms(to), Lane: lane}
+	}
+	nodes := []asynctool.NodeReport{
+		ran(0, "user", 0, 10, 1, asynctool.StateFinish, asynctool.ResultSuccess, nil),
+		ran(1, `cart "v2"`, 0, 30, 2, asynctool.StateFinish, asynctool.ResultSuccess, nil),
+		{ID: "récos ✨", Index: 2, State: asynctool.StateError, Result: asynctool.ResultException,
+			Err: asynctool.ErrSkipped, Reason: "skipped: no successor needed it any more", Ended: ms(5)},
+		ran(3, "ads", 0, 40, 3, asynctool.StateError, asynctool.ResultTimeout, context.DeadlineExceeded),
+		ran(4, "page", 30, 45, 2, asynctool.StateFinish, asynctool.ResultSuccess, nil),
+		ran(5, `audit\log`, 45, 47, 2, asynctool.StateError, asynctool.ResultException, errDown),
+		{ID: "mail", Index: 6, State: asynctool.StateError, Result: asynctool.ResultException,
+			Err: &asynctool.UpstreamError{ID: `audit\log`, Err: errDown}, Reason: `must upstream "audit\\log" failed`,
+			DecidedBy: `audit\log`, Ended: ms(47)},
+	}
+	nodes[3].Reason = "stopped while running: context deadline exceeded"
+	nodes[4].Deps, nodes[4].Must = []int{0, 1, 2}, []bool{true, true, false}
+	nodes[4].Ready, nodes[4].Attempts = ms(30), 2
+	nodes[5].Deps, nodes[5].Must = []int{4}, []bool{true}
+	nodes[5].Reason = "worker failed"
+	nodes[6].Deps, nodes[6].Must = []int{5}, []bool{true}
+	return &asynctool.Report{Nodes: nodes, Start: t0, End: ms(47)}
+}
+
+func TestCriticalPath(t *testing.T) {
+	rep := handReport()
+	// audit\log ends last among the nodes that ran; before it, page; before
+	// page, cart (30ms) outweighs user (10ms); récos never ran.
+	assert.Equal(t, []int{1, 4, 5}, rep.CriticalPath())
+
+	// Without times there is no critical path.
+	for i := range rep.Nodes {
+		rep.Nodes[i].Started, rep.Nodes[i].Ended = time.Time{}, time.Time{}
+	}
+	assert.Nil(t, rep.CriticalPath())
+	assert.Nil(t, (&asynctool.Report{}).CriticalPath())
+}
+
+const handDOT = `digraph asynctool {
+  rankdir=LR;
+  node [shape=box, style="rounded,filled", fillcolor="#ffffff", fontname="Helvetica"];
+  edge [fontname="Helvetica"];
+  n0 [label="user\nsuccess 10ms", fillcolor="#a6d96a"];
+  n1 [label="cart \"v2\"\nsuccess 30ms", fillcolor="#a6d96a"];
+  n2 [label="récos ✨\nskipped", fillcolor="#d9d9d9"];
+  n3 [label="ads\ntimeout 40ms", fillcolor="#fdae61"];
+  n4 [label="page\nsuccess 15ms ×2", fillcolor="#a6d96a"];
+  n5 [label="audit\\log\nexception 2ms", fillcolor="#f4a582"];
+  n6 [label="mail\nexception", fillcolor="#f4a582"];
+  n0 -> n4;
+  n1 -> n4 [style=bold, penwidth=3];
+  n2 -> n4 [style=dashed];
+  n4 -> n5 [style=bold, penwidth=3];
+  n5 -> n6;
+}
+`
+
+const handMermaid = `flowchart LR
+  n0["user<br/>success 10ms"]
+  n1["cart #quot;v2#quot;<br/>success 30ms"]
+  n2["récos ✨<br/>skipped"]
+  n3["ads<br/>timeout 40ms"]
+  n4["page<br/>success 15ms ×2"]
+  n5["audit\log<br/>exception 2ms"]
+  n6["mail<br/>exception"]
+  n0 --> n4
+  n1 ==> n4
+  n2 -.-> n4
+  n4 ==> n5
+  n5 --> n6
+  classDef finish fill:#a6d96a,stroke:#333
+  class n0,n1,n4 finish
+  classDef skipped fill:#d9d9d9,stroke:#333
+  class n2 skipped
+  classDef timeout fill:#fdae61,stroke:#333
+  class n3 timeout
+  classDef exception fill:#f4a582,stroke:#333
+  class n5,n6 exception
+`
+
+func TestExportGolden(t *testing.T) {
+	rep := handReport()
+	assert.Equal(t, handDOT, rep.DOT())
+	assert.Equal(t, handMermaid, rep.Mermaid())
+}
+
+// TestExportEscaping checks labels that would break either format if they
+// were pasted in as they are.
+func TestExportEscaping(t *testing.T) {
+	tests := []struct {
+		id, dot, mermaid string
+	}{
+		{`a"b`, `"a\"b"`, `"a#quot;b"`},
+		{`a\b`, `"a\\b"`, `"a\b"`},
+		{`\N`, `"\\N"`, `"\N"`},
+		{"two\nlines", `"two\nlines"`, `"two lines"`},
+		{"tab\there", `"tab here"`, `"tab here"`},
+		{"<b>&#1;`x`", `"<b>&#1;` + "`x`" + `"`, `"#lt;b#gt;#amp;#35;1;#96;x#96;"`},
+		{"日本 ✓", `"日本 ✓"`, `"日本 ✓"`},
+		{"", `"#0"`, `"#35;0"`},
+		{"end", `"end"`, `"end"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.id, func(t *testing.T) {
+			rep := &asynctool.Report{Nodes: []asynctool.NodeReport{{ID: tt.id}}}
+			assert.Contains(t, rep.DOT(), "  n0 [label="+tt.dot+"];\n")
+			assert.Contains(t, rep.Mermaid(), "  n0["+tt.mermaid+"]\n")
+		})
+	}
+}
+
+// describeGraph builds a graph with every kind of edge and returns its
+// static report.
+func describeGraph(t *testing.T) *asynctool.Report {
+	t.Helper()
+	w := func(id string) *asynctool.WorkerWrapper[int, int] {
+		return asynctool.NewWrapper(id, asynctool.WorkerFunc[int, int](
+			func(context.Context, int, asynctool.Wrappers) (int, error) { return 1, nil }), 0)
+	}
+	a, b := w("a"), w(`b "quoted"`)
+	w("c").Depend(a, true).Depend(b, false)
+	rep, err := asynctool.Describe(a, b)
+	require.NoError(t, err)
+	return rep
+}
+
+func TestExportStatic(t *testing.T) {
+	rep := describeGraph(t)
+	assert.Equal(t, `digraph asynctool {
+  rankdir=LR;
+  node [shape=box, style="rounded,filled", fillcolor="#ffffff", fontname="Helvetica"];
+  edge [fontname="Helvetica"];
+  n0 [label="a"];
+  n1 [label="b \"quoted\""];
+  n2 [label="c"];
+  n0 -> n2;
+  n1 -> n2 [style=dashed];
+}
+`, rep.DOT())
+	assert.Equal(t, `flowchart LR
+  n0["a"]
+  n1["b #quot;quoted#quot;"]
+  n2["c"]
+  n0 --> n2
+  n1 -.-> n2
+`, rep.Mermaid())
+	assert.Nil(t, rep.CriticalPath())
+	var buf bytes.Buffer
+	require.NoError(t, rep.WriteChromeTrace(&buf))
+	assert.Empty(t, traceEvents(t, buf.Bytes(), "X"), "nothing ran")
+}
+
+type traceEvent struct {
+	Name string         `json:"name"`
+	Ph   string         `json:"ph"`
+	Ts   float64        `json:"ts"`
+	Dur  float64        `json:"dur"`
+	Pid  int            `json:"pid"`
+	Tid  int            `json:"tid"`
+	Args map[string]any `json:"args"`
+}
+
+// traceEvents parses a trace and returns its events of phase ph.
+func traceEvents(t *testing.T, data []byte, ph string) []traceEvent {
+	t.Helper()
+	var trace struct {
+		TraceEvents []traceEvent `json:"traceEvents"`
+	}
+	require.NoError(t, json.Unmarshal(data, &trace), "got %s", data)
+	var out []traceEvent
+	for _, e := range trace.TraceEvents {
+		if e.Ph == ph {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func TestChromeTrace(t *testing.T) {
+	rep := handReport()
+	var buf bytes.Buffer
+	require.NoError(t, rep.WriteChromeTrace(&buf))
+	data := buf.Bytes()
+
+	complete := traceEvents(t, data, "X")
+	ran := 0
+	for _, n := range rep.Nodes {
+		if n.Ran {
+			ran++
+		}
+	}
+	require.Len(t, complete, ran, "one complete event per node that ran")
+	byName := map[string]traceEvent{}
+	for _, e := range complete {
+		_, dup := byName[e.Name]
+		require.False(t, dup, "one event for %q", e.Name)
+		byName[e.Name] = e
+	}
+	page := byName["page"]
+	assert.Equal(t, 30000.0, page.Ts, "µs from the run's start")
+	assert.Equal(t, 15000.0, page.Dur)
+	assert.Equal(t, 2, page.Tid, "tid is the lane")
+	assert.Equal(t, "success", page.Args["result"])
+	assert.Equal(t, 2.0, page.Args["attempts"])
+	assert.Equal(t, `cart "v2"`, byName[`cart "v2"`].Name)
+	assert.Equal(t, "down", byName[`audit\log`].Args["error"])
+
+	// Nodes that ended without running are instant events on track 0.
+	instants := traceEvents(t, data, "i")
+	names := []string{}
+	for _, e := range instants {
+		assert.Equal(t, 0, e.Tid)
+		names = append(names, e.Name)
+	}
+	assert.ElementsMatch(t, []string{"récos ✨", "mail"}, names)
+	assert.Equal(t, 47000.0, instants[1].Ts)
+
+	// Every track in use is named.
+	tracks := map[int]string{}
+	for _, e := range traceEvents(t, data, "M") {
+		if e.Name == "thread_name" {
+			tracks[e.Tid] = e.Args["name"].(string)
+		}
+	}
+	assert.Equal(t, map[int]string{0: "not run", 1: "lane 1", 2: "lane 2", 3: "lane 3"}, tracks)
+}
+
+func TestChromeTraceNeedsTimes(t *testing.T) {
+	rep := handReport()
+	rep.Nodes[0].Started = time.Time{}
+	var buf bytes.Buffer
+	assert.ErrorContains(t, rep.WriteChromeTrace(&buf), `node "user" ran but the report has no times`)
+	assert.Zero(t, buf.Len(), "nothing written")
+}
+
+// TestExportRun exports a real run under fake time, where durations are
+// exact.
+func TestExportRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := asynctool.New(asynctool.WithTimings(true))
+		defer a.Close()
+		sleep := func(id string, d time.Duration, err error) *asynctool.WorkerWrapper[int, int] {
+			return asynctool.NewWrapper(id, asynctool.WorkerFunc[int, int](
+				func(context.Context, int, asynctool.Wrappers) (int, error) { time.Sleep(d); return 1, err }), 0)
+		}
+		user := sleep("user", 10*time.Millisecond, nil)
+		cart := sleep("cart", 30*time.Millisecond, nil)
+		page := sleep("page", 5*time.Millisecond, nil).Depend(user, true).Depend(cart, true)
+		sleep("log", time.Millisecond, errDown).Depend(page, false)
+		r, err := a.Start(context.Background(), time.Second, user, cart)
+		require.NoError(t, err)
+		require.NoError(t, r.Wait(context.Background()))
+		rep := r.Report()
+
+		idx := map[string]int{}
+		for _, n := range rep.Nodes {
+			idx[n.ID] = n.Index
+		}
+		assert.Equal(t, []int{idx["cart"], idx["page"], idx["log"]}, rep.CriticalPath())
+		m := rep.Mermaid()
+		assert.Contains(t, m, `["cart<br/>success 30ms"]`)
+		assert.Contains(t, m, `["page<br/>success 5ms"]`)
+		assert.Contains(t, m, `["log<br/>exception 1ms"]`)
+		assert.Contains(t, rep.DOT(), `[style="dashed,bold", penwidth=3]`, "page -> log is optional and critical")
+
+		var buf bytes.Buffer
+		require.NoError(t, rep.WriteChromeTrace(&buf))
+		complete := traceEvents(t, buf.Bytes(), "X")
+		require.Len(t, complete, 4)
+		for _, e := range complete {
+			n := rep.Nodes[idx[e.Name]]
+			assert.Equal(t, n.Lane, e.Tid)
+			assert.Equal(t, float64(n.Started.Sub(rep.Start).Microseconds()), e.Ts)
+			assert.Equal(t, float64(n.Duration().Microseconds()), e.Dur)
+		}
+	})
+}
+
+// TestDOTRenders feeds the exports to Graphviz. It needs dot on PATH; CI
+// installs it, so there a missing dot is a failure, not a skip.
+func TestDOTRenders(t *testing.T) {
+	if _, err := exec.LookPath("dot"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("dot not found on PATH, and CI is set: .ci/run must install graphviz: %v", err)
+		}
+		t.Skip("dot (graphviz) not on PATH")
+	}
+	weird := &asynctool.Report{Nodes: []asynctool.NodeReport{{ID: `q"uo\te` + "\n{x} [y]; <z> -> ✨"}, {ID: "", Index: 1, Deps: []int{0}, Must: []bool{false}}}}
+	for name, rep := range map[string]*asynctool.Report{"run": handReport(), "static": describeGraph(t), "weird": weird} {
+		t.Run(name, func(t *testing.T) {
+			cmd := exec.Command("dot", "-Tsvg")
+			cmd.Stdin = strings.NewReader(rep.DOT())
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			svg, err := cmd.Output()
+			require.NoError(t, err, "dot failed: %s\n%s", stderr.String(), rep.DOT())
+			assert.Empty(t, stderr.String(), "dot warnings")
+			assert.Contains(t, string(svg), "<svg")
+			for _, n := range rep.Nodes {
+				if n.ID != "" {
+					// Graphviz writes each label line as a text element.
+					first := strings.SplitN(n.ID, "\n", 2)[0]
+					assert.Contains(t, string(svg), xmlEscape(first))
+				}
+			}
+		})
+	}
+}
+
+func xmlEscape(s string) string {
+	var b bytes.Buffer
+	for _, r := range s {
+		switch r {
+		case '&':
+			b.WriteString("&amp;")
+		case '<':
+			b.WriteString("&lt;")
+		case '>':
+			b.WriteString("&gt;")
+		case '"':
+			b.WriteString("&quot;")
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
