@@ -1,0 +1,155 @@
+package asynctooltest
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/asynctool-go/asynctool"
+)
+
+// The assertions below check one fact about a run's report. Like
+// testify's assert, each reports a failure with t.Errorf, lets the test go
+// on, and returns whether the fact held. A node is named by its id; an id
+// not in the report is a failure.
+
+func node(t testing.TB, rep *asynctool.Report, id string) (*asynctool.NodeReport, bool) {
+	t.Helper()
+	if rep == nil {
+		t.Errorf("asynctooltest: nil report")
+		return nil, false
+	}
+	for i := range rep.Nodes {
+		if rep.Nodes[i].ID == id {
+			return &rep.Nodes[i], true
+		}
+	}
+	t.Errorf("asynctooltest: no node %q in the report", id)
+	return nil, false
+}
+
+// RanBefore checks that the nodes a and b both ran and that a ended no
+// later than b started. It needs the report's times, which [Run] records.
+func RanBefore(t testing.TB, rep *asynctool.Report, a, b string) bool {
+	t.Helper()
+	na, ok1 := node(t, rep, a)
+	nb, ok2 := node(t, rep, b)
+	if !ok1 || !ok2 {
+		return false
+	}
+	for _, n := range []*asynctool.NodeReport{na, nb} {
+		if !n.Ran {
+			t.Errorf("%q did not run (%v/%v), want it to run before or after %q", n.ID, n.State, n.Result, other(n, a, b))
+			return false
+		}
+		if n.Started.IsZero() || n.Ended.IsZero() {
+			t.Errorf("the report has no times for %q: run with asynctooltest.Run or asynctool.WithTimings", n.ID)
+			return false
+		}
+	}
+	if na.Ended.After(nb.Started) {
+		t.Errorf("%q ended %v after %q started, want it to end before", a, na.Ended.Sub(nb.Started), b)
+		return false
+	}
+	return true
+}
+
+func other(n *asynctool.NodeReport, a, b string) string {
+	if n.ID == a {
+		return b
+	}
+	return a
+}
+
+// RanOnce checks that the node's worker was called exactly once.
+func RanOnce(t testing.TB, rep *asynctool.Report, id string) bool {
+	t.Helper()
+	n, ok := node(t, rep, id)
+	if !ok {
+		return false
+	}
+	if n.Attempts != 1 {
+		t.Errorf("%q ran %d times, want once", id, n.Attempts)
+		return false
+	}
+	return true
+}
+
+// NeverStarted checks that the node's worker was never called, whatever
+// the node's outcome (skipped, failed upstream, timed out before it
+// started, or not ended).
+func NeverStarted(t testing.TB, rep *asynctool.Report, id string) bool {
+	t.Helper()
+	n, ok := node(t, rep, id)
+	if !ok {
+		return false
+	}
+	if n.Ran {
+		t.Errorf("%q started (%d times, ended %v/%v), want it never to start", id, n.Attempts, n.State, n.Result)
+		return false
+	}
+	return true
+}
+
+// WasSkipped checks that the node was short-circuited: it never started
+// and its error is [asynctool.ErrSkipped].
+func WasSkipped(t testing.TB, rep *asynctool.Report, id string) bool {
+	t.Helper()
+	n, ok := node(t, rep, id)
+	if !ok {
+		return false
+	}
+	if n.Ran || !errors.Is(n.Err, asynctool.ErrSkipped) {
+		t.Errorf("%q ended %v/%v, ran=%v, err=%v, want it skipped", id, n.State, n.Result, n.Ran, n.Err)
+		return false
+	}
+	return true
+}
+
+// Succeeded checks that the node finished with a result from its worker.
+func Succeeded(t testing.TB, rep *asynctool.Report, id string) bool {
+	t.Helper()
+	n, ok := node(t, rep, id)
+	if !ok {
+		return false
+	}
+	if n.State != asynctool.StateFinish || n.Result != asynctool.ResultSuccess {
+		t.Errorf("%q ended %v/%v (%s, err=%v), want finish/success", id, n.State, n.Result, n.Reason, n.Err)
+		return false
+	}
+	return true
+}
+
+// Failed checks that the node ended in error (failed, panicked, failed
+// upstream, skipped or timed out) with an error that matches target under
+// errors.Is; a nil target matches any error.
+func Failed(t testing.TB, rep *asynctool.Report, id string, target error) bool {
+	t.Helper()
+	n, ok := node(t, rep, id)
+	if !ok {
+		return false
+	}
+	if n.State != asynctool.StateError {
+		t.Errorf("%q ended %v/%v, want error", id, n.State, n.Result)
+		return false
+	}
+	if target != nil && !errors.Is(n.Err, target) {
+		t.Errorf("%q failed with %v, want an error matching %v", id, n.Err, target)
+		return false
+	}
+	return true
+}
+
+// TimedOut checks that the node was ended by the group deadline or the
+// run's cancellation.
+func TimedOut(t testing.TB, rep *asynctool.Report, id string) bool {
+	t.Helper()
+	n, ok := node(t, rep, id)
+	if !ok {
+		return false
+	}
+	if n.Result != asynctool.ResultTimeout {
+		t.Errorf("%q ended %v/%v (err=%v), want timeout", id, n.State, n.Result, n.Err)
+		return false
+	}
+	return true
+}

@@ -1,0 +1,127 @@
+package asynctooltest_test
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/asynctool-go/asynctool"
+	"github.com/asynctool-go/asynctool/asynctooltest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// spy is a testing.TB that records failures instead of failing.
+type spy struct {
+	testing.TB
+	mu     sync.Mutex
+	errors []string
+	fatal  bool
+}
+
+func (s *spy) Helper() {}
+
+func (s *spy) Errorf(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.errors = append(s.errors, fmt.Sprintf(format, args...))
+}
+
+func (s *spy) Fatalf(format string, args ...any) {
+	s.Errorf(format, args...)
+	s.fatal = true
+	runtime.Goexit()
+}
+
+// onSpy runs f with a spy on its own goroutine, so that Fatalf can end it.
+func onSpy(t *testing.T, f func(s *spy)) *spy {
+	s := &spy{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f(s)
+	}()
+	<-done
+	return s
+}
+
+// story is a run with one node of each kind, under fake time:
+//
+//	a (10ms) ─must─> b (fails at once) ─must─> c (never starts)
+//	first (1ms) ┄┐
+//	spare       ┄┴─> any    (spare is skipped once first triggers any)
+//	slow (1h) times out at the 1s deadline
+func story(t *testing.T) *asynctool.Report {
+	var rep *asynctool.Report
+	synctest.Test(t, func(t *testing.T) {
+		a := asynctool.NewWrapper("a", asynctooltest.Sleeps[int](10*time.Millisecond, 1), 0)
+		b := asynctool.NewWrapper("b", asynctooltest.Fails[int, int](errDown), 0).Depend(a, true)
+		asynctool.NewWrapper("c", asynctooltest.Returns[int](3), 0).Depend(b, true)
+		first := asynctool.NewWrapper("first", asynctooltest.Sleeps[int](time.Millisecond, 1), 0)
+		spareUp := asynctool.NewWrapper("spare-up", asynctooltest.Sleeps[int](time.Minute, 1), 0)
+		spare := asynctool.NewWrapper("spare", asynctooltest.Returns[int](1), 0).Depend(spareUp, true)
+		asynctool.NewWrapper("any", asynctooltest.Returns[int](1), 0).Depend(first, false).Depend(spare, false)
+		slow := asynctool.NewWrapper("slow", asynctooltest.Sleeps[int](time.Hour, 1), 0)
+		rep = asynctooltest.RunWithin(t, time.Second, a, first, spareUp, slow)
+	})
+	return rep
+}
+
+func TestAssertionsHold(t *testing.T) {
+	rep := story(t)
+	s := onSpy(t, func(s *spy) {
+		assert.True(t, asynctooltest.RanBefore(s, rep, "a", "b"))
+		assert.True(t, asynctooltest.RanOnce(s, rep, "a"))
+		assert.True(t, asynctooltest.Succeeded(s, rep, "a"))
+		assert.True(t, asynctooltest.Failed(s, rep, "b", errDown))
+		assert.True(t, asynctooltest.Failed(s, rep, "c", errDown), "through the UpstreamError")
+		assert.True(t, asynctooltest.Failed(s, rep, "c", nil))
+		assert.True(t, asynctooltest.NeverStarted(s, rep, "c"))
+		assert.True(t, asynctooltest.WasSkipped(s, rep, "spare"))
+		assert.True(t, asynctooltest.NeverStarted(s, rep, "spare"))
+		assert.True(t, asynctooltest.TimedOut(s, rep, "slow"))
+		assert.True(t, asynctooltest.Failed(s, rep, "slow", nil))
+	})
+	assert.Empty(t, s.errors)
+}
+
+func TestAssertionsFail(t *testing.T) {
+	rep := story(t)
+	tests := []struct {
+		name  string
+		check func(s *spy) bool
+		want  string
+	}{
+		{"ran before, reversed", func(s *spy) bool { return asynctooltest.RanBefore(s, rep, "b", "a") }, `"b" ended 10ms after "a" started, want it to end before`},
+		{"ran before, did not run", func(s *spy) bool { return asynctooltest.RanBefore(s, rep, "a", "c") }, `"c" did not run (error/exception), want it to run before or after "a"`},
+		{"ran once, never ran", func(s *spy) bool { return asynctooltest.RanOnce(s, rep, "c") }, `"c" ran 0 times, want once`},
+		{"never started, ran", func(s *spy) bool { return asynctooltest.NeverStarted(s, rep, "a") }, `"a" started (1 times, ended finish/success), want it never to start`},
+		{"skipped, failed", func(s *spy) bool { return asynctooltest.WasSkipped(s, rep, "c") }, `"c" ended error/exception, ran=false, err=asynctool: upstream "b" failed: down, want it skipped`},
+		{"succeeded, failed", func(s *spy) bool { return asynctooltest.Succeeded(s, rep, "b") }, `"b" ended error/exception (worker failed, err=down), want finish/success`},
+		{"failed, succeeded", func(s *spy) bool { return asynctooltest.Failed(s, rep, "a", nil) }, `"a" ended finish/success, want error`},
+		{"failed, other error", func(s *spy) bool { return asynctooltest.Failed(s, rep, "b", asynctool.ErrSkipped) }, `"b" failed with down, want an error matching ` + asynctool.ErrSkipped.Error()},
+		{"timed out, failed", func(s *spy) bool { return asynctooltest.TimedOut(s, rep, "b") }, `"b" ended error/exception (err=down), want timeout`},
+		{"unknown id", func(s *spy) bool { return asynctooltest.Succeeded(s, rep, "zz") }, `asynctooltest: no node "zz" in the report`},
+		{"nil report", func(s *spy) bool { return asynctooltest.RanOnce(s, nil, "a") }, `asynctooltest: nil report`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var ok bool
+			s := onSpy(t, func(s *spy) { ok = tt.check(s) })
+			assert.False(t, ok)
+			require.Len(t, s.errors, 1)
+			assert.Equal(t, tt.want, s.errors[0])
+		})
+	}
+}
+
+// TestRanBeforeNeedsTimes checks the message for a report without times.
+func TestRanBeforeNeedsTimes(t *testing.T) {
+	rep := &asynctool.Report{Nodes: []asynctool.NodeReport{{ID: "a", Ran: true}, {ID: "b", Ran: true}}}
+	s := onSpy(t, func(s *spy) { asynctooltest.RanBefore(s, rep, "a", "b") })
+	require.Len(t, s.errors, 1)
+	assert.Contains(t, s.errors[0], `the report has no times for "a"`)
+}

@@ -1,0 +1,114 @@
+package asynctooltest_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/asynctool-go/asynctool"
+	"github.com/asynctool-go/asynctool/asynctooltest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var errDown = errors.New("down")
+
+func TestFakes(t *testing.T) {
+	tests := []struct {
+		name  string
+		fake  *asynctooltest.Fake[int, string]
+		check func(t *testing.T, rep *asynctool.Report, r asynctool.WorkResult[string])
+	}{
+		{"returns", asynctooltest.Returns[int]("v"), func(t *testing.T, rep *asynctool.Report, r asynctool.WorkResult[string]) {
+			asynctooltest.Succeeded(t, rep, "n")
+			assert.Equal(t, "v", r.Value)
+		}},
+		{"fails", asynctooltest.Fails[int, string](errDown), func(t *testing.T, rep *asynctool.Report, r asynctool.WorkResult[string]) {
+			asynctooltest.Failed(t, rep, "n", errDown)
+			assert.Equal(t, "", r.Value)
+		}},
+		{"panics", asynctooltest.Panics[int, string]("oops"), func(t *testing.T, rep *asynctool.Report, r asynctool.WorkResult[string]) {
+			var pe *asynctool.PanicError
+			require.ErrorAs(t, r.Err, &pe)
+			assert.Equal(t, "oops", pe.Value)
+			asynctooltest.Failed(t, rep, "n", nil)
+		}},
+		{"func", asynctooltest.Func(func(_ context.Context, p int) (string, error) { return "p", nil }), func(t *testing.T, rep *asynctool.Report, r asynctool.WorkResult[string]) {
+			assert.Equal(t, "p", r.Value)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := asynctool.NewWrapper("n", tt.fake, 7)
+			rep := asynctooltest.Run(t, w)
+			asynctooltest.RanOnce(t, rep, "n")
+			assert.Equal(t, 1, tt.fake.Calls())
+			assert.Equal(t, []int{7}, tt.fake.Params())
+			select {
+			case <-tt.fake.Started():
+			default:
+				t.Error("Started not closed after a call")
+			}
+			tt.check(t, rep, w.Result())
+		})
+	}
+}
+
+// TestSleepsIsVirtual checks that Sleeps takes exactly its duration of
+// fake time, and that the deadline interrupts it.
+func TestSleepsIsVirtual(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fast := asynctool.NewWrapper("fast", asynctooltest.Sleeps[int](10*time.Millisecond, 1), 0)
+		then := asynctool.NewWrapper("then", asynctooltest.Sleeps[int](20*time.Millisecond, 2), 0).Depend(fast, true)
+		slow := asynctool.NewWrapper("slow", asynctooltest.Sleeps[int](time.Hour, 3), 0)
+		start := time.Now()
+		rep := asynctooltest.RunWithin(t, 50*time.Millisecond, fast, slow)
+		assert.Equal(t, 50*time.Millisecond, time.Since(start), "the run lasted until the deadline")
+		asynctooltest.RanBefore(t, rep, "fast", "then")
+		asynctooltest.TimedOut(t, rep, "slow")
+		for _, n := range rep.Nodes {
+			switch n.ID {
+			case "fast":
+				assert.Equal(t, 10*time.Millisecond, n.Duration())
+			case "then":
+				assert.Equal(t, 20*time.Millisecond, n.Duration())
+			}
+		}
+		assert.Equal(t, 2, then.Result().Value)
+	})
+}
+
+// TestBlocks holds a node in StateWorking until the test releases it.
+func TestBlocks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := asynctooltest.Blocks[int]("done")
+		w := asynctool.NewWrapper("gate", gate, 0)
+		r := asynctooltest.Start(t, 0, w)
+		<-gate.Started()
+		assert.Equal(t, asynctool.StateWorking, w.State())
+		synctest.Wait()
+		select {
+		case <-r.Done():
+			t.Fatal("the run ended before the gate was released")
+		default:
+		}
+		gate.Release()
+		gate.Release() // idempotent
+		require.NoError(t, r.Wait(context.Background()))
+		assert.Equal(t, "done", w.Result().Value)
+		asynctooltest.Succeeded(t, r.Report(), "gate")
+	})
+}
+
+// TestBlocksHonoursDeadline checks that a blocked fake returns when the
+// run's deadline passes, so Close does not wait for ever.
+func TestBlocksHonoursDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := asynctooltest.Blocks[int]("never")
+		rep := asynctooltest.RunWithin(t, time.Second, asynctool.NewWrapper("gate", gate, 0))
+		asynctooltest.TimedOut(t, rep, "gate")
+		assert.ErrorIs(t, rep.RunErr, context.DeadlineExceeded)
+	})
+}

@@ -1,0 +1,55 @@
+package asynctooltest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/asynctool-go/asynctool"
+)
+
+// Run runs the graph reachable from starts, with no deadline, on a fresh
+// Async that records times ([asynctool.WithTimings]), waits for it, closes
+// the Async and returns the run's report. A graph that does not validate
+// fails the test at once (t.Fatalf). The run's error, if any, is the
+// report's RunErr.
+//
+// The run's context is t.Context(). A fake that blocks makes Run wait
+// until it is released or the test's context ends: use [RunWithin] for a
+// deadline, or [Start] to release it while the run is going on.
+func Run(t testing.TB, starts ...asynctool.Wrapper) *asynctool.Report {
+	t.Helper()
+	return RunWithin(t, 0, starts...)
+}
+
+// RunWithin is [Run] with a group deadline of timeout (0 means none).
+// Inside a testing/synctest bubble the deadline is virtual time.
+func RunWithin(t testing.TB, timeout time.Duration, starts ...asynctool.Wrapper) *asynctool.Report {
+	t.Helper()
+	a := asynctool.New(asynctool.WithTimings(true))
+	defer a.Close()
+	r, err := a.Start(t.Context(), timeout, starts...)
+	if err != nil {
+		t.Fatalf("asynctooltest: the graph was rejected: %v", err)
+		return nil
+	}
+	_ = r.Wait(context.Background())
+	return r.Report()
+}
+
+// Start starts the graph reachable from starts, with a group deadline of
+// timeout (0 means none), on a fresh Async that records times, and
+// returns the run at once. The Async is closed when the test ends (which
+// waits for the run's workers). A graph that does not validate fails the
+// test at once.
+func Start(t testing.TB, timeout time.Duration, starts ...asynctool.Wrapper) *asynctool.Run {
+	t.Helper()
+	a := asynctool.New(asynctool.WithTimings(true))
+	t.Cleanup(func() { _ = a.Close() })
+	r, err := a.Start(t.Context(), timeout, starts...)
+	if err != nil {
+		t.Fatalf("asynctooltest: the graph was rejected: %v", err)
+		return nil
+	}
+	return r
+}
