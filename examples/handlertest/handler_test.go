@@ -1,0 +1,102 @@
+package main
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/asynctool-go/asynctool"
+	"github.com/asynctool-go/asynctool/asynctooltest"
+	"github.com/stretchr/testify/assert"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var errDown = errors.New("down")
+
+// The page waits only for user, so in these tests user is the slowest
+// backend: under synctest its 10ms are virtual and the order is exact.
+func TestPage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		starts, page := Backends{
+			User: asynctooltest.Sleeps[int64](10*time.Millisecond, "ada"),
+			Cart: asynctooltest.Returns[int64](3),
+			Recs: asynctooltest.Returns[int64]([]string{"lamp"}),
+		}.Graph(42)
+		rep := asynctooltest.Run(t, starts...)
+		asynctooltest.RanBefore(t, rep, "user", "page")
+		asynctooltest.RanOnce(t, rep, "page")
+		assert.Equal(t, "Hello ada: 3 items; try lamp", page.Result().Value)
+	})
+}
+
+func TestRecsDownFallsBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		starts, page := Backends{
+			User: asynctooltest.Sleeps[int64](10*time.Millisecond, "ada"),
+			Cart: asynctooltest.Returns[int64](3),
+			Recs: asynctooltest.Fails[int64, []string](errDown),
+		}.Graph(42)
+		rep := asynctooltest.Run(t, starts...)
+		asynctooltest.Failed(t, rep, "recs", errDown)
+		asynctooltest.Succeeded(t, rep, "page")
+		assert.Equal(t, "Hello ada: 3 items; try bestsellers", page.Result().Value)
+	})
+}
+
+func TestSlowRecsDoNotDelayThePage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		recs := asynctooltest.Blocks[int64]([]string{"late"})
+		starts, page := Backends{
+			User: asynctooltest.Sleeps[int64](10*time.Millisecond, "ada"),
+			Cart: asynctooltest.Sleeps[int64](time.Hour, 3),
+			Recs: recs,
+		}.Graph(42)
+		rep := asynctooltest.RunWithin(t, time.Second, starts...)
+		asynctooltest.Succeeded(t, rep, "page")
+		asynctooltest.TimedOut(t, rep, "recs")
+		assert.Equal(t, "Hello ada: 0 items; try bestsellers", page.Result().Value)
+	})
+}
+
+// serve runs one request through a Handler with the given backends.
+func serve(t *testing.T, timeout time.Duration, b Backends) *httptest.ResponseRecorder {
+	a := asynctool.New()
+	t.Cleanup(func() { _ = a.Close() })
+	rec := httptest.NewRecorder()
+	(&Handler{Async: a, Backends: b, Timeout: timeout}).ServeHTTP(rec, httptest.NewRequest("GET", "/?uid=42", nil))
+	return rec
+}
+
+func TestUserDownIs502(t *testing.T) {
+	rec := serve(t, time.Second, Backends{
+		User: asynctooltest.Fails[int64, string](errDown),
+		Cart: asynctooltest.Returns[int64](3),
+		Recs: asynctooltest.Returns[int64]([]string{"lamp"}),
+	})
+	assert.Equal(t, http.StatusBadGateway, rec.Code)
+	assert.Contains(t, rec.Body.String(), "down")
+}
+
+func TestSlowUserIs504(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		user := asynctooltest.Blocks[int64]("ada")
+		rec := serve(t, 100*time.Millisecond, Backends{
+			User: user,
+			Cart: asynctooltest.Returns[int64](3),
+			Recs: asynctooltest.Returns[int64]([]string{"lamp"}),
+		})
+		assert.Equal(t, http.StatusGatewayTimeout, rec.Code)
+		assert.Equal(t, 1, user.Calls())
+	})
+}
+
+func TestBadUIDIs400(t *testing.T) {
+	rec := httptest.NewRecorder()
+	(&Handler{}).ServeHTTP(rec, httptest.NewRequest("GET", "/?uid=x", nil))
+	assert.Equal(t, http.StatusBadRequest, rec.Code)
+}
