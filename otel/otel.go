@@ -1,0 +1,257 @@
+// Package asynctoolotel reports asynctool runs to OpenTelemetry: a span
+// per run, a span per node, and metrics of node durations and outcomes.
+// It is built on [asynctool.Hooks] and lives in its own module, so that
+// the core library keeps its three dependencies.
+//
+//	h := asynctoolotel.Hooks(tp, mp) // nil providers mean the global ones
+//	a := asynctool.New(asynctool.WithHooks(h))
+//
+// # Spans
+//
+// Each run is a span named "asynctool.run", a child of the span in the
+// context passed to BeginWork or Start. Each node is a span named
+// "asynctool.node <id>", a child of the run's span. A node's span starts
+// when its worker is about to run, and the worker's context carries it, so
+// the spans of RPC clients called by the worker nest under their node. A
+// node that never ran (it was skipped, an upstream it needed failed, or the
+// deadline passed before it started) gets a zero-length span at the moment
+// it ended, with asynctool.node.ran = false, so that every node of a run
+// can be found in its trace.
+//
+// Node spans carry these attributes:
+//
+//	asynctool.node.id        the node's id
+//	asynctool.node.index     its index in the run's report
+//	asynctool.node.state     finish or error
+//	asynctool.node.result    success, exception or timeout
+//	asynctool.node.outcome   success, failed, upstream_failed, skipped or timeout
+//	asynctool.node.ran       whether its worker was called
+//	asynctool.node.attempts  how many times its worker was started
+//	asynctool.node.reason    why it did not succeed, in words
+//	asynctool.node.wait_ms   how long it waited for a goroutine once ready
+//
+// A node that did not succeed has its error recorded on the span
+// (RecordError) and the span's status set to Error; a node ended by the
+// deadline while running also gets a "timeout" event. The run's span
+// carries asynctool.run.nodes, asynctool.run.failed (the number of nodes
+// that did not succeed) and, if the run was cut short, its error.
+//
+// # Metrics
+//
+//	asynctool.node.duration  histogram, seconds, of every node that ran,
+//	                         by asynctool.node.id and asynctool.node.outcome
+//	asynctool.node.outcomes  counter of ended nodes, by the same attributes
+//	asynctool.run.duration   histogram, seconds, of every run, by
+//	                         asynctool.run.outcome (ok or stopped)
+//
+// Node ids are metric attributes: keep them a fixed set per graph, not
+// per-request values.
+package asynctoolotel
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/asynctool-go/asynctool"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// ScopeName is the instrumentation scope of the tracer and meter.
+const ScopeName = "github.com/asynctool-go/asynctool/otel"
+
+// Attribute keys, as listed in the package documentation.
+const (
+	KeyNodeID       = attribute.Key("asynctool.node.id")
+	KeyNodeIndex    = attribute.Key("asynctool.node.index")
+	KeyNodeState    = attribute.Key("asynctool.node.state")
+	KeyNodeResult   = attribute.Key("asynctool.node.result")
+	KeyNodeOutcome  = attribute.Key("asynctool.node.outcome")
+	KeyNodeRan      = attribute.Key("asynctool.node.ran")
+	KeyNodeAttempts = attribute.Key("asynctool.node.attempts")
+	KeyNodeReason   = attribute.Key("asynctool.node.reason")
+	KeyNodeWaitMS   = attribute.Key("asynctool.node.wait_ms")
+	KeyRunNodes     = attribute.Key("asynctool.run.nodes")
+	KeyRunFailed    = attribute.Key("asynctool.run.failed")
+	KeyRunOutcome   = attribute.Key("asynctool.run.outcome")
+)
+
+// instruments are the tracer and meters shared by every run of the hooks.
+type instruments struct {
+	tracer   trace.Tracer
+	duration metric.Float64Histogram
+	outcomes metric.Int64Counter
+	runDur   metric.Float64Histogram
+}
+
+// runState is one run's spans. It lives in the run's context, since the
+// hooks are shared by every run of an Async.
+type runState struct {
+	span  trace.Span
+	start time.Time
+	mu    sync.Mutex
+	nodes map[int]trace.Span // node index -> span, while the node runs
+}
+
+type runKey struct{}
+
+// Hooks returns hooks that trace every run with tp and record metrics with
+// mp; a nil provider means the global one (otel.GetTracerProvider,
+// otel.GetMeterProvider). Install them with [asynctool.WithHooks] or, for
+// one run, [asynctool.WithRunHooks]. The hooks are safe for concurrent
+// use by any number of runs. Errors creating the instruments go to
+// otel.Handle.
+func Hooks(tp trace.TracerProvider, mp metric.MeterProvider) *asynctool.Hooks {
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	meter := mp.Meter(ScopeName)
+	in := &instruments{tracer: tp.Tracer(ScopeName)}
+	var err1, err2, err3 error
+	in.duration, err1 = meter.Float64Histogram("asynctool.node.duration",
+		metric.WithUnit("s"), metric.WithDescription("How long each node's worker ran."))
+	in.outcomes, err2 = meter.Int64Counter("asynctool.node.outcomes",
+		metric.WithUnit("{node}"), metric.WithDescription("Nodes ended, by outcome."))
+	in.runDur, err3 = meter.Float64Histogram("asynctool.run.duration",
+		metric.WithUnit("s"), metric.WithDescription("How long each run took."))
+	if err := errors.Join(err1, err2, err3); err != nil {
+		otel.Handle(err)
+	}
+	return &asynctool.Hooks{
+		OnRunStart:  in.runStart,
+		OnNodeStart: in.nodeStart,
+		OnNodeEnd:   in.nodeEnd,
+		OnRunEnd:    in.runEnd,
+	}
+}
+
+func (in *instruments) runStart(ctx context.Context, info asynctool.RunInfo) context.Context {
+	attrs := []attribute.KeyValue{KeyRunNodes.Int(info.Nodes)}
+	if !info.Deadline.IsZero() {
+		attrs = append(attrs, attribute.String("asynctool.run.deadline", info.Deadline.Format(time.RFC3339Nano)))
+	}
+	ctx, span := in.tracer.Start(ctx, "asynctool.run", trace.WithAttributes(attrs...))
+	st := &runState{span: span, start: time.Now(), nodes: make(map[int]trace.Span)}
+	return context.WithValue(ctx, runKey{}, st)
+}
+
+func (in *instruments) nodeStart(ctx context.Context, ev asynctool.NodeEvent) context.Context {
+	st, _ := ctx.Value(runKey{}).(*runState)
+	if st == nil {
+		return ctx
+	}
+	ctx, span := in.tracer.Start(ctx, "asynctool.node "+ev.ID, trace.WithAttributes(
+		KeyNodeID.String(ev.ID),
+		KeyNodeIndex.Int(ev.Index),
+		KeyNodeWaitMS.Float64(float64(ev.Wait)/float64(time.Millisecond)),
+	))
+	st.mu.Lock()
+	if old := st.nodes[ev.Index]; old != nil {
+		old.End() // an earlier attempt
+	}
+	st.nodes[ev.Index] = span
+	st.mu.Unlock()
+	return ctx
+}
+
+// outcome names how a node ended, for spans and metrics.
+func outcome(ev asynctool.NodeEvent) string {
+	var up *asynctool.UpstreamError
+	switch {
+	case ev.Result == asynctool.ResultSuccess:
+		return "success"
+	case ev.Result == asynctool.ResultTimeout:
+		return "timeout"
+	case errors.Is(ev.Err, asynctool.ErrSkipped):
+		return "skipped"
+	case ev.Attempt == 0 && errors.As(ev.Err, &up):
+		return "upstream_failed"
+	}
+	return "failed"
+}
+
+func (in *instruments) nodeEnd(ctx context.Context, ev asynctool.NodeEvent) {
+	st, _ := ctx.Value(runKey{}).(*runState)
+	if st == nil {
+		return
+	}
+	now := time.Now()
+	st.mu.Lock()
+	span := st.nodes[ev.Index]
+	delete(st.nodes, ev.Index)
+	st.mu.Unlock()
+	ran := ev.Attempt > 0
+	if span == nil {
+		// Never ran: a zero-length span, so that the node is in the trace.
+		_, span = in.tracer.Start(trace.ContextWithSpan(ctx, st.span), "asynctool.node "+ev.ID,
+			trace.WithTimestamp(now), trace.WithAttributes(KeyNodeID.String(ev.ID), KeyNodeIndex.Int(ev.Index)))
+	}
+	out := outcome(ev)
+	attrs := []attribute.KeyValue{
+		KeyNodeState.String(ev.State.String()),
+		KeyNodeResult.String(ev.Result.String()),
+		KeyNodeOutcome.String(out),
+		KeyNodeRan.Bool(ran),
+		KeyNodeAttempts.Int(ev.Attempt),
+	}
+	if ev.Reason != "" {
+		attrs = append(attrs, KeyNodeReason.String(ev.Reason))
+	}
+	span.SetAttributes(attrs...)
+	if ev.Err != nil {
+		if ran && ev.Result == asynctool.ResultTimeout {
+			span.AddEvent("timeout", trace.WithTimestamp(now))
+		}
+		span.RecordError(ev.Err, trace.WithTimestamp(now))
+		span.SetStatus(codes.Error, ev.Reason)
+	}
+	span.End(trace.WithTimestamp(now))
+
+	set := metric.WithAttributes(KeyNodeID.String(ev.ID), KeyNodeOutcome.String(out))
+	if ran {
+		in.duration.Record(ctx, ev.Duration.Seconds(), set)
+	}
+	in.outcomes.Add(ctx, 1, set)
+}
+
+func (in *instruments) runEnd(ctx context.Context, rep *asynctool.Report) {
+	st, _ := ctx.Value(runKey{}).(*runState)
+	if st == nil {
+		return
+	}
+	failed := 0
+	for i := range rep.Nodes {
+		if rep.Nodes[i].State != asynctool.StateFinish {
+			failed++
+		}
+	}
+	st.span.SetAttributes(KeyRunFailed.Int(failed))
+	outcome := "ok"
+	if rep.RunErr != nil {
+		outcome = "stopped"
+		st.span.RecordError(rep.RunErr)
+		st.span.SetStatus(codes.Error, rep.RunErr.Error())
+	}
+	// Spans of nodes still open (a worker that outlived the run) end with
+	// the run, so that none leaks.
+	st.mu.Lock()
+	for i, span := range st.nodes {
+		span.End()
+		delete(st.nodes, i)
+	}
+	st.mu.Unlock()
+	end := time.Now()
+	if !rep.End.IsZero() {
+		end = rep.End
+	}
+	st.span.End(trace.WithTimestamp(end))
+	in.runDur.Record(ctx, end.Sub(st.start).Seconds(), metric.WithAttributes(KeyRunOutcome.String(outcome)))
+}

@@ -1,0 +1,252 @@
+package asynctoolotel_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynctool-go/asynctool"
+	"github.com/asynctool-go/asynctool/asynctooltest"
+	asynctoolotel "github.com/asynctool-go/asynctool/otel"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var errDown = errors.New("down")
+
+// setup returns hooks feeding an in-memory span exporter and a manual
+// metric reader.
+func setup(t *testing.T) (*asynctool.Hooks, *tracetest.InMemoryExporter, *sdkmetric.ManualReader, trace.Tracer) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() {
+		assert.NoError(t, tp.Shutdown(context.Background()))
+		assert.NoError(t, mp.Shutdown(context.Background()))
+	})
+	return asynctoolotel.Hooks(tp, mp), exp, reader, tp.Tracer("test")
+}
+
+func attrs(kvs []attribute.KeyValue) map[attribute.Key]attribute.Value {
+	m := map[attribute.Key]attribute.Value{}
+	for _, kv := range kvs {
+		m[kv.Key] = kv.Value
+	}
+	return m
+}
+
+// TestSpans runs
+//
+//	user ──must─▶ page ──must─▶ audit (never runs)
+//	bad ───must─▶ page
+//
+// where user's worker makes a client span of its own, and checks the
+// tree of spans and their attributes.
+func TestSpans(t *testing.T) {
+	h, exp, _, tracer := setup(t)
+	var rpcParent trace.SpanContext
+	user := asynctool.NewWrapper("user", asynctooltest.Func(func(ctx context.Context, _ int) (int, error) {
+		rpcParent = trace.SpanContextFromContext(ctx)
+		_, span := tracer.Start(ctx, "rpc GetUser")
+		span.End()
+		return 1, nil
+	}), 0)
+	bad := asynctool.NewWrapper("bad", asynctooltest.Sleeps[int](time.Millisecond, 0), 0)
+	bad2 := asynctool.NewWrapper("bad2", asynctooltest.Fails[int, int](errDown), 0).Depend(bad, true)
+	page := asynctool.NewWrapper("page", asynctooltest.Returns[int](2), 0).Depend(user, true).Depend(bad2, true)
+	asynctool.NewWrapper("audit", asynctooltest.Returns[int](3), 0).Depend(page, true)
+
+	ctx, parent := tracer.Start(context.Background(), "request")
+	a := asynctool.New(asynctool.WithHooks(h))
+	require.NoError(t, a.BeginWork(ctx, time.Second, user, bad))
+	require.NoError(t, a.Close())
+	parent.End()
+
+	spans := map[string]tracetest.SpanStub{}
+	for _, s := range exp.GetSpans() {
+		_, dup := spans[s.Name]
+		require.False(t, dup, "one span named %q", s.Name)
+		spans[s.Name] = s
+	}
+	require.Len(t, spans, 8, "request, run, 5 nodes, rpc")
+	run := spans["asynctool.run"]
+	assert.Equal(t, parent.SpanContext().SpanID(), run.Parent.SpanID(), "the run nests under the caller's span")
+	assert.Equal(t, int64(5), attrs(run.Attributes)["asynctool.run.nodes"].AsInt64())
+	assert.Equal(t, int64(3), attrs(run.Attributes)["asynctool.run.failed"].AsInt64())
+	assert.Equal(t, codes.Unset, run.Status.Code)
+	for _, id := range []string{"user", "bad", "bad2", "page", "audit"} {
+		s := spans["asynctool.node "+id]
+		assert.Equal(t, run.SpanContext.SpanID(), s.Parent.SpanID(), "%s nests under the run", id)
+		assert.Equal(t, id, attrs(s.Attributes)["asynctool.node.id"].AsString())
+	}
+	assert.Equal(t, spans["asynctool.node user"].SpanContext, rpcParent, "the worker's ctx carries its node's span")
+	assert.Equal(t, spans["asynctool.node user"].SpanContext.SpanID(), spans["rpc GetUser"].Parent.SpanID())
+
+	u := attrs(spans["asynctool.node user"].Attributes)
+	assert.Equal(t, "finish", u["asynctool.node.state"].AsString())
+	assert.Equal(t, "success", u["asynctool.node.outcome"].AsString())
+	assert.Equal(t, int64(1), u["asynctool.node.attempts"].AsInt64())
+	assert.True(t, u["asynctool.node.ran"].AsBool())
+
+	b := spans["asynctool.node bad2"]
+	assert.Equal(t, "failed", attrs(b.Attributes)["asynctool.node.outcome"].AsString())
+	assert.Equal(t, "worker failed", attrs(b.Attributes)["asynctool.node.reason"].AsString())
+	assert.Equal(t, codes.Error, b.Status.Code)
+	require.Len(t, b.Events, 1)
+	assert.Equal(t, "exception", b.Events[0].Name, "RecordError")
+
+	for _, id := range []string{"page", "audit"} {
+		s := spans["asynctool.node "+id]
+		a := attrs(s.Attributes)
+		assert.Equal(t, "upstream_failed", a["asynctool.node.outcome"].AsString(), id)
+		assert.False(t, a["asynctool.node.ran"].AsBool(), id)
+		assert.Equal(t, int64(0), a["asynctool.node.attempts"].AsInt64(), id)
+		assert.Equal(t, s.StartTime, s.EndTime, "%s never ran: a zero-length span", id)
+		assert.Contains(t, a["asynctool.node.reason"].AsString(), "must upstream", id)
+	}
+}
+
+// TestSkipAndTimeout checks the outcomes that only the deadline and
+// short-circuit produce.
+func TestSkipAndTimeout(t *testing.T) {
+	h, exp, _, _ := setup(t)
+	// The stuck workers ignore their context and return only once the run
+	// is over, so the run ends by its deadline, on the goroutine that
+	// sweeps it.
+	release := make(chan struct{})
+	stuck := func() *asynctooltest.Fake[int, int] {
+		return asynctooltest.Func(func(context.Context, int) (int, error) { <-release; return 1, nil })
+	}
+	first := asynctool.NewWrapper("first", asynctooltest.Returns[int](1), 0)
+	upSlow := asynctool.NewWrapper("up-slow", stuck(), 0)
+	spare := asynctool.NewWrapper("spare", asynctooltest.Returns[int](1), 0).Depend(upSlow, true)
+	asynctool.NewWrapper("any", asynctooltest.Returns[int](1), 0).Depend(first, false).Depend(spare, false)
+	slow := asynctool.NewWrapper("slow", stuck(), 0)
+
+	a := asynctool.New(asynctool.WithHooks(h))
+	err := a.BeginWork(context.Background(), 50*time.Millisecond, first, upSlow, slow)
+	close(release)
+	require.NoError(t, a.Close())
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+
+	spans := map[string]tracetest.SpanStub{}
+	for _, s := range exp.GetSpans() {
+		spans[s.Name] = s
+	}
+	sp := attrs(spans["asynctool.node spare"].Attributes)
+	assert.Equal(t, "skipped", sp["asynctool.node.outcome"].AsString())
+	assert.Equal(t, "skipped: no successor needed it any more", sp["asynctool.node.reason"].AsString())
+
+	s := spans["asynctool.node slow"]
+	assert.Equal(t, "timeout", attrs(s.Attributes)["asynctool.node.outcome"].AsString())
+	assert.True(t, attrs(s.Attributes)["asynctool.node.ran"].AsBool())
+	require.NotEmpty(t, s.Events)
+	assert.Equal(t, "timeout", s.Events[0].Name)
+	assert.Equal(t, codes.Error, s.Status.Code)
+
+	run := spans["asynctool.run"]
+	assert.Equal(t, codes.Error, run.Status.Code, "the run was cut short")
+}
+
+// TestConcurrentRuns checks that runs sharing the hooks keep their spans
+// apart.
+func TestConcurrentRuns(t *testing.T) {
+	h, exp, _, _ := setup(t)
+	a := asynctool.New(asynctool.WithHooks(h))
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			x := asynctool.NewWrapper("x", asynctooltest.Sleeps[int](time.Millisecond, 1), 0)
+			asynctool.NewWrapper("y", asynctooltest.Returns[int](2), 0).Depend(x, true)
+			assert.NoError(t, a.BeginWork(context.Background(), time.Second, x))
+		})
+	}
+	wg.Wait()
+	require.NoError(t, a.Close())
+
+	runs := map[trace.SpanID]int{}
+	var nodes []tracetest.SpanStub
+	for _, s := range exp.GetSpans() {
+		if s.Name == "asynctool.run" {
+			runs[s.SpanContext.SpanID()] = 0
+		} else {
+			nodes = append(nodes, s)
+		}
+	}
+	require.Len(t, runs, 8)
+	require.Len(t, nodes, 16)
+	for _, n := range nodes {
+		runs[n.Parent.SpanID()]++
+	}
+	for id, n := range runs {
+		assert.Equal(t, 2, n, "run %v has its two nodes", id)
+	}
+}
+
+// TestMetrics checks the duration histogram and the outcome counter.
+func TestMetrics(t *testing.T) {
+	h, _, reader, _ := setup(t)
+	ok := asynctool.NewWrapper("ok", asynctooltest.Sleeps[int](2*time.Millisecond, 1), 0)
+	bad := asynctool.NewWrapper("bad", asynctooltest.Fails[int, int](errDown), 0)
+	asynctool.NewWrapper("after", asynctooltest.Returns[int](1), 0).Depend(bad, true)
+	a := asynctool.New(asynctool.WithHooks(h))
+	require.NoError(t, a.BeginWork(context.Background(), time.Second, ok, bad))
+	require.NoError(t, a.Close())
+
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	require.Len(t, rm.ScopeMetrics, 1)
+	assert.Equal(t, asynctoolotel.ScopeName, rm.ScopeMetrics[0].Scope.Name)
+	got := map[string]metricdata.Metrics{}
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		got[m.Name] = m
+	}
+
+	key := func(set attribute.Set) string {
+		id, _ := set.Value("asynctool.node.id")
+		out, _ := set.Value("asynctool.node.outcome")
+		return id.AsString() + "/" + out.AsString()
+	}
+	outcomes := map[string]int64{}
+	for _, dp := range got["asynctool.node.outcomes"].Data.(metricdata.Sum[int64]).DataPoints {
+		outcomes[key(dp.Attributes)] = dp.Value
+	}
+	assert.Equal(t, map[string]int64{"ok/success": 1, "bad/failed": 1, "after/upstream_failed": 1}, outcomes)
+
+	durations := map[string]metricdata.HistogramDataPoint[float64]{}
+	for _, dp := range got["asynctool.node.duration"].Data.(metricdata.Histogram[float64]).DataPoints {
+		durations[key(dp.Attributes)] = dp
+	}
+	require.Len(t, durations, 2, "only nodes that ran")
+	assert.Equal(t, uint64(1), durations["ok/success"].Count)
+	assert.GreaterOrEqual(t, durations["ok/success"].Sum, 0.002)
+	assert.Equal(t, "s", got["asynctool.node.duration"].Unit)
+
+	runs := got["asynctool.run.duration"].Data.(metricdata.Histogram[float64]).DataPoints
+	require.Len(t, runs, 1)
+	assert.Equal(t, uint64(1), runs[0].Count)
+}
+
+// TestPerRunHooks checks the hooks installed on one run through its
+// context.
+func TestPerRunHooks(t *testing.T) {
+	h, exp, _, _ := setup(t)
+	a := asynctool.New()
+	defer a.Close()
+	x := asynctool.NewWrapper("x", asynctooltest.Returns[int](1), 0)
+	require.NoError(t, a.BeginWork(asynctool.WithRunHooks(context.Background(), h), 0, x))
+	assert.Len(t, exp.GetSpans(), 2)
+}
