@@ -1,0 +1,84 @@
+// Command runpicture runs a product page's fan-out once and prints its
+// report as a picture: a Mermaid flowchart (the default), Graphviz DOT,
+// or a Chrome trace for Perfetto. docs/observability.md shows its output.
+//
+//	go run ./examples/runpicture                        # Mermaid
+//	go run ./examples/runpicture -format dot | dot -Tpng > run.png
+//	go run ./examples/runpicture -format trace > run.json   # open in ui.perfetto.dev
+//
+// The graph, whose RPCs are simulated with sleeps:
+//
+//	user ──must──▶ page, and ──must──▶ recs (slow: cut by the 100ms deadline)
+//	cart ──must──▶ inventory ──must──▶ pricing ──must──▶ page
+//	recs ──optional──▶ page
+//	reviews-a (down), reviews-b, mirror ──must──▶ reviews-c: any of them ──▶ reviews ──optional──▶ page
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/asynctool-go/asynctool"
+)
+
+// rpc simulates a call that takes d and then returns v, or err.
+func rpc(d time.Duration, err error) asynctool.WorkerFunc[int64, string] {
+	return func(ctx context.Context, _ int64, _ asynctool.Wrappers) (string, error) {
+		select {
+		case <-time.After(d):
+			return "ok", err
+		case <-ctx.Done():
+			return "", context.Cause(ctx)
+		}
+	}
+}
+
+func main() {
+	format := flag.String("format", "mermaid", "mermaid, dot or trace")
+	flag.Parse()
+
+	node := func(id string, d time.Duration, err error) *asynctool.WorkerWrapper[int64, string] {
+		return asynctool.NewWrapper(id, rpc(d, err), 42)
+	}
+	user := node("user", 20*time.Millisecond, nil)
+	cart := node("cart", 15*time.Millisecond, nil)
+	inventory := node("inventory", 10*time.Millisecond, nil).Depend(cart, true)
+	pricing := node("pricing", 5*time.Millisecond, nil).Depend(inventory, true)
+	recs := node("recs", 300*time.Millisecond, nil).Depend(user, true).Default("bestsellers")
+	reviewsA := node("reviews-a", 2*time.Millisecond, errors.New("connection refused"))
+	reviewsB := node("reviews-b", 8*time.Millisecond, nil)
+	mirror := node("mirror", 30*time.Millisecond, nil)
+	reviewsC := node("reviews-c", 5*time.Millisecond, nil).Depend(mirror, true)
+	reviews := node("reviews", time.Millisecond, nil).
+		Depend(reviewsA, false).Depend(reviewsB, false).Depend(reviewsC, false)
+	node("page", 3*time.Millisecond, nil).
+		Depend(user, true).Depend(pricing, true).Depend(recs, false).Depend(reviews, false)
+
+	a := asynctool.New(asynctool.WithTimings(true))
+	defer a.Close()
+	r, err := a.Start(context.Background(), 100*time.Millisecond, user, cart, reviewsA, reviewsB, mirror)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	_ = r.Wait(context.Background()) // the deadline cuts recs short: that is the point
+	rep := r.Report()
+	switch *format {
+	case "mermaid":
+		fmt.Print(rep.Mermaid())
+	case "dot":
+		fmt.Print(rep.DOT())
+	case "trace":
+		err = rep.WriteChromeTrace(os.Stdout)
+	default:
+		err = fmt.Errorf("unknown format %q", *format)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
