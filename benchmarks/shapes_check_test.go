@@ -1,0 +1,213 @@
+package benchmarks
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/asynctool-go/asynctool"
+)
+
+// TestShapes checks that every generator builds the graph the issue
+// describes.
+func TestShapes(t *testing.T) {
+	tests := []struct {
+		s            *shape
+		nodes, edges int
+		roots, sinks int
+	}{
+		{chainShape(1000), 1000, 999, 1, 1},
+		{fanShape(1000), 1002, 2000, 1, 1},
+		{gridShape(32), 1024, 2 * 32 * 31, 1, 1},
+		{treeShape(10), 1023, 1022, 1, 512},
+		{layeredShape(10, 100, 4), 1000, 9 * 100 * 4, 100, -1},
+		{diamondShape(), 4, 4, 1, 1},
+		{rpcShape(100), 102, 200, 1, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.s.name, func(t *testing.T) {
+			s := tt.s
+			edges := 0
+			for i, ds := range s.deps {
+				edges += len(ds)
+				seen := map[int32]bool{}
+				for _, d := range ds {
+					assert.False(t, seen[d], "node %d depends twice on %d", i, d)
+					seen[d] = true
+				}
+			}
+			assert.Equal(t, tt.nodes, s.n(), "nodes")
+			assert.Equal(t, tt.edges, edges, "edges")
+			assert.Len(t, s.roots, tt.roots, "roots")
+			if tt.sinks >= 0 {
+				assert.Len(t, s.sinks, tt.sinks, "sinks")
+			}
+		})
+	}
+
+	t.Run("grid edges", func(t *testing.T) {
+		s := gridShape(32)
+		assert.Equal(t, []int32{30*32 + 31, 31*32 + 30}, slices.Sorted(slices.Values(s.deps[31*32+31])))
+		assert.Equal(t, []int32{4}, s.deps[5], "(0,5) waits for (0,4)")
+		assert.Equal(t, []int32{32}, s.deps[64], "(2,0) waits for (1,0)")
+	})
+	t.Run("layered edges", func(t *testing.T) {
+		s := layeredShape(10, 100, 4)
+		for i, ds := range s.deps {
+			if i < 100 {
+				assert.Empty(t, ds)
+				continue
+			}
+			layer := i / 100
+			for _, d := range ds {
+				assert.Equal(t, layer-1, int(d)/100, "node %d depends on %d", i, d)
+			}
+		}
+		assert.Equal(t, s.deps, layeredShape(10, 100, 4).deps, "the seed is fixed")
+	})
+}
+
+// checkShapes are the shapes on which every implementation must compute
+// the reference values: the benchmark shapes, with the RPC fan-out cut
+// down to keep the test short.
+func checkShapes() []*shape {
+	return append(graphShapes(), diamondShape(), rpcShape(8), chainShape(100), fanShape(100))
+}
+
+// TestImplementationsAgree runs every implementation on every shape and
+// checks that every node's value, the sinks' included, is the reference
+// value computed serially; for the library it also checks the values the
+// library itself reports as the nodes' results.
+func TestImplementationsAgree(t *testing.T) {
+	ctx := context.Background()
+	a := asynctool.New()
+	defer a.Close()
+
+	for _, s := range checkShapes() {
+		ref := s.reference()
+		name := fmt.Sprintf("shape=%s/n=%d", s.name, s.n())
+
+		t.Run(name+"/impl=byhand", func(t *testing.T) {
+			vals := make([]int64, s.n())
+			require.NoError(t, runByHand(ctx, s, vals, groupDeadline))
+			assert.Equal(t, ref, vals)
+		})
+		t.Run(name+"/impl=goroutines", func(t *testing.T) {
+			if len(s.roots) != 1 || len(s.sinks) != 1 || s.n() < 3 || len(s.deps[s.n()-1]) != s.n()-2 {
+				t.Skip("1 → n → 1 shapes only")
+			}
+			vals := make([]int64, s.n())
+			runGoroutines(s, vals)
+			assert.Equal(t, ref, vals)
+		})
+		t.Run(name+"/impl=limit", func(t *testing.T) {
+			for _, workers := range []int{1, 2, 4} {
+				vals := make([]int64, s.n())
+				l := newLimit(s, vals, workers)
+				for run := range 3 {
+					clear(vals)
+					l.run()
+					assert.Equal(t, ref, vals, "workers=%d run %d", workers, run)
+				}
+				l.close()
+			}
+		})
+		t.Run(name+"/impl=library-build+run", func(t *testing.T) {
+			vals := make([]int64, s.n())
+			g := newLibGraph(s, vals)
+			for run := range 2 {
+				clear(vals)
+				require.NoError(t, a.BeginWork(ctx, groupDeadline, g.build()...))
+				assert.Equal(t, ref, vals, "run %d", run)
+				assert.Equal(t, ref, results(g), "results, run %d", run)
+			}
+		})
+		t.Run(name+"/impl=library-resultof", func(t *testing.T) {
+			vals := make([]int64, s.n())
+			g := newLibGraph(s, vals).byID(vals)
+			require.NoError(t, a.BeginWork(ctx, groupDeadline, g.build()...))
+			assert.Equal(t, ref, vals)
+			assert.Equal(t, ref, results(g), "results")
+		})
+		t.Run(name+"/impl=library-callback", func(t *testing.T) {
+			vals, got := make([]int64, s.n()), make([]int64, s.n())
+			g := newLibGraph(s, vals).withCallback(got)
+			require.NoError(t, a.BeginWork(ctx, groupDeadline, g.build()...))
+			assert.Equal(t, ref, vals)
+			assert.Equal(t, ref, got, "values seen by the callbacks")
+		})
+		t.Run(name+"/impl=library-run", func(t *testing.T) {
+			checkPlanRuns(t, a, s, ref)
+		})
+		t.Run(name+"/impl=library-hooks", func(t *testing.T) {
+			var ends []int
+			h := &asynctool.Hooks{OnNodeEnd: func(_ context.Context, ev asynctool.NodeEvent) {
+				if ev.Result == asynctool.ResultSuccess {
+					ends[ev.Index]++
+				}
+			}}
+			ha := asynctool.New(asynctool.WithHooks(h))
+			defer ha.Close()
+			vals, got := make([]int64, s.n()), make([]int64, s.n())
+			g := newLibGraph(s, vals).withCallback(got)
+			p, err := asynctool.Compile(g.build()...)
+			require.NoError(t, err)
+			for run := range 2 {
+				clear(vals)
+				clear(got)
+				ends = make([]int, s.n())
+				r, err := ha.RunPlan(ctx, p, groupDeadline)
+				require.NoError(t, err)
+				r.Release()
+				assert.Equal(t, ref, vals, "run %d", run)
+				assert.Equal(t, ref, got, "values seen by the callbacks, run %d", run)
+				assert.Equal(t, slices.Repeat([]int{1}, s.n()), ends, "successful ends seen by the hook, run %d", run)
+			}
+		})
+	}
+}
+
+// results returns the values the library reports as the results of the
+// last build of g.
+func results(g *libGraph) []int64 {
+	out := make([]int64, len(g.nodes))
+	for i, w := range g.nodes {
+		r := w.Result()
+		if r.State != asynctool.ResultSuccess {
+			out[i] = -1
+			continue
+		}
+		out[i] = r.Value
+	}
+	return out
+}
+
+// checkPlanRuns compiles s once and runs the plan three times, checking
+// every node's value and its result in the run.
+func checkPlanRuns(t *testing.T, a *asynctool.Async, s *shape, ref []int64) {
+	vals := make([]int64, s.n())
+	g := newLibGraph(s, vals)
+	p, err := asynctool.Compile(g.build()...)
+	require.NoError(t, err)
+	for run := range 3 {
+		clear(vals)
+		r, err := a.RunPlan(context.Background(), p, groupDeadline)
+		require.NoError(t, err)
+		assert.Equal(t, ref, vals, "run %d", run)
+		got := make([]int64, s.n())
+		for i, w := range g.nodes {
+			res := w.ResultIn(r)
+			if res.State != asynctool.ResultSuccess {
+				got[i] = -1
+				continue
+			}
+			got[i] = res.Value
+		}
+		assert.Equal(t, ref, got, "results, run %d", run)
+		r.Release()
+	}
+}
