@@ -44,12 +44,12 @@ func ExampleReport_DOT() {
 		return 0, errors.New("down")
 	})
 	user := asynctool.NewWrapper("user", ok, 1)
-	recs := asynctool.NewWrapper("recs", bad, 1)
-	asynctool.NewWrapper("page", ok, 1).Depend(user, true).Depend(recs, true)
+	recs := asynctool.NewWrapper("recs", bad, 1).Depend(user, true)
+	asynctool.NewWrapper("page", ok, 1).Depend(recs, true)
 
 	a := asynctool.New()
 	defer a.Close()
-	r, err := a.Start(context.Background(), 0, user, recs)
+	r, err := a.Start(context.Background(), 0, user)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -64,7 +64,7 @@ func ExampleReport_DOT() {
 	//   n0 [label="user\nsuccess", fillcolor="#a6d96a"];
 	//   n1 [label="recs\nexception", fillcolor="#f4a582"];
 	//   n2 [label="page\nexception", fillcolor="#f4a582"];
-	//   n0 -> n2;
+	//   n0 -> n1;
 	//   n1 -> n2;
 	// }
 }

@@ -58,13 +58,19 @@ func attrs(kvs []attribute.KeyValue) map[attribute.Key]attribute.Value {
 func TestSpans(t *testing.T) {
 	h, exp, _, tracer := setup(t)
 	var rpcParent trace.SpanContext
-	user := asynctool.NewWrapper("user", asynctooltest.Func(func(ctx context.Context, _ int) (int, error) {
+	userFake := asynctooltest.Func(func(ctx context.Context, _ int) (int, error) {
 		rpcParent = trace.SpanContextFromContext(ctx)
 		_, span := tracer.Start(ctx, "rpc GetUser")
 		span.End()
 		return 1, nil
+	})
+	user := asynctool.NewWrapper("user", userFake, 0)
+	// bad waits for user to start, so that user is not skipped when the
+	// failure makes page give up on it.
+	bad := asynctool.NewWrapper("bad", asynctooltest.Func(func(context.Context, int) (int, error) {
+		<-userFake.Started()
+		return 0, nil
 	}), 0)
-	bad := asynctool.NewWrapper("bad", asynctooltest.Sleeps[int](time.Millisecond, 0), 0)
 	bad2 := asynctool.NewWrapper("bad2", asynctooltest.Fails[int, int](errDown), 0).Depend(bad, true)
 	page := asynctool.NewWrapper("page", asynctooltest.Returns[int](2), 0).Depend(user, true).Depend(bad2, true)
 	asynctool.NewWrapper("audit", asynctooltest.Returns[int](3), 0).Depend(page, true)
