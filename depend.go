@@ -1,6 +1,9 @@
 package asynctool
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // edge is a declared dependency: to depends on from.
 type edge struct {
@@ -27,25 +30,166 @@ func link(from, to *nodeCore, must bool, method string) {
 	to.in = append(to.in, e)
 }
 
-// The default join, evaluated incrementally each time an upstream ends:
+// Join is a node's join strategy: when its upstream nodes' ends let it
+// run, or make it fail. It is evaluated incrementally each time an
+// upstream ends, never by waiting for all of them, and decides exactly
+// once. No join hangs: when every upstream has ended and a join still
+// waits, the node fails. Once a node has decided to run, upstream branches
+// that only fed it and have not started are skipped (the short-circuit
+// rule).
 //
-//   - A node with must dependencies runs once all of them succeeded and
-//     fails as soon as one fails. Its optional dependencies are ignored.
-//   - A node whose dependencies are all optional runs on the first one
-//     that succeeds and fails once all of them failed.
-//
-// mustLeft counts the successes still needed (the number of must
-// dependencies, or 1 for an optional-only node); optLeft counts the
-// optional dependencies of an optional-only node that have not failed.
+// The zero Join is the default rule of [WorkerWrapper.Depend]: a node with
+// must dependencies runs once all of them succeeded and fails as soon as
+// one fails, its optional dependencies being ignored; a node whose
+// dependencies are all optional runs on the first success and fails when
+// all failed. The other strategies ignore Depend's must flag.
+type Join struct {
+	kind joinKind
+	n    int
+	ids  []string
+	fn   func(ups []Upstream) Decision
+}
+
+type joinKind int
+
+const (
+	joinDefault joinKind = iota
+	joinAll
+	joinAllDone
+	joinAny
+	joinAtLeast
+	joinNamed
+	joinCustom
+)
+
+func (j Join) String() string {
+	switch j.kind {
+	case joinDefault:
+		return "default"
+	case joinAll:
+		return "all succeeded"
+	case joinAllDone:
+		return "all done"
+	case joinAny:
+		return "any succeeded"
+	case joinAtLeast:
+		return fmt.Sprintf("at least %d succeeded", j.n)
+	case joinNamed:
+		return fmt.Sprintf("named %v succeeded", j.ids)
+	}
+	return "custom"
+}
+
+// AllSucceeded runs the node once every upstream succeeded and fails it as
+// soon as one fails: every dependency is a must dependency.
+func AllSucceeded() Join { return Join{kind: joinAll} }
+
+// AllDone runs the node once every upstream has ended, whatever its
+// outcome. It never fails the node.
+func AllDone() Join { return Join{kind: joinAllDone} }
+
+// AnySucceeded runs the node on the first upstream that succeeds, and
+// fails it only once every upstream failed (asyncTool V1.5 failed on the
+// first failure even when another upstream would still succeed).
+func AnySucceeded() Join { return Join{kind: joinAny} }
+
+// AtLeast runs the node on the n-th upstream success and fails it as soon
+// as n successes have become impossible. n must be between 1 and the
+// number of upstreams.
+func AtLeast(n int) Join { return Join{kind: joinAtLeast, n: n} }
+
+// NamedSucceeded runs the node once the upstreams with the given ids
+// succeeded, and fails it as soon as one of them fails; other upstreams
+// are ignored. Every id must be an upstream of the node.
+func NamedSucceeded(ids ...string) Join { return Join{kind: joinNamed, ids: ids} }
+
+// CustomJoin decides with fn, called with the state of every upstream each
+// time one of them ends, until fn decides. Calls for one node never
+// overlap. A panic in fn fails the node.
+func CustomJoin(fn func(ups []Upstream) Decision) Join { return Join{kind: joinCustom, fn: fn} }
+
+// Upstream is one upstream node as a custom join sees it.
+type Upstream struct {
+	ID string
+	// Ended reports whether the upstream has a final result; OK whether it
+	// counts as a success for joins (it succeeded, or failed under
+	// PolicyContinue).
+	Ended, OK bool
+	// Pending reports whether the upstream is suspended.
+	Pending bool
+	Result  ResultState
+	Err     error
+	Value   any
+}
+
+// Decision is a custom join's answer.
+type Decision int
+
+const (
+	// DecideWait: not yet; ask again when the next upstream ends.
+	DecideWait Decision = iota
+	// DecideRun: run the node now.
+	DecideRun
+	// DecideFail: fail the node with ErrJoinFailed.
+	DecideFail
+	// DecideSuspend: make the node pending, to be resumed by Run.Resume.
+	DecideSuspend
+)
+
+// initJoin sets node i's join counters for a new run. mustLeft counts the
+// upstream ends still needed to trigger the node, optLeft those that fail
+// it.
+func (r *Run) initJoin(i int) {
+	pn, n := &r.p.nodes[i], &r.nodes[i]
+	total := int32(len(pn.in))
+	var must, opt int32
+	switch pn.join.kind {
+	case joinAllDone, joinCustom:
+		must = total
+	case joinAny:
+		must, opt = 1, total
+	case joinAtLeast:
+		must, opt = int32(pn.join.n), total-int32(pn.join.n)+1
+	default:
+		switch {
+		case pn.nMust > 0:
+			must = pn.nMust
+		case pn.nOpt > 0:
+			must, opt = 1, pn.nOpt
+		}
+	}
+	n.mustLeft.Store(must)
+	n.optLeft.Store(opt)
+}
 
 // upstreamEnded updates the join of every successor of the node i that
-// just ended, triggering or failing those whose join is now decided.
+// just ended, triggering or failing those whose join is now decided. ok
+// says whether i counts as a success.
 func (r *Run) upstreamEnded(i int32, ok bool, wl *worklist) {
 	for _, e := range r.p.nodes[i].out {
 		s := e.to
 		sn := &r.nodes[s]
 		if sn.state.Load() != sInit {
 			continue // already decided
+		}
+		switch r.p.nodes[s].join.kind {
+		case joinAllDone:
+			if sn.mustLeft.Add(-1) == 0 {
+				r.trigger(s, i, wl)
+			}
+			continue
+		case joinAny, joinAtLeast:
+			if ok {
+				if sn.mustLeft.Add(-1) == 0 {
+					r.trigger(s, i, wl)
+				}
+			} else if sn.optLeft.Add(-1) == 0 {
+				r.failFromUpstream(s, i, r.joinImpossible(s), wl)
+			}
+			continue
+		case joinCustom:
+			r.customJoin(s, i, wl)
+			continue
 		}
 		counts := e.must || r.p.nodes[s].nMust == 0
 		switch {
@@ -70,12 +214,87 @@ func (r *Run) upstreamErr(i int32) error {
 	return &UpstreamError{ID: pn.id, Err: pn.impl.resultErr(r.nodes[i].slot)}
 }
 
-// allUpstreamErr joins the errors of every (failed) upstream of s.
+// allUpstreamErr joins the errors of the upstreams of s that ended without
+// counting as a success.
 func (r *Run) allUpstreamErr(s int32) error {
 	in := r.p.nodes[s].in
 	errs := make([]error, 0, len(in))
 	for _, j := range in {
-		errs = append(errs, r.upstreamErr(j))
+		if st := r.nodes[j].state.Load(); terminal(st) && !r.counts(j) {
+			errs = append(errs, r.upstreamErr(j))
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// counts reports whether node j, which has ended, counts as a success.
+func (r *Run) counts(j int32) bool {
+	n := &r.nodes[j]
+	return n.state.Load() == sFinish || n.continued.Load()
+}
+
+func (r *Run) joinImpossible(s int32) error {
+	pn := &r.p.nodes[s]
+	return fmt.Errorf("asynctool: join %v of %q cannot be met: %w", pn.join, pn.id, r.allUpstreamErr(s))
+}
+
+// customJoin asks node s's custom join, after upstream from ended.
+func (r *Run) customJoin(s, from int32, wl *worklist) {
+	sn, pn := &r.nodes[s], &r.p.nodes[s]
+	all := sn.mustLeft.Add(-1) == 0
+	d, perr, ok := r.askJoin(s)
+	if !ok {
+		return
+	}
+	// Act outside ext.mu: ending the node takes it.
+	switch {
+	case perr != nil:
+		r.failFromUpstream(s, from, perr, wl)
+	case d == DecideRun:
+		r.trigger(s, from, wl)
+	case d == DecideFail:
+		r.failFromUpstream(s, from, fmt.Errorf("%w: node %q", ErrJoinFailed, pn.id), wl)
+	case d == DecideSuspend:
+		if sn.state.CompareAndSwap(sInit, sPending) {
+			wl.left = append(wl.left, s)
+		}
+	case all:
+		r.failFromUpstream(s, from, fmt.Errorf("%w: node %q", ErrJoinUndecided, pn.id), wl)
+	}
+}
+
+// askJoin calls node s's custom join with its upstreams' current state,
+// unless it already decided. Calls never overlap; ok is false if the join
+// was not asked.
+func (r *Run) askJoin(s int32) (d Decision, perr error, ok bool) {
+	sn, pn := &r.nodes[s], &r.p.nodes[s]
+	ext := r.exts[s]
+	ext.mu.Lock()
+	defer ext.mu.Unlock()
+	if ext.decided || sn.state.Load() != sInit {
+		return 0, nil, false
+	}
+	ups := make([]Upstream, len(pn.in))
+	for k, j := range pn.in {
+		up := &ups[k]
+		up.ID = r.p.nodes[j].id
+		st := r.nodes[j].state.Load()
+		up.Pending = st == sPending
+		if terminal(st) {
+			up.Ended, up.OK = true, r.counts(j)
+			up.Value, up.Result, up.Err = r.p.nodes[j].impl.resultAny(r.nodes[j].slot)
+		}
+	}
+	d, perr = callJoin(pn.join.fn, ups)
+	ext.decided = perr != nil || d != DecideWait
+	return d, perr, true
+}
+
+func callJoin(fn func([]Upstream) Decision, ups []Upstream) (d Decision, perr error) {
+	defer func() {
+		if v := recover(); v != nil {
+			perr = newPanicError(v)
+		}
+	}()
+	return fn(ups), nil
 }

@@ -30,8 +30,11 @@ type Hooks struct {
 	// short-circuited; ev.Reason says why.
 	OnNodeSkip func(ctx context.Context, ev NodeEvent)
 	// OnNodeTimeout is called, before OnNodeEnd, for a node ended by the
-	// group deadline or the run's cancellation.
+	// group deadline, the run's cancellation or its own timeout.
 	OnNodeTimeout func(ctx context.Context, ev NodeEvent)
+	// OnNodeRetry is called when a failed attempt will be retried, with
+	// the attempt's error in ev.Err and the backoff in ev.Wait.
+	OnNodeRetry func(ctx context.Context, ev NodeEvent)
 	// OnRunEnd is called once every node has ended, with the run's report.
 	OnRunEnd func(ctx context.Context, rep *Report)
 }
@@ -117,8 +120,7 @@ func (r *Run) event(i int32) NodeEvent {
 }
 
 // nodeStarted runs the OnNodeStart hooks and returns the worker's context.
-func (r *Run) nodeStarted(i int32) context.Context {
-	ctx := r.ctx
+func (r *Run) nodeStarted(i int32, ctx context.Context) context.Context {
 	ev := r.event(i)
 	for _, h := range r.hooks {
 		if h.OnNodeStart == nil {
@@ -145,6 +147,16 @@ func (r *Run) nodeEnded(i int32) {
 		}
 		if h.OnNodeEnd != nil {
 			r.hooked("OnNodeEnd", ev.ID, func() { h.OnNodeEnd(r.ctx, ev) })
+		}
+	}
+}
+
+func (r *Run) nodeRetrying(i int32, err error, delay time.Duration) {
+	ev := r.event(i)
+	ev.Err, ev.Wait = err, delay
+	for _, h := range r.hooks {
+		if h.OnNodeRetry != nil {
+			r.hooked("OnNodeRetry", ev.ID, func() { h.OnNodeRetry(r.ctx, ev) })
 		}
 	}
 }

@@ -69,6 +69,8 @@ type pnode struct {
 	inMust       []bool  // inMust[k]: is in[k] a must dependency
 	nMust, nOpt  int32
 	shortCircuit bool
+	join         Join
+	flow         *flowSpec // nil for a node without flow rules
 }
 
 type pedge struct {
@@ -166,9 +168,13 @@ func compile(starts []Wrapper) (*plan, error) {
 		c := cores[i]
 		n := &p.nodes[idx[i]]
 		n.id, n.impl, n.core, n.shortCircuit = c.id, c.impl, c, !c.noShortCircuit
+		if c.spec != nil {
+			n.flow = c.spec
+			n.join = c.spec.join
+		}
 		n.out = make([]pedge, 0, len(succ[i]))
 		for _, j := range succ[i] {
-			m := must[[2]int{i, j}]
+			m := effectiveMust(cores[j], c.id, must[[2]int{i, j}])
 			n.out = append(n.out, pedge{to: idx[j], must: m})
 			to := &p.nodes[idx[j]]
 			to.in = append(to.in, idx[i])
@@ -187,8 +193,74 @@ func compile(starts []Wrapper) (*plan, error) {
 		if len(p.nodes[k].in) == 0 {
 			p.roots = append(p.roots, int32(k))
 		}
+		if err := p.nodes[k].validateFlow(p); err != nil {
+			return nil, err
+		}
 	}
 	return p, nil
+}
+
+// effectiveMust is whether the edge from upstream id into node c is a must
+// dependency under c's join: the declared flag for the default join,
+// always for AllSucceeded, membership for NamedSucceeded.
+func effectiveMust(c *nodeCore, id string, declared bool) bool {
+	if c.spec == nil {
+		return declared
+	}
+	switch c.spec.join.kind {
+	case joinAll:
+		return true
+	case joinNamed:
+		for _, n := range c.spec.join.ids {
+			if n == id {
+				return true
+			}
+		}
+		return false
+	}
+	return declared
+}
+
+// validateFlow rejects flow rules that do not fit the node.
+func (n *pnode) validateFlow(p *plan) error {
+	f := n.flow
+	if f == nil {
+		return nil
+	}
+	ids := []string{n.id}
+	switch j := f.join; j.kind {
+	case joinAtLeast:
+		if j.n < 1 || j.n > len(n.in) {
+			return graphErr(ErrBadJoin, ids, "node %q: AtLeast(%d) with %d upstreams", n.id, j.n, len(n.in))
+		}
+	case joinNamed:
+		if len(j.ids) == 0 {
+			return graphErr(ErrBadJoin, ids, "node %q: NamedSucceeded with no ids", n.id)
+		}
+		for _, id := range j.ids {
+			found := false
+			for _, k := range n.in {
+				found = found || p.nodes[k].id == id
+			}
+			if !found {
+				return graphErr(ErrBadJoin, []string{n.id, id}, "node %q: %q is not one of its upstreams", n.id, id)
+			}
+		}
+	case joinCustom:
+		if j.fn == nil {
+			return graphErr(ErrBadJoin, ids, "node %q: CustomJoin(nil)", n.id)
+		}
+	}
+	if f.retry != nil && f.retry.Attempts < 1 {
+		return graphErr(ErrBadRetry, ids, "node %q: %d attempts", n.id, f.retry.Attempts)
+	}
+	if f.timeout < 0 {
+		return graphErr(ErrBadTimeout, ids, "node %q: Timeout(%v)", n.id, f.timeout)
+	}
+	if f.policy < 0 || f.policy > PolicySuspend {
+		return graphErr(ErrBadJoin, ids, "node %q: unknown %v", n.id, f.policy)
+	}
+	return nil
 }
 
 func (p *plan) String() string { return fmt.Sprintf("plan(%d nodes)", len(p.nodes)) }

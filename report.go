@@ -27,8 +27,12 @@ type NodeReport struct {
 	// them are must dependencies.
 	Deps []int
 	Must []bool
+	// Status is the node's state in finer terms than State: it tells
+	// pending and skipped nodes apart.
+	Status Status
 	// State, Result, Err and Value are as the node's WorkResult and State
-	// say; Value is boxed.
+	// say; Value is boxed. For a pending node, Err is the failure that
+	// suspended it.
 	State  State
 	Result ResultState
 	Err    error
@@ -85,8 +89,16 @@ func (r *Run) Report() *Report {
 		}
 		st := n.state.Load()
 		nr.State = publicState(st)
+		nr.Status = r.status(int32(i), st, rep)
 		nr.Attempts = int(n.attempts.Load())
 		nr.Ran = nr.Attempts > 0
+		if st == sPending && r.exts != nil && r.exts[i] != nil {
+			ext := r.exts[i]
+			ext.mu.Lock()
+			nr.Err = ext.lastErr
+			ext.mu.Unlock()
+			nr.Reason = "pending: waiting for Resume"
+		}
 		if terminal(st) {
 			nr.Value, nr.Result, nr.Err = pn.impl.resultAny(n.slot)
 			nr.Reason = r.reason(int32(i))
@@ -131,7 +143,7 @@ func (rep *Report) String() string {
 	var b strings.Builder
 	for i := range rep.Nodes {
 		n := &rep.Nodes[i]
-		fmt.Fprintf(&b, "%s: %v/%v", n.ID, n.State, n.Result)
+		fmt.Fprintf(&b, "%s: %v", n.ID, n.Status)
 		if d := n.Duration(); d > 0 {
 			fmt.Fprintf(&b, " ran %v", d)
 		}
@@ -157,6 +169,67 @@ func (rep *Report) String() string {
 
 func isSkip(err error) bool { return errors.Is(err, ErrSkipped) }
 
+// Status is a node's state as a [Report] shows it. The zero value means
+// unknown.
+type Status int
+
+const (
+	// StatusWaiting: its join is not decided yet.
+	StatusWaiting Status = iota + 1
+	// StatusReady: its join is satisfied; it waits for a goroutine.
+	StatusReady
+	// StatusRunning: its worker is running, or a retry is scheduled.
+	StatusRunning
+	// StatusPending: suspended, or waiting on a suspended upstream.
+	StatusPending
+	// StatusSucceeded: ended with ResultSuccess.
+	StatusSucceeded
+	// StatusFailed: ended with ResultException, other than skipped.
+	StatusFailed
+	// StatusSkipped: short-circuited.
+	StatusSkipped
+	// StatusTimedOut: ended with ResultTimeout.
+	StatusTimedOut
+)
+
+func (s Status) String() string {
+	names := [...]string{"unknown", "waiting", "ready", "running", "pending", "succeeded", "failed", "skipped", "timed out"}
+	if s >= 0 && int(s) < len(names) {
+		return names[s]
+	}
+	return fmt.Sprintf("Status(%d)", int(s))
+}
+
+// status classifies node i, whose upstreams (earlier in topological order)
+// rep already classified.
+func (r *Run) status(i int32, st int32, rep *Report) Status {
+	switch st {
+	case sReady:
+		return StatusReady
+	case sWorking, sEnding:
+		return StatusRunning
+	case sPending:
+		return StatusPending
+	case sFinish:
+		return StatusSucceeded
+	case sError:
+		_, rs, err := r.p.nodes[i].impl.resultAny(r.nodes[i].slot)
+		switch {
+		case rs == ResultTimeout:
+			return StatusTimedOut
+		case isSkip(err):
+			return StatusSkipped
+		}
+		return StatusFailed
+	}
+	for _, j := range r.p.nodes[i].in {
+		if rep.Nodes[j].Status == StatusPending {
+			return StatusPending
+		}
+	}
+	return StatusWaiting
+}
+
 // reason explains why node i, which has ended, did not succeed.
 func (r *Run) reason(i int32) string {
 	pn, n := &r.p.nodes[i], &r.nodes[i]
@@ -173,7 +246,7 @@ func (r *Run) reason(i int32) string {
 	var up *UpstreamError
 	switch {
 	case isSkip(err):
-		return "skipped: no successor needed it any more"
+		return "no successor needed it any more"
 	case errors.As(err, &up) && n.attempts.Load() == 0:
 		if pn.nMust == 0 {
 			return "every optional upstream failed"

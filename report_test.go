@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -38,7 +39,10 @@ func TestReportExplainsEveryNode(t *testing.T) {
 	assert.Equal(t, "a", byID["g"].DecidedBy, "g was triggered by a")
 	assert.True(t, byID["g"].Ran)
 	assert.Equal(t, 1, byID["g"].Attempts)
-	assert.Equal(t, "skipped: no successor needed it any more", byID["c"].Reason)
+	assert.Equal(t, "no successor needed it any more", byID["c"].Reason)
+	assert.Equal(t, StatusSkipped, byID["c"].Status)
+	assert.Equal(t, StatusSucceeded, byID["g"].Status)
+	assert.Equal(t, StatusFailed, byID["after"].Status)
 	assert.False(t, byID["c"].Ran)
 	assert.Equal(t, `must upstream "bad" failed`, byID["after"].Reason)
 	assert.Equal(t, "bad", byID["after"].DecidedBy)
@@ -53,8 +57,8 @@ func TestReportExplainsEveryNode(t *testing.T) {
 	assert.ErrorIs(t, err, ErrSkipped)
 	assert.Contains(t, err.Error(), `node "after": asynctool: upstream "bad" failed: boom`)
 	text := rep.String()
-	assert.Contains(t, text, "g: finish/success by=a\n")
-	assert.Contains(t, text, "c: error/exception (skipped: no successor needed it any more)\n")
+	assert.Contains(t, text, "g: succeeded by=a\n")
+	assert.Contains(t, text, "c: skipped (no successor needed it any more)\n")
 	assert.NoError(t, rep.RunErr)
 }
 
@@ -206,4 +210,24 @@ func TestDescribe(t *testing.T) {
 	pl, err := Compile(NewWrapper("p", okWorker(), 0))
 	require.NoError(t, err)
 	assert.Equal(t, "p", pl.Describe().Nodes[0].ID)
+}
+
+// TestRunEndHookDuringSweep reproduces a race helper tests found: a worker
+// that honours ctx returns while the sweep runs, and OnRunEnd reads the
+// run's error.
+func TestRunEndHookDuringSweep(t *testing.T) {
+	var got atomic.Pointer[error]
+	a := newAsync(t, WithHooks(&Hooks{OnRunEnd: func(_ context.Context, rep *Report) {
+		err := rep.RunErr
+		got.Store(&err)
+	}}))
+	for range 200 {
+		w := NewWrapper("w", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			<-ctx.Done()
+			return 0, ctx.Err()
+		}), 0)
+		err := a.BeginWork(context.Background(), 50*time.Microsecond, w)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.ErrorIs(t, *got.Load(), context.DeadlineExceeded)
+	}
 }

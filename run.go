@@ -35,6 +35,9 @@ type Run struct {
 	mu        sync.Mutex
 	callbacks []error // *CallbackPanicError values
 
+	exts   []*nodeExt // per node with flow rules, else nil
+	endErr atomic.Pointer[EndError]
+
 	// Observation, all off (nil) unless hooks or timings are on.
 	hooks []*Hooks
 	times []nodeTimes
@@ -51,13 +54,14 @@ type nodeTimes struct {
 
 // rnode is one node's state in one run.
 type rnode struct {
-	state    atomic.Int32
-	mustLeft atomic.Int32 // successes still needed to trigger
-	optLeft  atomic.Int32 // optional-only node: upstreams that have not failed
-	live     atomic.Int32 // successors that may still need this node
-	by       atomic.Int32 // upstream whose end decided the join, or -1
-	attempts atomic.Int32 // times the worker was started
-	slot     any          // *slot[R]
+	state     atomic.Int32
+	mustLeft  atomic.Int32 // successes still needed to trigger
+	optLeft   atomic.Int32 // optional-only node: upstreams that have not failed
+	live      atomic.Int32 // successors that may still need this node
+	by        atomic.Int32 // upstream whose end decided the join, or -1
+	attempts  atomic.Int32 // times the worker was started
+	continued atomic.Bool  // failed under PolicyContinue: counts as done
+	slot      any          // *slot[R]
 }
 
 // worklist is the private to-do list of one goroutine driving the run. It
@@ -69,6 +73,7 @@ type worklist struct {
 	cur   int32   // node whose worker is running, or -1
 	prop  int32   // node whose Result callback is running, or -1
 	sweep bool    // this is the sweep's worklist
+	retry bool    // the first node is a retry: it is already in sWorking
 	lane  int32   // this goroutine's lane in the report, when timed
 }
 
@@ -82,7 +87,7 @@ func (p *plan) getWorklist() *worklist {
 
 func (p *plan) putWorklist(wl *worklist) {
 	wl.ready, wl.left, wl.ended = wl.ready[:0], wl.left[:0], wl.ended[:0]
-	wl.cur, wl.prop, wl.sweep = -1, -1, false
+	wl.cur, wl.prop, wl.sweep, wl.retry = -1, -1, false, false
 	p.worklists.Put(wl)
 }
 
@@ -96,6 +101,12 @@ func newRun(p *plan, pooled bool) *Run {
 	}
 	for i := range p.nodes {
 		r.nodes[i].slot = p.nodes[i].impl.newSlot()
+		if p.nodes[i].flow != nil {
+			if r.exts == nil {
+				r.exts = make([]*nodeExt, len(p.nodes))
+			}
+			r.exts[i] = &nodeExt{}
+		}
 		i32 := int32(i)
 		r.tasks[i] = func() {
 			defer r.taskDone()
@@ -111,19 +122,16 @@ func (r *Run) reset() {
 	for i := range r.p.nodes {
 		pn, n := &r.p.nodes[i], &r.nodes[i]
 		n.state.Store(sInit)
-		n.mustLeft.Store(0)
-		n.optLeft.Store(0)
-		switch {
-		case pn.nMust > 0:
-			n.mustLeft.Store(pn.nMust)
-		case pn.nOpt > 0:
-			n.mustLeft.Store(1)
-			n.optLeft.Store(pn.nOpt)
-		}
+		r.initJoin(i)
 		n.live.Store(int32(len(pn.out)))
 		n.by.Store(-1)
 		n.attempts.Store(0)
+		n.continued.Store(false)
+		if r.exts != nil && r.exts[i] != nil {
+			*r.exts[i] = nodeExt{}
+		}
 	}
+	r.endErr.Store(nil)
 	for _, i := range r.p.roots {
 		r.nodes[i].state.Store(sReady)
 	}
@@ -274,8 +282,12 @@ func (r *Run) Wait(ctx context.Context) error {
 
 func (r *Run) err() error {
 	var errs []error
-	if r.timedOut.Load() {
-		errs = append(errs, fmt.Errorf("asynctool: run stopped before every node ended: %w", r.cause))
+	if e := r.endErr.Load(); e != nil {
+		errs = append(errs, e)
+	} else if r.timedOut.Load() {
+		// A node timed out, so ctx was done already; its cause is fixed.
+		// (r.cause may still be being written by the sweep.)
+		errs = append(errs, fmt.Errorf("asynctool: run stopped before every node ended: %w", context.Cause(r.ctx)))
 	}
 	r.mu.Lock()
 	errs = append(errs, r.callbacks...)
@@ -305,6 +317,11 @@ func (r *Run) loop(first int32, wl *worklist) {
 		wl.lane = r.lanes.Add(1)
 	}
 	i := first
+	if wl.retry {
+		wl.retry = false
+		r.attempt(i, wl)
+		i = -1
+	}
 	for {
 		if i >= 0 {
 			r.exec(i, wl)
@@ -374,20 +391,44 @@ func (r *Run) submit(i int32) bool {
 	return false
 }
 
-// expired reports whether the run's context is done, and if so its cause.
-// It looks at the context itself, not only at the sweep's flag, so that a
-// worker that returns after the deadline but before the sweep got to its
-// node still ends as a timeout.
-func (r *Run) expired() (error, bool) {
+// expired reports whether the run's context is done, and if so how nodes
+// that end now end: as timeouts with the context's cause, or with the
+// EndError of a PolicyEnd node. It looks at the context itself, not only
+// at the sweep's flag, so that a worker that returns after the deadline but
+// before the sweep got to its node still ends as a timeout.
+func (r *Run) expired() (ResultState, error, bool) {
+	if !r.stopped.Load() {
+		select {
+		case <-r.ctxDone:
+		default:
+			return 0, nil, false
+		}
+	}
+	if e := r.endErr.Load(); e != nil {
+		return ResultException, e, true
+	}
 	if r.stopped.Load() {
-		return r.cause, true
+		return ResultTimeout, r.cause, true
 	}
-	select {
-	case <-r.ctxDone:
-		return context.Cause(r.ctx), true
-	default:
-		return nil, false
+	return ResultTimeout, context.Cause(r.ctx), true
+}
+
+// expiredNode is expired, plus node i's own timeout.
+func (r *Run) expiredNode(i int32) (ResultState, error, bool) {
+	if st, err, late := r.expired(); late {
+		return st, err, true
 	}
+	if r.exts == nil || r.exts[i] == nil || r.p.nodes[i].flow.timeout <= 0 {
+		return 0, nil, false
+	}
+	ext := r.exts[i]
+	ext.mu.Lock()
+	ctx := ext.ctx
+	ext.mu.Unlock()
+	if ctx != nil && ctx.Err() != nil {
+		return ResultTimeout, &NodeTimeoutError{ID: r.p.nodes[i].id, Timeout: r.p.nodes[i].flow.timeout}, true
+	}
+	return 0, nil, false
 }
 
 // exec runs node i if it is still ready: it may have been skipped or
@@ -397,18 +438,38 @@ func (r *Run) exec(i int32, wl *worklist) {
 	if !n.state.CompareAndSwap(sReady, sWorking) {
 		return
 	}
+	if r.exts != nil && r.exts[i] != nil {
+		r.arm(i)
+	}
+	r.attempt(i, wl)
+}
+
+// attempt runs one attempt of node i's worker; the node is in sWorking.
+func (r *Run) attempt(i int32, wl *worklist) {
+	n := &r.nodes[i]
+	if n.state.Load() != sWorking {
+		return // ended while a retry was scheduled
+	}
 	n.attempts.Add(1)
-	if cause, late := r.expired(); late {
-		r.end(i, sWorking, ResultTimeout, cause, -1, wl)
+	if st, err, late := r.expiredNode(i); late {
+		r.end(i, sWorking, st, err, -1, wl)
 		return
 	}
 	ctx := r.ctx
+	if r.exts != nil && r.exts[i] != nil {
+		ext := r.exts[i]
+		ext.mu.Lock()
+		if ext.ctx != nil {
+			ctx = ext.ctx
+		}
+		ext.mu.Unlock()
+	}
 	if r.times != nil {
 		t := &r.times[i]
-		t.start.Store(time.Now().UnixNano())
+		t.start.CompareAndSwap(0, time.Now().UnixNano())
 		t.lane.Store(wl.lane)
 		if len(r.hooks) > 0 {
-			ctx = r.nodeStarted(i)
+			ctx = r.nodeStarted(i, ctx)
 		}
 	}
 	wl.cur = i
@@ -428,8 +489,8 @@ func (r *Run) trigger(s, by int32, wl *worklist) {
 		r.times[s].ready.Store(time.Now().UnixNano())
 	}
 	wl.left = append(wl.left, s)
-	if cause, late := r.expired(); late {
-		r.end(s, sReady, ResultTimeout, cause, -1, wl)
+	if st, err, late := r.expired(); late {
+		r.end(s, sReady, st, err, -1, wl)
 		return
 	}
 	wl.ready = append(wl.ready, s)
@@ -438,8 +499,8 @@ func (r *Run) trigger(s, by int32, wl *worklist) {
 // failFromUpstream fast-fails node s because the end of upstream by made
 // its join impossible; after the deadline that counts as a timeout.
 func (r *Run) failFromUpstream(s, by int32, err error, wl *worklist) {
-	if cause, late := r.expired(); late {
-		r.end(s, sInit, ResultTimeout, cause, -1, wl)
+	if st, cause, late := r.expired(); late {
+		r.end(s, sInit, st, cause, -1, wl)
 		return
 	}
 	r.end(s, sInit, ResultException, err, by, wl)
@@ -469,6 +530,9 @@ func (r *Run) end(i int32, from int32, st ResultState, err error, by int32, wl *
 // finish publishes the final state of node i, whose result has been
 // written by the caller, which holds it in sEnding.
 func (r *Run) finish(i int32, final int32, wl *worklist) {
+	if r.exts != nil && r.exts[i] != nil {
+		r.disarm(i)
+	}
 	if r.times != nil {
 		r.times[i].end.Store(time.Now().UnixNano())
 	}
@@ -536,7 +600,7 @@ func (r *Run) processEnd(i int32, wl *worklist) {
 }
 
 func (r *Run) afterCallback(i int32, wl *worklist) {
-	r.upstreamEnded(i, r.nodes[i].state.Load() == sFinish, wl)
+	r.upstreamEnded(i, r.counts(i), wl)
 	if r.remaining.Add(-1) == 0 {
 		r.complete(wl.sweep)
 	}
@@ -594,12 +658,13 @@ func (r *Run) sweepFrom(k int, wl *worklist) {
 }
 
 func (r *Run) stop(i int32, wl *worklist) {
+	rs, err, _ := r.expired()
 	for {
 		st := r.nodes[i].state.Load()
-		if st != sInit && st != sReady && st != sWorking {
+		if st != sInit && st != sReady && st != sWorking && st != sPending {
 			return
 		}
-		if r.end(i, st, ResultTimeout, r.cause, -1, wl) {
+		if r.end(i, st, rs, err, -1, wl) {
 			return
 		}
 	}

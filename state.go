@@ -5,7 +5,9 @@ import "fmt"
 // State is a node's lifecycle state within a run. A node moves
 // Init → Working → Finish or Error, or straight from Init to Error when it
 // is fast-failed (an upstream failed, it was skipped, or the group deadline
-// passed before it started). Finish and Error are final.
+// passed before it started). Finish and Error are final. A suspended
+// (pending) node reports StateWorking; [NodeReport.Status] tells them
+// apart.
 //
 // The zero value is StateInit: a node that has not started.
 type State int32
@@ -48,13 +50,16 @@ const (
 	// sEnding: the goroutine that won the CAS into this state is writing
 	// the node's result; the final state is stored after it.
 	sEnding int32 = 5
+	// sPending: suspended (PolicySuspend or a custom join's decision),
+	// waiting for Run.Resume or the deadline.
+	sPending int32 = 6
 )
 
 func publicState(s int32) State {
 	switch s {
 	case sReady:
 		return StateInit
-	case sEnding:
+	case sEnding, sPending:
 		return StateWorking
 	}
 	return State(s)

@@ -157,7 +157,8 @@ type nodeCore struct {
 	id             string
 	in, out        []*edge // edges into and out of this node, as declared
 	noShortCircuit bool
-	buildErr       error // first misuse seen while building, reported by BeginWork
+	spec           *flowSpec // flow rules, nil if none
+	buildErr       error     // first misuse seen while building, reported by BeginWork
 	used           atomic.Bool
 	plan           *plan               // the plan this node belongs to, once claimed
 	idx            int32               // its index in plan.nodes
@@ -190,6 +191,10 @@ type nodeImpl interface {
 	clearSlot(slot any)
 	// resultAny returns the result in slot, boxed.
 	resultAny(slot any) (any, ResultState, error)
+	// checkValue reports whether v can be the node's value.
+	checkValue(v any) error
+	// setSuccess writes a successful result with value v (checked).
+	setSuccess(slot any, v any)
 }
 
 func coreOf(w Wrapper) *nodeCore {
@@ -233,11 +238,15 @@ func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *Run, i int32, wl *
 	} else {
 		v, err = w.action(ctx, r)
 	}
-	if cause, late := r.expired(); late {
+	if st, cause, late := r.expiredNode(i); late {
 		// Returned at or after the deadline: the result is a timeout,
 		// whoever gets to end the node.
-		r.end(i, sWorking, ResultTimeout, cause, -1, wl)
+		r.end(i, sWorking, st, cause, -1, wl)
 		return
+	}
+	flow := r.p.nodes[i].flow
+	if err != nil && flow != nil && r.afterFailure(i, err, wl) {
+		return // retrying or pending
 	}
 	n := &r.nodes[i]
 	if !n.state.CompareAndSwap(sWorking, sEnding) {
@@ -246,7 +255,13 @@ func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *Run, i int32, wl *
 	s := n.slot.(*slot[R])
 	if err != nil {
 		s.res = WorkResult[R]{Value: w.defaultValue(), State: ResultException, Err: err}
+		if flow != nil {
+			r.failedFinally(i)
+		}
 		r.finish(i, sError, wl)
+		if flow != nil && flow.policy == PolicyEnd {
+			r.endRun(i, err)
+		}
 		return
 	}
 	s.res = WorkResult[R]{Value: v, State: ResultSuccess}
@@ -291,6 +306,24 @@ func (w *WorkerWrapper[P, R]) resultErr(sl any) error { return sl.(*slot[R]).res
 func (w *WorkerWrapper[P, R]) resultType() reflect.Type { return reflect.TypeFor[R]() }
 
 func (w *WorkerWrapper[P, R]) clearSlot(sl any) { sl.(*slot[R]).res = WorkResult[R]{} }
+
+func (w *WorkerWrapper[P, R]) checkValue(v any) error {
+	if _, ok := v.(R); ok {
+		return nil
+	}
+	if v == nil {
+		switch reflect.TypeFor[R]().Kind() {
+		case reflect.Interface, reflect.Pointer, reflect.Slice, reflect.Map, reflect.Chan, reflect.Func:
+			return nil
+		}
+	}
+	return fmt.Errorf("got %T, want %v", v, reflect.TypeFor[R]())
+}
+
+func (w *WorkerWrapper[P, R]) setSuccess(sl any, v any) {
+	r, _ := v.(R)
+	sl.(*slot[R]).res = WorkResult[R]{Value: r, State: ResultSuccess}
+}
 
 func (w *WorkerWrapper[P, R]) resultAny(sl any) (any, ResultState, error) {
 	res := sl.(*slot[R]).res

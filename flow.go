@@ -1,0 +1,438 @@
+package asynctool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// FailurePolicy says what a node's failure does to the run, once its
+// retries (if any) are exhausted. The zero value means PolicyFail.
+type FailurePolicy int
+
+const (
+	// PolicyFail: the node fails and its dependants apply their join rules
+	// (the default).
+	PolicyFail FailurePolicy = iota + 1
+	// PolicyContinue: the node's result records the failure (exception,
+	// default value, its error), but for its dependants' joins it counts
+	// as done: they go on as if it had succeeded, and can read its result.
+	PolicyContinue
+	// PolicyEnd: the whole run stops now. Running workers' contexts are
+	// cancelled, every node not yet ended fails with an [*EndError], and
+	// BeginWork returns that error, naming the node.
+	PolicyEnd
+	// PolicySuspend: the node becomes pending instead of failing; the
+	// nodes that need it wait (pending too) while other branches go on. The
+	// run stays open until the node is resumed with [Run.Resume] or the
+	// deadline ends it.
+	PolicySuspend
+)
+
+func (p FailurePolicy) String() string {
+	switch p {
+	case 0, PolicyFail:
+		return "fail"
+	case PolicyContinue:
+		return "continue"
+	case PolicyEnd:
+		return "end"
+	case PolicySuspend:
+		return "suspend"
+	}
+	return fmt.Sprintf("FailurePolicy(%d)", int(p))
+}
+
+// RetryPolicy makes a node try its worker again when it fails.
+type RetryPolicy struct {
+	// Attempts is the total number of attempts, at least 1.
+	Attempts int
+	// Backoff gives the delay before attempt n+1 after attempt n failed
+	// (n counts from 1). Nil means no delay.
+	Backoff Backoff
+	// Retryable reports whether an error is worth another attempt. Nil
+	// means every error except a panic.
+	Retryable func(error) bool
+}
+
+// Backoff returns the delay before the attempt after attempt n (n >= 1).
+type Backoff func(n int) time.Duration
+
+// ConstantBackoff waits d before every retry.
+func ConstantBackoff(d time.Duration) Backoff {
+	return func(int) time.Duration { return d }
+}
+
+// ExponentialBackoff waits base, 2×base, 4×base, ... capped at max, each
+// delay multiplied by a random factor in [1-jitter, 1+jitter] (jitter in
+// [0, 1]; 0 for none).
+func ExponentialBackoff(base, max time.Duration, jitter float64) Backoff {
+	jitter = min(1, jitter)
+	return func(n int) time.Duration {
+		d := base
+		for k := 1; k < n && d < max; k++ {
+			d *= 2
+		}
+		d = min(d, max)
+		if jitter > 0 {
+			d = time.Duration(float64(d) * (1 - jitter + 2*jitter*rand.Float64()))
+		}
+		return d
+	}
+}
+
+// Timeout bounds the node: its context ends at the earlier of now+d (from
+// its first start) and the group deadline, and when d passes the node ends
+// at once with [ResultTimeout], its default value and a
+// [*NodeTimeoutError]; whatever its worker returns later is dropped. The
+// timeout covers every attempt and backoff of a retried node. d must not
+// be negative; 0 means no timeout of its own.
+func (w *WorkerWrapper[P, R]) Timeout(d time.Duration) *WorkerWrapper[P, R] {
+	w.checkBuildable("Timeout")
+	w.flow().timeout = d
+	return w
+}
+
+// Retry sets the node's retry policy and returns w. Begin fires before
+// every attempt, Result once after the last. A retry never starts, and a
+// backoff never sleeps, past the node's or the group's deadline.
+func (w *WorkerWrapper[P, R]) Retry(p RetryPolicy) *WorkerWrapper[P, R] {
+	w.checkBuildable("Retry")
+	w.flow().retry = &p
+	return w
+}
+
+// OnFailure sets what the node's failure does to the run and returns w.
+func (w *WorkerWrapper[P, R]) OnFailure(p FailurePolicy) *WorkerWrapper[P, R] {
+	w.checkBuildable("OnFailure")
+	w.flow().policy = p
+	return w
+}
+
+// Join sets the node's join strategy and returns w (see [Join]).
+func (w *WorkerWrapper[P, R]) Join(j Join) *WorkerWrapper[P, R] {
+	w.checkBuildable("Join")
+	w.flow().join = j
+	return w
+}
+
+// flowSpec holds a node's flow rules; nil for a node that has none.
+type flowSpec struct {
+	join    Join
+	timeout time.Duration
+	retry   *RetryPolicy
+	policy  FailurePolicy
+}
+
+func (c *nodeCore) flow() *flowSpec {
+	if c.spec == nil {
+		c.spec = &flowSpec{}
+	}
+	return c.spec
+}
+
+// NodeTimeoutError is the Err of a node that exceeded its own Timeout. It
+// unwraps to [context.DeadlineExceeded].
+type NodeTimeoutError struct {
+	ID      string
+	Timeout time.Duration
+}
+
+func (e *NodeTimeoutError) Error() string {
+	return fmt.Sprintf("asynctool: node %q exceeded its timeout of %v", e.ID, e.Timeout)
+}
+
+// Unwrap returns context.DeadlineExceeded.
+func (e *NodeTimeoutError) Unwrap() error { return context.DeadlineExceeded }
+
+// EndError is how a run ends when a node with [PolicyEnd] fails: it is
+// BeginWork's error and the Err of every node that had not ended.
+type EndError struct {
+	// ID is the node whose failure ended the run.
+	ID string
+	// Err is that node's error.
+	Err error
+}
+
+func (e *EndError) Error() string {
+	return fmt.Sprintf("asynctool: run ended by node %q: %v", e.ID, e.Err)
+}
+
+// Unwrap returns the failing node's error.
+func (e *EndError) Unwrap() error { return e.Err }
+
+// Resumption says how [Run.Resume] resumes a pending node: build one with
+// [Rerun], [SucceedWith] or [FailWith].
+type Resumption struct {
+	kind  int
+	value any
+	err   error
+}
+
+const (
+	resumeRerun = iota + 1
+	resumeSucceed
+	resumeFail
+)
+
+// Rerun runs the pending node's worker again, with a fresh set of
+// attempts.
+func Rerun() Resumption { return Resumption{kind: resumeRerun} }
+
+// SucceedWith ends the pending node successfully with value v, which must
+// have the node's result type.
+func SucceedWith(v any) Resumption { return Resumption{kind: resumeSucceed, value: v} }
+
+// FailWith ends the pending node with err (its policy is not applied
+// again: dependants see a plain failure).
+func FailWith(err error) Resumption { return Resumption{kind: resumeFail, err: err} }
+
+// nodeExt is the per-run state of a node with flow rules, allocated only
+// for such nodes.
+type nodeExt struct {
+	mu      sync.Mutex // guards the fields below; serialises a custom join
+	decided bool       // the custom join has decided
+	ctx     context.Context
+	cancel  context.CancelFunc
+	stop    func() bool // stops the timeout's AfterFunc
+	base    int32       // attempts before the current round (Rerun starts a new one)
+	lastErr error       // the failure that made the node pending
+	retries *time.Timer
+}
+
+// Errors of the flow rules.
+var (
+	// ErrJoinUndecided is the Err of a node whose custom join still said
+	// wait when every upstream had ended.
+	ErrJoinUndecided = errors.New("asynctool: join undecided after every upstream ended")
+	// ErrJoinFailed is the Err of a node whose custom join decided to fail.
+	ErrJoinFailed = errors.New("asynctool: join decided to fail")
+	// ErrNotPending is returned by Run.Resume for a node that is not
+	// pending.
+	ErrNotPending = errors.New("asynctool: node is not pending")
+	// ErrBadJoin means a join strategy does not fit the node's upstreams.
+	ErrBadJoin = errors.New("asynctool: invalid join")
+	// ErrBadRetry means a retry policy with fewer than one attempt.
+	ErrBadRetry = errors.New("asynctool: invalid retry policy")
+	// ErrBadTimeout means a negative node timeout.
+	ErrBadTimeout = errors.New("asynctool: invalid node timeout")
+)
+
+// arm starts node i's own timeout, when it has one, for the round that is
+// starting (its first start or a Rerun). The caller holds the node in
+// sWorking.
+func (r *Run) arm(i int32) {
+	d := r.p.nodes[i].flow.timeout
+	if d <= 0 {
+		return
+	}
+	ext := r.exts[i]
+	ctx, cancel := context.WithTimeout(r.ctx, d)
+	r.taskStart() // the AfterFunc references the run
+	stop := context.AfterFunc(ctx, func() {
+		defer r.taskDone()
+		r.nodeTimedOut(i)
+	})
+	ext.mu.Lock()
+	ext.ctx, ext.cancel, ext.stop = ctx, cancel, stop
+	ext.mu.Unlock()
+}
+
+// disarm stops node i's timeout and pending retry, if any.
+func (r *Run) disarm(i int32) {
+	ext := r.exts[i]
+	ext.mu.Lock()
+	stop, cancel, t := ext.stop, ext.cancel, ext.retries
+	ext.stop, ext.cancel, ext.retries = nil, nil, nil
+	ext.mu.Unlock()
+	if stop != nil && stop() {
+		r.taskDone() // the AfterFunc will never run
+	}
+	if cancel != nil {
+		cancel()
+	}
+	if t != nil && t.Stop() {
+		r.taskDone() // the retry will never run
+	}
+}
+
+// nodeTimedOut ends node i when its own timeout passes. When the whole run
+// is stopping, the sweep does it instead.
+func (r *Run) nodeTimedOut(i int32) {
+	if _, _, late := r.expired(); late {
+		return
+	}
+	pn := &r.p.nodes[i]
+	wl := r.p.getWorklist()
+	if r.end(i, sWorking, ResultTimeout, &NodeTimeoutError{ID: pn.id, Timeout: pn.flow.timeout}, -1, wl) {
+		r.loop(-1, wl) // settles and runs what became ready; returns wl
+		return
+	}
+	r.p.putWorklist(wl)
+}
+
+// afterFailure applies node i's retry policy and PolicySuspend after its
+// worker returned err. It reports true if the node did not end: a retry is
+// scheduled, or the node is now pending.
+func (r *Run) afterFailure(i int32, err error, wl *worklist) bool {
+	pn, n, ext := &r.p.nodes[i], &r.nodes[i], r.exts[i]
+	f := pn.flow
+	if rp := f.retry; rp != nil {
+		done := int(n.attempts.Load() - ext.base)
+		if done < rp.Attempts && retryable(rp, err) {
+			var delay time.Duration
+			if rp.Backoff != nil {
+				delay = max(0, rp.Backoff(done))
+			}
+			if r.fitsDeadline(i, delay) {
+				r.scheduleRetry(i, delay)
+				if len(r.hooks) > 0 {
+					r.nodeRetrying(i, err, delay)
+				}
+				return true
+			}
+		}
+	}
+	if f.policy == PolicySuspend {
+		if n.state.CompareAndSwap(sWorking, sPending) {
+			r.disarm(i)
+			ext.mu.Lock()
+			ext.lastErr = err
+			ext.mu.Unlock()
+		}
+		return true
+	}
+	return false
+}
+
+func retryable(rp *RetryPolicy, err error) bool {
+	if rp.Retryable != nil {
+		return rp.Retryable(err)
+	}
+	var pe *PanicError
+	return !errors.As(err, &pe)
+}
+
+// fitsDeadline reports whether a retry of node i after delay would start
+// before the run's and the node's deadlines.
+func (r *Run) fitsDeadline(i int32, delay time.Duration) bool {
+	at := time.Now().Add(delay)
+	if d, ok := r.ctx.Deadline(); ok && !at.Before(d) {
+		return false
+	}
+	ext := r.exts[i]
+	ext.mu.Lock()
+	ctx := ext.ctx
+	ext.mu.Unlock()
+	if ctx != nil {
+		if d, ok := ctx.Deadline(); ok && !at.Before(d) {
+			return false
+		}
+	}
+	return true
+}
+
+// scheduleRetry runs node i's next attempt after delay, on the pool. No
+// goroutine waits meanwhile.
+func (r *Run) scheduleRetry(i int32, delay time.Duration) {
+	ext := r.exts[i]
+	r.taskStart() // released by the retry task, or by disarm stopping the timer
+	t := time.AfterFunc(delay, func() {
+		ext.mu.Lock()
+		ext.retries = nil
+		ext.mu.Unlock()
+		task := func() {
+			defer r.taskDone()
+			wl := r.p.getWorklist()
+			wl.retry = true
+			r.loop(i, wl)
+		}
+		if !r.a.trySubmit(task) {
+			task()
+		}
+	})
+	ext.mu.Lock()
+	ext.retries = t
+	ext.mu.Unlock()
+}
+
+// failedFinally applies PolicyContinue (before the final state is
+// published) for node i, whose worker failed for good.
+func (r *Run) failedFinally(i int32) {
+	if f := r.p.nodes[i].flow; f != nil && f.policy == PolicyContinue {
+		r.nodes[i].continued.Store(true)
+	}
+}
+
+// endRun stops the run because node i failed under PolicyEnd.
+func (r *Run) endRun(i int32, err error) {
+	if r.endErr.CompareAndSwap(nil, &EndError{ID: r.p.nodes[i].id, Err: err}) {
+		r.cancel()
+	}
+}
+
+// Resume resumes the pending node with the given id: it runs it again,
+// ends it with a value, or fails it, as how says. It returns an error
+// wrapping [ErrUnknownID], [ErrNotPending] (the node is not pending, for
+// example because the deadline ended it first) or [ErrResultType] (a
+// SucceedWith value of the wrong type).
+func (r *Run) Resume(id string, how Resumption) error {
+	i, ok := r.p.index[id]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownID, id)
+	}
+	n, pn := &r.nodes[i], &r.p.nodes[i]
+	switch how.kind {
+	case resumeRerun:
+		if !n.state.CompareAndSwap(sPending, sReady) {
+			return fmt.Errorf("%w: %q", ErrNotPending, id)
+		}
+		if ext := r.exts[i]; ext != nil {
+			ext.mu.Lock()
+			ext.base = n.attempts.Load()
+			ext.lastErr = nil
+			ext.mu.Unlock()
+		}
+		if !r.submit(i) {
+			r.taskStart()
+			go r.tasks[i]()
+		}
+		return nil
+	case resumeSucceed:
+		if err := pn.impl.checkValue(how.value); err != nil {
+			return fmt.Errorf("%w: node %q: %v", ErrResultType, id, err)
+		}
+		if !n.state.CompareAndSwap(sPending, sEnding) {
+			return fmt.Errorf("%w: %q", ErrNotPending, id)
+		}
+		pn.impl.setSuccess(n.slot, how.value)
+		r.settleResumed(i, sFinish)
+		return nil
+	case resumeFail:
+		if !n.state.CompareAndSwap(sPending, sEnding) {
+			return fmt.Errorf("%w: %q", ErrNotPending, id)
+		}
+		pn.impl.setFailure(n.slot, ResultException, how.err)
+		r.settleResumed(i, sError)
+		return nil
+	}
+	return fmt.Errorf("asynctool: Resume(%q): zero Resumption", id)
+}
+
+// settleResumed publishes the final state of node i, which Resume holds
+// in sEnding, and processes its consequences on the pool.
+func (r *Run) settleResumed(i int32, final int32) {
+	wl := r.p.getWorklist()
+	r.finish(i, final, wl)
+	r.taskStart()
+	task := func() {
+		defer r.taskDone()
+		r.loop(-1, wl)
+	}
+	if !r.a.trySubmit(task) {
+		go task()
+	}
+}

@@ -1,0 +1,616 @@
+package asynctool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestJoinStrategies runs each strategy over upstreams that end in a fixed
+// order (manual executor), and checks when the node runs or fails.
+func TestJoinStrategies(t *testing.T) {
+	atLeast3 := CustomJoin(func(ups []Upstream) Decision {
+		n := 0
+		for _, u := range ups {
+			if u.OK {
+				n++
+			}
+		}
+		if n >= 3 {
+			return DecideRun
+		}
+		return DecideWait
+	})
+	tests := []struct {
+		name     string
+		join     Join
+		outcomes string // upstream outcomes in end order: s=success, f=failure
+		wantRun  bool
+		wantErr  error
+		// decidedAt is the index of the upstream whose end decided.
+		decidedAt int
+	}{
+		{"all succeeded", AllSucceeded(), "sss", true, nil, 2},
+		{"all succeeded fails first", AllSucceeded(), "sfs", false, errBoom, 1},
+		{"all done with failures", AllDone(), "fsf", true, nil, 2},
+		{"any: first success", AnySucceeded(), "fsf", true, nil, 1},
+		{"any: all fail", AnySucceeded(), "fff", false, errBoom, 2},
+		{"at least 2", AtLeast(2), "sfs", true, nil, 2},
+		{"at least 2 impossible", AtLeast(2), "ffs", false, errBoom, 1},
+		{"named u0,u2", NamedSucceeded("u0", "u2"), "sfs", true, nil, 2},
+		{"named u1 fails", NamedSucceeded("u1"), "sfs", false, errBoom, 1},
+		{"custom at least 3", atLeast3, "sssf", true, nil, 2},
+		{"custom undecided", atLeast3, "ssff", false, ErrJoinUndecided, 3},
+		{"custom fails", CustomJoin(func([]Upstream) Decision { return DecideFail }), "ss", false, ErrJoinFailed, 0},
+		{"custom panics", CustomJoin(func([]Upstream) Decision { panic("bad join") }), "s", false, nil, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ex := &manualExec{}
+			a := newAsync(t, WithExecutor(ex))
+			rec := newRecorder()
+			c := rec.node("c", ok(9)).Join(tt.join)
+			var starts []Wrapper
+			for k, o := range tt.outcomes {
+				fn := ok(1)
+				if o == 'f' {
+					fn = fail(errBoom)
+				}
+				u := rec.node(fmt.Sprint("u", k), fn).ShortCircuit(false)
+				c.Depend(u, false)
+				starts = append(starts, u)
+			}
+			r, err := a.Start(context.Background(), 0, starts...)
+			require.NoError(t, err)
+			ex.drain()
+			require.NoError(t, r.Wait(context.Background()))
+			assert.Equal(t, tt.wantRun, rec.count(rec.actions, "c") == 1, "c ran")
+			res := c.Result()
+			if tt.wantRun {
+				assert.Equal(t, ResultSuccess, res.State)
+			} else {
+				assert.Equal(t, ResultException, res.State)
+				if tt.wantErr != nil {
+					assert.ErrorIs(t, res.Err, tt.wantErr)
+				} else {
+					var pe *PanicError
+					assert.ErrorAs(t, res.Err, &pe)
+				}
+			}
+			assert.Equal(t, fmt.Sprint("u", tt.decidedAt), r.Report().Nodes[len(tt.outcomes)].DecidedBy)
+			assert.Equal(t, 1, rec.count(rec.results, "c"))
+		})
+	}
+}
+
+// TestJoinDecidesOnceUnderRace has many upstreams end at the same instant
+// into every strategy: the node runs exactly once.
+func TestJoinDecidesOnceUnderRace(t *testing.T) {
+	joins := map[string]Join{
+		"all": AllSucceeded(), "alldone": AllDone(), "any": AnySucceeded(), "atleast": AtLeast(5),
+		"custom": CustomJoin(func(ups []Upstream) Decision {
+			n := 0
+			for _, u := range ups {
+				if u.OK {
+					n++
+				}
+			}
+			if n > 3 {
+				return DecideRun
+			}
+			return DecideWait
+		}),
+	}
+	for name, j := range joins {
+		t.Run(name, func(t *testing.T) {
+			a := newAsync(t, WithMaxWorkers(8))
+			for range 100 {
+				var runs atomic.Int32
+				start := make(chan struct{})
+				c := NewWrapper("c", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+					runs.Add(1)
+					return 0, nil
+				}), 0).Join(j)
+				var ups []Wrapper
+				for k := range 8 {
+					u := NewWrapper(fmt.Sprint("u", k), WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+						<-start
+						return k, nil
+					}), 0).ShortCircuit(false)
+					c.Depend(u, true)
+					ups = append(ups, u)
+				}
+				r, err := a.Start(context.Background(), 0, ups...)
+				require.NoError(t, err)
+				close(start)
+				require.NoError(t, r.Wait(context.Background()))
+				require.Equal(t, int32(1), runs.Load())
+			}
+		})
+	}
+}
+
+// TestV15Scenarios ports asyncTool V1.5's scenarios in their corrected
+// form.
+func TestV15Scenarios(t *testing.T) {
+	t.Run("A->B1..B5, C1=all(B1,B2), C2=any(B3,B4,B5), 2 workers", func(t *testing.T) {
+		a := newAsync(t, WithMaxWorkers(2))
+		rec := newRecorder()
+		root := rec.node("A", ok(1))
+		var bs []*WorkerWrapper[int, int]
+		for k := 1; k <= 5; k++ {
+			fn := ok(k)
+			if k == 3 {
+				fn = fail(errBoom) // the first any-of branch fails; V1.5 failed C2 here
+			}
+			bs = append(bs, rec.node(fmt.Sprint("B", k), fn).Depend(root, true))
+		}
+		c1 := rec.node("C1", ok(1)).Join(AllSucceeded()).Depend(bs[0], true).Depend(bs[1], true)
+		c2 := rec.node("C2", ok(2)).Join(AnySucceeded()).Depend(bs[2], false).Depend(bs[3], false).Depend(bs[4], false)
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, root))
+		assert.Equal(t, ResultSuccess, c1.Result().State)
+		assert.Equal(t, ResultSuccess, c2.Result().State, "one failed branch does not fail an any-of join")
+	})
+	t.Run("custom: more than 3 of 9 succeeded; the rest are skipped", func(t *testing.T) {
+		ex := &manualExec{}
+		a := newAsync(t, WithExecutor(ex))
+		rec := newRecorder()
+		root := rec.node("A", ok(1))
+		c := rec.node("C", ok(1)).Join(CustomJoin(func(ups []Upstream) Decision {
+			n := 0
+			for _, u := range ups {
+				if u.OK {
+					n++
+				}
+			}
+			if n > 3 {
+				return DecideRun
+			}
+			return DecideWait
+		}))
+		for k := 1; k <= 9; k++ {
+			c.Depend(rec.node(fmt.Sprint("B", k), ok(k)).Depend(root, true), false)
+		}
+		r, err := a.Start(context.Background(), 0, root)
+		require.NoError(t, err)
+		ex.drain()
+		require.NoError(t, r.Wait(context.Background()))
+		assert.Equal(t, ResultSuccess, c.Result().State)
+		ran, skipped := 0, 0
+		for _, n := range r.Report().Nodes {
+			if n.ID[0] == 'B' {
+				if n.Ran {
+					ran++
+				}
+				if n.Status == StatusSkipped {
+					skipped++
+				}
+			}
+		}
+		assert.Equal(t, 4, ran, "B's ran until the join was satisfied")
+		assert.Equal(t, 5, skipped, "the B's that had not started were skipped")
+	})
+	t.Run("at least 4 of A->B1..B9->C skips the B's not started", func(t *testing.T) {
+		ex := &manualExec{}
+		a := newAsync(t, WithExecutor(ex))
+		rec := newRecorder()
+		root := rec.node("A", ok(1))
+		c := rec.node("C", ok(1)).Join(AtLeast(4))
+		for k := 1; k <= 9; k++ {
+			c.Depend(rec.node(fmt.Sprint("B", k), ok(k)).Depend(root, true), false)
+		}
+		r, err := a.Start(context.Background(), 0, root)
+		require.NoError(t, err)
+		ex.drain()
+		require.NoError(t, r.Wait(context.Background()))
+		assert.Len(t, rec.order, 1+4+1, "A, four B's, C")
+	})
+	t.Run("must(A3,A4) among ten", func(t *testing.T) {
+		a := newAsync(t)
+		rec := newRecorder()
+		c := rec.node("C", ok(1)).Join(NamedSucceeded("A3", "A4"))
+		var starts []Wrapper
+		for k := range 10 {
+			fn := fail(errBoom)
+			if k == 3 || k == 4 {
+				fn = ok(k)
+			}
+			u := rec.node(fmt.Sprint("A", k), fn)
+			c.Depend(u, false)
+			starts = append(starts, u)
+		}
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, starts...))
+		assert.Equal(t, ResultSuccess, c.Result().State, "failures of unnamed upstreams are ignored")
+	})
+	t.Run("any-of where the slow branch is skipped", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := New()
+			defer a.Close()
+			rec := newRecorder()
+			fast := rec.node("fast", func(context.Context, Wrappers) (int, error) { time.Sleep(time.Millisecond); return 1, nil })
+			slow1 := rec.node("slow1", func(context.Context, Wrappers) (int, error) { time.Sleep(time.Second); return 2, nil })
+			slow2 := rec.node("slow2", ok(3)).Depend(slow1, true)
+			c := rec.node("C", ok(4)).Join(AnySucceeded()).Depend(fast, false).Depend(slow2, false)
+			start := time.Now()
+			require.NoError(t, a.BeginWork(context.Background(), time.Minute, fast, slow1))
+			assert.Equal(t, ResultSuccess, c.Result().State)
+			assert.ErrorIs(t, slow2.Result().Err, ErrSkipped)
+			assert.Equal(t, time.Second, time.Since(start), "the started slow1 finishes; slow2 never starts")
+		})
+	})
+	t.Run("per-node timeouts inside a group deadline", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := New()
+			defer a.Close()
+			rec := newRecorder()
+			hang := func(ctx context.Context, _ Wrappers) (int, error) { time.Sleep(time.Hour); return 0, nil }
+			short := rec.node("short", hang).Timeout(10 * time.Millisecond).Default(-1)
+			after := rec.node("after", ok(1)).Depend(short, false).Join(AllDone())
+			long := rec.node("long", hang).Timeout(time.Hour)
+			start := time.Now()
+			err := a.BeginWork(context.Background(), 50*time.Millisecond, short, long)
+			assert.ErrorIs(t, err, context.DeadlineExceeded)
+			assert.Equal(t, 50*time.Millisecond, time.Since(start))
+			res := short.Result()
+			assert.Equal(t, ResultTimeout, res.State)
+			assert.Equal(t, -1, res.Value)
+			var nte *NodeTimeoutError
+			assert.ErrorAs(t, res.Err, &nte)
+			assert.ErrorIs(t, res.Err, context.DeadlineExceeded)
+			assert.Equal(t, ResultSuccess, after.Result().State, "AllDone ran after the node timeout, before the group deadline")
+			assert.Equal(t, ResultTimeout, long.Result().State, "the group deadline comes first")
+			assert.NotErrorAs(t, long.Result().Err, &nte)
+			time.Sleep(time.Hour) // let the hanging workers return
+		})
+	})
+}
+
+// TestRetries checks attempts, backoff, the retryable predicate, Begin per
+// attempt and Result once.
+func TestRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		retries := 0
+		a := New(WithHooks(&Hooks{OnNodeRetry: func(context.Context, NodeEvent) { retries++ }}))
+		defer a.Close()
+		rec := newRecorder()
+		var calls atomic.Int32
+		flaky := rec.node("flaky", func(context.Context, Wrappers) (int, error) {
+			if calls.Add(1) < 3 {
+				return 0, errBoom
+			}
+			return 42, nil
+		}).Retry(RetryPolicy{Attempts: 5, Backoff: ConstantBackoff(10 * time.Millisecond)})
+		start := time.Now()
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, flaky))
+		assert.Equal(t, WorkResult[int]{Value: 42, State: ResultSuccess}, flaky.Result())
+		assert.Equal(t, 20*time.Millisecond, time.Since(start), "two backoffs")
+		assert.Equal(t, 3, rec.count(rec.begins, "flaky"), "Begin before every attempt")
+		assert.Equal(t, 1, rec.count(rec.results, "flaky"), "Result once")
+		assert.Equal(t, 2, retries)
+
+		permanent := errors.New("permanent")
+		calls.Store(0)
+		picky := rec.node("picky", func(context.Context, Wrappers) (int, error) {
+			calls.Add(1)
+			return 0, permanent
+		}).Retry(RetryPolicy{Attempts: 5, Retryable: func(err error) bool { return !errors.Is(err, permanent) }})
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, picky))
+		assert.Equal(t, int32(1), calls.Load(), "not retryable")
+		assert.ErrorIs(t, picky.Result().Err, permanent)
+
+		calls.Store(0)
+		always := rec.node("always", func(context.Context, Wrappers) (int, error) { calls.Add(1); return 0, errBoom }).
+			Retry(RetryPolicy{Attempts: 3})
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, always))
+		assert.Equal(t, int32(3), calls.Load(), "Attempts is the total")
+	})
+}
+
+// TestRetryNeverPassesTheDeadline checks that a retry whose backoff would
+// end after the deadline is not scheduled.
+func TestRetryNeverPassesTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		var calls atomic.Int32
+		w := NewWrapper("w", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			calls.Add(1)
+			return 0, errBoom
+		}), 0).Retry(RetryPolicy{Attempts: 10, Backoff: ExponentialBackoff(10*time.Millisecond, time.Second, 0)})
+		start := time.Now()
+		require.NoError(t, a.BeginWork(context.Background(), 100*time.Millisecond, w))
+		// Attempts at 0, 10, 30, 70 ms; the next would start at 150 ms.
+		assert.Equal(t, int32(4), calls.Load())
+		assert.Equal(t, 70*time.Millisecond, time.Since(start), "ends with the last failure, not the deadline")
+		assert.Equal(t, ResultException, w.Result().State)
+	})
+}
+
+// TestRetryRacingCancellation cancels runs while retries are scheduled:
+// every node ends once and nothing leaks.
+func TestRetryRacingCancellation(t *testing.T) {
+	a := newAsync(t, WithMaxWorkers(4))
+	for k := range 200 {
+		var calls atomic.Int32
+		w := NewWrapper("w", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			calls.Add(1)
+			return 0, errBoom
+		}), 0).Retry(RetryPolicy{Attempts: 1000, Backoff: ConstantBackoff(time.Duration(k%3) * time.Microsecond)})
+		results := 0
+		w.Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) { results++ }))
+		r, err := a.Start(context.Background(), 0, w)
+		require.NoError(t, err)
+		for calls.Load() < 2 {
+			time.Sleep(time.Microsecond)
+		}
+		r.Cancel()
+		assert.ErrorIs(t, r.Wait(context.Background()), context.Canceled)
+		assert.Equal(t, 1, results)
+		assert.Equal(t, ResultTimeout, w.Result().State)
+	}
+}
+
+// TestFailurePolicies checks continue and end.
+func TestFailurePolicies(t *testing.T) {
+	t.Run("continue counts as done for dependants", func(t *testing.T) {
+		a := newAsync(t)
+		rec := newRecorder()
+		bad := rec.node("bad", fail(errBoom)).OnFailure(PolicyContinue).Default(7)
+		next := rec.node("next", func(_ context.Context, all Wrappers) (int, error) {
+			r, _ := ResultOf[int](all, "bad")
+			return r.Value + 1, nil
+		}).Depend(bad, true)
+		require.NoError(t, a.BeginWork(context.Background(), 0, bad))
+		assert.Equal(t, ResultException, bad.Result().State, "the failure is recorded")
+		assert.Equal(t, WorkResult[int]{Value: 8, State: ResultSuccess}, next.Result(), "the must dependant still ran")
+	})
+	t.Run("fail (default) fails dependants", func(t *testing.T) {
+		a := newAsync(t)
+		rec := newRecorder()
+		bad := rec.node("bad", fail(errBoom)).OnFailure(PolicyFail)
+		next := rec.node("next", ok(1)).Depend(bad, true)
+		require.NoError(t, a.BeginWork(context.Background(), 0, bad))
+		assert.ErrorIs(t, next.Result().Err, errBoom)
+	})
+	t.Run("end stops the whole run", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := New()
+			defer a.Close()
+			rec := newRecorder()
+			var sawCancel atomic.Bool
+			bad := rec.node("bad", func(context.Context, Wrappers) (int, error) {
+				time.Sleep(time.Millisecond)
+				return 0, errBoom
+			}).OnFailure(PolicyEnd)
+			running := rec.node("running", func(ctx context.Context, _ Wrappers) (int, error) {
+				<-ctx.Done()
+				sawCancel.Store(true)
+				return 0, ctx.Err()
+			})
+			later := rec.node("later", ok(1)).Depend(running, true)
+			start := time.Now()
+			err := a.BeginWork(context.Background(), time.Minute, bad, running)
+			var ee *EndError
+			require.ErrorAs(t, err, &ee)
+			assert.Equal(t, "bad", ee.ID)
+			assert.ErrorIs(t, err, errBoom)
+			assert.Equal(t, time.Millisecond, time.Since(start))
+			assert.ErrorAs(t, running.Result().Err, &ee)
+			assert.ErrorAs(t, later.Result().Err, &ee)
+			assert.Equal(t, ResultException, later.Result().State)
+			assert.Equal(t, 0, rec.count(rec.actions, "later"))
+			synctest.Wait()
+			assert.True(t, sawCancel.Load())
+		})
+	})
+}
+
+// TestSuspendAndResume checks PolicySuspend, pending propagation in the
+// report, and each way of resuming.
+func TestSuspendAndResume(t *testing.T) {
+	build := func(rec *recorder, calls *atomic.Int32) (*WorkerWrapper[int, int], *WorkerWrapper[int, int], *WorkerWrapper[int, int], *WorkerWrapper[int, int]) {
+		sus := rec.node("sus", func(context.Context, Wrappers) (int, error) {
+			if calls.Add(1) == 1 {
+				return 0, errBoom
+			}
+			return 5, nil
+		}).OnFailure(PolicySuspend).Retry(RetryPolicy{Attempts: 1})
+		down := rec.node("down", func(_ context.Context, all Wrappers) (int, error) {
+			r, _ := ResultOf[int](all, "sus")
+			return r.Value * 10, nil
+		}).Depend(sus, true)
+		down2 := rec.node("down2", ok(0)).Depend(down, true)
+		other := rec.node("other", ok(1))
+		return sus, down, down2, other
+	}
+	for _, tc := range []struct {
+		name string
+		how  Resumption
+		want WorkResult[int]
+	}{
+		{"rerun", Rerun(), WorkResult[int]{Value: 50, State: ResultSuccess}},
+		{"succeed with", SucceedWith(7), WorkResult[int]{Value: 70, State: ResultSuccess}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAsync(t)
+			rec := newRecorder()
+			var calls atomic.Int32
+			sus, down, down2, other := build(rec, &calls)
+			r, err := a.Start(context.Background(), 0, sus, other)
+			require.NoError(t, err)
+			require.Eventually(t, func() bool {
+				rep := r.Report()
+				return rep.Nodes[0].Status == StatusPending && other.State() == StateFinish
+			}, 10*time.Second, time.Millisecond)
+			rep := r.Report()
+			status := map[string]Status{}
+			for _, n := range rep.Nodes {
+				status[n.ID] = n.Status
+			}
+			assert.Equal(t, map[string]Status{"sus": StatusPending, "down": StatusPending, "down2": StatusPending, "other": StatusSucceeded}, status)
+			assert.ErrorIs(t, rep.Nodes[0].Err, errBoom, "the report says why it is pending")
+			assert.Equal(t, StateWorking, sus.State())
+			select {
+			case <-r.Done():
+				t.Fatal("a run with a pending node stays open")
+			default:
+			}
+			require.NoError(t, r.Resume("sus", tc.how))
+			require.NoError(t, r.Wait(context.Background()))
+			assert.Equal(t, tc.want, down.Result())
+			assert.Equal(t, ResultSuccess, down2.Result().State)
+			assert.Equal(t, 1, rec.count(rec.results, "sus"), "Result once")
+		})
+	}
+	t.Run("fail with", func(t *testing.T) {
+		a := newAsync(t)
+		rec := newRecorder()
+		var calls atomic.Int32
+		sus, down, _, other := build(rec, &calls)
+		r, err := a.Start(context.Background(), 0, sus, other)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return r.Report().Nodes[0].Status == StatusPending }, 10*time.Second, time.Millisecond)
+		gaveUp := errors.New("operator gave up")
+		assert.ErrorIs(t, r.Resume("sus", SucceedWith("not an int")), ErrResultType)
+		assert.ErrorIs(t, r.Resume("nope", Rerun()), ErrUnknownID)
+		assert.ErrorIs(t, r.Resume("other", Rerun()), ErrNotPending)
+		require.NoError(t, r.Resume("sus", FailWith(gaveUp)))
+		assert.ErrorIs(t, r.Resume("sus", Rerun()), ErrNotPending, "resumes once")
+		require.NoError(t, r.Wait(context.Background()))
+		assert.ErrorIs(t, down.Result().Err, gaveUp)
+	})
+	t.Run("the deadline ends a pending node", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := New()
+			defer a.Close()
+			rec := newRecorder()
+			var calls atomic.Int32
+			sus, down, _, other := build(rec, &calls)
+			err := a.BeginWork(context.Background(), time.Second, sus, other)
+			assert.ErrorIs(t, err, context.DeadlineExceeded)
+			assert.Equal(t, ResultTimeout, sus.Result().State)
+			assert.Equal(t, ResultTimeout, down.Result().State)
+		})
+	})
+}
+
+// TestResumeRacingDeadline races Resume against the deadline: exactly one
+// wins, and the node ends once.
+func TestResumeRacingDeadline(t *testing.T) {
+	a := newAsync(t)
+	for k := range 200 {
+		results := 0
+		sus := NewWrapper("sus", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, errBoom }), 0).
+			OnFailure(PolicySuspend).
+			Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) { results++ }))
+		r, err := a.Start(context.Background(), time.Duration(k%5)*100*time.Microsecond+time.Millisecond, sus)
+		require.NoError(t, err)
+		for r.Report().Nodes[0].Status != StatusPending && sus.State() != StateError {
+			time.Sleep(10 * time.Microsecond)
+		}
+		time.Sleep(time.Duration(k%7) * 100 * time.Microsecond)
+		rerr := r.Resume("sus", SucceedWith(1))
+		werr := r.Wait(context.Background())
+		if rerr == nil {
+			assert.Equal(t, ResultSuccess, sus.Result().State)
+			assert.NoError(t, werr)
+		} else {
+			assert.ErrorIs(t, rerr, ErrNotPending)
+			assert.Equal(t, ResultTimeout, sus.Result().State)
+			assert.ErrorIs(t, werr, context.DeadlineExceeded)
+		}
+		assert.Equal(t, 1, results)
+	}
+}
+
+// TestCustomJoinSuspend checks a join that suspends its node.
+func TestCustomJoinSuspend(t *testing.T) {
+	a := newAsync(t)
+	rec := newRecorder()
+	up := rec.node("up", fail(errBoom))
+	c := rec.node("c", ok(3)).Depend(up, true).Join(CustomJoin(func(ups []Upstream) Decision {
+		if !ups[0].OK {
+			return DecideSuspend // ask a human
+		}
+		return DecideRun
+	}))
+	r, err := a.Start(context.Background(), 0, up)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return r.Report().Nodes[1].Status == StatusPending }, 10*time.Second, time.Millisecond)
+	require.NoError(t, r.Resume("c", Rerun()))
+	require.NoError(t, r.Wait(context.Background()))
+	assert.Equal(t, WorkResult[int]{Value: 3, State: ResultSuccess}, c.Result())
+}
+
+// TestFlowValidation checks that bad flow rules are rejected up front.
+func TestFlowValidation(t *testing.T) {
+	n := func(id string) *WorkerWrapper[int, int] { return NewWrapper(id, okWorker(), 0) }
+	tests := []struct {
+		name   string
+		build  func() []Wrapper
+		target error
+		msg    string
+	}{
+		{"at least too many", func() []Wrapper {
+			a := n("a")
+			n("c").Depend(a, true).Join(AtLeast(2))
+			return []Wrapper{a}
+		}, ErrBadJoin, `node "c": AtLeast(2) with 1 upstreams`},
+		{"at least zero", func() []Wrapper {
+			a := n("a")
+			n("c").Depend(a, true).Join(AtLeast(0))
+			return []Wrapper{a}
+		}, ErrBadJoin, "AtLeast(0)"},
+		{"named not an upstream", func() []Wrapper {
+			a := n("a")
+			n("c").Depend(a, true).Join(NamedSucceeded("a", "zz"))
+			return []Wrapper{a}
+		}, ErrBadJoin, `"zz" is not one of its upstreams`},
+		{"nil custom", func() []Wrapper {
+			a := n("a")
+			n("c").Depend(a, true).Join(CustomJoin(nil))
+			return []Wrapper{a}
+		}, ErrBadJoin, "CustomJoin(nil)"},
+		{"zero attempts", func() []Wrapper { return []Wrapper{n("a").Retry(RetryPolicy{})} }, ErrBadRetry, "0 attempts"},
+		{"negative timeout", func() []Wrapper { return []Wrapper{n("a").Timeout(-time.Second)} }, ErrBadTimeout, "Timeout(-1s)"},
+		{"cycle", func() []Wrapper {
+			a, b := n("a"), n("b")
+			b.Depend(a, true).Join(AllDone())
+			a.Depend(b, true)
+			return []Wrapper{a}
+		}, ErrCycle, "a -> b -> a"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := newAsync(t)
+			err := a.BeginWork(context.Background(), 0, tt.build()...)
+			require.ErrorIs(t, err, tt.target)
+			assert.Contains(t, err.Error(), tt.msg)
+		})
+	}
+}
+
+func TestBackoffs(t *testing.T) {
+	assert.Equal(t, 5*time.Millisecond, ConstantBackoff(5*time.Millisecond)(3))
+	exp := ExponentialBackoff(time.Millisecond, 10*time.Millisecond, 0)
+	assert.Equal(t, []time.Duration{time.Millisecond, 2 * time.Millisecond, 4 * time.Millisecond, 8 * time.Millisecond, 10 * time.Millisecond},
+		[]time.Duration{exp(1), exp(2), exp(3), exp(4), exp(5)})
+	jit := ExponentialBackoff(100*time.Millisecond, time.Second, 0.5)
+	for range 100 {
+		d := jit(1)
+		assert.GreaterOrEqual(t, d, 50*time.Millisecond)
+		assert.LessOrEqual(t, d, 150*time.Millisecond)
+	}
+	var mu sync.Mutex
+	_ = &mu
+	assert.Equal(t, "continue", PolicyContinue.String())
+	assert.Equal(t, "at least 3 succeeded", AtLeast(3).String())
+}
