@@ -136,30 +136,26 @@ const (
 	DecideSuspend
 )
 
-// initJoin sets node i's join counters for a new run. mustLeft counts the
-// upstream ends still needed to trigger the node, optLeft those that fail
-// it.
-func (r *Run) initJoin(i int) {
-	pn, n := &r.p.nodes[i], &r.nodes[i]
-	total := int32(len(pn.in))
-	var must, opt int32
-	switch pn.join.kind {
+// setThresholds computes node n's join thresholds: the number of counted
+// upstream ends that trigger it (needOK) and that fail it (needFail). The
+// run's counters count up from zero, so that resetting a run is one clear.
+func (n *pnode) setThresholds() {
+	total := int32(len(n.in))
+	switch n.join.kind {
 	case joinAllDone, joinCustom:
-		must = total
+		n.needOK = total
 	case joinAny:
-		must, opt = 1, total
+		n.needOK, n.needFail = 1, total
 	case joinAtLeast:
-		must, opt = int32(pn.join.n), total-int32(pn.join.n)+1
+		n.needOK, n.needFail = int32(n.join.n), total-int32(n.join.n)+1
 	default:
 		switch {
-		case pn.nMust > 0:
-			must = pn.nMust
-		case pn.nOpt > 0:
-			must, opt = 1, pn.nOpt
+		case n.nMust > 0:
+			n.needOK = n.nMust
+		case n.nOpt > 0:
+			n.needOK, n.needFail = 1, n.nOpt
 		}
 	}
-	n.mustLeft.Store(must)
-	n.optLeft.Store(opt)
 }
 
 // upstreamEnded updates the join of every successor of the node i that
@@ -168,22 +164,22 @@ func (r *Run) initJoin(i int) {
 func (r *Run) upstreamEnded(i int32, ok bool, wl *worklist) {
 	for _, e := range r.p.nodes[i].out {
 		s := e.to
-		sn := &r.nodes[s]
+		sn, sp := &r.nodes[s], &r.p.nodes[s]
 		if sn.state.Load() != sInit {
 			continue // already decided
 		}
-		switch r.p.nodes[s].join.kind {
+		switch sp.join.kind {
 		case joinAllDone:
-			if sn.mustLeft.Add(-1) == 0 {
+			if sn.okCount.Add(1) == sp.needOK {
 				r.trigger(s, i, wl)
 			}
 			continue
 		case joinAny, joinAtLeast:
 			if ok {
-				if sn.mustLeft.Add(-1) == 0 {
+				if sn.okCount.Add(1) == sp.needOK {
 					r.trigger(s, i, wl)
 				}
-			} else if sn.optLeft.Add(-1) == 0 {
+			} else if sn.failCount.Add(1) == sp.needFail {
 				r.failFromUpstream(s, i, r.joinImpossible(s), wl)
 			}
 			continue
@@ -191,18 +187,18 @@ func (r *Run) upstreamEnded(i int32, ok bool, wl *worklist) {
 			r.customJoin(s, i, wl)
 			continue
 		}
-		counts := e.must || r.p.nodes[s].nMust == 0
+		counts := e.must || sp.nMust == 0
 		switch {
 		case !counts:
 			// An optional dependency of a node with must dependencies.
 		case ok:
-			if sn.mustLeft.Add(-1) == 0 {
+			if sn.okCount.Add(1) == sp.needOK {
 				r.trigger(s, i, wl)
 			}
 		case e.must:
 			r.failFromUpstream(s, i, r.upstreamErr(i), wl)
 		default:
-			if sn.optLeft.Add(-1) == 0 {
+			if sn.failCount.Add(1) == sp.needFail {
 				r.failFromUpstream(s, i, r.allUpstreamErr(s), wl)
 			}
 		}
@@ -211,7 +207,7 @@ func (r *Run) upstreamEnded(i int32, ok bool, wl *worklist) {
 
 func (r *Run) upstreamErr(i int32) error {
 	pn := &r.p.nodes[i]
-	return &UpstreamError{ID: pn.id, Err: pn.impl.resultErr(r.nodes[i].slot)}
+	return &UpstreamError{ID: pn.id, Err: pn.impl.resultErr(r.slots[i])}
 }
 
 // allUpstreamErr joins the errors of the upstreams of s that ended without
@@ -241,7 +237,7 @@ func (r *Run) joinImpossible(s int32) error {
 // customJoin asks node s's custom join, after upstream from ended.
 func (r *Run) customJoin(s, from int32, wl *worklist) {
 	sn, pn := &r.nodes[s], &r.p.nodes[s]
-	all := sn.mustLeft.Add(-1) == 0
+	all := sn.okCount.Add(1) == pn.needOK
 	d, perr, ok := r.askJoin(s)
 	if !ok {
 		return
@@ -282,7 +278,7 @@ func (r *Run) askJoin(s int32) (d Decision, perr error, ok bool) {
 		up.Pending = st == sPending
 		if terminal(st) {
 			up.Ended, up.OK = true, r.counts(j)
-			up.Value, up.Result, up.Err = r.p.nodes[j].impl.resultAny(r.nodes[j].slot)
+			up.Value, up.Result, up.Err = r.p.nodes[j].impl.resultAny(r.slots[j])
 		}
 	}
 	d, perr = callJoin(pn.join.fn, ups)

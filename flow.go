@@ -91,7 +91,9 @@ func ExponentialBackoff(base, max time.Duration, jitter float64) Backoff {
 // timeout covers every attempt and backoff of a retried node. d must not
 // be negative; 0 means no timeout of its own.
 func (w *WorkerWrapper[P, R]) Timeout(d time.Duration) *WorkerWrapper[P, R] {
-	w.checkBuildable("Timeout")
+	if !w.checkBuildable("Timeout") {
+		return w
+	}
 	w.flow().timeout = d
 	return w
 }
@@ -100,21 +102,27 @@ func (w *WorkerWrapper[P, R]) Timeout(d time.Duration) *WorkerWrapper[P, R] {
 // every attempt, Result once after the last. A retry never starts, and a
 // backoff never sleeps, past the node's or the group's deadline.
 func (w *WorkerWrapper[P, R]) Retry(p RetryPolicy) *WorkerWrapper[P, R] {
-	w.checkBuildable("Retry")
+	if !w.checkBuildable("Retry") {
+		return w
+	}
 	w.flow().retry = &p
 	return w
 }
 
 // OnFailure sets what the node's failure does to the run and returns w.
 func (w *WorkerWrapper[P, R]) OnFailure(p FailurePolicy) *WorkerWrapper[P, R] {
-	w.checkBuildable("OnFailure")
+	if !w.checkBuildable("OnFailure") {
+		return w
+	}
 	w.flow().policy = p
 	return w
 }
 
 // Join sets the node's join strategy and returns w (see [Join]).
 func (w *WorkerWrapper[P, R]) Join(j Join) *WorkerWrapper[P, R] {
-	w.checkBuildable("Join")
+	if !w.checkBuildable("Join") {
+		return w
+	}
 	w.flow().join = j
 	return w
 }
@@ -408,14 +416,14 @@ func (r *Run) Resume(id string, how Resumption) error {
 		if !n.state.CompareAndSwap(sPending, sEnding) {
 			return fmt.Errorf("%w: %q", ErrNotPending, id)
 		}
-		pn.impl.setSuccess(n.slot, how.value)
+		pn.impl.setSuccess(r.slots[i], how.value)
 		r.settleResumed(i, sFinish)
 		return nil
 	case resumeFail:
 		if !n.state.CompareAndSwap(sPending, sEnding) {
 			return fmt.Errorf("%w: %q", ErrNotPending, id)
 		}
-		pn.impl.setFailure(n.slot, ResultException, how.err)
+		pn.impl.setFailure(r.slots[i], ResultException, how.err)
 		r.settleResumed(i, sError)
 		return nil
 	}

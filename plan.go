@@ -71,6 +71,12 @@ type pnode struct {
 	shortCircuit bool
 	join         Join
 	flow         *flowSpec // nil for a node without flow rules
+	// needOK and needFail are the counted upstream ends that trigger and
+	// fail the node (see setThresholds).
+	needOK, needFail int32
+	// hasCallback is false when the node's callback is the no-op default,
+	// which is then not called at all.
+	hasCallback bool
 }
 
 type pedge struct {
@@ -196,6 +202,8 @@ func compile(starts []Wrapper) (*plan, error) {
 		if err := p.nodes[k].validateFlow(p); err != nil {
 			return nil, err
 		}
+		p.nodes[k].setThresholds()
+		p.nodes[k].hasCallback = p.nodes[k].impl.hasCallback()
 	}
 	return p, nil
 }

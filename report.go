@@ -100,10 +100,10 @@ func (r *Run) Report() *Report {
 			nr.Reason = "pending: waiting for Resume"
 		}
 		if terminal(st) {
-			nr.Value, nr.Result, nr.Err = pn.impl.resultAny(n.slot)
+			nr.Value, nr.Result, nr.Err = pn.impl.resultAny(r.slots[i])
 			nr.Reason = r.reason(int32(i))
-			if by := n.by.Load(); by >= 0 {
-				nr.DecidedBy = r.p.nodes[by].id
+			if by := n.by.Load(); by > 0 {
+				nr.DecidedBy = r.p.nodes[by-1].id
 			}
 		}
 		if r.times != nil {
@@ -213,7 +213,7 @@ func (r *Run) status(i int32, st int32, rep *Report) Status {
 	case sFinish:
 		return StatusSucceeded
 	case sError:
-		_, rs, err := r.p.nodes[i].impl.resultAny(r.nodes[i].slot)
+		_, rs, err := r.p.nodes[i].impl.resultAny(r.slots[i])
 		switch {
 		case rs == ResultTimeout:
 			return StatusTimedOut
@@ -233,7 +233,7 @@ func (r *Run) status(i int32, st int32, rep *Report) Status {
 // reason explains why node i, which has ended, did not succeed.
 func (r *Run) reason(i int32) string {
 	pn, n := &r.p.nodes[i], &r.nodes[i]
-	_, st, err := pn.impl.resultAny(n.slot)
+	_, st, err := pn.impl.resultAny(r.slots[i])
 	switch st {
 	case ResultSuccess:
 		return ""

@@ -21,6 +21,7 @@ type Run struct {
 	stopSweep func() bool
 	ctxDone   <-chan struct{} // ctx.Done(), cached
 	nodes     []rnode
+	slots     []any    // slots[i] is node i's *slot[R]
 	tasks     []func() // tasks[i] drives node i; built once per Run value
 	pooled    bool     // belongs to a Plan: Release recycles it
 
@@ -54,14 +55,15 @@ type nodeTimes struct {
 
 // rnode is one node's state in one run.
 type rnode struct {
+	// Every field counts up from zero, so that a run is reset by clearing
+	// its nodes.
 	state     atomic.Int32
-	mustLeft  atomic.Int32 // successes still needed to trigger
-	optLeft   atomic.Int32 // optional-only node: upstreams that have not failed
-	live      atomic.Int32 // successors that may still need this node
-	by        atomic.Int32 // upstream whose end decided the join, or -1
+	okCount   atomic.Int32 // counted upstream successes (see pnode.needOK)
+	failCount atomic.Int32 // counted upstream failures (see pnode.needFail)
+	released  atomic.Int32 // successors that no longer need this node
+	by        atomic.Int32 // 1 + the upstream whose end decided the join; 0 if none
 	attempts  atomic.Int32 // times the worker was started
 	continued atomic.Bool  // failed under PolicyContinue: counts as done
-	slot      any          // *slot[R]
 }
 
 // worklist is the private to-do list of one goroutine driving the run. It
@@ -96,11 +98,12 @@ func newRun(p *plan, pooled bool) *Run {
 	r := &Run{
 		p:      p,
 		nodes:  make([]rnode, len(p.nodes)),
+		slots:  make([]any, len(p.nodes)),
 		tasks:  make([]func(), len(p.nodes)),
 		pooled: pooled,
 	}
 	for i := range p.nodes {
-		r.nodes[i].slot = p.nodes[i].impl.newSlot()
+		r.slots[i] = p.nodes[i].impl.newSlot()
 		if p.nodes[i].flow != nil {
 			if r.exts == nil {
 				r.exts = make([]*nodeExt, len(p.nodes))
@@ -119,16 +122,10 @@ func newRun(p *plan, pooled bool) *Run {
 // reset prepares r for a run: every counter from the plan, results
 // cleared.
 func (r *Run) reset() {
-	for i := range r.p.nodes {
-		pn, n := &r.p.nodes[i], &r.nodes[i]
-		n.state.Store(sInit)
-		r.initJoin(i)
-		n.live.Store(int32(len(pn.out)))
-		n.by.Store(-1)
-		n.attempts.Store(0)
-		n.continued.Store(false)
-		if r.exts != nil && r.exts[i] != nil {
-			*r.exts[i] = nodeExt{}
+	clear(r.nodes)
+	for _, e := range r.exts {
+		if e != nil {
+			*e = nodeExt{}
 		}
 	}
 	r.endErr.Store(nil)
@@ -231,7 +228,7 @@ func (r *Run) taskDone() {
 func (r *Run) unref() {
 	if r.refs.Add(-1) == 0 && r.pooled {
 		for i := range r.nodes {
-			r.p.nodes[i].impl.clearSlot(r.nodes[i].slot)
+			r.p.nodes[i].impl.clearSlot(r.slots[i])
 		}
 		r.a, r.ctx, r.cancel, r.stopSweep, r.ctxDone = nil, nil, nil, nil, nil
 		r.p.runs.Put(r)
@@ -484,7 +481,7 @@ func (r *Run) trigger(s, by int32, wl *worklist) {
 	if !n.state.CompareAndSwap(sInit, sReady) {
 		return
 	}
-	n.by.Store(by)
+	n.by.Store(by + 1)
 	if r.times != nil {
 		r.times[s].ready.Store(time.Now().UnixNano())
 	}
@@ -514,7 +511,7 @@ func (r *Run) end(i int32, from int32, st ResultState, err error, by int32, wl *
 		return false
 	}
 	if by >= 0 {
-		n.by.Store(by)
+		n.by.Store(by + 1)
 	}
 	if from == sInit {
 		wl.left = append(wl.left, i)
@@ -522,7 +519,7 @@ func (r *Run) end(i int32, from int32, st ResultState, err error, by int32, wl *
 	if st == ResultTimeout {
 		r.timedOut.Store(true)
 	}
-	r.p.nodes[i].impl.setFailure(n.slot, st, err)
+	r.p.nodes[i].impl.setFailure(r.slots[i], st, err)
 	r.finish(i, sError, wl)
 	return true
 }
@@ -577,7 +574,7 @@ func (r *Run) settle(wl *worklist) {
 // no successor needs any more is skipped (the short-circuit rule).
 func (r *Run) release(i int32, wl *worklist) {
 	for _, x := range r.p.nodes[i].in {
-		if r.nodes[x].live.Add(-1) == 0 && r.p.nodes[x].shortCircuit {
+		if r.nodes[x].released.Add(1) == int32(len(r.p.nodes[x].out)) && r.p.nodes[x].shortCircuit {
 			r.skip(x, wl)
 		}
 	}
@@ -589,8 +586,10 @@ func (r *Run) processEnd(i int32, wl *worklist) {
 	n := &r.nodes[i]
 	pn := &r.p.nodes[i]
 	wl.prop = i
-	if p := pn.impl.fireResult(n.slot, n.state.Load() == sFinish); p != nil {
-		r.callbackPanic(pn.id, "Result", p)
+	if pn.hasCallback {
+		if p := pn.impl.fireResult(r.slots[i], n.state.Load() == sFinish); p != nil {
+			r.callbackPanic(pn.id, "Result", p)
+		}
 	}
 	wl.prop = -1
 	if len(r.hooks) > 0 {

@@ -53,7 +53,9 @@ func NewWrapper[P, R any](id string, worker Worker[P, R], param P) *WorkerWrappe
 // Callback sets the node's callback (nil restores the no-op default) and
 // returns w.
 func (w *WorkerWrapper[P, R]) Callback(cb Callback[P, R]) *WorkerWrapper[P, R] {
-	w.checkBuildable("Callback")
+	if !w.checkBuildable("Callback") {
+		return w
+	}
 	if cb == nil {
 		cb = NopCallback[P, R]{}
 	}
@@ -64,7 +66,9 @@ func (w *WorkerWrapper[P, R]) Callback(cb Callback[P, R]) *WorkerWrapper[P, R] {
 // Default sets the value the node reports when it does not succeed and
 // returns w. It takes precedence over the worker's [Defaulter].
 func (w *WorkerWrapper[P, R]) Default(v R) *WorkerWrapper[P, R] {
-	w.checkBuildable("Default")
+	if !w.checkBuildable("Default") {
+		return w
+	}
 	w.def, w.hasDef = v, true
 	return w
 }
@@ -74,7 +78,9 @@ func (w *WorkerWrapper[P, R]) Default(v R) *WorkerWrapper[P, R] {
 // off for nodes whose side effects must happen whenever their
 // dependencies allow.
 func (w *WorkerWrapper[P, R]) ShortCircuit(enabled bool) *WorkerWrapper[P, R] {
-	w.checkBuildable("ShortCircuit")
+	if !w.checkBuildable("ShortCircuit") {
+		return w
+	}
 	w.noShortCircuit = !enabled
 	return w
 }
@@ -83,7 +89,9 @@ func (w *WorkerWrapper[P, R]) ShortCircuit(enabled bool) *WorkerWrapper[P, R] {
 // w runs only after up succeeded and fails as soon as up fails; otherwise
 // up is optional (see the package documentation for the join rules).
 func (w *WorkerWrapper[P, R]) Depend(up Wrapper, must bool) *WorkerWrapper[P, R] {
-	w.checkBuildable("Depend")
+	if !w.checkBuildable("Depend") {
+		return w
+	}
 	link(coreOf(up), &w.nodeCore, must, "Depend")
 	return w
 }
@@ -92,7 +100,9 @@ func (w *WorkerWrapper[P, R]) Depend(up Wrapper, must bool) *WorkerWrapper[P, R]
 // as a must dependency if must is true. a.Next(b, m) is the same edge as
 // b.Depend(a, m).
 func (w *WorkerWrapper[P, R]) Next(down Wrapper, must bool) *WorkerWrapper[P, R] {
-	w.checkBuildable("Next")
+	if !w.checkBuildable("Next") {
+		return w
+	}
 	link(&w.nodeCore, coreOf(down), must, "Next")
 	return w
 }
@@ -110,7 +120,7 @@ func (w *WorkerWrapper[P, R]) Result() WorkResult[R] {
 	if !terminal(n.state.Load()) {
 		return WorkResult[R]{}
 	}
-	return n.slot.(*slot[R]).res
+	return r.slots[w.idx].(*slot[R]).res
 }
 
 // ResultIn returns the node's result in r, a run of the [Plan] the node was
@@ -124,7 +134,7 @@ func (w *WorkerWrapper[P, R]) ResultIn(r *Run) WorkResult[R] {
 	if !terminal(n.state.Load()) {
 		return WorkResult[R]{}
 	}
-	return n.slot.(*slot[R]).res
+	return r.slots[w.idx].(*slot[R]).res
 }
 
 // ID returns the node's id.
@@ -166,10 +176,17 @@ type nodeCore struct {
 	impl           nodeImpl
 }
 
-func (c *nodeCore) checkBuildable(method string) {
-	if c.used.Load() && c.buildErr == nil {
+// checkBuildable reports whether the node may still be changed. A node
+// that is part of a run or a plan may not: the change is refused and
+// reported by the next BeginWork or Compile that includes the node.
+func (c *nodeCore) checkBuildable(method string) bool {
+	if !c.used.Load() {
+		return true
+	}
+	if c.buildErr == nil {
 		c.buildErr = graphErr(ErrReused, []string{c.id}, "%s called on node %q after it was used in a run", method, c.id)
 	}
+	return false
 }
 
 // nodeImpl is the typed half of a wrapper, called by the engine.
@@ -189,6 +206,8 @@ type nodeImpl interface {
 	resultType() reflect.Type
 	// clearSlot drops the result in slot, so a recycled run retains nothing.
 	clearSlot(slot any)
+	// hasCallback is false when the callback is the no-op default.
+	hasCallback() bool
 	// resultAny returns the result in slot, boxed.
 	resultAny(slot any) (any, ResultState, error)
 	// checkValue reports whether v can be the node's value.
@@ -228,15 +247,9 @@ func (w *WorkerWrapper[P, R]) defaultValue() R {
 }
 
 func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *Run, i int32, wl *worklist) {
-	var (
-		v   R
-		err error
-	)
-	if p := w.begin(); p != nil {
-		r.callbackPanic(w.id, "Begin", p)
-		err = p
-	} else {
-		v, err = w.action(ctx, r)
+	v, err, beginPanic := w.call(ctx, r, r.p.nodes[i].hasCallback)
+	if beginPanic {
+		r.callbackPanic(w.id, "Begin", err.(*PanicError))
 	}
 	if st, cause, late := r.expiredNode(i); late {
 		// Returned at or after the deadline: the result is a timeout,
@@ -252,7 +265,7 @@ func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *Run, i int32, wl *
 	if !n.state.CompareAndSwap(sWorking, sEnding) {
 		return // the deadline ended the node first; drop the late result
 	}
-	s := n.slot.(*slot[R])
+	s := r.slots[i].(*slot[R])
 	if err != nil {
 		s.res = WorkResult[R]{Value: w.defaultValue(), State: ResultException, Err: err}
 		if flow != nil {
@@ -268,23 +281,28 @@ func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *Run, i int32, wl *
 	r.finish(i, sFinish, wl)
 }
 
-func (w *WorkerWrapper[P, R]) begin() (p *PanicError) {
-	defer func() {
-		if v := recover(); v != nil {
-			p = newPanicError(v)
-		}
-	}()
-	w.cb.Begin()
-	return nil
-}
-
-func (w *WorkerWrapper[P, R]) action(ctx context.Context, r *Run) (v R, err error) {
+// call runs the callback's Begin (if the node has a callback) and then
+// the worker's Action, under one recover. A panic becomes err, a
+// *PanicError; beginPanic says whether it came from Begin, in which case
+// Action did not run.
+func (w *WorkerWrapper[P, R]) call(ctx context.Context, r *Run, hasCallback bool) (v R, err error, beginPanic bool) {
+	inBegin := hasCallback
 	defer func() {
 		if p := recover(); p != nil {
-			err = newPanicError(p)
+			err, beginPanic = newPanicError(p), inBegin
 		}
 	}()
-	return w.worker.Action(ctx, w.param, Wrappers{r})
+	if hasCallback {
+		w.cb.Begin()
+		inBegin = false
+	}
+	v, err = w.worker.Action(ctx, w.param, Wrappers{r})
+	return v, err, false
+}
+
+func (w *WorkerWrapper[P, R]) hasCallback() bool {
+	_, nop := w.cb.(NopCallback[P, R])
+	return !nop
 }
 
 func (w *WorkerWrapper[P, R]) setFailure(sl any, st ResultState, err error) {
@@ -368,7 +386,7 @@ func ResultOf[R any](all Wrappers, id string) (WorkResult[R], error) {
 		return WorkResult[R]{}, fmt.Errorf("%w: %q", ErrUnknownID, id)
 	}
 	n := &all.r.nodes[i]
-	s, ok := n.slot.(*slot[R])
+	s, ok := all.r.slots[i].(*slot[R])
 	if !ok {
 		return WorkResult[R]{}, fmt.Errorf("%w: node %q produces %v, not %v",
 			ErrResultType, id, all.r.p.nodes[i].impl.resultType(), reflect.TypeFor[R]())
