@@ -24,6 +24,7 @@ const DefaultMaxWorkers = 4096
 type Async struct {
 	exec     Executor
 	try      func(task func()) bool // non-blocking submit; false when there is no room
+	start    func(task func()) bool // like try, but only onto a goroutine free now
 	owned    interface{ Close() error }
 	hooks    *Hooks
 	timings  bool
@@ -88,10 +89,11 @@ func New(opts ...Option) *Async {
 	if c.exec != nil {
 		a.exec = c.exec
 		a.try = func(task func()) bool { return c.exec.Submit(task) == nil }
+		a.start = a.try
 		return a
 	}
 	p := NewPool(PoolSize(c.maxWorkers), PoolIdleTimeout(asyncIdleTimeout))
-	a.exec, a.try, a.owned = p, p.trySubmit, p
+	a.exec, a.try, a.start, a.owned = p, p.trySubmit, p.tryStart, p
 	return a
 }
 

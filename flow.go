@@ -404,10 +404,7 @@ func (r *Run) Resume(id string, how Resumption) error {
 			ext.lastErr = nil
 			ext.mu.Unlock()
 		}
-		if !r.submit(i) {
-			r.taskStart()
-			go r.tasks[i]()
-		}
+		r.dispatch(r.nodeTask(i))
 		return nil
 	case resumeSucceed:
 		if err := pn.impl.checkValue(how.value); err != nil {

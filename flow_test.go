@@ -343,7 +343,7 @@ func TestRetryRacingCancellation(t *testing.T) {
 		w := NewWrapper("w", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
 			calls.Add(1)
 			return 0, errBoom
-		}), 0).Retry(RetryPolicy{Attempts: 1000, Backoff: ConstantBackoff(time.Duration(k%3) * time.Microsecond)})
+		}), 0).Retry(RetryPolicy{Attempts: 1 << 30, Backoff: ConstantBackoff(time.Duration(k%3+1) * time.Microsecond)})
 		results := 0
 		w.Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) { results++ }))
 		r, err := a.Start(context.Background(), 0, w)

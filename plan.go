@@ -131,9 +131,19 @@ func compile(starts []Wrapper) (*plan, error) {
 		ids[c.id] = i
 	}
 
-	// Edges, deduplicated, with conflicting declarations rejected.
+	// Edges, deduplicated in linear time (seen[j] == i+1 marks an edge
+	// i -> j already taken, with its flag in seenMust[j]), with
+	// conflicting declarations rejected. Slices share flat backing arrays.
+	total := 0
+	for _, c := range cores {
+		total += len(c.out)
+	}
+	flat := make([]int, 0, total)
+	flatMust := make([]bool, 0, total)
 	succ := make([][]int, len(cores))
-	must := make(map[[2]int]bool)
+	succMust := make([][]bool, len(cores))
+	seen := make([]int, len(cores))
+	seenMust := make([]bool, len(cores))
 	for i, c := range cores {
 		for _, e := range c.in {
 			if _, ok := pos[e.from]; !ok {
@@ -141,18 +151,21 @@ func compile(starts []Wrapper) (*plan, error) {
 					"node %q depends on %q; pass %q (or a node it depends on) as a start node", c.id, e.from.id, e.from.id)
 			}
 		}
+		start := len(flat)
 		for _, e := range c.out {
 			j := pos[e.to]
-			key := [2]int{i, j}
-			if m, seen := must[key]; seen {
-				if m != e.must {
+			if seen[j] == i+1 {
+				if seenMust[j] != e.must {
 					return nil, graphErr(ErrConflictingEdge, []string{c.id, e.to.id}, "%q -> %q", c.id, e.to.id)
 				}
 				continue
 			}
-			must[key] = e.must
-			succ[i] = append(succ[i], j)
+			seen[j], seenMust[j] = i+1, e.must
+			flat = append(flat, j)
+			flatMust = append(flatMust, e.must)
 		}
+		succ[i] = flat[start:len(flat):len(flat)]
+		succMust[i] = flatMust[start:len(flatMust):len(flatMust)]
 	}
 
 	order, cycle := graph.TopoOrder(len(cores), func(i int) []int { return succ[i] })
@@ -170,6 +183,22 @@ func compile(starts []Wrapper) (*plan, error) {
 		idx[i] = int32(k)
 	}
 	p := &plan{nodes: make([]pnode, len(cores)), index: make(map[string]int32, len(ids))}
+	// Flat backing arrays for every node's out, in and inMust.
+	indeg := make([]int, len(cores))
+	for _, js := range succ {
+		for _, j := range js {
+			indeg[idx[j]]++
+		}
+	}
+	outs := make([]pedge, 0, len(flat))
+	ins := make([]int32, len(flat))
+	insMust := make([]bool, len(flat))
+	off := 0
+	for k := range p.nodes {
+		n := &p.nodes[k]
+		n.in, n.inMust = ins[off:off:off+indeg[k]], insMust[off:off:off+indeg[k]]
+		off += indeg[k]
+	}
 	for _, i := range order {
 		c := cores[i]
 		n := &p.nodes[idx[i]]
@@ -178,10 +207,10 @@ func compile(starts []Wrapper) (*plan, error) {
 			n.flow = c.spec
 			n.join = c.spec.join
 		}
-		n.out = make([]pedge, 0, len(succ[i]))
-		for _, j := range succ[i] {
-			m := effectiveMust(cores[j], c.id, must[[2]int{i, j}])
-			n.out = append(n.out, pedge{to: idx[j], must: m})
+		start := len(outs)
+		for k, j := range succ[i] {
+			m := effectiveMust(cores[j], c.id, succMust[i][k])
+			outs = append(outs, pedge{to: idx[j], must: m})
 			to := &p.nodes[idx[j]]
 			to.in = append(to.in, idx[i])
 			to.inMust = append(to.inMust, m)
@@ -191,6 +220,7 @@ func compile(starts []Wrapper) (*plan, error) {
 				to.nOpt++
 			}
 		}
+		n.out = outs[start:len(outs):len(outs)]
 		if c.id != "" {
 			p.index[c.id] = idx[i]
 		}

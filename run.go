@@ -22,8 +22,14 @@ type Run struct {
 	ctxDone   <-chan struct{} // ctx.Done(), cached
 	nodes     []rnode
 	slots     []any    // slots[i] is node i's *slot[R]
-	tasks     []func() // tasks[i] drives node i; built once per Run value
-	pooled    bool     // belongs to a Plan: Release recycles it
+	tasks     []func() // tasks[k] runs root k (p.roots[k]); built once per Run value
+	helper    func()   // a task that drains the shared queue
+
+	// shared holds ready nodes that the goroutine that found them did not
+	// run itself; helpers and that goroutine take from it.
+	sharedMu sync.Mutex
+	shared   []int32
+	pooled   bool // belongs to a Plan: Release recycles it
 
 	remaining atomic.Int32 // nodes whose end has not been fully processed
 	pending   atomic.Int32 // 2 = every node ended + the sweep resolved; done closes at 0
@@ -76,7 +82,11 @@ type worklist struct {
 	prop  int32   // node whose Result callback is running, or -1
 	sweep bool    // this is the sweep's worklist
 	retry bool    // the first node is a retry: it is already in sWorking
-	lane  int32   // this goroutine's lane in the report, when timed
+	// fresh: this goroutine found the run not expired moments ago (after
+	// the node it just ran returned), so the next start need not look
+	// again.
+	fresh bool
+	lane  int32 // this goroutine's lane in the report, when timed
 }
 
 // getWorklist returns an empty worklist from the plan's free list.
@@ -89,7 +99,7 @@ func (p *plan) getWorklist() *worklist {
 
 func (p *plan) putWorklist(wl *worklist) {
 	wl.ready, wl.left, wl.ended = wl.ready[:0], wl.left[:0], wl.ended[:0]
-	wl.cur, wl.prop, wl.sweep, wl.retry = -1, -1, false, false
+	wl.cur, wl.prop, wl.sweep, wl.retry, wl.fresh = -1, -1, false, false, false
 	p.worklists.Put(wl)
 }
 
@@ -99,30 +109,43 @@ func newRun(p *plan, pooled bool) *Run {
 		p:      p,
 		nodes:  make([]rnode, len(p.nodes)),
 		slots:  make([]any, len(p.nodes)),
-		tasks:  make([]func(), len(p.nodes)),
+		tasks:  make([]func(), len(p.roots)),
 		pooled: pooled,
 	}
 	for i := range p.nodes {
-		r.slots[i] = p.nodes[i].impl.newSlot()
+		if pooled {
+			r.slots[i] = p.nodes[i].impl.newSlot()
+		} else {
+			r.slots[i] = p.nodes[i].impl.ownSlot()
+		}
 		if p.nodes[i].flow != nil {
 			if r.exts == nil {
 				r.exts = make([]*nodeExt, len(p.nodes))
 			}
 			r.exts[i] = &nodeExt{}
 		}
-		i32 := int32(i)
-		r.tasks[i] = func() {
-			defer r.taskDone()
-			r.loop(i32, r.p.getWorklist())
-		}
 	}
+	for k, i := range p.roots {
+		r.tasks[k] = r.nodeTask(i)
+	}
+	r.helper = r.nodeTask(-1)
 	return r
+}
+
+// nodeTask returns a task that runs node i (if it is ready) and whatever
+// it makes ready; i = -1 drains the shared queue.
+func (r *Run) nodeTask(i int32) func() {
+	return func() {
+		defer r.taskDone()
+		r.loop(i, r.p.getWorklist())
+	}
 }
 
 // reset prepares r for a run: every counter from the plan, results
 // cleared.
 func (r *Run) reset() {
 	clear(r.nodes)
+	r.shared = r.shared[:0]
 	for _, e := range r.exts {
 		if e != nil {
 			*e = nodeExt{}
@@ -182,13 +205,8 @@ func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration) {
 	}
 	r.ctxDone = r.ctx.Done()
 	r.stopSweep = context.AfterFunc(r.ctx, r.sweep)
-	for _, i := range r.p.roots {
-		if !r.submit(i) {
-			// No room: a new goroutine, never the caller's, so that Start
-			// returns at once and BeginWork stays prompt.
-			r.taskStart()
-			go r.tasks[i]()
-		}
+	for k := range r.p.roots {
+		r.dispatch(r.tasks[k])
 	}
 }
 
@@ -324,21 +342,53 @@ func (r *Run) loop(first int32, wl *worklist) {
 			r.exec(i, wl)
 		}
 		r.settle(wl)
-		n := len(wl.ready)
-		if n == 0 {
-			break
-		}
-		i = wl.ready[n-1]
-		wl.ready = wl.ready[:n-1]
-		for len(wl.ready) > 0 {
-			j := wl.ready[len(wl.ready)-1]
-			if !r.submit(j) {
-				break
+		if n := len(wl.ready); n > 0 {
+			// Run the last ready node here; share the others.
+			i = wl.ready[n-1]
+			if n > 1 {
+				r.share(wl.ready[:n-1])
 			}
-			wl.ready = wl.ready[:len(wl.ready)-1]
+			wl.ready = wl.ready[:0]
+			continue
+		}
+		var ok bool
+		if i, ok = r.takeShared(); !ok {
+			break
 		}
 	}
 	normal = true
+}
+
+// share puts ready nodes in the run's shared queue and starts one helper
+// per node while the executor has a goroutine free for it. The goroutine
+// that shares keeps taking from the queue itself, so no node waits for a
+// helper that could not start, and a small pool runs a wide graph without
+// one hand-off per node.
+func (r *Run) share(nodes []int32) {
+	r.sharedMu.Lock()
+	r.shared = append(r.shared, nodes...)
+	r.sharedMu.Unlock()
+	for range nodes {
+		r.taskStart()
+		if !r.a.start(r.helper) {
+			r.refs.Add(-1) // cannot reach 0: the caller holds a reference
+			r.a.inflight.Done()
+			return
+		}
+	}
+}
+
+// takeShared takes a node from the shared queue.
+func (r *Run) takeShared() (int32, bool) {
+	r.sharedMu.Lock()
+	defer r.sharedMu.Unlock()
+	n := len(r.shared)
+	if n == 0 {
+		return -1, false
+	}
+	i := r.shared[n-1]
+	r.shared = r.shared[:n-1]
+	return i, true
 }
 
 // continueAfterGoexit finishes the work of a goroutine that user code
@@ -376,16 +426,14 @@ func (r *Run) salvage(wl *worklist) *worklist {
 	return cont
 }
 
-// submit hands node i to the executor. It reports false if the executor
-// had no room, in which case the caller runs the node itself.
-func (r *Run) submit(i int32) bool {
+// dispatch hands task, which runs a node, to the executor, or to a new
+// goroutine if the executor has no room: never to the caller's goroutine,
+// so that Start returns at once and BeginWork stays prompt.
+func (r *Run) dispatch(task func()) {
 	r.taskStart()
-	if r.a.trySubmit(r.tasks[i]) {
-		return true
+	if !r.a.trySubmit(task) {
+		go task()
 	}
-	r.refs.Add(-1) // cannot reach 0: the owner still holds a reference
-	r.a.inflight.Done()
-	return false
 }
 
 // expired reports whether the run's context is done, and if so how nodes
@@ -448,7 +496,9 @@ func (r *Run) attempt(i int32, wl *worklist) {
 		return // ended while a retry was scheduled
 	}
 	n.attempts.Add(1)
-	if st, err, late := r.expiredNode(i); late {
+	if wl.fresh && r.exts == nil {
+		wl.fresh = false
+	} else if st, err, late := r.expiredNode(i); late {
 		r.end(i, sWorking, st, err, -1, wl)
 		return
 	}
@@ -587,12 +637,14 @@ func (r *Run) processEnd(i int32, wl *worklist) {
 	pn := &r.p.nodes[i]
 	wl.prop = i
 	if pn.hasCallback {
+		wl.fresh = false // user code ran: look at the deadline again
 		if p := pn.impl.fireResult(r.slots[i], n.state.Load() == sFinish); p != nil {
 			r.callbackPanic(pn.id, "Result", p)
 		}
 	}
 	wl.prop = -1
 	if len(r.hooks) > 0 {
+		wl.fresh = false
 		r.nodeEnded(i)
 	}
 	r.afterCallback(i, wl)

@@ -37,6 +37,7 @@ type WorkerWrapper[P, R any] struct {
 	cb     Callback[P, R]
 	def    R
 	hasDef bool
+	res    slot[R] // the result of its single-use run, if any
 }
 
 // NewWrapper returns a node with the given id that runs worker with param.
@@ -193,6 +194,8 @@ func (c *nodeCore) checkBuildable(method string) bool {
 type nodeImpl interface {
 	hasWorker() bool
 	newSlot() any
+	// ownSlot returns the slot inside the wrapper, for its single-use run.
+	ownSlot() any
 	// execute runs Begin and Action for node i, which the caller has moved
 	// to sWorking, and ends the node unless the deadline ended it first.
 	execute(ctx context.Context, r *Run, i int32, wl *worklist)
@@ -235,6 +238,8 @@ func (w *WorkerWrapper[P, R]) hasWorker() bool {
 
 func (w *WorkerWrapper[P, R]) newSlot() any { return new(slot[R]) }
 
+func (w *WorkerWrapper[P, R]) ownSlot() any { return &w.res }
+
 func (w *WorkerWrapper[P, R]) defaultValue() R {
 	if w.hasDef {
 		return w.def
@@ -257,6 +262,7 @@ func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *Run, i int32, wl *
 		r.end(i, sWorking, st, cause, -1, wl)
 		return
 	}
+	wl.fresh = true
 	flow := r.p.nodes[i].flow
 	if err != nil && flow != nil && r.afterFailure(i, err, wl) {
 		return // retrying or pending

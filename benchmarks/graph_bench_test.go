@@ -159,6 +159,11 @@ var (
 	implLibraryRun = impl{"library-run", func(b *testing.B, s *shape, vals []int64) func() {
 		return planRunner(b, newAsync(b), newLibGraph(s, vals))
 	}}
+	// implLibraryRunCPU is library-run on a pool of GOMAXPROCS goroutines,
+	// the configuration for graphs of CPU-bound nodes.
+	implLibraryRunCPU = impl{"library-run-cpu", func(b *testing.B, s *shape, vals []int64) func() {
+		return planRunner(b, newAsync(b, asynctool.WithMaxWorkers(runtime.GOMAXPROCS(0))), newLibGraph(s, vals))
+	}}
 	implLibraryBuildRun = impl{"library-build+run", func(b *testing.B, s *shape, vals []int64) func() {
 		return buildRunner(b, newAsync(b), newLibGraph(s, vals))
 	}}
@@ -226,7 +231,7 @@ func runImpls(b *testing.B, s *shape, impls []impl) {
 // 1,000-node shapes: run of a pre-built graph, build + run, and run with
 // hooks installed.
 func BenchmarkGraph(b *testing.B) {
-	impls := []impl{implLibraryRun, implByHand, implLimit, implLibraryBuildRun, implLibraryHooks}
+	impls := []impl{implLibraryRun, implLibraryRunCPU, implByHand, implLimit, implLibraryBuildRun, implLibraryHooks}
 	for _, s := range graphShapes() {
 		b.Run(fmt.Sprintf("shape=%s/n=%d", s.name, s.n()), func(b *testing.B) {
 			runImpls(b, s, impls)
