@@ -2,6 +2,7 @@ package asynctool_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -49,4 +50,61 @@ func ExampleStream_failStop() {
 	// Output:
 	// run: disk full
 	// last: asynctool: stream stopped before this node: disk full
+}
+
+// A node appended with PolicySuspend pauses the stream when it fails;
+// Resume decides what happens next, here running it again.
+func ExampleStream_Resume() {
+	s := asynctool.NewStream(0)
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(context.Background()) }()
+
+	tries := 0
+	fetch := s.AppendWith(func(_ context.Context, n int) (int, error) {
+		tries++
+		if tries == 1 {
+			return 0, errors.New("service unavailable")
+		}
+		return n + 10, nil
+	}, asynctool.PolicySuspend)
+	after := s.Append(func(_ context.Context, n int) (int, error) { return n + 1, nil })
+
+	<-fetch.Suspended() // the stream is paused; after waits
+	fmt.Println("resume:", s.Resume(asynctool.Rerun()))
+	fmt.Println("close:", s.Close())
+	fmt.Println("run:", <-ran)
+	v, err := fetch.Wait()
+	fmt.Println("fetch:", v, err, "after", tries, "tries")
+	v, err = after.Wait()
+	fmt.Println("after:", v, err)
+	fmt.Println("resume again:", s.Resume(asynctool.Rerun()))
+	// Output:
+	// resume: <nil>
+	// close: <nil>
+	// run: <nil>
+	// fetch: 10 <nil> after 2 tries
+	// after: 11 <nil>
+	// resume again: asynctool: node is not pending: the stream is not suspended
+}
+
+// A node appended with PolicyContinue records its failure and the stream
+// goes on: the next node receives the last successful result.
+func ExampleStream_continue() {
+	s := asynctool.NewStream("")
+	s.Append(func(_ context.Context, prev string) (string, error) { return prev + "a", nil })
+	bad := s.AppendWith(func(_ context.Context, _ string) (string, error) {
+		return "", errors.New("bad record")
+	}, asynctool.PolicyContinue)
+	last := s.Append(func(_ context.Context, prev string) (string, error) { return prev + "c", nil })
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(context.Background()) }()
+	fmt.Println("close:", s.Close(), "run:", <-ran)
+	_, err := bad.Wait()
+	fmt.Println("bad:", err)
+	v, err := last.Wait()
+	fmt.Println("last:", v, err)
+	// Output:
+	// close: <nil> run: <nil>
+	// bad: bad record
+	// last: ac <nil>
 }

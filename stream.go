@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 
@@ -26,12 +27,32 @@ type StreamFunc[T any] func(ctx context.Context, prev T) (T, error)
 // so appends from many goroutines join the chain in batches. Nodes run in
 // the order their Append calls took effect.
 //
-// Failure policy: fail-stop. A node that returns an error or panics (its
-// error is then a [*PanicError]) stops the stream: Run returns that
-// error, and every node after it, including nodes appended later, ends
-// without running, with an error that wraps [ErrStreamStopped] and the
-// cause. The same happens when Run's context ends. Other policies
-// (suspend until resumed, continue, end) are planned per node.
+// A node fails when its function returns an error or panics (its error is
+// then a [*PanicError]). What the failure does is the node's
+// [FailurePolicy], given to [Stream.AppendWith] ([Stream.Append] means
+// [PolicyFail]):
+//
+//   - [PolicyFail] stops the stream: Run returns the node's error, and
+//     every node after it, including nodes appended later, ends without
+//     running, with an error that wraps [ErrStreamStopped] and the cause.
+//   - [PolicyContinue] records the failure on the node (its Wait returns
+//     the error) and carries on: the next node receives the last
+//     successful result before the failed node (the initial value if
+//     there is none), as if the failed node had not been appended.
+//   - [PolicyEnd] stops the stream like PolicyFail, but Run returns a
+//     [*StreamEndError] naming the node's position, and the nodes after
+//     it end with an error that wraps [ErrStreamStopped] and that
+//     StreamEndError.
+//   - [PolicySuspend] pauses the stream at the node, which stays pending
+//     (it has not ended; its [StreamNode.Suspended] channel is closed).
+//     Later nodes wait, and appends are still accepted. [Stream.Resume]
+//     decides: [Rerun] runs the node again, [SucceedWith] ends it with a
+//     value and the stream goes on, [FailWith] fails it as PolicyFail
+//     does. If Run's context ends first, the stream stops as below.
+//
+// When Run's context ends the stream stops too: Run returns
+// context.Cause(ctx), and nodes that did not run end with an error
+// wrapping [ErrStreamStopped] and the cause.
 //
 // Every node appended ends exactly once, with a result or an error,
 // whether or not Run is ever called: unless Run or Close ends the stream,
@@ -47,6 +68,11 @@ type Stream[T any] struct {
 	closing  atomic.Bool   // Close was called
 	finished chan struct{} // closed when Run has returned
 
+	// paused is the stream's current suspension, nil when it is not
+	// paused. Resume and Run (when ctx ends) race to swap it to nil; the
+	// winner decides how the pending node ends.
+	paused atomic.Pointer[streamPause[T]]
+
 	// Written by Run before it seals the intake and closes finished.
 	err     error // what Run returned
 	lateErr error // the error of nodes appended after the end
@@ -57,12 +83,43 @@ type Stream[T any] struct {
 // StreamNode is the handle of one appended node: its result, once it has
 // ended.
 type StreamNode[T any] struct {
-	fn    StreamFunc[T]
-	close bool // Close's marker, not a user node
-	done  chan struct{}
-	val   T
-	err   error
+	fn        StreamFunc[T]
+	policy    FailurePolicy
+	close     bool                          // Close's marker, not a user node
+	suspended atomic.Pointer[chan struct{}] // PolicySuspend only: closed when the node pauses
+	done      chan struct{}
+	val       T
+	err       error
 }
+
+// streamPause is one suspension of a stream, at node.
+type streamPause[T any] struct {
+	node    *StreamNode[T]
+	resumed chan streamResume[T] // capacity 1: sent once, by the Resume that won
+}
+
+type streamResume[T any] struct {
+	how Resumption
+	val T // how's value, for SucceedWith
+}
+
+// StreamEndError is what [Stream.Run] returns when a node appended with
+// [PolicyEnd] fails; the nodes after it end with an error that wraps
+// [ErrStreamStopped] and this error.
+type StreamEndError struct {
+	// Position is the node's place in the stream: 1 for the first node
+	// Run started, and so on.
+	Position int
+	// Err is the node's error.
+	Err error
+}
+
+func (e *StreamEndError) Error() string {
+	return fmt.Sprintf("asynctool: stream ended by node %d: %v", e.Position, e.Err)
+}
+
+// Unwrap returns the node's error.
+func (e *StreamEndError) Unwrap() error { return e.Err }
 
 // NewStream returns an empty stream whose first node will receive
 // initial.
@@ -74,16 +131,34 @@ func NewStream[T any](initial T) *Stream[T] {
 	}
 }
 
-// Append adds a node that runs fn after every node appended before it.
-// It never blocks and never fails: a node appended after Close ends at
-// once with [ErrStreamClosed], one appended after the stream stopped (a
-// failure, or the end of Run's context) ends at once with an error
-// wrapping [ErrStreamStopped], and a nil fn gives a node that fails with
-// [ErrNilTask] when its turn comes.
+// Append adds a node that runs fn after every node appended before it,
+// with [PolicyFail]: if it fails, the stream stops. It is
+// AppendWith(fn, PolicyFail).
 func (s *Stream[T]) Append(fn StreamFunc[T]) *StreamNode[T] {
-	n := &StreamNode[T]{fn: fn, done: make(chan struct{})}
+	return s.AppendWith(fn, PolicyFail)
+}
+
+// AppendWith adds a node that runs fn after every node appended before
+// it; p says what the node's failure does to the stream (see [Stream];
+// 0 means PolicyFail). It never blocks and never fails: a node appended
+// after Close ends at once with [ErrStreamClosed], one appended after the
+// stream stopped (a failure, or the end of Run's context) ends at once
+// with an error wrapping [ErrStreamStopped], a node with an unknown
+// policy ends at once with an error, and a nil fn gives a node that fails
+// with [ErrNilTask] when its turn comes.
+func (s *Stream[T]) AppendWith(fn StreamFunc[T], p FailurePolicy) *StreamNode[T] {
+	n := &StreamNode[T]{fn: fn, policy: p, done: make(chan struct{})}
+	var zero T
+	switch p {
+	case 0, PolicyFail, PolicyContinue, PolicyEnd:
+	case PolicySuspend:
+		ch := make(chan struct{})
+		n.suspended.Store(&ch)
+	default:
+		n.end(zero, fmt.Errorf("asynctool: stream node with unknown failure policy %v", p))
+		return n
+	}
 	if s.closing.Load() {
-		var zero T
 		n.end(zero, ErrStreamClosed)
 		return n
 	}
@@ -111,11 +186,17 @@ func (s *Stream[T]) push(n *StreamNode[T]) {
 // of these ends it:
 //
 //   - [Stream.Close]: Run runs every node appended before Close and
-//     returns nil;
-//   - a node fails: Run returns the node's error;
+//     returns nil (failures under [PolicyContinue] do not count);
+//   - a node with [PolicyFail] fails (or is resumed with [FailWith]): Run
+//     returns the node's error;
+//   - a node with [PolicyEnd] fails: Run returns a [*StreamEndError];
 //   - ctx ends: Run returns context.Cause(ctx) without starting another
-//     node (a running node sees ctx end and should return).
+//     node (a running node sees ctx end and should return). A node
+//     suspended at that moment ends with an error that wraps its own
+//     failure and the cause.
 //
+// While the stream is paused at a suspended node, Run waits on its
+// goroutine, without spinning, for [Stream.Resume] or the end of ctx.
 // Nodes that did not run end with an error, so that no node waits
 // forever. Run may be called only once; later calls return
 // [ErrStreamStarted].
@@ -127,6 +208,7 @@ func (s *Stream[T]) Run(ctx context.Context) error {
 		batch []*StreamNode[T]
 		i     int // next node of batch to run
 		ended bool
+		pos   int // user nodes started so far
 	)
 	defer func() {
 		if !ended {
@@ -136,6 +218,10 @@ func (s *Stream[T]) Run(ctx context.Context) error {
 		}
 		close(s.finished)
 	}()
+	stop := func(rest []*StreamNode[T], cause error) error {
+		ended = true
+		return s.end(rest, fmt.Errorf("%w: %w", ErrStreamStopped, cause), cause)
+	}
 	prev := s.initial
 	for {
 		batch, i = s.intake.TakeAll(batch[:0]), 0
@@ -144,9 +230,7 @@ func (s *Stream[T]) Run(ctx context.Context) error {
 			case <-s.wake:
 				continue
 			case <-ctx.Done():
-				cause := context.Cause(ctx)
-				ended = true
-				return s.end(nil, fmt.Errorf("%w: %w", ErrStreamStopped, cause), cause)
+				return stop(nil, context.Cause(ctx))
 			}
 		}
 		for ; i < len(batch); i++ {
@@ -156,24 +240,114 @@ func (s *Stream[T]) Run(ctx context.Context) error {
 				ended = true
 				return s.end(batch[i+1:], ErrStreamClosed, nil)
 			}
-			if ctx.Err() != nil {
-				cause := context.Cause(ctx)
-				ended = true
-				return s.end(batch[i:], fmt.Errorf("%w: %w", ErrStreamStopped, cause), cause)
+			pos++
+			policy := n.policy
+			var (
+				v   T
+				err error
+			)
+			for {
+				if ctx.Err() != nil {
+					return stop(batch[i:], context.Cause(ctx))
+				}
+				v, err = runNode(ctx, n.fn, prev)
+				if err == nil || policy != PolicySuspend {
+					break
+				}
+				r, cause := s.pause(ctx, n)
+				if cause != nil {
+					var zero T
+					n.end(zero, fmt.Errorf("%w; stream stopped while the node was suspended: %w", err, cause))
+					return stop(batch[i+1:], cause)
+				}
+				if r.how.kind != resumeRerun {
+					// SucceedWith (err is nil) or FailWith (fail-stop).
+					v, err, policy = r.val, r.how.err, PolicyFail
+					break
+				}
 			}
-			v, err := runNode(ctx, n.fn, prev)
-			if err != nil {
-				// Fail-stop. A later failure policy chooses here between
-				// stopping, suspending and carrying on.
-				n.end(v, err)
-				ended = true
-				return s.end(batch[i+1:], fmt.Errorf("%w: %w", ErrStreamStopped, err), err)
-			}
-			n.end(v, nil)
-			prev = v
+			n.end(v, err)
 			batch[i] = nil
+			switch {
+			case err == nil:
+				prev = v
+			case policy == PolicyContinue:
+				// prev stays the last successful result.
+			case policy == PolicyEnd:
+				return stop(batch[i+1:], &StreamEndError{Position: pos, Err: err})
+			default:
+				return stop(batch[i+1:], err)
+			}
 		}
 	}
+}
+
+// pause suspends the stream at n until Resume or the end of ctx, and
+// returns the resumption, or the cause when ctx ended first.
+func (s *Stream[T]) pause(ctx context.Context, n *StreamNode[T]) (streamResume[T], error) {
+	p := &streamPause[T]{node: n, resumed: make(chan streamResume[T], 1)}
+	s.paused.Store(p)
+	close(*n.suspended.Load())
+	select {
+	case r := <-p.resumed:
+		return r, nil
+	case <-ctx.Done():
+		if s.paused.CompareAndSwap(p, nil) {
+			return streamResume[T]{}, context.Cause(ctx)
+		}
+		return <-p.resumed, nil // a Resume won the race; its send is under way
+	}
+}
+
+// Resume resumes the stream paused at a node appended with
+// [PolicySuspend], as how says: [Rerun] runs the node again (if it fails
+// again, it pauses again), [SucceedWith] ends it with a value, which must
+// be a T, and the stream goes on, and [FailWith] ends it with an error
+// and stops the stream as [PolicyFail] does. It returns nil once the
+// resumption is accepted; Run applies it (a node to be rerun ends without
+// running if Run's context ends meanwhile). It returns an error wrapping
+// [ErrNotPending] when the stream is not paused (never paused, already
+// resumed, or stopped because Run's context ended first: when Resume
+// races with the end of the context, exactly one of them decides), or
+// wrapping [ErrResultType] for a SucceedWith value that is not a T. A
+// FailWith(nil) or zero Resumption is refused with an error too. Resume
+// is safe for concurrent use; of concurrent calls, at most one succeeds.
+func (s *Stream[T]) Resume(how Resumption) error {
+	r := streamResume[T]{how: how}
+	switch how.kind {
+	case resumeRerun:
+	case resumeSucceed:
+		v, ok := how.value.(T)
+		if !ok && !(how.value == nil && nilable[T]()) {
+			return fmt.Errorf("%w: stream Resume: got %T, want %v", ErrResultType, how.value, reflect.TypeFor[T]())
+		}
+		r.val = v
+	case resumeFail:
+		if how.err == nil {
+			return errors.New("asynctool: stream Resume: FailWith(nil)")
+		}
+	default:
+		return errors.New("asynctool: stream Resume: zero Resumption")
+	}
+	p := s.paused.Load()
+	if p == nil || !s.paused.CompareAndSwap(p, nil) {
+		return fmt.Errorf("%w: the stream is not suspended", ErrNotPending)
+	}
+	if how.kind == resumeRerun {
+		ch := make(chan struct{}) // the node may pause again
+		p.node.suspended.Store(&ch)
+	}
+	p.resumed <- r
+	return nil
+}
+
+// nilable reports whether nil converts to T.
+func nilable[T any]() bool {
+	switch reflect.TypeFor[T]().Kind() {
+	case reflect.Interface, reflect.Pointer, reflect.Slice, reflect.Map, reflect.Chan, reflect.Func:
+		return true
+	}
+	return false
 }
 
 // end finishes the stream: it records runErr, seals the intake and ends
@@ -208,9 +382,10 @@ func runNode[T any](ctx context.Context, fn StreamFunc[T], prev T) (v T, err err
 // Close marks the end of the stream and waits for Run to finish the
 // nodes appended before it (the tail), then returns what Run returned:
 // nil, or the error that stopped the stream. Nodes appended after Close
-// end with [ErrStreamClosed]. Close is idempotent. It blocks until Run
-// has ended, so it must not be called before Run on Run's goroutine, nor
-// from inside a node.
+// end with [ErrStreamClosed]. While the stream is paused at a suspended
+// node, Close waits for [Stream.Resume] or the end of Run's context. Close
+// is idempotent. It blocks until Run has ended, so it must not be called
+// before Run on Run's goroutine, nor from inside a node.
 func (s *Stream[T]) Close() error {
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
@@ -223,10 +398,23 @@ func (s *Stream[T]) Close() error {
 // Done returns a channel that is closed when the node has ended.
 func (n *StreamNode[T]) Done() <-chan struct{} { return n.done }
 
+// Suspended returns a channel that is closed when the node, appended with
+// [PolicySuspend], has failed and paused the stream; call [Stream.Resume]
+// then. After a [Rerun] it returns a new channel, closed if the node
+// pauses again. For a node with another policy it returns nil.
+func (n *StreamNode[T]) Suspended() <-chan struct{} {
+	if p := n.suspended.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 // Wait blocks until the node has ended and returns its result: the value
-// its function returned, or its error. A node that did not run has the
+// its function returned, or its error (a failed node's value is what its
+// function returned with the error). A node that did not run has the
 // zero value and an error wrapping [ErrStreamStopped], or
-// [ErrStreamClosed].
+// [ErrStreamClosed]. A suspended node has not ended: Wait blocks until
+// the stream is resumed or stopped.
 func (n *StreamNode[T]) Wait() (T, error) {
 	<-n.done
 	return n.val, n.err

@@ -274,3 +274,332 @@ func TestStreamEveryNodeEndsOnce(t *testing.T) {
 		assert.Positive(t, failed)
 	}
 }
+
+func TestStreamFailurePolicies(t *testing.T) {
+	boom := errors.New("boom")
+	fail := func(context.Context, int) (int, error) { return -1, boom }
+	tests := []struct {
+		name   string
+		policy FailurePolicy
+		fn     StreamFunc[int]
+		check  func(t *testing.T, runErr, badErr error, next *StreamNode[int])
+	}{
+		{"zero=fail", 0, fail, func(t *testing.T, runErr, badErr error, next *StreamNode[int]) {
+			assert.ErrorIs(t, runErr, boom)
+			_, err := next.Wait()
+			assert.ErrorIs(t, err, ErrStreamStopped)
+			assert.ErrorIs(t, err, boom)
+		}},
+		{"fail", PolicyFail, fail, func(t *testing.T, runErr, badErr error, next *StreamNode[int]) {
+			assert.ErrorIs(t, runErr, boom)
+			_, err := next.Wait()
+			assert.ErrorIs(t, err, ErrStreamStopped)
+			assert.ErrorIs(t, err, boom)
+		}},
+		{"continue", PolicyContinue, fail, func(t *testing.T, runErr, badErr error, next *StreamNode[int]) {
+			assert.NoError(t, runErr, "a continued failure does not fail the stream")
+			v, err := next.Wait()
+			require.NoError(t, err)
+			assert.Equal(t, 2, v, "the next node receives the last successful result")
+		}},
+		{"continue/panic", PolicyContinue, func(context.Context, int) (int, error) { panic(boom) }, func(t *testing.T, runErr, badErr error, next *StreamNode[int]) {
+			assert.NoError(t, runErr)
+			var pe *PanicError
+			assert.ErrorAs(t, badErr, &pe)
+			v, err := next.Wait()
+			require.NoError(t, err)
+			assert.Equal(t, 2, v)
+		}},
+		{"end", PolicyEnd, fail, func(t *testing.T, runErr, badErr error, next *StreamNode[int]) {
+			var ee *StreamEndError
+			require.ErrorAs(t, runErr, &ee)
+			assert.Equal(t, 2, ee.Position)
+			assert.ErrorIs(t, runErr, boom)
+			_, err := next.Wait()
+			assert.ErrorIs(t, err, ErrStreamStopped)
+			require.ErrorAs(t, err, &ee, "later nodes name the node that ended the stream")
+			assert.Equal(t, 2, ee.Position)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run("policy="+tt.name, func(t *testing.T) {
+			s := NewStream(0)
+			first := s.Append(addOne)
+			bad := s.AppendWith(tt.fn, tt.policy)
+			next := s.Append(addOne)
+			ran := runStream(t.Context(), s)
+			closeErr := s.Close()
+			runErr := <-ran
+			assert.Equal(t, runErr, closeErr)
+
+			v, err := first.Wait()
+			require.NoError(t, err)
+			assert.Equal(t, 1, v)
+			_, badErr := bad.Wait()
+			assert.ErrorIs(t, badErr, boom, "the failed node records its own error")
+			tt.check(t, runErr, badErr, next)
+			assert.Nil(t, bad.Suspended())
+		})
+	}
+}
+
+func TestStreamEndAffectsLaterAppends(t *testing.T) {
+	boom := errors.New("boom")
+	s := NewStream(0)
+	s.AppendWith(func(context.Context, int) (int, error) { return 0, boom }, PolicyEnd)
+	var ee *StreamEndError
+	require.ErrorAs(t, s.Run(t.Context()), &ee)
+	assert.Equal(t, 1, ee.Position)
+	_, err := s.Append(addOne).Wait()
+	assert.ErrorIs(t, err, ErrStreamStopped)
+	assert.ErrorAs(t, err, &ee)
+	assert.ErrorIs(t, err, boom)
+}
+
+func TestStreamUnknownPolicy(t *testing.T) {
+	s := NewStream(0)
+	_, err := s.AppendWith(addOne, FailurePolicy(99)).Wait()
+	assert.ErrorContains(t, err, "unknown failure policy")
+	next := s.Append(addOne)
+	require.NoError(t, closeAfterRun(t, s))
+	v, err := next.Wait()
+	require.NoError(t, err)
+	assert.Equal(t, 1, v, "the refused node is not part of the chain")
+}
+
+// closeAfterRun runs s on a new goroutine, closes it and returns Run's
+// error.
+func closeAfterRun[T any](t *testing.T, s *Stream[T]) error {
+	ran := runStream(t.Context(), s)
+	closeErr := s.Close()
+	err := <-ran
+	assert.Equal(t, err, closeErr)
+	return err
+}
+
+// flaky fails its first failures calls with errFlaky, then adds 10.
+func flaky(failures int) (StreamFunc[int], *int) {
+	calls := new(int)
+	return func(_ context.Context, prev int) (int, error) {
+		*calls++
+		if *calls <= failures {
+			return 0, errFlaky
+		}
+		return prev + 10, nil
+	}, calls
+}
+
+var errFlaky = errors.New("flaky")
+
+func TestStreamSuspendResume(t *testing.T) {
+	gaveUp := errors.New("gave up")
+	tests := []struct {
+		name  string
+		how   Resumption
+		check func(t *testing.T, runErr error, bad, next, late *StreamNode[int])
+	}{
+		{"rerun", Rerun(), func(t *testing.T, runErr error, bad, next, late *StreamNode[int]) {
+			require.NoError(t, runErr)
+			assertValues(t, []int{11, 12, 13}, bad, next, late)
+		}},
+		{"succeed", SucceedWith(42), func(t *testing.T, runErr error, bad, next, late *StreamNode[int]) {
+			require.NoError(t, runErr)
+			assertValues(t, []int{42, 43, 44}, bad, next, late)
+		}},
+		{"fail", FailWith(gaveUp), func(t *testing.T, runErr error, bad, next, late *StreamNode[int]) {
+			assert.ErrorIs(t, runErr, gaveUp)
+			_, err := bad.Wait()
+			assert.ErrorIs(t, err, gaveUp)
+			for _, n := range []*StreamNode[int]{next, late} {
+				_, err := n.Wait()
+				assert.ErrorIs(t, err, ErrStreamStopped)
+				assert.ErrorIs(t, err, gaveUp)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run("how="+tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := NewStream(0)
+				assert.ErrorIs(t, s.Resume(Rerun()), ErrNotPending, "not started")
+				s.Append(addOne)
+				fn, calls := flaky(1)
+				bad := s.AppendWith(fn, PolicySuspend)
+				next := s.Append(addOne)
+				ran := runStream(t.Context(), s)
+				closed := make(chan error, 1)
+				<-bad.Suspended()
+				late := s.Append(addOne) // accepted while paused
+				go func() { closed <- s.Close() }()
+				synctest.Wait() // Run and Close are durably blocked: no spinning
+				for _, n := range []*StreamNode[int]{bad, next, late} {
+					select {
+					case <-n.Done():
+						t.Fatal("a node ended while the stream was paused")
+					default:
+					}
+				}
+
+				assert.ErrorIs(t, s.Resume(SucceedWith("x")), ErrResultType)
+				assert.Error(t, s.Resume(FailWith(nil)))
+				assert.Error(t, s.Resume(Resumption{}))
+				require.NoError(t, s.Resume(tt.how), "refused resumptions do not consume the pause")
+				assert.ErrorIs(t, s.Resume(tt.how), ErrNotPending, "resumes once")
+				runErr := <-ran
+				assert.Equal(t, runErr, <-closed)
+				tt.check(t, runErr, bad, next, late)
+				if tt.name == "rerun" {
+					assert.Equal(t, 2, *calls)
+				} else {
+					assert.Equal(t, 1, *calls)
+				}
+			})
+		})
+	}
+}
+
+func assertValues(t *testing.T, want []int, nodes ...*StreamNode[int]) {
+	t.Helper()
+	for i, n := range nodes {
+		v, err := n.Wait()
+		require.NoError(t, err)
+		assert.Equal(t, want[i], v, "node %d", i)
+	}
+}
+
+func TestStreamSuspendAgainAfterRerun(t *testing.T) {
+	s := NewStream(0)
+	fn, calls := flaky(2)
+	bad := s.AppendWith(fn, PolicySuspend)
+	ran := runStream(t.Context(), s)
+	first := bad.Suspended()
+	<-first
+	require.NoError(t, s.Resume(Rerun()))
+	second := bad.Suspended()
+	assert.NotEqual(t, first, second, "a rerun node gets a new Suspended channel")
+	<-second
+	require.NoError(t, s.Resume(Rerun()))
+	require.NoError(t, s.Close())
+	require.NoError(t, <-ran)
+	assertValues(t, []int{10}, bad)
+	assert.Equal(t, 3, *calls)
+}
+
+func TestStreamSuspendedUntilContextEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		s := NewStream(0)
+		fn, _ := flaky(1)
+		bad := s.AppendWith(fn, PolicySuspend)
+		next := s.Append(addOne)
+		ran := runStream(ctx, s)
+		<-bad.Suspended()
+		time.Sleep(2 * time.Minute)
+		assert.ErrorIs(t, <-ran, context.DeadlineExceeded)
+		_, err := bad.Wait()
+		assert.ErrorIs(t, err, errFlaky)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		_, err = next.Wait()
+		assert.ErrorIs(t, err, ErrStreamStopped)
+		assert.ErrorIs(t, s.Resume(SucceedWith(1)), ErrNotPending)
+		assert.ErrorIs(t, s.Close(), context.DeadlineExceeded)
+	})
+}
+
+// TestStreamResumeRacesCancel resumes from two goroutines while a third
+// cancels Run's context: exactly one of the three decides how the
+// suspended node ends, and it ends once.
+func TestStreamResumeRacesCancel(t *testing.T) {
+	for iter := range 200 {
+		ctx, cancel := context.WithCancel(t.Context())
+		s := NewStream(0)
+		fn, _ := flaky(1)
+		bad := s.AppendWith(fn, PolicySuspend)
+		ran := runStream(ctx, s)
+		<-bad.Suspended()
+		how := SucceedWith(7)
+		if iter%2 == 1 {
+			how = Rerun()
+		}
+		var wg sync.WaitGroup
+		var errs [2]error
+		for k := range errs {
+			wg.Go(func() { errs[k] = s.Resume(how) })
+		}
+		wg.Go(cancel)
+		wg.Wait()
+		assert.ErrorIs(t, <-ran, context.Canceled)
+		<-bad.Done()
+		_, badErr := bad.Wait()
+		ctxWon := errors.Is(badErr, errFlaky)
+		winners := 0
+		for _, err := range errs {
+			if err == nil {
+				winners++
+			} else {
+				assert.ErrorIs(t, err, ErrNotPending)
+			}
+		}
+		if ctxWon {
+			assert.ErrorIs(t, badErr, context.Canceled)
+			assert.Zero(t, winners, "ctx won, yet a Resume succeeded")
+		} else {
+			assert.Equal(t, 1, winners, "iteration %d: Resume winners", iter)
+			if iter%2 == 0 {
+				assert.NoError(t, badErr)
+			} else if badErr != nil {
+				assert.ErrorIs(t, badErr, ErrStreamStopped, "rerun accepted, ctx ended first")
+			}
+		}
+	}
+}
+
+// TestStreamContinueManyProducers appends nodes with PolicyContinue from
+// many goroutines, some failing: the stream goes on, and each successful
+// node receives the last successful result, so successes count 1, 2, 3...
+func TestStreamContinueManyProducers(t *testing.T) {
+	const producers, each = 16, 100
+	s := NewStream(0)
+	ran := runStream(t.Context(), s)
+	nodes := make([][]*StreamNode[int], producers)
+	var wg sync.WaitGroup
+	for p := range producers {
+		wg.Go(func() {
+			for i := range each {
+				nodes[p] = append(nodes[p], s.AppendWith(func(_ context.Context, prev int) (int, error) {
+					switch (p*each + i) % 7 {
+					case 0:
+						return -1, errors.New("fail")
+					case 3:
+						panic("boom")
+					}
+					return prev + 1, nil
+				}, PolicyContinue))
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, s.Close())
+	require.NoError(t, <-ran)
+	seen := make(map[int]bool)
+	failed := 0
+	for p := range producers {
+		for i, n := range nodes[p] {
+			v, err := n.Wait()
+			if k := (p*each + i) % 7; k == 0 || k == 3 {
+				require.Error(t, err)
+				failed++
+				continue
+			}
+			require.NoError(t, err)
+			assert.False(t, seen[v], "value %d given twice", v)
+			seen[v] = true
+		}
+	}
+	ok := producers*each - failed
+	assert.Positive(t, failed)
+	for v := 1; v <= ok; v++ {
+		assert.True(t, seen[v], "no node got %d: a success did not see the last success", v)
+	}
+}
