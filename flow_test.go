@@ -614,3 +614,20 @@ func TestBackoffs(t *testing.T) {
 	assert.Equal(t, "continue", PolicyContinue.String())
 	assert.Equal(t, "at least 3 succeeded", AtLeast(3).String())
 }
+
+// TestEndReason checks that the report names the node that ended the run.
+func TestEndReason(t *testing.T) {
+	a := newAsync(t)
+	rec := newRecorder()
+	gate := make(chan struct{})
+	bad := rec.node("bad", func(context.Context, Wrappers) (int, error) { <-gate; return 0, errBoom }).OnFailure(PolicyEnd)
+	slow := rec.node("slow", func(ctx context.Context, _ Wrappers) (int, error) { close(gate); <-ctx.Done(); return 0, ctx.Err() })
+	r, err := a.Start(context.Background(), 0, bad, slow)
+	require.NoError(t, err)
+	var ee *EndError
+	require.ErrorAs(t, r.Wait(context.Background()), &ee)
+	rep := r.Report()
+	assert.Equal(t, "worker failed", rep.Nodes[0].Reason)
+	assert.Equal(t, `stopped: node "bad" ended the run`, rep.Nodes[1].Reason)
+	assert.Equal(t, StatusFailed, rep.Nodes[1].Status)
+}

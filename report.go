@@ -244,7 +244,10 @@ func (r *Run) reason(i int32) string {
 		return fmt.Sprintf("stopped before it started: %v", err)
 	}
 	var up *UpstreamError
+	var ee *EndError
 	switch {
+	case errors.As(err, &ee) && err == error(ee):
+		return fmt.Sprintf("stopped: node %q ended the run", ee.ID)
 	case isSkip(err):
 		return "no successor needed it any more"
 	case errors.As(err, &up) && n.attempts.Load() == 0:

@@ -536,7 +536,11 @@ func (r *Run) trigger(s, by int32, wl *worklist) {
 		r.times[s].ready.Store(time.Now().UnixNano())
 	}
 	wl.left = append(wl.left, s)
-	if st, err, late := r.expired(); late {
+	// Only the sweep's flag, a plain load: a node triggered just after the
+	// deadline but before the sweep started is caught by the check before
+	// it starts, or ended by the sweep while it waits.
+	if r.stopped.Load() {
+		st, err, _ := r.expired()
 		r.end(s, sReady, st, err, -1, wl)
 		return
 	}

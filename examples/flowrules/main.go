@@ -1,0 +1,136 @@
+// Command flowrules shows every join strategy and failure policy of
+// asynctool on small graphs whose workers are simulated RPCs, and prints
+// each run's report.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynctool-go/asynctool"
+)
+
+// rpc simulates a call that takes d and then returns v, or err if not nil.
+func rpc(d time.Duration, v int, err error) asynctool.WorkerFunc[string, int] {
+	return func(ctx context.Context, _ string, _ asynctool.Wrappers) (int, error) {
+		select {
+		case <-time.After(d):
+			return v, err
+		case <-ctx.Done():
+			return 0, context.Cause(ctx)
+		}
+	}
+}
+
+var errDown = errors.New("replica down")
+
+// fanIn builds upstreams u0..u(n-1) (outcomes: 's' succeeds, 'f' fails,
+// each 10 ms later than the previous) feeding one node with join j.
+func fanIn(outcomes string, j asynctool.Join) ([]asynctool.Wrapper, *asynctool.WorkerWrapper[string, int]) {
+	sink := asynctool.NewWrapper("sink", rpc(0, 1, nil), "").Join(j)
+	var starts []asynctool.Wrapper
+	for k, o := range outcomes {
+		var err error
+		if o == 'f' {
+			err = errDown
+		}
+		u := asynctool.NewWrapper(fmt.Sprint("u", k), rpc(time.Duration(k+1)*10*time.Millisecond, k, err), "")
+		sink.Depend(u, false)
+		starts = append(starts, u)
+	}
+	return starts, sink
+}
+
+func run(title string, starts ...asynctool.Wrapper) {
+	a := asynctool.New()
+	defer a.Close()
+	r, err := a.Start(context.Background(), time.Second, starts...)
+	if err != nil {
+		fmt.Println(title, "rejected:", err)
+		return
+	}
+	werr := r.Wait(context.Background())
+	fmt.Printf("== %s (run error: %v)\n%s\n", title, werr, r.Report())
+}
+
+func main() {
+	joins := []struct {
+		title    string
+		outcomes string
+		join     asynctool.Join
+	}{
+		{"AllSucceeded: fails at the first failure", "sfs", asynctool.AllSucceeded()},
+		{"AllDone: runs once every upstream ended", "sfs", asynctool.AllDone()},
+		{"AnySucceeded: runs on the first success, after a failure", "fss", asynctool.AnySucceeded()},
+		{"AtLeast(2): runs on the second success", "sfss", asynctool.AtLeast(2)},
+		{"NamedSucceeded(u1): ignores the others' failures", "fsf", asynctool.NamedSucceeded("u1")},
+		{"CustomJoin: runs when the successes outnumber the failures by 2", "sssf", asynctool.CustomJoin(func(ups []asynctool.Upstream) asynctool.Decision {
+			lead := 0
+			for _, u := range ups {
+				switch {
+				case u.Ended && u.OK:
+					lead++
+				case u.Ended:
+					lead--
+				}
+			}
+			if lead >= 2 {
+				return asynctool.DecideRun
+			}
+			return asynctool.DecideWait
+		})},
+	}
+	for _, j := range joins {
+		starts, _ := fanIn(j.outcomes, j.join)
+		run(j.title, starts...)
+	}
+
+	// Retries with backoff, bounded by a node timeout.
+	var calls atomic.Int32
+	flaky := asynctool.NewWrapper("flaky", asynctool.WorkerFunc[string, int](func(ctx context.Context, _ string, _ asynctool.Wrappers) (int, error) {
+		if calls.Add(1) < 3 {
+			return 0, errDown
+		}
+		return 42, nil
+	}), "").
+		Retry(asynctool.RetryPolicy{Attempts: 5, Backoff: asynctool.ExponentialBackoff(5*time.Millisecond, 50*time.Millisecond, 0.2)}).
+		Timeout(200 * time.Millisecond)
+	run("Retry: succeeds on the third attempt", flaky)
+
+	// Failure policies.
+	cont := asynctool.NewWrapper("optional-enrich", rpc(5*time.Millisecond, 0, errDown), "").
+		OnFailure(asynctool.PolicyContinue).Default(-1)
+	after := asynctool.NewWrapper("render", rpc(0, 1, nil), "").Depend(cont, true)
+	_ = after
+	run("PolicyContinue: the failure is recorded, render still runs", cont)
+
+	fatal := asynctool.NewWrapper("auth", rpc(5*time.Millisecond, 0, errors.New("token revoked")), "").
+		OnFailure(asynctool.PolicyEnd)
+	slow := asynctool.NewWrapper("slow", rpc(time.Second, 1, nil), "")
+	run("PolicyEnd: the whole run stops", fatal, slow)
+
+	// Suspend, then resume by hand.
+	var attempts atomic.Int32
+	payment := asynctool.NewWrapper("payment", asynctool.WorkerFunc[string, int](func(ctx context.Context, _ string, _ asynctool.Wrappers) (int, error) {
+		if attempts.Add(1) == 1 {
+			return 0, errors.New("needs manual review")
+		}
+		return 7, nil
+	}), "").OnFailure(asynctool.PolicySuspend)
+	receipt := asynctool.NewWrapper("receipt", rpc(0, 1, nil), "").Depend(payment, true)
+	_ = receipt
+	a := asynctool.New()
+	defer a.Close()
+	r, _ := a.Start(context.Background(), time.Second, payment)
+	for r.Report().Nodes[0].Status != asynctool.StatusPending {
+		time.Sleep(time.Millisecond)
+	}
+	fmt.Printf("== PolicySuspend: before Resume\n%s", r.Report())
+	if err := r.Resume("payment", asynctool.Rerun()); err != nil {
+		fmt.Println("resume:", err)
+	}
+	fmt.Printf("after Resume (run error: %v)\n%s", r.Wait(context.Background()), r.Report())
+}
