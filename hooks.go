@@ -104,7 +104,7 @@ func (r *Run) event(i int32) NodeEvent {
 	st := n.state.Load()
 	ev := NodeEvent{ID: pn.id, Index: int(i), State: publicState(st), Attempt: int(n.attempts.Load())}
 	if terminal(st) {
-		_, ev.Result, ev.Err = pn.impl.resultAny(r.slots[i])
+		ev.Result, ev.Err = pn.impl.resultMeta(r.slots[i])
 		ev.Reason = r.reason(i)
 	}
 	if r.times != nil {

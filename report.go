@@ -213,7 +213,7 @@ func (r *Run) status(i int32, st int32, rep *Report) Status {
 	case sFinish:
 		return StatusSucceeded
 	case sError:
-		_, rs, err := r.p.nodes[i].impl.resultAny(r.slots[i])
+		rs, err := r.p.nodes[i].impl.resultMeta(r.slots[i])
 		switch {
 		case rs == ResultTimeout:
 			return StatusTimedOut
@@ -233,7 +233,7 @@ func (r *Run) status(i int32, st int32, rep *Report) Status {
 // reason explains why node i, which has ended, did not succeed.
 func (r *Run) reason(i int32) string {
 	pn, n := &r.p.nodes[i], &r.nodes[i]
-	_, st, err := pn.impl.resultAny(r.slots[i])
+	st, err := pn.impl.resultMeta(r.slots[i])
 	switch st {
 	case ResultSuccess:
 		return ""

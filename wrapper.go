@@ -205,6 +205,9 @@ type nodeImpl interface {
 	fireResult(slot any, success bool) *PanicError
 	// resultErr returns the Err of the result in slot.
 	resultErr(slot any) error
+	// resultMeta returns the State and Err of the result in slot, without
+	// boxing its value.
+	resultMeta(slot any) (ResultState, error)
 	// resultType names R, for error messages.
 	resultType() reflect.Type
 	// clearSlot drops the result in slot, so a recycled run retains nothing.
@@ -326,6 +329,11 @@ func (w *WorkerWrapper[P, R]) fireResult(sl any, success bool) (p *PanicError) {
 }
 
 func (w *WorkerWrapper[P, R]) resultErr(sl any) error { return sl.(*slot[R]).res.Err }
+
+func (w *WorkerWrapper[P, R]) resultMeta(sl any) (ResultState, error) {
+	res := &sl.(*slot[R]).res
+	return res.State, res.Err
+}
 
 func (w *WorkerWrapper[P, R]) resultType() reflect.Type { return reflect.TypeFor[R]() }
 
