@@ -1,10 +1,12 @@
 package asynctool
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime/debug"
 	"strings"
+	"time"
 )
 
 // Errors returned by [Async.BeginWork] and [Async.Start] before anything
@@ -50,6 +52,46 @@ var (
 	// ErrResultType is returned by [ResultOf] when the node's result type is
 	// not the one asked for.
 	ErrResultType = errors.New("asynctool: node result has another type")
+
+	// Flow rules.
+
+	// ErrJoinUndecided is the Err of a node whose custom join still said
+	// wait when every upstream had ended.
+	ErrJoinUndecided = errors.New("asynctool: join undecided after every upstream ended")
+	// ErrJoinFailed is the Err of a node whose custom join decided to fail.
+	ErrJoinFailed = errors.New("asynctool: join decided to fail")
+	// ErrNotPending is returned by Run.Resume for a node that is not
+	// pending.
+	ErrNotPending = errors.New("asynctool: node is not pending")
+	// ErrBadJoin means a join strategy does not fit the node's upstreams.
+	ErrBadJoin = errors.New("asynctool: invalid join")
+	// ErrBadRetry means a retry policy with fewer than one attempt.
+	ErrBadRetry = errors.New("asynctool: invalid retry policy")
+	// ErrBadTimeout means a negative node timeout.
+	ErrBadTimeout = errors.New("asynctool: invalid node timeout")
+
+	// Executors: Pool, Serial, Keyed and Stream.
+
+	// ErrPoolClosed is returned by [Pool.Submit] after [Pool.Close].
+	ErrPoolClosed = errors.New("asynctool: pool is closed")
+	// ErrPoolFull is returned by [Pool.Submit] when every worker is busy,
+	// the queue is full and the pool's policy is [Reject].
+	ErrPoolFull = errors.New("asynctool: pool is full")
+	// ErrNilTask is returned when a nil task is submitted to a Pool,
+	// Serial or Keyed, and is the error of a nil Stream node.
+	ErrNilTask = errors.New("asynctool: nil task")
+	// ErrSerialClosed is returned by [Serial] and [Keyed] submissions
+	// after Close.
+	ErrSerialClosed = errors.New("asynctool: serial executor is closed")
+	// ErrStreamClosed is the error of a [Stream] node appended after
+	// [Stream.Close].
+	ErrStreamClosed = errors.New("asynctool: stream is closed")
+	// ErrStreamStopped wraps the error of every [Stream] node that did
+	// not run because an earlier node failed or the stream's context
+	// ended; the cause is wrapped too.
+	ErrStreamStopped = errors.New("asynctool: stream stopped before this node")
+	// ErrStreamStarted is returned by a second call to [Stream.Run].
+	ErrStreamStarted = errors.New("asynctool: stream already started")
 )
 
 // GraphError describes a graph that was rejected before anything ran.
@@ -142,3 +184,33 @@ func (e *CallbackPanicError) Error() string {
 
 // Unwrap returns the recovered panic.
 func (e *CallbackPanicError) Unwrap() error { return e.Panic }
+
+// NodeTimeoutError is the Err of a node that exceeded its own Timeout. It
+// unwraps to [context.DeadlineExceeded].
+type NodeTimeoutError struct {
+	ID      string
+	Timeout time.Duration
+}
+
+func (e *NodeTimeoutError) Error() string {
+	return fmt.Sprintf("asynctool: node %q exceeded its timeout of %v", e.ID, e.Timeout)
+}
+
+// Unwrap returns context.DeadlineExceeded.
+func (e *NodeTimeoutError) Unwrap() error { return context.DeadlineExceeded }
+
+// EndError is how a run ends when a node with [PolicyEnd] fails: it is
+// BeginWork's error and the Err of every node that had not ended.
+type EndError struct {
+	// ID is the node whose failure ended the run.
+	ID string
+	// Err is that node's error.
+	Err error
+}
+
+func (e *EndError) Error() string {
+	return fmt.Sprintf("asynctool: run ended by node %q: %v", e.ID, e.Err)
+}
+
+// Unwrap returns the failing node's error.
+func (e *EndError) Unwrap() error { return e.Err }

@@ -38,7 +38,7 @@ func handReport() *asynctool.Report {
 		ran(0, "user", 0, 10, 1, asynctool.StateFinish, asynctool.ResultSuccess, nil),
 		ran(1, `cart "v2"`, 0, 30, 2, asynctool.StateFinish, asynctool.ResultSuccess, nil),
 		{ID: "récos ✨", Index: 2, State: asynctool.StateError, Result: asynctool.ResultException,
-			Err: asynctool.ErrSkipped, Reason: "skipped: no successor needed it any more", Ended: ms(5)},
+			Err: asynctool.ErrSkipped, Reason: "no successor needed it any more", Ended: ms(5)},
 		ran(3, "ads", 0, 40, 3, asynctool.StateError, asynctool.ResultTimeout, context.DeadlineExceeded),
 		ran(4, "page", 30, 45, 2, asynctool.StateFinish, asynctool.ResultSuccess, nil),
 		ran(5, `audit\log`, 45, 47, 2, asynctool.StateError, asynctool.ResultException, errDown),

@@ -142,36 +142,6 @@ func (c *nodeCore) flow() *flowSpec {
 	return c.spec
 }
 
-// NodeTimeoutError is the Err of a node that exceeded its own Timeout. It
-// unwraps to [context.DeadlineExceeded].
-type NodeTimeoutError struct {
-	ID      string
-	Timeout time.Duration
-}
-
-func (e *NodeTimeoutError) Error() string {
-	return fmt.Sprintf("asynctool: node %q exceeded its timeout of %v", e.ID, e.Timeout)
-}
-
-// Unwrap returns context.DeadlineExceeded.
-func (e *NodeTimeoutError) Unwrap() error { return context.DeadlineExceeded }
-
-// EndError is how a run ends when a node with [PolicyEnd] fails: it is
-// BeginWork's error and the Err of every node that had not ended.
-type EndError struct {
-	// ID is the node whose failure ended the run.
-	ID string
-	// Err is that node's error.
-	Err error
-}
-
-func (e *EndError) Error() string {
-	return fmt.Sprintf("asynctool: run ended by node %q: %v", e.ID, e.Err)
-}
-
-// Unwrap returns the failing node's error.
-func (e *EndError) Unwrap() error { return e.Err }
-
 // Resumption says how [Run.Resume] resumes a pending node: build one with
 // [Rerun], [SucceedWith] or [FailWith].
 type Resumption struct {
@@ -210,24 +180,6 @@ type nodeExt struct {
 	lastErr error       // the failure that made the node pending
 	retries *time.Timer
 }
-
-// Errors of the flow rules.
-var (
-	// ErrJoinUndecided is the Err of a node whose custom join still said
-	// wait when every upstream had ended.
-	ErrJoinUndecided = errors.New("asynctool: join undecided after every upstream ended")
-	// ErrJoinFailed is the Err of a node whose custom join decided to fail.
-	ErrJoinFailed = errors.New("asynctool: join decided to fail")
-	// ErrNotPending is returned by Run.Resume for a node that is not
-	// pending.
-	ErrNotPending = errors.New("asynctool: node is not pending")
-	// ErrBadJoin means a join strategy does not fit the node's upstreams.
-	ErrBadJoin = errors.New("asynctool: invalid join")
-	// ErrBadRetry means a retry policy with fewer than one attempt.
-	ErrBadRetry = errors.New("asynctool: invalid retry policy")
-	// ErrBadTimeout means a negative node timeout.
-	ErrBadTimeout = errors.New("asynctool: invalid node timeout")
-)
 
 // arm starts node i's own timeout, when it has one, for the round that is
 // starting (its first start or a Rerun). The caller holds the node in

@@ -1,36 +1,11 @@
 package asynctool
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
-)
-
-// Errors of the executors: [Pool], [Serial], [Keyed] and [Stream].
-var (
-	// ErrPoolClosed is returned by [Pool.Submit] after [Pool.Close].
-	ErrPoolClosed = errors.New("asynctool: pool is closed")
-	// ErrPoolFull is returned by [Pool.Submit] when every worker is busy,
-	// the queue is full and the pool's policy is [Reject].
-	ErrPoolFull = errors.New("asynctool: pool is full")
-	// ErrNilTask is returned when a nil task is submitted to a Pool,
-	// Serial or Keyed, and is the error of a nil Stream node.
-	ErrNilTask = errors.New("asynctool: nil task")
-	// ErrSerialClosed is returned by [Serial] and [Keyed] submissions
-	// after Close.
-	ErrSerialClosed = errors.New("asynctool: serial executor is closed")
-	// ErrStreamClosed is the error of a [Stream] node appended after
-	// [Stream.Close].
-	ErrStreamClosed = errors.New("asynctool: stream is closed")
-	// ErrStreamStopped wraps the error of every [Stream] node that did
-	// not run because an earlier node failed or the stream's context
-	// ended; the cause is wrapped too.
-	ErrStreamStopped = errors.New("asynctool: stream stopped before this node")
-	// ErrStreamStarted is returned by a second call to [Stream.Run].
-	ErrStreamStarted = errors.New("asynctool: stream already started")
 )
 
 // FullPolicy says what [Pool.Submit] does with a task when every worker is

@@ -154,7 +154,7 @@ func TestSkipAndTimeout(t *testing.T) {
 	}
 	sp := attrs(spans["asynctool.node spare"].Attributes)
 	assert.Equal(t, "skipped", sp["asynctool.node.outcome"].AsString())
-	assert.Equal(t, "skipped: no successor needed it any more", sp["asynctool.node.reason"].AsString())
+	assert.Equal(t, "no successor needed it any more", sp["asynctool.node.reason"].AsString())
 
 	s := spans["asynctool.node slow"]
 	assert.Equal(t, "timeout", attrs(s.Attributes)["asynctool.node.outcome"].AsString())
