@@ -138,9 +138,7 @@ func (a *Async) Start(ctx context.Context, timeout time.Duration, starts ...Wrap
 	if err != nil {
 		return nil, err
 	}
-	if err := claim(p); err != nil {
-		return nil, err
-	}
+	bind(p)
 	r := newRun(p, false)
 	r.reset()
 	for i := range p.nodes {
@@ -204,25 +202,20 @@ func (a *Async) launch(ctx context.Context, r *Run, timeout time.Duration) error
 	return nil
 }
 
-// claim marks every node of p as used and binds it to p, or none if one
-// already was used.
-func claim(p *plan) error {
+// bind ties every node of p, which compile claimed, to p.
+func bind(p *plan) {
 	for i := range p.nodes {
 		c := p.nodes[i].core
-		if !c.used.CompareAndSwap(false, true) {
-			unclaim(p, i)
-			return graphErr(ErrReused, []string{c.id}, "node %q; build new wrappers for every run", c.id)
-		}
 		c.plan, c.idx = p, int32(i)
 	}
-	return nil
 }
 
+// unclaim releases the first n nodes of p, for a run that did not start.
 func unclaim(p *plan, n int) {
 	for i := range n {
 		c := p.nodes[i].core
 		c.plan = nil
-		c.used.Store(false)
+		c.owner.Store(nil)
 	}
 }
 

@@ -25,7 +25,7 @@ func link(from, to *nodeCore, must bool, method string) {
 		}
 		return
 	}
-	e := &edge{from: from, to: to, must: must}
+	e := edge{from: from, to: to, must: must}
 	from.out = append(from.out, e)
 	to.in = append(to.in, e)
 }

@@ -41,9 +41,7 @@ func Compile(starts ...Wrapper) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := claim(p); err != nil {
-		return nil, err
-	}
+	bind(p)
 	return &Plan{p: p}, nil
 }
 
@@ -84,51 +82,74 @@ type pedge struct {
 	must bool
 }
 
-// compile collects the nodes reachable from starts by following edges
-// forward, validates them and returns the plan. It does not modify the
-// wrappers.
-func compile(starts []Wrapper) (*plan, error) {
+// claimToken identifies one compilation: the nodes it claimed point to
+// it. It has a size so that distinct tokens have distinct addresses.
+type claimToken struct{ _ byte }
+
+// compile claims the nodes reachable from starts by following edges
+// forward, validates them and returns the plan, whose nodes stay claimed
+// (bound to it by the caller). On error every claim is released, so a
+// rejected graph can be fixed and run. A node claimed by an earlier
+// compilation is reported as reused.
+func compile(starts []Wrapper) (p *plan, err error) {
 	if len(starts) == 0 {
 		return nil, ErrNoStart
 	}
-	pos := make(map[*nodeCore]int, len(starts))
+	tok := &claimToken{}
 	cores := make([]*nodeCore, 0, len(starts))
+	defer func() {
+		if err != nil {
+			for _, c := range cores {
+				c.owner.Store(nil)
+			}
+		}
+	}()
+	// visit claims c; pos is written only by the claim's owner.
+	visit := func(c *nodeCore) error {
+		if c.owner.CompareAndSwap(nil, tok) {
+			c.pos = int32(len(cores))
+			cores = append(cores, c)
+			return nil
+		}
+		if c.owner.Load() == tok {
+			return nil // reached again in this compilation
+		}
+		return graphErr(ErrReused, []string{c.id}, "node %q; build new wrappers for every run", c.id)
+	}
 	for k, s := range starts {
 		c := coreOf(s)
 		if c == nil {
 			return nil, graphErr(ErrNilWrapper, nil, "start node %d is nil", k)
 		}
-		if _, ok := pos[c]; !ok {
-			pos[c] = len(cores)
-			cores = append(cores, c)
+		if err := visit(c); err != nil {
+			return nil, err
 		}
 	}
 	for h := 0; h < len(cores); h++ {
 		for _, e := range cores[h].out {
-			if _, ok := pos[e.to]; !ok {
-				pos[e.to] = len(cores)
-				cores = append(cores, e.to)
+			if err := visit(e.to); err != nil {
+				return nil, err
 			}
 		}
 	}
 
-	ids := make(map[string]int, len(cores))
-	for i, c := range cores {
+	// index maps ids to positions in cores for now; to topological
+	// indexes below.
+	index := make(map[string]int32, len(cores))
+	for _, c := range cores {
 		switch {
 		case c.buildErr != nil:
 			return nil, c.buildErr
 		case !c.impl.hasWorker():
 			return nil, graphErr(ErrNilWorker, []string{c.id}, "node %q", c.id)
-		case c.used.Load():
-			return nil, graphErr(ErrReused, []string{c.id}, "node %q; build new wrappers for every run", c.id)
 		}
 		if c.id == "" {
 			continue
 		}
-		if j, dup := ids[c.id]; dup && cores[j] != c {
+		if _, dup := index[c.id]; dup {
 			return nil, graphErr(ErrDuplicateID, []string{c.id}, "two different nodes have id %q", c.id)
 		}
-		ids[c.id] = i
+		index[c.id] = c.pos
 	}
 
 	// Edges, deduplicated in linear time (seen[j] == i+1 marks an edge
@@ -146,14 +167,14 @@ func compile(starts []Wrapper) (*plan, error) {
 	seenMust := make([]bool, len(cores))
 	for i, c := range cores {
 		for _, e := range c.in {
-			if _, ok := pos[e.from]; !ok {
+			if e.from.owner.Load() != tok {
 				return nil, graphErr(ErrUnreachableDependency, []string{c.id, e.from.id},
 					"node %q depends on %q; pass %q (or a node it depends on) as a start node", c.id, e.from.id, e.from.id)
 			}
 		}
 		start := len(flat)
 		for _, e := range c.out {
-			j := pos[e.to]
+			j := int(e.to.pos)
 			if seen[j] == i+1 {
 				if seenMust[j] != e.must {
 					return nil, graphErr(ErrConflictingEdge, []string{c.id, e.to.id}, "%q -> %q", c.id, e.to.id)
@@ -182,7 +203,10 @@ func compile(starts []Wrapper) (*plan, error) {
 	for k, i := range order {
 		idx[i] = int32(k)
 	}
-	p := &plan{nodes: make([]pnode, len(cores)), index: make(map[string]int32, len(ids))}
+	for id, k := range index {
+		index[id] = idx[k]
+	}
+	p = &plan{nodes: make([]pnode, len(cores)), index: index}
 	// Flat backing arrays for every node's out, in and inMust.
 	indeg := make([]int, len(cores))
 	for _, js := range succ {
@@ -221,9 +245,6 @@ func compile(starts []Wrapper) (*plan, error) {
 			}
 		}
 		n.out = outs[start:len(outs):len(outs)]
-		if c.id != "" {
-			p.index[c.id] = idx[i]
-		}
 	}
 	for k := range p.nodes {
 		if len(p.nodes[k].in) == 0 {

@@ -91,7 +91,7 @@ func TestReuseIsRejected(t *testing.T) {
 	z := NewWrapper("z", okWorker(), 0).Depend(y, true)
 	z.Depend(x, false)
 	require.ErrorIs(t, a.BeginWork(context.Background(), 0, y, x), ErrReused)
-	assert.False(t, y.used.Load(), "y was not consumed")
+	assert.Nil(t, y.owner.Load(), "y was not consumed")
 
 	// Changing a used wrapper is reported too.
 	x.Callback(nil)

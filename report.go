@@ -274,6 +274,7 @@ func Describe(starts ...Wrapper) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	unclaim(p, len(p.nodes)) // describing does not consume the wrappers
 	return newRun(p, false).Report(), nil
 }
 

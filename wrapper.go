@@ -48,6 +48,7 @@ func NewWrapper[P, R any](id string, worker Worker[P, R], param P) *WorkerWrappe
 	w := &WorkerWrapper[P, R]{worker: worker, param: param, cb: NopCallback[P, R]{}}
 	w.nodeCore.id = id
 	w.nodeCore.impl = w
+	w.nodeCore.in, w.nodeCore.out = w.inBuf[:0], w.outBuf[:0]
 	return w
 }
 
@@ -166,14 +167,16 @@ func (w *WorkerWrapper[P, R]) String() string { return fmt.Sprintf("node %q", w.
 // the binding to the run it belongs to.
 type nodeCore struct {
 	id             string
-	in, out        []*edge // edges into and out of this node, as declared
+	in, out        []edge  // edges into and out of this node, as declared
+	inBuf, outBuf  [2]edge // the first edges, without an allocation
 	noShortCircuit bool
-	spec           *flowSpec // flow rules, nil if none
-	buildErr       error     // first misuse seen while building, reported by BeginWork
-	used           atomic.Bool
-	plan           *plan               // the plan this node belongs to, once claimed
-	idx            int32               // its index in plan.nodes
-	run            atomic.Pointer[Run] // its single-use run, if any; stored after idx
+	spec           *flowSpec                  // flow rules, nil if none
+	buildErr       error                      // first misuse seen while building, reported by BeginWork
+	owner          atomic.Pointer[claimToken] // the compilation that claimed the node; nil while free
+	pos            int32                      // its position during that compilation
+	plan           *plan                      // the plan this node belongs to, once claimed
+	idx            int32                      // its index in plan.nodes
+	run            atomic.Pointer[Run]        // its single-use run, if any; stored after idx
 	impl           nodeImpl
 }
 
@@ -181,7 +184,7 @@ type nodeCore struct {
 // that is part of a run or a plan may not: the change is refused and
 // reported by the next BeginWork or Compile that includes the node.
 func (c *nodeCore) checkBuildable(method string) bool {
-	if !c.used.Load() {
+	if c.owner.Load() == nil {
 		return true
 	}
 	if c.buildErr == nil {
