@@ -628,7 +628,11 @@ func (r *Run) settle(wl *worklist) {
 // no successor needs any more is skipped (the short-circuit rule).
 func (r *Run) release(i int32, wl *worklist) {
 	for _, x := range r.p.nodes[i].in {
-		if r.nodes[x].released.Add(1) == int32(len(r.p.nodes[x].out)) && r.p.nodes[x].shortCircuit {
+		xn := &r.nodes[x]
+		if terminal(xn.state.Load()) {
+			continue // ended: nothing left to skip, no need to count
+		}
+		if xn.released.Add(1) == int32(len(r.p.nodes[x].out)) && r.p.nodes[x].shortCircuit {
 			r.skip(x, wl)
 		}
 	}
