@@ -631,3 +631,22 @@ func TestEndReason(t *testing.T) {
 	assert.Equal(t, `stopped: node "bad" ended the run`, rep.Nodes[1].Reason)
 	assert.Equal(t, StatusFailed, rep.Nodes[1].Status)
 }
+
+// TestNodeTimeoutIsNotARunError checks that a node's own timeout is that
+// node's result: BeginWork still returns nil when the run ends in time.
+func TestNodeTimeoutIsNotARunError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		hang := NewWrapper("hang", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			<-ctx.Done()
+			return 0, ctx.Err()
+		}), 0).Timeout(10 * time.Millisecond)
+		next := NewWrapper("next", okWorker(), 0).Depend(hang, false).Join(AllDone())
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, hang))
+		var nte *NodeTimeoutError
+		assert.ErrorAs(t, hang.Result().Err, &nte)
+		assert.Equal(t, ResultTimeout, hang.Result().State)
+		assert.Equal(t, ResultSuccess, next.Result().State)
+	})
+}

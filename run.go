@@ -571,7 +571,10 @@ func (r *Run) end(i int32, from int32, st ResultState, err error, by int32, wl *
 		wl.left = append(wl.left, i)
 	}
 	if st == ResultTimeout {
-		r.timedOut.Store(true)
+		// A node's own Timeout is that node's result, not the run's.
+		if _, own := err.(*NodeTimeoutError); !own {
+			r.timedOut.Store(true)
+		}
 	}
 	r.p.nodes[i].impl.setFailure(r.slots[i], st, err)
 	r.finish(i, sError, wl)
