@@ -158,11 +158,17 @@ func (n *pnode) setThresholds() {
 	}
 }
 
-// upstreamEnded updates the join of every successor of the node i that
-// just ended, triggering or failing those whose join is now decided. ok
-// says whether i counts as a success.
-func (r *Run) upstreamEnded(i int32, ok bool, wl *worklist) {
-	for _, e := range r.p.nodes[i].out {
+// upstreamEndedFrom updates the join of every successor of the node i
+// that just ended, from its out-edge from on, triggering or failing those
+// whose join is now decided. ok says whether i counts as a success. The
+// worklist records the edge being looked at, so that a custom join that
+// never returns (runtime.Goexit) can be skipped and the rest resumed.
+func (r *Run) upstreamEndedFrom(i int32, from int, ok bool, wl *worklist) {
+	out := r.p.nodes[i].out
+	wl.after = i
+	for k := from; k < len(out); k++ {
+		e := &out[k]
+		wl.edge = int32(k)
 		s := e.to
 		sn, sp := &r.nodes[s], &r.p.nodes[s]
 		if sn.state.Load() != sInit {

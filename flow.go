@@ -236,23 +236,24 @@ func (r *Run) nodeTimedOut(i int32) {
 
 // afterFailure applies node i's retry policy and PolicySuspend after its
 // worker returned err. It reports true if the node did not end: a retry is
-// scheduled, or the node is now pending.
-func (r *Run) afterFailure(i int32, err error, wl *worklist) bool {
+// scheduled, or the node is now pending. Otherwise it returns the node's
+// error: err, or the panic of the policy's own Retryable or Backoff.
+func (r *Run) afterFailure(i int32, err error, wl *worklist) (bool, error) {
 	pn, n, ext := &r.p.nodes[i], &r.nodes[i], r.exts[i]
 	f := pn.flow
 	if rp := f.retry; rp != nil {
 		done := int(n.attempts.Load() - ext.base)
-		if done < rp.Attempts && retryable(rp, err) {
-			var delay time.Duration
-			if rp.Backoff != nil {
-				delay = max(0, rp.Backoff(done))
+		if done < rp.Attempts {
+			again, delay, perr := retryDecision(rp, err, done)
+			if perr != nil {
+				return false, perr // the policy itself failed: no retry
 			}
-			if r.fitsDeadline(i, delay) {
+			if again && r.fitsDeadline(i, delay) {
 				r.scheduleRetry(i, delay)
 				if len(r.hooks) > 0 {
 					r.nodeRetrying(i, err, delay)
 				}
-				return true
+				return true, err
 			}
 		}
 	}
@@ -263,17 +264,30 @@ func (r *Run) afterFailure(i int32, err error, wl *worklist) bool {
 			ext.lastErr = err
 			ext.mu.Unlock()
 		}
-		return true
+		return true, err
 	}
-	return false
+	return false, err
 }
 
-func retryable(rp *RetryPolicy, err error) bool {
+// retryDecision asks the policy whether err is retryable and for the
+// delay before attempt done+1; a panic in Retryable or Backoff is
+// returned as a *PanicError.
+func retryDecision(rp *RetryPolicy, err error, done int) (again bool, delay time.Duration, perr *PanicError) {
+	defer func() {
+		if p := recover(); p != nil {
+			again, perr = false, newPanicError(p)
+		}
+	}()
 	if rp.Retryable != nil {
-		return rp.Retryable(err)
+		again = rp.Retryable(err)
+	} else {
+		var pe *PanicError
+		again = !errors.As(err, &pe)
 	}
-	var pe *PanicError
-	return !errors.As(err, &pe)
+	if again && rp.Backoff != nil {
+		delay = max(0, rp.Backoff(done))
+	}
+	return again, delay, nil
 }
 
 // fitsDeadline reports whether a retry of node i after delay would start
@@ -347,7 +361,11 @@ func (r *Run) Resume(id string, how Resumption) error {
 	n, pn := &r.nodes[i], &r.p.nodes[i]
 	switch how.kind {
 	case resumeRerun:
+		// Take the task's reference first: once the node is ready the run
+		// may otherwise end and be recycled before the task is handed on.
+		r.taskStart()
 		if !n.state.CompareAndSwap(sPending, sReady) {
+			r.taskDone()
 			return fmt.Errorf("%w: %q", ErrNotPending, id)
 		}
 		if ext := r.exts[i]; ext != nil {
@@ -356,7 +374,9 @@ func (r *Run) Resume(id string, how Resumption) error {
 			ext.lastErr = nil
 			ext.mu.Unlock()
 		}
-		r.dispatch(r.nodeTask(i))
+		if task := r.nodeTask(i); !r.a.trySubmit(task) {
+			go task()
+		}
 		return nil
 	case resumeSucceed:
 		if err := pn.impl.checkValue(how.value); err != nil {
@@ -372,7 +392,7 @@ func (r *Run) Resume(id string, how Resumption) error {
 		if !n.state.CompareAndSwap(sPending, sEnding) {
 			return fmt.Errorf("%w: %q", ErrNotPending, id)
 		}
-		pn.impl.setFailure(r.slots[i], ResultException, how.err)
+		pn.impl.setFailure(r, r.slots[i], ResultException, how.err)
 		r.settleResumed(i, sError)
 		return nil
 	}

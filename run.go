@@ -87,6 +87,10 @@ type worklist struct {
 	// again.
 	fresh bool
 	lane  int32 // this goroutine's lane in the report, when timed
+	// after and edge: the node whose successors are being updated, and
+	// the edge being looked at (a custom join runs user code there).
+	after int32
+	edge  int32
 }
 
 // getWorklist returns an empty worklist from the plan's free list.
@@ -94,12 +98,13 @@ func (p *plan) getWorklist() *worklist {
 	if wl, ok := p.worklists.Get().(*worklist); ok {
 		return wl
 	}
-	return &worklist{cur: -1, prop: -1}
+	return &worklist{cur: -1, prop: -1, after: -1}
 }
 
 func (p *plan) putWorklist(wl *worklist) {
 	wl.ready, wl.left, wl.ended = wl.ready[:0], wl.left[:0], wl.ended[:0]
 	wl.cur, wl.prop, wl.sweep, wl.retry, wl.fresh = -1, -1, false, false, false
+	wl.after = -1
 	p.worklists.Put(wl)
 }
 
@@ -168,6 +173,7 @@ func (r *Run) reset() {
 // start runs r on a under the group deadline. The caller has reset r.
 func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration) {
 	r.a = a
+	a.inflight.Add(1) // the run itself, until its sweep is resolved: Close waits for open runs
 	r.hooks = r.hooks[:0]
 	if a.hooks != nil {
 		r.hooks = append(r.hooks, a.hooks)
@@ -196,7 +202,7 @@ func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration) {
 			}
 		}
 	} else {
-		r.times = nil
+		r.times, r.began = nil, time.Time{}
 	}
 	if timeout > 0 {
 		r.ctx, r.cancel = context.WithTimeout(ctx, timeout)
@@ -324,7 +330,14 @@ func (r *Run) loop(first int32, wl *worklist) {
 	normal := false
 	defer func() {
 		if !normal {
-			r.continueAfterGoexit(wl)
+			// runtime.Goexit, or a panic that escaped user code's own
+			// recovery: either way the goroutine's work goes on elsewhere.
+			var pe *PanicError
+			if v := recover(); v != nil {
+				pe = newPanicError(v)
+				r.callbackPanic(r.p.nodes[max(wl.cur, wl.prop, wl.after, 0)].id, "internal", pe)
+			}
+			r.continueAfterGoexit(wl, pe)
 		}
 		r.p.putWorklist(wl)
 	}()
@@ -394,8 +407,8 @@ func (r *Run) takeShared() (int32, bool) {
 // continueAfterGoexit finishes the work of a goroutine that user code
 // ended with runtime.Goexit (for example t.FailNow in a test's worker):
 // the rest of its worklist goes on in a new goroutine.
-func (r *Run) continueAfterGoexit(wl *worklist) {
-	cont := r.salvage(wl)
+func (r *Run) continueAfterGoexit(wl *worklist, pe *PanicError) {
+	cont := r.salvage(wl, pe)
 	r.taskStart()
 	go func() {
 		defer r.taskDone()
@@ -406,22 +419,37 @@ func (r *Run) continueAfterGoexit(wl *worklist) {
 // salvage copies the worklist of a goroutine that is exiting through
 // runtime.Goexit: the node whose worker was running fails with ErrGoexit,
 // and a Result callback that did not return is reported and skipped.
-func (r *Run) salvage(wl *worklist) *worklist {
+func (r *Run) salvage(wl *worklist, pe *PanicError) *worklist {
 	cont := &worklist{
 		ready: append([]int32(nil), wl.ready...),
 		left:  append([]int32(nil), wl.left...),
 		ended: append([]int32(nil), wl.ended...),
 		cur:   -1,
 		prop:  -1,
+		after: -1,
 		sweep: wl.sweep,
 	}
-	if wl.cur >= 0 {
-		r.end(wl.cur, sWorking, ResultException, ErrGoexit, -1, cont)
+	var why error = ErrGoexit
+	if pe != nil {
+		why = pe
 	}
-	if wl.prop >= 0 {
+	if wl.cur >= 0 {
+		r.end(wl.cur, sWorking, ResultException, why, -1, cont)
+	}
+	switch {
+	case wl.prop >= 0:
+		// A Result callback or an end hook did not return.
 		i := wl.prop
-		r.callbackPanic(r.p.nodes[i].id, "Result", &PanicError{Value: ErrGoexit})
+		r.callbackPanic(r.p.nodes[i].id, "Result", &PanicError{Value: why})
 		r.afterCallback(i, cont)
+	case wl.after >= 0:
+		// A custom join did not return: fail its node, then go on with
+		// the other successors of the node that ended.
+		i, k := wl.after, wl.edge
+		s := r.p.nodes[i].out[k].to
+		r.failFromUpstream(s, i, fmt.Errorf("asynctool: join of %q: %w", r.p.nodes[s].id, why), cont)
+		r.upstreamEndedFrom(i, int(k)+1, r.counts(i), cont)
+		r.finishAfterCallback(cont)
 	}
 	return cont
 }
@@ -511,6 +539,7 @@ func (r *Run) attempt(i int32, wl *worklist) {
 		}
 		ext.mu.Unlock()
 	}
+	wl.cur = i
 	if r.times != nil {
 		t := &r.times[i]
 		t.start.CompareAndSwap(0, time.Now().UnixNano())
@@ -519,7 +548,6 @@ func (r *Run) attempt(i int32, wl *worklist) {
 			ctx = r.nodeStarted(i, ctx)
 		}
 	}
-	wl.cur = i
 	r.p.nodes[i].impl.execute(ctx, r, i, wl)
 	wl.cur = -1
 }
@@ -570,14 +598,21 @@ func (r *Run) end(i int32, from int32, st ResultState, err error, by int32, wl *
 	if from == sInit {
 		wl.left = append(wl.left, i)
 	}
-	if st == ResultTimeout {
+	_, ownTimeout := err.(*NodeTimeoutError)
+	if st == ResultTimeout && !ownTimeout {
 		// A node's own Timeout is that node's result, not the run's.
-		if _, own := err.(*NodeTimeoutError); !own {
-			r.timedOut.Store(true)
+		r.timedOut.Store(true)
+	}
+	if ownTimeout {
+		r.failedFinally(i) // PolicyContinue applies to the node's own timeout
+	}
+	r.p.nodes[i].impl.setFailure(r, r.slots[i], st, err)
+	r.finish(i, sError, wl)
+	if ownTimeout {
+		if f := r.p.nodes[i].flow; f != nil && f.policy == PolicyEnd {
+			r.endRun(i, err)
 		}
 	}
-	r.p.nodes[i].impl.setFailure(r.slots[i], st, err)
-	r.finish(i, sError, wl)
 	return true
 }
 
@@ -653,16 +688,21 @@ func (r *Run) processEnd(i int32, wl *worklist) {
 			r.callbackPanic(pn.id, "Result", p)
 		}
 	}
-	wl.prop = -1
 	if len(r.hooks) > 0 {
 		wl.fresh = false
 		r.nodeEnded(i)
 	}
+	wl.prop = -1
 	r.afterCallback(i, wl)
 }
 
 func (r *Run) afterCallback(i int32, wl *worklist) {
-	r.upstreamEnded(i, r.counts(i), wl)
+	r.upstreamEndedFrom(i, 0, r.counts(i), wl)
+	r.finishAfterCallback(wl)
+}
+
+func (r *Run) finishAfterCallback(wl *worklist) {
+	wl.after = -1
 	if r.remaining.Add(-1) == 0 {
 		r.complete(wl.sweep)
 	}
@@ -686,8 +726,10 @@ func (r *Run) complete(inSweep bool) {
 }
 
 func (r *Run) sweepResolved() {
+	a := r.a
 	r.resolve()
 	r.unref()
+	a.inflight.Done()
 }
 
 // sweep runs when the run's context is done before every node ended: it
@@ -696,7 +738,7 @@ func (r *Run) sweepResolved() {
 func (r *Run) sweep() {
 	r.cause = context.Cause(r.ctx)
 	r.stopped.Store(true)
-	wl := &worklist{cur: -1, prop: -1, sweep: true}
+	wl := &worklist{cur: -1, prop: -1, after: -1, sweep: true}
 	r.sweepFrom(0, wl)
 }
 
@@ -709,7 +751,12 @@ func (r *Run) sweepFrom(k int, wl *worklist) {
 			r.sweepResolved()
 			return
 		}
-		cont := r.salvage(wl)
+		var pe *PanicError
+		if v := recover(); v != nil {
+			pe = newPanicError(v)
+			r.callbackPanic("", "internal", pe)
+		}
+		cont := r.salvage(wl, pe)
 		go r.sweepFrom(k, cont)
 	}()
 	for ; k < len(r.nodes); k++ {

@@ -203,7 +203,7 @@ type nodeImpl interface {
 	// to sWorking, and ends the node unless the deadline ended it first.
 	execute(ctx context.Context, r *Run, i int32, wl *worklist)
 	// setFailure writes a failed result (default value) into slot.
-	setFailure(slot any, st ResultState, err error)
+	setFailure(r *Run, slot any, st ResultState, err error)
 	// fireResult calls the Result callback with the node's final result.
 	fireResult(slot any, success bool) *PanicError
 	// resultErr returns the Err of the result in slot.
@@ -246,15 +246,25 @@ func (w *WorkerWrapper[P, R]) newSlot() any { return new(slot[R]) }
 
 func (w *WorkerWrapper[P, R]) ownSlot() any { return &w.res }
 
-func (w *WorkerWrapper[P, R]) defaultValue() R {
+// defaultValue returns the node's default value. A panic in the worker's
+// DefaultValue is recovered: the zero value is used and the panic is
+// reported as a *CallbackPanicError of method "DefaultValue".
+func (w *WorkerWrapper[P, R]) defaultValue(r *Run) (v R) {
 	if w.hasDef {
 		return w.def
 	}
-	if d, ok := w.worker.(Defaulter[R]); ok {
-		return d.DefaultValue()
+	d, ok := w.worker.(Defaulter[R])
+	if !ok {
+		return v
 	}
-	var zero R
-	return zero
+	defer func() {
+		if p := recover(); p != nil {
+			var zero R
+			v = zero
+			r.callbackPanic(w.id, "DefaultValue", newPanicError(p))
+		}
+	}()
+	return d.DefaultValue()
 }
 
 func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *Run, i int32, wl *worklist) {
@@ -270,8 +280,11 @@ func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *Run, i int32, wl *
 	}
 	wl.fresh = true
 	flow := r.p.nodes[i].flow
-	if err != nil && flow != nil && r.afterFailure(i, err, wl) {
-		return // retrying or pending
+	if err != nil && flow != nil {
+		var handled bool
+		if handled, err = r.afterFailure(i, err, wl); handled {
+			return // retrying or pending
+		}
 	}
 	n := &r.nodes[i]
 	if !n.state.CompareAndSwap(sWorking, sEnding) {
@@ -279,7 +292,7 @@ func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *Run, i int32, wl *
 	}
 	s := r.slots[i].(*slot[R])
 	if err != nil {
-		s.res = WorkResult[R]{Value: w.defaultValue(), State: ResultException, Err: err}
+		s.res = WorkResult[R]{Value: w.defaultValue(r), State: ResultException, Err: err}
 		if flow != nil {
 			r.failedFinally(i)
 		}
@@ -317,8 +330,8 @@ func (w *WorkerWrapper[P, R]) hasCallback() bool {
 	return !nop
 }
 
-func (w *WorkerWrapper[P, R]) setFailure(sl any, st ResultState, err error) {
-	sl.(*slot[R]).res = WorkResult[R]{Value: w.defaultValue(), State: st, Err: err}
+func (w *WorkerWrapper[P, R]) setFailure(r *Run, sl any, st ResultState, err error) {
+	sl.(*slot[R]).res = WorkResult[R]{Value: w.defaultValue(r), State: st, Err: err}
 }
 
 func (w *WorkerWrapper[P, R]) fireResult(sl any, success bool) (p *PanicError) {
