@@ -66,9 +66,13 @@ func WithMaxWorkers(n int) Option {
 }
 
 // WithExecutor runs workers on e instead of a pool owned by the Async. The
-// Async does not close e. When e rejects a task the goroutine that
-// submitted it runs it instead, so a rejecting or bounded executor slows a
-// run down but never loses a node or deadlocks.
+// Async does not close e. When e rejects a task the node stays in the
+// run's queue, which the goroutine that shared it drains itself, so a
+// rejecting or bounded executor slows a run down but never loses a node or
+// deadlocks. An executor whose Submit runs the task on the caller (a
+// caller-runs policy) nests the scheduler's loops on that goroutine and
+// makes Start run work before it returns; prefer one that rejects when
+// full.
 func WithExecutor(e Executor) Option {
 	return optionFunc(func(c *config) {
 		if e == nil {
@@ -219,9 +223,12 @@ func unclaim(p *plan, n int) {
 	}
 }
 
-// Close stops the Async from starting new runs, waits until every worker
-// it started has returned (including workers that outlived their run's
-// deadline), and releases its pool. It is safe to call more than once.
+// Close stops the Async from starting new runs, waits until every run it
+// started has ended and every worker it started has returned (including
+// workers that outlived their run's deadline), and releases its pool. A
+// run with a pending node keeps Close waiting until the node is resumed,
+// the run is cancelled, or its deadline passes. It is safe to call more
+// than once.
 func (a *Async) Close() error {
 	a.mu.Lock()
 	a.closed = true

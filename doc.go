@@ -19,7 +19,8 @@
 // Every node reachable from the start nodes ends exactly once, in
 // [StateFinish] (the worker succeeded in time) or [StateError] (it failed,
 // panicked, was skipped, an upstream it needed failed, or the deadline
-// passed). A worker's Action runs at most once. Callback.Begin runs right
+// passed). A worker's Action runs at most once (once per attempt with a
+// RetryPolicy or a Resume(Rerun)). Callback.Begin runs right
 // before Action, only if it runs; Callback.Result runs exactly once per
 // node, whether or not the node ran. A node's result is written before its
 // final state is published, so no node ever reads an upstream's partial
@@ -85,11 +86,17 @@
 // the panic value and the goroutine's stack (it unwraps to the value when
 // that is an error). A panic in Callback.Begin fails the node the same way,
 // without calling Action. A panic in Callback.Result leaves the node's
-// result as it was. Both callback panics are also returned by BeginWork as
-// [*CallbackPanicError] values, so they are never lost. A worker or
-// callback that ends its goroutine with runtime.Goexit (t.FailNow in a
-// test) fails its node with [ErrGoexit] instead of hanging the run. The
-// library itself never panics on bad input: it returns errors.
+// result as it was. A panic in a Defaulter's DefaultValue makes the zero
+// value stand in; a panic in a RetryPolicy's Retryable or Backoff ends the
+// retries and becomes the node's *PanicError; a panic in a custom join
+// fails the join's node; a panic in a hook is recovered. Every one of these
+// callback panics is also returned by BeginWork as a [*CallbackPanicError],
+// so none is lost. User code that ends its goroutine with runtime.Goexit
+// (t.FailNow in a test), in a worker, a callback, a custom join or a hook,
+// fails the node it was working for with [ErrGoexit] instead of hanging
+// the run. The library itself never panics on bad input: it returns
+// errors (the Pool's option constructors excepted, which panic on values
+// that can never work, such as PoolSize(0)).
 //
 // # Errors
 //

@@ -12,7 +12,8 @@ const (
 	ResultDefault ResultState = iota
 	// ResultSuccess: the worker returned a value and no error.
 	ResultSuccess
-	// ResultTimeout: the group deadline passed, or the run's context was
+	// ResultTimeout: the node's own Timeout passed (Err is then a
+	// *NodeTimeoutError), or the group deadline passed, or the run's context was
 	// cancelled, before the node ended.
 	ResultTimeout
 	// ResultException: the worker returned an error or panicked, an

@@ -10,7 +10,8 @@ import "context"
 // Action should return promptly once ctx is done: the node's result is
 // then already fixed as a timeout and whatever Action returns is dropped.
 // A panic in Action is recovered and becomes the node's error (a
-// [*PanicError]). Action is called at most once per run.
+// [*PanicError]). Action is called at most once per run, unless the
+// node's [RetryPolicy] or a [Run.Resume] with [Rerun] runs it again.
 type Worker[P, R any] interface {
 	Action(ctx context.Context, param P, all Wrappers) (R, error)
 }
