@@ -150,6 +150,10 @@ pages:
 		}
 	}
 	wg.Wait()
+	if runErr == nil && report.Skipped > 0 {
+		// ctx ended after the last page was fetched, while items waited.
+		runErr = context.Cause(ctx)
+	}
 	slices.SortFunc(report.Failures, func(a, b *BatchItemError) int {
 		return cmp.Or(cmp.Compare(a.Page, b.Page), cmp.Compare(a.Index, b.Index))
 	})

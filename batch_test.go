@@ -167,3 +167,33 @@ func TestRunBatchesFetchError(t *testing.T) {
 	assert.ElementsMatch(t, []string{"0a", "0b", "1a", "1b"}, got)
 	assert.NoError(t, report.Err())
 }
+
+// TestRunBatchesSkippedAfterLastPageReportsCause checks that items skipped
+// because ctx ended after the last page was fetched make RunBatches
+// return the context's cause, not nil.
+func TestRunBatchesSkippedAfterLastPageReportsCause(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pool := NewPool(PoolSize(1), PoolQueue(10))
+	defer pool.Close()
+	gate, running := make(chan struct{}), make(chan struct{}, 3)
+	fetch := func(_ context.Context, page int) ([]int, error) {
+		if page == 0 {
+			return []int{1, 2, 3}, nil
+		}
+		<-running // item 1 is being processed
+		cancel()  // ctx ends after the last, empty page was fetched
+		close(gate)
+		return nil, nil
+	}
+	process := func(context.Context, int) error { running <- struct{}{}; <-gate; return nil }
+	rep, err := RunBatches(ctx, pool, fetch, process)
+	// One worker: item 1 runs and waits for the gate, items 2 and 3 wait
+	// in the queue and find ctx ended.
+	if rep.Skipped != 2 || rep.Succeeded != 1 {
+		t.Fatalf("got %d skipped, %d succeeded; want 2 and 1", rep.Skipped, rep.Succeeded)
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got err %v with %d skipped, want context.Canceled", err, rep.Skipped)
+	}
+}
