@@ -14,21 +14,27 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestJoinStrategies runs each strategy over upstreams that end in a fixed
-// order (manual executor), and checks when the node runs or fails.
-func TestJoinStrategies(t *testing.T) {
-	atLeast3 := CustomJoin(func(ups []Upstream) Decision {
-		n := 0
+// customAtLeast is a custom join that runs once n upstreams counted as
+// successes.
+func customAtLeast(n int) Join {
+	return CustomJoin(func(ups []Upstream) Decision {
+		ok := 0
 		for _, u := range ups {
 			if u.OK {
-				n++
+				ok++
 			}
 		}
-		if n >= 3 {
+		if ok >= n {
 			return DecideRun
 		}
 		return DecideWait
 	})
+}
+
+// TestJoinStrategies runs each strategy over upstreams that end in a fixed
+// order (manual executor), and checks when the node runs or fails.
+func TestJoinStrategies(t *testing.T) {
+	atLeast3 := customAtLeast(3)
 	tests := []struct {
 		name     string
 		join     Join
@@ -96,18 +102,7 @@ func TestJoinStrategies(t *testing.T) {
 func TestJoinDecidesOnceUnderRace(t *testing.T) {
 	joins := map[string]Join{
 		"all": AllSucceeded(), "alldone": AllDone(), "any": AnySucceeded(), "atleast": AtLeast(5),
-		"custom": CustomJoin(func(ups []Upstream) Decision {
-			n := 0
-			for _, u := range ups {
-				if u.OK {
-					n++
-				}
-			}
-			if n > 3 {
-				return DecideRun
-			}
-			return DecideWait
-		}),
+		"custom": customAtLeast(4), // more than 3
 	}
 	for name, j := range joins {
 		t.Run(name, func(t *testing.T) {
@@ -164,18 +159,7 @@ func TestV15Scenarios(t *testing.T) {
 		a := newAsync(t, WithExecutor(ex))
 		rec := newRecorder()
 		root := rec.node("A", ok(1))
-		c := rec.node("C", ok(1)).Join(CustomJoin(func(ups []Upstream) Decision {
-			n := 0
-			for _, u := range ups {
-				if u.OK {
-					n++
-				}
-			}
-			if n > 3 {
-				return DecideRun
-			}
-			return DecideWait
-		}))
+		c := rec.node("C", ok(1)).Join(customAtLeast(4)) // "more than 3 succeeded"
 		for k := 1; k <= 9; k++ {
 			c.Depend(rec.node(fmt.Sprint("B", k), ok(k)).Depend(root, true), false)
 		}
