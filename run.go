@@ -146,8 +146,9 @@ func (r *Run) nodeTask(i int32) func() {
 	}
 }
 
-// reset prepares r for a run: every counter from the plan, results
-// cleared.
+// reset prepares r for a run: every per-node counter back to zero (they
+// count up against the plan's thresholds), the roots ready, the shared
+// queue and flow state emptied.
 func (r *Run) reset() {
 	clear(r.nodes)
 	r.shared = r.shared[:0]
@@ -323,9 +324,9 @@ func (r *Run) callbackPanic(id, method string, p *PanicError) {
 }
 
 // loop runs node first (if it is still ready to run) and then keeps going
-// with the nodes it makes ready: one inline, the others handed to the
-// executor, kept locally when the executor has no room. No goroutine ever
-// waits here for another node.
+// with the nodes it makes ready: the last one here, the others through the
+// run's shared queue (see share), which it drains too before it returns.
+// No goroutine ever waits here for another node.
 func (r *Run) loop(first int32, wl *worklist) {
 	normal := false
 	defer func() {
