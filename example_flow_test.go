@@ -1,0 +1,122 @@
+package asynctool_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynctool-go/asynctool"
+)
+
+type requestKey struct{}
+
+// Compile a graph once at start-up, then run it for every request: each
+// run has its own results, and per-request data travels in the context.
+func ExampleCompile() {
+	greet := asynctool.NewWrapper("greet", asynctool.WorkerFunc[string, string](
+		func(ctx context.Context, greeting string, _ asynctool.Wrappers) (string, error) {
+			return greeting + ", " + ctx.Value(requestKey{}).(string), nil
+		}), "hello")
+	shout := asynctool.NewWrapper("shout", asynctool.WorkerFunc[string, string](
+		func(ctx context.Context, _ string, all asynctool.Wrappers) (string, error) {
+			g, err := asynctool.ResultOf[string](all, "greet")
+			return g.Value + "!", err
+		}), "").Depend(greet, true)
+
+	plan, err := asynctool.Compile(greet)
+	if err != nil {
+		panic(err)
+	}
+	a := asynctool.New()
+	defer a.Close()
+	for _, user := range []string{"ada", "grace"} {
+		ctx := context.WithValue(context.Background(), requestKey{}, user)
+		run, err := a.RunPlan(ctx, plan, time.Second)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(shout.ResultIn(run).Value)
+		run.Release()
+	}
+	// Output:
+	// hello, ada!
+	// hello, grace!
+}
+
+// A quorum read: the node runs on the second replica that answers, and
+// fails only once two answers have become impossible.
+func ExampleAtLeast() {
+	replica := func(id string, err error) *asynctool.WorkerWrapper[string, string] {
+		return asynctool.NewWrapper(id, asynctool.WorkerFunc[string, string](
+			func(context.Context, string, asynctool.Wrappers) (string, error) { return "v1", err }), "key")
+	}
+	r1, r2, r3 := replica("r1", errors.New("down")), replica("r2", nil), replica("r3", nil)
+	quorum := asynctool.NewWrapper("quorum", asynctool.WorkerFunc[string, string](
+		func(context.Context, string, asynctool.Wrappers) (string, error) { return "agreed", nil }), "").
+		Depend(r1, false).Depend(r2, false).Depend(r3, false).
+		Join(asynctool.AtLeast(2))
+
+	a := asynctool.New()
+	defer a.Close()
+	_ = a.BeginWork(context.Background(), time.Second, r1, r2, r3)
+	fmt.Println(quorum.Result().State, quorum.Result().Value)
+	// Output:
+	// success agreed
+}
+
+// A flaky RPC retried with exponential backoff, within its own timeout.
+func ExampleWorkerWrapper_Retry() {
+	var calls atomic.Int32
+	flaky := asynctool.NewWrapper("flaky", asynctool.WorkerFunc[int, int](
+		func(context.Context, int, asynctool.Wrappers) (int, error) {
+			if calls.Add(1) < 3 {
+				return 0, errors.New("unavailable")
+			}
+			return 42, nil
+		}), 0).
+		Retry(asynctool.RetryPolicy{
+			Attempts: 5,
+			Backoff:  asynctool.ExponentialBackoff(time.Millisecond, 10*time.Millisecond, 0),
+		}).
+		Timeout(time.Second)
+
+	a := asynctool.New()
+	defer a.Close()
+	r, _ := a.Start(context.Background(), time.Second, flaky)
+	_ = r.Wait(context.Background())
+	fmt.Println(flaky.Result().Value, r.Report().Nodes[0].Attempts)
+	// Output:
+	// 42 3
+}
+
+// A node that needs a human: it suspends on failure, the run stays open,
+// and an operator resumes it with a value.
+func ExampleRun_Resume() {
+	payment := asynctool.NewWrapper("payment", asynctool.WorkerFunc[int, string](
+		func(context.Context, int, asynctool.Wrappers) (string, error) {
+			return "", errors.New("needs manual review")
+		}), 0).OnFailure(asynctool.PolicySuspend)
+	receipt := asynctool.NewWrapper("receipt", asynctool.WorkerFunc[int, string](
+		func(_ context.Context, _ int, all asynctool.Wrappers) (string, error) {
+			p, err := asynctool.ResultOf[string](all, "payment")
+			return "receipt for " + p.Value, err
+		}), 0).Depend(payment, true)
+
+	a := asynctool.New()
+	defer a.Close()
+	r, _ := a.Start(context.Background(), time.Minute, payment)
+	for r.Report().Nodes[0].Status != asynctool.StatusPending {
+		time.Sleep(time.Millisecond)
+	}
+	fmt.Println(r.Report().Nodes[1].Status)
+	if err := r.Resume("payment", asynctool.SucceedWith("approved by ops")); err != nil {
+		panic(err)
+	}
+	_ = r.Wait(context.Background())
+	fmt.Println(receipt.Result().Value)
+	// Output:
+	// pending
+	// receipt for approved by ops
+}
