@@ -3,6 +3,8 @@ package asynctool
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/asynctool-go/asynctool/internal/graph"
 )
@@ -13,8 +15,39 @@ type plan struct {
 	nodes     []pnode
 	roots     []int32 // nodes without dependencies: they start at once
 	index     map[string]int32
-	runs      sync.Pool // *Run, for a Plan's runs
-	worklists sync.Pool // *worklist
+	runs      sync.Pool     // *Run, for a Plan's runs
+	worklists sync.Pool     // *worklist
+	started   atomic.Uint64 // runs started, for learn
+}
+
+// quickAction is the longest Action that counts as quick: such nodes are
+// not worth a goroutine of their own.
+const quickAction = 20 * time.Microsecond
+
+// learn reports whether the run being started should time its nodes'
+// Actions: the first four runs of the plan and every 64th after, so that
+// what the plan knows about its nodes follows changes in their backends.
+func (p *plan) learn() bool {
+	n := p.started.Add(1)
+	return n <= 4 || n%64 == 0
+}
+
+// timed records how long node n's Action took in a sampled run.
+func (n *pnode) timed(d time.Duration) {
+	n.quick.Store(d < quickAction)
+	n.known.Store(true)
+}
+
+// notQuick counts the nodes in nodes that are not known to be quick.
+func (p *plan) notQuick(nodes []int32) int {
+	c := 0
+	for _, i := range nodes {
+		n := &p.nodes[i]
+		if !n.known.Load() || !n.quick.Load() {
+			c++
+		}
+	}
+	return c
 }
 
 // Plan is a compiled graph: validated, cycle-checked, with ids resolved to
@@ -75,6 +108,9 @@ type pnode struct {
 	// hasCallback is false when the node's callback is the no-op default,
 	// which is then not called at all.
 	hasCallback bool
+	// known and quick: what sampled runs of the plan measured of the
+	// node's Action (see plan.learn).
+	known, quick atomic.Bool
 }
 
 type pedge struct {

@@ -152,3 +152,46 @@ func TestPlanRerunAllocatesNothingPerNode(t *testing.T) {
 	t.Logf("%.1f allocs per run of %d nodes = %.4f per node", allocs, n, allocs/n)
 	assert.LessOrEqual(t, allocs/n, 0.05, "allocs per node")
 }
+
+// TestPlanLearnsWhichNodesBlock checks how many helper goroutines a fan of
+// 100 nodes starts per run of a plan: about one per node while the plan
+// does not know its nodes or knows they block, a few once sampled runs
+// showed the nodes are quick.
+func TestPlanLearnsWhichNodesBlock(t *testing.T) {
+	fanPlan := func(work func()) *Plan {
+		w := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { work(); return 0, nil })
+		root, sink := NewWrapper("root", w, 0), NewWrapper("sink", w, 0)
+		for range 100 {
+			sink.Depend(NewWrapper("", w, 0).Depend(root, true), true)
+		}
+		pl, err := Compile(root)
+		require.NoError(t, err)
+		return pl
+	}
+	var submits atomic.Int32
+	a := newAsync(t, WithExecutor(ExecutorFunc(func(task func()) error {
+		submits.Add(1)
+		go task()
+		return nil
+	})))
+	perRun := func(pl *Plan) int32 {
+		submits.Store(0)
+		r, err := a.RunPlan(context.Background(), pl, time.Minute)
+		require.NoError(t, err)
+		r.Release()
+		return submits.Load()
+	}
+
+	quick := fanPlan(func() {})
+	assert.GreaterOrEqual(t, perRun(quick), int32(99), "first run: nodes unknown, one helper each")
+	for range 4 {
+		perRun(quick) // sampled runs learn the nodes are quick
+	}
+	assert.Less(t, perRun(quick), int32(30), "quick nodes: a few helpers, not one per node")
+
+	slow := fanPlan(func() { time.Sleep(100 * time.Microsecond) })
+	for range 5 {
+		perRun(slow)
+	}
+	assert.GreaterOrEqual(t, perRun(slow), int32(99), "blocking nodes keep a helper each")
+}

@@ -127,12 +127,12 @@ func TestPlanIsTopological(t *testing.T) {
 	p, err := compile([]Wrapper{z, y, x})
 	require.NoError(t, err)
 	pos := map[string]int{}
-	for i, n := range p.nodes {
-		pos[n.id] = i
+	for i := range p.nodes {
+		pos[p.nodes[i].id] = i
 	}
 	assert.Less(t, pos["y"], pos["z"])
 	assert.Less(t, pos["x"], pos["z"])
-	zn := p.nodes[pos["z"]]
+	zn := &p.nodes[pos["z"]]
 	assert.Equal(t, int32(1), zn.nMust)
 	assert.Equal(t, int32(1), zn.nOpt)
 	assert.Len(t, zn.in, 2)

@@ -21,9 +21,11 @@ type Run struct {
 	stopSweep func() bool
 	ctxDone   <-chan struct{} // ctx.Done(), cached
 	nodes     []rnode
-	slots     []any    // slots[i] is node i's *slot[R]
-	tasks     []func() // tasks[k] runs root k (p.roots[k]); built once per Run value
-	helper    func()   // a task that drains the shared queue
+	slots     []any        // slots[i] is node i's *slot[R]
+	tasks     []func()     // tasks[k] runs root k (p.roots[k]); built once per Run value
+	helper    func()       // a task that drains the shared queue
+	searching atomic.Int32 // helpers started that have not taken a node yet
+	sample    bool         // time the nodes' Actions in this run (see plan.learn)
 
 	// shared holds ready nodes that the goroutine that found them did not
 	// run itself; helpers and that goroutine take from it.
@@ -133,7 +135,18 @@ func newRun(p *plan, pooled bool) *Run {
 	for k, i := range p.roots {
 		r.tasks[k] = r.nodeTask(i)
 	}
-	r.helper = r.nodeTask(-1)
+	r.helper = func() {
+		defer r.taskDone()
+		i, ok, left := r.takeShared()
+		r.searching.Add(-1)
+		if !ok {
+			return
+		}
+		if left > 0 {
+			r.wakeOne() // keep one helper looking while work is queued
+		}
+		r.loop(i, r.p.getWorklist())
+	}
 	return r
 }
 
@@ -152,6 +165,8 @@ func (r *Run) nodeTask(i int32) func() {
 func (r *Run) reset() {
 	clear(r.nodes)
 	r.shared = r.shared[:0]
+	r.searching.Store(0)
+	r.sample = r.pooled && r.p.learn()
 	for _, e := range r.exts {
 		if e != nil {
 			*e = nodeExt{}
@@ -366,43 +381,70 @@ func (r *Run) loop(first int32, wl *worklist) {
 			continue
 		}
 		var ok bool
-		if i, ok = r.takeShared(); !ok {
+		if i, ok, _ = r.takeShared(); !ok {
 			break
 		}
 	}
 	normal = true
 }
 
-// share puts ready nodes in the run's shared queue and starts one helper
-// per node while the executor has a goroutine free for it. The goroutine
-// that shares keeps taking from the queue itself, so no node waits for a
-// helper that could not start, and a small pool runs a wide graph without
-// one hand-off per node.
+// share puts ready nodes in the run's shared queue. The goroutine that
+// shares keeps taking from the queue itself, so no node ever waits for a
+// helper, and a small pool runs a wide graph without a hand-off per node.
+//
+// How many helpers to start depends on whether the nodes block. Each node
+// that may block (an RPC) gets a helper of its own at once, while the
+// executor has a goroutine free. Nodes known to be quick (their plan timed
+// them, see plan.learn) get helpers the way Go's scheduler wakes threads:
+// one looking for work at a time, each waking the next while work is
+// queued, which costs a few wake-ups instead of one per node.
 func (r *Run) share(nodes []int32) {
 	r.sharedMu.Lock()
 	r.shared = append(r.shared, nodes...)
 	r.sharedMu.Unlock()
-	for range nodes {
-		r.taskStart()
-		if !r.a.start(r.helper) {
-			r.refs.Add(-1) // cannot reach 0: the caller holds a reference
-			r.a.inflight.Done()
+	slow := r.p.notQuick(nodes)
+	for range slow {
+		if !r.startHelper() {
 			return
 		}
 	}
+	if slow < len(nodes) {
+		r.wakeOne()
+	}
 }
 
-// takeShared takes a node from the shared queue.
-func (r *Run) takeShared() (int32, bool) {
+// wakeOne starts a helper unless one is already looking for work.
+func (r *Run) wakeOne() {
+	if r.searching.Load() == 0 {
+		r.startHelper()
+	}
+}
+
+// startHelper starts a helper on a goroutine the executor has free now.
+func (r *Run) startHelper() bool {
+	r.taskStart()
+	r.searching.Add(1)
+	if r.a.start(r.helper) {
+		return true
+	}
+	r.searching.Add(-1)
+	r.refs.Add(-1) // cannot reach 0: the caller holds a reference
+	r.a.inflight.Done()
+	return false
+}
+
+// takeShared takes a node from the shared queue and says how many are
+// left.
+func (r *Run) takeShared() (int32, bool, int) {
 	r.sharedMu.Lock()
 	defer r.sharedMu.Unlock()
 	n := len(r.shared)
 	if n == 0 {
-		return -1, false
+		return -1, false, 0
 	}
 	i := r.shared[n-1]
 	r.shared = r.shared[:n-1]
-	return i, true
+	return i, true, n - 1
 }
 
 // continueAfterGoexit finishes the work of a goroutine that user code
@@ -549,7 +591,13 @@ func (r *Run) attempt(i int32, wl *worklist) {
 			ctx = r.nodeStarted(i, ctx)
 		}
 	}
-	r.p.nodes[i].impl.execute(ctx, r, i, wl)
+	if r.sample {
+		t0 := time.Now()
+		r.p.nodes[i].impl.execute(ctx, r, i, wl)
+		r.p.nodes[i].timed(time.Since(t0))
+	} else {
+		r.p.nodes[i].impl.execute(ctx, r, i, wl)
+	}
 	wl.cur = -1
 }
 
