@@ -382,17 +382,21 @@ func (r *Run) Resume(id string, how Resumption) error {
 		if err := pn.impl.checkValue(how.value); err != nil {
 			return fmt.Errorf("%w: node %q: %v", ErrResultType, id, err)
 		}
+		r.taskStart() // handed to settleResumed; taken before the node is ending
 		if !n.state.CompareAndSwap(sPending, sEnding) {
+			r.taskDone()
 			return fmt.Errorf("%w: %q", ErrNotPending, id)
 		}
 		pn.impl.setSuccess(r.slots[i], how.value)
 		r.settleResumed(i, sFinish)
 		return nil
 	case resumeFail:
+		r.taskStart() // handed to settleResumed; taken before the node is ending
 		if !n.state.CompareAndSwap(sPending, sEnding) {
+			r.taskDone()
 			return fmt.Errorf("%w: %q", ErrNotPending, id)
 		}
-		pn.impl.setFailure(r, r.slots[i], ResultException, how.err)
+		pn.impl.setFailure(r, i, r.slots[i], ResultException, how.err)
 		r.settleResumed(i, sError)
 		return nil
 	}
@@ -400,11 +404,11 @@ func (r *Run) Resume(id string, how Resumption) error {
 }
 
 // settleResumed publishes the final state of node i, which Resume holds
-// in sEnding, and processes its consequences on the pool.
+// in sEnding, and processes its consequences on the pool, with the
+// reference Resume took.
 func (r *Run) settleResumed(i int32, final int32) {
 	wl := r.p.getWorklist()
 	r.finish(i, final, wl)
-	r.taskStart()
 	task := func() {
 		defer r.taskDone()
 		r.loop(-1, wl)

@@ -127,21 +127,41 @@ type claimToken struct{ _ byte }
 // (bound to it by the caller). On error every claim is released, so a
 // rejected graph can be fixed and run. A node claimed by an earlier
 // compilation is reported as reused.
-func compile(starts []Wrapper) (p *plan, err error) {
+func compile(starts []Wrapper) (*plan, error) { return compileGraph(starts, true) }
+
+// compileGraph is compile; with claim false it only reads the wrappers
+// (for Describe), finding positions in a map instead of claiming nodes,
+// so it may run concurrently with anything else that reads them.
+func compileGraph(starts []Wrapper, claim bool) (p *plan, err error) {
 	if len(starts) == 0 {
 		return nil, ErrNoStart
 	}
 	tok := &claimToken{}
 	cores := make([]*nodeCore, 0, len(starts))
+	var visited map[*nodeCore]int32 // positions, when not claiming
+	if !claim {
+		visited = make(map[*nodeCore]int32)
+	}
 	defer func() {
-		if err != nil {
+		if err != nil && claim {
 			for _, c := range cores {
 				c.owner.Store(nil)
 			}
 		}
 	}()
-	// visit claims c; pos is written only by the claim's owner.
+	// visit claims c (or, without claiming, records it); the claim's owner
+	// alone writes c.pos.
 	visit := func(c *nodeCore) error {
+		if !claim {
+			if _, ok := visited[c]; !ok {
+				if c.owner.Load() != nil {
+					return graphErr(ErrReused, []string{c.id}, "node %q; build new wrappers for every run", c.id)
+				}
+				visited[c] = int32(len(cores))
+				cores = append(cores, c)
+			}
+			return nil
+		}
 		if c.owner.CompareAndSwap(nil, tok) {
 			c.pos = int32(len(cores))
 			cores = append(cores, c)
@@ -151,6 +171,13 @@ func compile(starts []Wrapper) (p *plan, err error) {
 			return nil // reached again in this compilation
 		}
 		return graphErr(ErrReused, []string{c.id}, "node %q; build new wrappers for every run", c.id)
+	}
+	posOf := func(c *nodeCore) (int32, bool) {
+		if !claim {
+			k, ok := visited[c]
+			return k, ok
+		}
+		return c.pos, c.owner.Load() == tok
 	}
 	for k, s := range starts {
 		c := coreOf(s)
@@ -185,7 +212,7 @@ func compile(starts []Wrapper) (p *plan, err error) {
 		if _, dup := index[c.id]; dup {
 			return nil, graphErr(ErrDuplicateID, []string{c.id}, "two different nodes have id %q", c.id)
 		}
-		index[c.id] = c.pos
+		index[c.id], _ = posOf(c)
 	}
 
 	// Edges, deduplicated in linear time (seen[j] == i+1 marks an edge
@@ -203,14 +230,15 @@ func compile(starts []Wrapper) (p *plan, err error) {
 	seenMust := make([]bool, len(cores))
 	for i, c := range cores {
 		for _, e := range c.in {
-			if e.from.owner.Load() != tok {
+			if _, ok := posOf(e.from); !ok {
 				return nil, graphErr(ErrUnreachableDependency, []string{c.id, e.from.id},
 					"node %q depends on %q; pass %q (or a node it depends on) as a start node", c.id, e.from.id, e.from.id)
 			}
 		}
 		start := len(flat)
 		for _, e := range c.out {
-			j := int(e.to.pos)
+			jp, _ := posOf(e.to)
+			j := int(jp)
 			if seen[j] == i+1 {
 				if seenMust[j] != e.must {
 					return nil, graphErr(ErrConflictingEdge, []string{c.id, e.to.id}, "%q -> %q", c.id, e.to.id)

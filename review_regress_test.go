@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -129,4 +130,130 @@ func TestUntimedRecycledRunHasNoStart(t *testing.T) {
 		require.True(t, r.Report().Start.IsZero())
 		r.Release()
 	}
+}
+
+// Regression tests from a second review.
+
+func TestGoexitInOnRunEnd(t *testing.T) {
+	a := New(WithHooks(&Hooks{OnRunEnd: func(context.Context, *Report) { runtime.Goexit() }}))
+	x := NewWrapper("x", okWorker(), 0)
+	r, err := a.Start(context.Background(), time.Minute, x)
+	require.NoError(t, err)
+	select {
+	case <-r.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("run never done after Goexit in OnRunEnd")
+	}
+	require.NoError(t, a.Close())
+}
+
+type goexitDefaulter struct{}
+
+func (goexitDefaulter) Action(context.Context, int, Wrappers) (int, error) { return 0, errBoom }
+func (goexitDefaulter) DefaultValue() int                                  { runtime.Goexit(); return 0 }
+
+func TestGoexitInDefaultValue(t *testing.T) {
+	a := New()
+	w := NewWrapper("w", Worker[int, int](goexitDefaulter{}), 0)
+	next := NewWrapper("next", okWorker(), 0).Depend(w, true)
+	r, err := a.Start(context.Background(), time.Minute, w)
+	require.NoError(t, err)
+	select {
+	case <-r.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("run never done after Goexit in DefaultValue, state %v", w.State())
+	}
+	var cpe *CallbackPanicError
+	assert.ErrorAs(t, r.Wait(context.Background()), &cpe)
+	assert.Equal(t, WorkResult[int]{State: ResultException, Err: errBoom}, w.Result())
+	assert.ErrorIs(t, next.Result().Err, errBoom)
+	require.NoError(t, a.Close())
+}
+
+type gatedDefaulter struct {
+	gate  chan struct{}
+	calls *atomic.Int32
+}
+
+func (g gatedDefaulter) Action(context.Context, int, Wrappers) (int, error) { return 0, errBoom }
+func (g gatedDefaulter) DefaultValue() int {
+	if g.calls.Add(1) == 2 { // the call made by Resume(FailWith)
+		<-g.gate
+	}
+	return 0
+}
+
+func TestCloseWaitsForResumeFailWith(t *testing.T) {
+	a := New()
+	gate := make(chan struct{})
+	var calls atomic.Int32
+	var closed, late atomic.Bool
+	w := NewWrapper("w", Worker[int, int](gatedDefaulter{gate: gate, calls: &calls}), 0).
+		OnFailure(PolicySuspend).
+		Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) {
+			if closed.Load() {
+				late.Store(true)
+			}
+		}))
+	r, err := a.Start(context.Background(), time.Minute, w)
+	require.NoError(t, err)
+	for r.nodes[0].state.Load() != sPending {
+		time.Sleep(time.Millisecond)
+	}
+	calls.Store(1)
+	resumed := make(chan error)
+	go func() { resumed <- r.Resume("w", FailWith(errBoom)) }()
+	for calls.Load() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	r.Cancel() // the sweep finds w ending and resolves
+	cdone := make(chan struct{})
+	go func() { _ = a.Close(); closed.Store(true); close(cdone) }()
+	select {
+	case <-cdone:
+		t.Error("Close returned while Resume was still ending a node")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(gate)
+	require.NoError(t, <-resumed)
+	<-r.Done()
+	<-cdone
+	assert.False(t, late.Load(), "a callback ran after Close returned")
+}
+
+func TestGoexitInOnRunStart(t *testing.T) {
+	a := New(WithHooks(&Hooks{OnRunStart: func(context.Context, RunInfo) context.Context { runtime.Goexit(); return nil }}))
+	x := NewWrapper("x", okWorker(), 0)
+	done := make(chan struct{})
+	go func() { defer close(done); _, _ = a.Start(context.Background(), time.Minute, x) }()
+	<-done
+	cdone := make(chan struct{})
+	go func() { _ = a.Close(); close(cdone) }()
+	select {
+	case <-cdone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close hangs after Goexit in OnRunStart")
+	}
+}
+
+func TestConcurrentDescribe(t *testing.T) {
+	root := NewWrapper("root", okWorker(), 0)
+	for range 50 {
+		NewWrapper("", okWorker(), 0).Depend(root, true)
+	}
+	var wg sync.WaitGroup
+	var fails atomic.Int32
+	for range 8 {
+		wg.Go(func() {
+			for range 100 {
+				if _, err := Describe(root); err != nil {
+					fails.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	assert.Zero(t, fails.Load(), "concurrent Describe calls failed")
+	a := newAsync(t)
+	require.NoError(t, a.BeginWork(context.Background(), time.Minute, root), "Describe consumed nothing")
 }

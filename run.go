@@ -46,6 +46,9 @@ type Run struct {
 
 	exts   []*nodeExt // per node with flow rules, else nil
 	endErr atomic.Pointer[EndError]
+	// noDefault: a DefaultValue ended its goroutine with runtime.Goexit;
+	// defaults are zero values for the rest of the run.
+	noDefault atomic.Bool
 
 	// Observation, all off (nil) unless hooks or timings are on.
 	hooks []*Hooks
@@ -164,6 +167,7 @@ func (r *Run) nodeTask(i int32) func() {
 // queue and flow state emptied.
 func (r *Run) reset() {
 	clear(r.nodes)
+	r.noDefault.Store(false)
 	r.shared = r.shared[:0]
 	r.searching.Store(0)
 	r.sample = r.pooled && r.p.learn()
@@ -189,7 +193,6 @@ func (r *Run) reset() {
 // start runs r on a under the group deadline. The caller has reset r.
 func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration) {
 	r.a = a
-	a.inflight.Add(1) // the run itself, until its sweep is resolved: Close waits for open runs
 	r.hooks = r.hooks[:0]
 	if a.hooks != nil {
 		r.hooks = append(r.hooks, a.hooks)
@@ -226,6 +229,7 @@ func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration) {
 		r.ctx, r.cancel = context.WithCancel(ctx)
 	}
 	r.ctxDone = r.ctx.Done()
+	a.inflight.Add(1) // the run itself, until its sweep is resolved: Close waits for open runs
 	r.stopSweep = context.AfterFunc(r.ctx, r.sweep)
 	for k := range r.p.roots {
 		r.dispatch(r.tasks[k])
@@ -655,7 +659,7 @@ func (r *Run) end(i int32, from int32, st ResultState, err error, by int32, wl *
 	if ownTimeout {
 		r.failedFinally(i) // PolicyContinue applies to the node's own timeout
 	}
-	r.p.nodes[i].impl.setFailure(r, r.slots[i], st, err)
+	r.p.nodes[i].impl.setFailure(r, i, r.slots[i], st, err)
 	r.finish(i, sError, wl)
 	if ownTimeout {
 		if f := r.p.nodes[i].flow; f != nil && f.policy == PolicyEnd {
@@ -663,6 +667,19 @@ func (r *Run) end(i int32, from int32, st ResultState, err error, by int32, wl *
 		}
 	}
 	return true
+}
+
+// rescueEnding ends node i, whose result has been written but whose
+// goroutine is exiting through runtime.Goexit, and processes the
+// consequences on a new goroutine.
+func (r *Run) rescueEnding(i int32) {
+	wl := &worklist{cur: -1, prop: -1, after: -1}
+	r.finish(i, sError, wl)
+	r.taskStart()
+	go func() {
+		defer r.taskDone()
+		r.loop(-1, wl)
+	}()
 }
 
 // finish publishes the final state of node i, whose result has been
@@ -761,17 +778,21 @@ func (r *Run) finishAfterCallback(wl *worklist) {
 // sweep must not touch stopSweep: with an already expired context it can
 // start before start() has stored it.
 func (r *Run) complete(inSweep bool) {
+	// Deferred, so that it happens even if an OnRunEnd hook ends the
+	// goroutine with runtime.Goexit.
+	defer func() {
+		if !inSweep && r.stopSweep() {
+			r.sweepResolved() // the sweep will never run
+		}
+		r.cancel()
+		r.resolve()
+	}()
 	if r.times != nil {
 		r.ended.Store(time.Now().UnixNano())
 		if len(r.hooks) > 0 {
 			r.runEnded()
 		}
 	}
-	if !inSweep && r.stopSweep() {
-		r.sweepResolved() // the sweep will never run
-	}
-	r.cancel()
-	r.resolve()
 }
 
 func (r *Run) sweepResolved() {

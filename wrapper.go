@@ -202,8 +202,9 @@ type nodeImpl interface {
 	// execute runs Begin and Action for node i, which the caller has moved
 	// to sWorking, and ends the node unless the deadline ended it first.
 	execute(ctx context.Context, r *Run, i int32, wl *worklist)
-	// setFailure writes a failed result (default value) into slot.
-	setFailure(r *Run, slot any, st ResultState, err error)
+	// setFailure writes a failed result (default value) into slot, for
+	// node i, which the caller holds in sEnding.
+	setFailure(r *Run, i int32, slot any, st ResultState, err error)
 	// fireResult calls the Result callback with the node's final result.
 	fireResult(slot any, success bool) *PanicError
 	// resultErr returns the Err of the result in slot.
@@ -292,7 +293,7 @@ func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *Run, i int32, wl *
 	}
 	s := r.slots[i].(*slot[R])
 	if err != nil {
-		s.res = WorkResult[R]{Value: w.defaultValue(r), State: ResultException, Err: err}
+		w.failResult(r, i, s, ResultException, err)
 		if flow != nil {
 			r.failedFinally(i)
 		}
@@ -330,8 +331,31 @@ func (w *WorkerWrapper[P, R]) hasCallback() bool {
 	return !nop
 }
 
-func (w *WorkerWrapper[P, R]) setFailure(r *Run, sl any, st ResultState, err error) {
-	sl.(*slot[R]).res = WorkResult[R]{Value: w.defaultValue(r), State: st, Err: err}
+func (w *WorkerWrapper[P, R]) setFailure(r *Run, i int32, sl any, st ResultState, err error) {
+	w.failResult(r, i, sl.(*slot[R]), st, err)
+}
+
+// failResult writes a failed result with the node's default value. The
+// caller holds node i in sEnding. If the worker's DefaultValue ends the
+// goroutine with runtime.Goexit, the node is still ended (with the zero
+// value) and its consequences handed to a new goroutine, and the worker's
+// DefaultValue is not called again in this run.
+func (w *WorkerWrapper[P, R]) failResult(r *Run, i int32, s *slot[R], st ResultState, err error) {
+	if r.noDefault.Load() {
+		s.res = WorkResult[R]{State: st, Err: err}
+		return
+	}
+	normal := false
+	defer func() {
+		if !normal {
+			r.noDefault.Store(true)
+			r.callbackPanic(w.id, "DefaultValue", &PanicError{Value: ErrGoexit})
+			s.res = WorkResult[R]{State: st, Err: err}
+			r.rescueEnding(i)
+		}
+	}()
+	s.res = WorkResult[R]{Value: w.defaultValue(r), State: st, Err: err}
+	normal = true
 }
 
 func (w *WorkerWrapper[P, R]) fireResult(sl any, success bool) (p *PanicError) {
