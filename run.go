@@ -140,8 +140,7 @@ func newRun(p *plan, pooled bool) *Run {
 	}
 	r.helper = func() {
 		defer r.taskDone()
-		i, ok, left := r.takeShared()
-		r.searching.Add(-1)
+		i, ok, left := r.takeSharedAsHelper()
 		if !ok {
 			return
 		}
@@ -405,6 +404,9 @@ func (r *Run) loop(first int32, wl *worklist) {
 func (r *Run) share(nodes []int32) {
 	r.sharedMu.Lock()
 	r.shared = append(r.shared, nodes...)
+	// Decided under the lock that helpers leave searching under, so a
+	// helper that found the queue empty cannot be counted as looking.
+	idle := r.searching.Load() == 0
 	r.sharedMu.Unlock()
 	slow := r.p.notQuick(nodes)
 	for range slow {
@@ -412,7 +414,7 @@ func (r *Run) share(nodes []int32) {
 			return
 		}
 	}
-	if slow < len(nodes) {
+	if slow < len(nodes) && idle {
 		r.wakeOne()
 	}
 }
@@ -435,6 +437,21 @@ func (r *Run) startHelper() bool {
 	r.refs.Add(-1) // cannot reach 0: the caller holds a reference
 	r.a.inflight.Done()
 	return false
+}
+
+// takeSharedAsHelper is takeShared for a helper's first take: under the
+// same lock, the helper stops counting as searching.
+func (r *Run) takeSharedAsHelper() (int32, bool, int) {
+	r.sharedMu.Lock()
+	defer r.sharedMu.Unlock()
+	r.searching.Add(-1)
+	n := len(r.shared)
+	if n == 0 {
+		return -1, false, 0
+	}
+	i := r.shared[n-1]
+	r.shared = r.shared[:n-1]
+	return i, true, n - 1
 }
 
 // takeShared takes a node from the shared queue and says how many are
