@@ -283,23 +283,8 @@ const (
 
 // offer is the non-blocking part of Submit.
 func (p *Pool) offer(task func()) offerResult {
-	if p.closed.Load() {
-		return offerClosed
-	}
-	// An idle worker is waiting: hand the task over.
-	select {
-	case p.handoff <- task:
-		return offerOK
-	default:
-	}
-	// Room for another worker: start one with the task.
-	if p.workers.Load() < p.size {
-		switch p.startWorker(task) {
-		case offerOK:
-			return offerOK
-		case offerClosed:
-			return offerClosed
-		}
+	if r := p.startNow(task); r != offerFull {
+		return r
 	}
 	if p.queue == nil {
 		return offerFull
@@ -512,3 +497,25 @@ func (p *Pool) Stats() PoolStats {
 		Panicked:  p.panicked.Load(),
 	}
 }
+
+// startNow hands task to an idle worker, or starts a new worker with it
+// if the pool has room; it never queues the task.
+func (p *Pool) startNow(task func()) offerResult {
+	if p.closed.Load() {
+		return offerClosed
+	}
+	select {
+	case p.handoff <- task:
+		return offerOK
+	default:
+	}
+	if p.workers.Load() < p.size {
+		return p.startWorker(task)
+	}
+	return offerFull
+}
+
+// tryStart runs task at once on an idle worker or on a new one, if the
+// pool has one to spare; unlike trySubmit it never queues the task. The
+// scheduler uses it to start helpers only when a goroutine is free now.
+func (p *Pool) tryStart(task func()) bool { return p.startNow(task) == offerOK }

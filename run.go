@@ -140,7 +140,7 @@ func newRun(p *plan, pooled bool) *Run {
 	}
 	r.helper = func() {
 		defer r.taskDone()
-		i, ok, left := r.takeSharedAsHelper()
+		i, ok, left := r.takeShared(true)
 		if !ok {
 			return
 		}
@@ -384,7 +384,7 @@ func (r *Run) loop(first int32, wl *worklist) {
 			continue
 		}
 		var ok bool
-		if i, ok, _ = r.takeShared(); !ok {
+		if i, ok, _ = r.takeShared(false); !ok {
 			break
 		}
 	}
@@ -439,26 +439,15 @@ func (r *Run) startHelper() bool {
 	return false
 }
 
-// takeSharedAsHelper is takeShared for a helper's first take: under the
-// same lock, the helper stops counting as searching.
-func (r *Run) takeSharedAsHelper() (int32, bool, int) {
-	r.sharedMu.Lock()
-	defer r.sharedMu.Unlock()
-	r.searching.Add(-1)
-	n := len(r.shared)
-	if n == 0 {
-		return -1, false, 0
-	}
-	i := r.shared[n-1]
-	r.shared = r.shared[:n-1]
-	return i, true, n - 1
-}
-
 // takeShared takes a node from the shared queue and says how many are
-// left.
-func (r *Run) takeShared() (int32, bool, int) {
+// left. A helper's first take also stops it counting as searching, under
+// the same lock that share decides under.
+func (r *Run) takeShared(helper bool) (int32, bool, int) {
 	r.sharedMu.Lock()
 	defer r.sharedMu.Unlock()
+	if helper {
+		r.searching.Add(-1)
+	}
 	n := len(r.shared)
 	if n == 0 {
 		return -1, false, 0
