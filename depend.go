@@ -171,7 +171,7 @@ func (r *Run) upstreamEndedFrom(i int32, from int, ok bool, wl *worklist) {
 		wl.edge = int32(k)
 		s := e.to
 		sn, sp := &r.nodes[s], &r.p.nodes[s]
-		if sn.state.Load() != sInit {
+		if sn.st() != sInit {
 			continue // already decided
 		}
 		switch sp.join.kind {
@@ -213,7 +213,7 @@ func (r *Run) upstreamEndedFrom(i int32, from int, ok bool, wl *worklist) {
 
 func (r *Run) upstreamErr(i int32) error {
 	pn := &r.p.nodes[i]
-	return &UpstreamError{ID: pn.id, Err: pn.impl.resultErr(r.slots[i])}
+	return &UpstreamError{ID: pn.id, Err: pn.impl.resultErr(r.slots[i], r.nodes[i].st())}
 }
 
 // allUpstreamErr joins the errors of the upstreams of s that ended without
@@ -222,7 +222,7 @@ func (r *Run) allUpstreamErr(s int32) error {
 	in := r.p.nodes[s].in
 	errs := make([]error, 0, len(in))
 	for _, j := range in {
-		if st := r.nodes[j].state.Load(); terminal(st) && !r.counts(j) {
+		if st := r.nodes[j].st(); terminal(st) && !r.counts(j) {
 			errs = append(errs, r.upstreamErr(j))
 		}
 	}
@@ -232,7 +232,7 @@ func (r *Run) allUpstreamErr(s int32) error {
 // counts reports whether node j, which has ended, counts as a success.
 func (r *Run) counts(j int32) bool {
 	n := &r.nodes[j]
-	return n.state.Load() == sFinish || n.continued.Load()
+	return n.st() == sFinish || n.continued.Load()
 }
 
 func (r *Run) joinImpossible(s int32) error {
@@ -257,7 +257,7 @@ func (r *Run) customJoin(s, from int32, wl *worklist) {
 	case d == DecideFail:
 		r.failFromUpstream(s, from, fmt.Errorf("%w: node %q", ErrJoinFailed, pn.id), wl)
 	case d == DecideSuspend:
-		if sn.state.CompareAndSwap(sInit, sPending) {
+		if sn.move(sInit, sPending, 0) {
 			wl.left = append(wl.left, s)
 		}
 	case all:
@@ -273,18 +273,18 @@ func (r *Run) askJoin(s int32) (d Decision, perr error, ok bool) {
 	ext := r.exts[s]
 	ext.mu.Lock()
 	defer ext.mu.Unlock()
-	if ext.decided || sn.state.Load() != sInit {
+	if ext.decided || sn.st() != sInit {
 		return 0, nil, false
 	}
 	ups := make([]Upstream, len(pn.in))
 	for k, j := range pn.in {
 		up := &ups[k]
 		up.ID = r.p.nodes[j].id
-		st := r.nodes[j].state.Load()
+		st := r.nodes[j].st()
 		up.Pending = st == sPending
 		if terminal(st) {
 			up.Ended, up.OK = true, r.counts(j)
-			up.Value, up.Result, up.Err = r.p.nodes[j].impl.resultAny(r.slots[j])
+			up.Value, up.Result, up.Err = r.p.nodes[j].impl.resultAny(r.slots[j], st)
 		}
 	}
 	d, perr = callJoin(pn.join.fn, ups)

@@ -37,6 +37,9 @@ var (
 	ErrReused = errors.New("asynctool: wrapper already used in a run")
 	// ErrNegativeTimeout means BeginWork was given a negative timeout.
 	ErrNegativeTimeout = errors.New("asynctool: negative timeout")
+	// ErrTooManyNodes means the graph has more nodes than a run can index
+	// (2^27 - 1).
+	ErrTooManyNodes = errors.New("asynctool: too many nodes")
 	// ErrClosed means the Async was closed.
 	ErrClosed = errors.New("asynctool: async is closed")
 

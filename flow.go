@@ -258,7 +258,7 @@ func (r *Run) afterFailure(i int32, err error, wl *worklist) (bool, error) {
 		}
 	}
 	if f.policy == PolicySuspend {
-		if n.state.CompareAndSwap(sWorking, sPending) {
+		if n.move(sWorking, sPending, 0) {
 			r.disarm(i)
 			ext.mu.Lock()
 			ext.lastErr = err
@@ -364,7 +364,7 @@ func (r *Run) Resume(id string, how Resumption) error {
 		// Take the task's reference first: once the node is ready the run
 		// may otherwise end and be recycled before the task is handed on.
 		r.taskStart()
-		if !n.state.CompareAndSwap(sPending, sReady) {
+		if !n.move(sPending, sReady, 0) {
 			r.taskDone()
 			return fmt.Errorf("%w: %q", ErrNotPending, id)
 		}
@@ -383,7 +383,7 @@ func (r *Run) Resume(id string, how Resumption) error {
 			return fmt.Errorf("%w: node %q: %v", ErrResultType, id, err)
 		}
 		r.taskStart() // handed to settleResumed; taken before the node is ending
-		if !n.state.CompareAndSwap(sPending, sEnding) {
+		if !n.move(sPending, sEnding, 0) {
 			r.taskDone()
 			return fmt.Errorf("%w: %q", ErrNotPending, id)
 		}
@@ -392,7 +392,7 @@ func (r *Run) Resume(id string, how Resumption) error {
 		return nil
 	case resumeFail:
 		r.taskStart() // handed to settleResumed; taken before the node is ending
-		if !n.state.CompareAndSwap(sPending, sEnding) {
+		if !n.move(sPending, sEnding, 0) {
 			r.taskDone()
 			return fmt.Errorf("%w: %q", ErrNotPending, id)
 		}

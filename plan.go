@@ -149,11 +149,15 @@ func compileGraph(starts []Wrapper, claim bool) (p *plan, err error) {
 			}
 		}
 	}()
+	tooMany := func() error { return graphErr(ErrTooManyNodes, nil, "more than %d nodes", maxNodes) }
 	// visit claims c (or, without claiming, records it); the claim's owner
 	// alone writes c.pos.
 	visit := func(c *nodeCore) error {
 		if !claim {
 			if _, ok := visited[c]; !ok {
+				if len(cores) == maxNodes {
+					return tooMany()
+				}
 				if c.owner.Load() != nil {
 					return graphErr(ErrReused, []string{c.id}, "node %q; build new wrappers for every run", c.id)
 				}
@@ -161,6 +165,9 @@ func compileGraph(starts []Wrapper, claim bool) (p *plan, err error) {
 				cores = append(cores, c)
 			}
 			return nil
+		}
+		if c.owner.Load() != tok && len(cores) == maxNodes {
+			return tooMany()
 		}
 		if c.owner.CompareAndSwap(nil, tok) {
 			c.pos = int32(len(cores))

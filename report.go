@@ -87,10 +87,10 @@ func (r *Run) Report() *Report {
 			nr.Deps[k] = int(j)
 			nr.Must[k] = pn.inMust[k]
 		}
-		st := n.state.Load()
+		st := n.st()
 		nr.State = publicState(st)
 		nr.Status = r.status(int32(i), st, rep)
-		nr.Attempts = int(n.attempts.Load())
+		nr.Attempts = int(r.attemptsOf(int32(i)))
 		nr.Ran = nr.Attempts > 0
 		if st == sPending && r.exts != nil && r.exts[i] != nil {
 			ext := r.exts[i]
@@ -100,10 +100,10 @@ func (r *Run) Report() *Report {
 			nr.Reason = "pending: waiting for Resume"
 		}
 		if terminal(st) {
-			nr.Value, nr.Result, nr.Err = pn.impl.resultAny(r.slots[i])
+			nr.Value, nr.Result, nr.Err = pn.impl.resultAny(r.slots[i], st)
 			nr.Reason = r.reason(int32(i))
-			if by := n.by.Load(); by > 0 {
-				nr.DecidedBy = r.p.nodes[by-1].id
+			if by := n.decidedBy(); by >= 0 {
+				nr.DecidedBy = r.p.nodes[by].id
 			}
 		}
 		if r.times != nil {
@@ -213,7 +213,7 @@ func (r *Run) status(i int32, st int32, rep *Report) Status {
 	case sFinish:
 		return StatusSucceeded
 	case sError:
-		rs, err := r.p.nodes[i].impl.resultMeta(r.slots[i])
+		rs, err := r.p.nodes[i].impl.resultMeta(r.slots[i], st)
 		switch {
 		case rs == ResultTimeout:
 			return StatusTimedOut
@@ -232,13 +232,13 @@ func (r *Run) status(i int32, st int32, rep *Report) Status {
 
 // reason explains why node i, which has ended, did not succeed.
 func (r *Run) reason(i int32) string {
-	pn, n := &r.p.nodes[i], &r.nodes[i]
-	st, err := pn.impl.resultMeta(r.slots[i])
+	pn := &r.p.nodes[i]
+	st, err := pn.impl.resultMeta(r.slots[i], r.nodes[i].st())
 	switch st {
 	case ResultSuccess:
 		return ""
 	case ResultTimeout:
-		if n.attempts.Load() > 0 {
+		if r.attemptsOf(i) > 0 {
 			return fmt.Sprintf("stopped while running: %v", err)
 		}
 		return fmt.Sprintf("stopped before it started: %v", err)
@@ -250,7 +250,7 @@ func (r *Run) reason(i int32) string {
 		return fmt.Sprintf("stopped: node %q ended the run", ee.ID)
 	case isSkip(err):
 		return "no successor needed it any more"
-	case errors.As(err, &up) && n.attempts.Load() == 0:
+	case errors.As(err, &up) && r.attemptsOf(i) == 0:
 		if pn.nMust == 0 {
 			return "every optional upstream failed"
 		}

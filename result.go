@@ -49,9 +49,21 @@ type WorkResult[R any] struct {
 	Err   error
 }
 
-// slot holds one node's result for one run. It is written only by the
-// goroutine that moved the node into sEnding, before the final state is
-// stored, and read only after a final state has been loaded.
+// slot holds one node's result for one run, read only after a final state
+// has been loaded. A success is val, written by the goroutine running the
+// worker just before its CAS from sWorking to sFinish (one CAS, no
+// sEnding); a failure is res, written by the goroutine that moved the node
+// into sEnding, before it stores sError. A worker whose CAS lost to a
+// failure wrote only val, which nobody reads then.
 type slot[R any] struct {
+	val R
 	res WorkResult[R]
+}
+
+// get returns the result of a node whose final state is st.
+func (s *slot[R]) get(st int32) WorkResult[R] {
+	if st == sFinish {
+		return WorkResult[R]{Value: s.val, State: ResultSuccess}
+	}
+	return s.res
 }

@@ -197,7 +197,7 @@ func TestCloseWaitsForResumeFailWith(t *testing.T) {
 		}))
 	r, err := a.Start(context.Background(), time.Minute, w)
 	require.NoError(t, err)
-	for r.nodes[0].state.Load() != sPending {
+	for r.nodes[0].st() != sPending {
 		time.Sleep(time.Millisecond)
 	}
 	calls.Store(1)

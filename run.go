@@ -68,12 +68,11 @@ type nodeTimes struct {
 type rnode struct {
 	// Every field counts up from zero, so that a run is reset by clearing
 	// its nodes.
-	state     atomic.Int32
+	state     atomic.Int32 // the state word: see stateMask
 	okCount   atomic.Int32 // counted upstream successes (see pnode.needOK)
 	failCount atomic.Int32 // counted upstream failures (see pnode.needFail)
 	released  atomic.Int32 // successors that no longer need this node
-	by        atomic.Int32 // 1 + the upstream whose end decided the join; 0 if none
-	attempts  atomic.Int32 // times the worker was started
+	attempts  atomic.Int32 // times the worker was started, for nodes with flow rules
 	continued atomic.Bool  // failed under PolicyContinue: counts as done
 }
 
@@ -561,7 +560,7 @@ func (r *Run) expiredNode(i int32) (ResultState, error, bool) {
 // timed out while it waited for a goroutine.
 func (r *Run) exec(i int32, wl *worklist) {
 	n := &r.nodes[i]
-	if !n.state.CompareAndSwap(sReady, sWorking) {
+	if !n.move(sReady, sWorking, startedBit) {
 		return
 	}
 	if r.exts != nil && r.exts[i] != nil {
@@ -573,10 +572,12 @@ func (r *Run) exec(i int32, wl *worklist) {
 // attempt runs one attempt of node i's worker; the node is in sWorking.
 func (r *Run) attempt(i int32, wl *worklist) {
 	n := &r.nodes[i]
-	if n.state.Load() != sWorking {
+	if n.st() != sWorking {
 		return // ended while a retry was scheduled
 	}
-	n.attempts.Add(1)
+	if r.exts != nil && r.exts[i] != nil {
+		n.attempts.Add(1) // other nodes have one attempt: the started bit
+	}
 	if wl.fresh && r.exts == nil {
 		wl.fresh = false
 	} else if st, err, late := r.expiredNode(i); late {
@@ -615,10 +616,9 @@ func (r *Run) attempt(i int32, wl *worklist) {
 // join.
 func (r *Run) trigger(s, by int32, wl *worklist) {
 	n := &r.nodes[s]
-	if !n.state.CompareAndSwap(sInit, sReady) {
+	if !n.move(sInit, sReady, byBits(by)) {
 		return
 	}
-	n.by.Store(by + 1)
 	if r.times != nil {
 		r.times[s].ready.Store(time.Now().UnixNano())
 	}
@@ -645,14 +645,17 @@ func (r *Run) failFromUpstream(s, by int32, err error, wl *worklist) {
 }
 
 // end moves node i from state from to sError with a failed result. It
-// reports whether it did (another goroutine may have moved it first).
+// reports whether it did (another goroutine may have moved it first). by
+// is the upstream that decided it, or -1; only a node in sInit has none
+// recorded yet.
 func (r *Run) end(i int32, from int32, st ResultState, err error, by int32, wl *worklist) bool {
 	n := &r.nodes[i]
-	if !n.state.CompareAndSwap(from, sEnding) {
-		return false
+	set := int32(0)
+	if by >= 0 && from == sInit {
+		set = byBits(by)
 	}
-	if by >= 0 {
-		n.by.Store(by + 1)
+	if !n.move(from, sEnding, set) {
+		return false
 	}
 	if from == sInit {
 		wl.left = append(wl.left, i)
@@ -691,20 +694,30 @@ func (r *Run) rescueEnding(i int32) {
 // finish publishes the final state of node i, whose result has been
 // written by the caller, which holds it in sEnding.
 func (r *Run) finish(i int32, final int32, wl *worklist) {
+	if r.times != nil {
+		r.times[i].end.Store(time.Now().UnixNano())
+	}
+	n := &r.nodes[i]
+	n.state.Store(n.state.Load()&^stateMask | final) // the caller holds it in sEnding
+	r.finished(i, wl)
+}
+
+// finished queues the consequences of the end of node i, which has just
+// reached its final state, after stopping its timers.
+func (r *Run) finished(i int32, wl *worklist) {
 	if r.exts != nil && r.exts[i] != nil {
 		r.disarm(i)
 	}
 	if r.times != nil {
-		r.times[i].end.Store(time.Now().UnixNano())
+		r.times[i].end.CompareAndSwap(0, time.Now().UnixNano())
 	}
-	r.nodes[i].state.Store(final)
 	wl.ended = append(wl.ended, i)
 }
 
 // skip short-circuits node x: none of its successors needs it any more.
 func (r *Run) skip(x int32, wl *worklist) {
 	for {
-		st := r.nodes[x].state.Load()
+		st := r.nodes[x].st()
 		if st != sInit && st != sReady {
 			return
 		}
@@ -739,7 +752,7 @@ func (r *Run) settle(wl *worklist) {
 func (r *Run) release(i int32, wl *worklist) {
 	for _, x := range r.p.nodes[i].in {
 		xn := &r.nodes[x]
-		if terminal(xn.state.Load()) {
+		if terminal(xn.st()) {
 			continue // ended: nothing left to skip, no need to count
 		}
 		if xn.released.Add(1) == int32(len(r.p.nodes[x].out)) && r.p.nodes[x].shortCircuit {
@@ -756,7 +769,7 @@ func (r *Run) processEnd(i int32, wl *worklist) {
 	wl.prop = i
 	if pn.hasCallback {
 		wl.fresh = false // user code ran: look at the deadline again
-		if p := pn.impl.fireResult(r.slots[i], n.state.Load() == sFinish); p != nil {
+		if p := pn.impl.fireResult(r.slots[i], n.st()); p != nil {
 			r.callbackPanic(pn.id, "Result", p)
 		}
 	}
@@ -845,7 +858,7 @@ func (r *Run) sweepFrom(k int, wl *worklist) {
 func (r *Run) stop(i int32, wl *worklist) {
 	rs, err, _ := r.expired()
 	for {
-		st := r.nodes[i].state.Load()
+		st := r.nodes[i].st()
 		if st != sInit && st != sReady && st != sWorking && st != sPending {
 			return
 		}
@@ -853,4 +866,16 @@ func (r *Run) stop(i int32, wl *worklist) {
 			return
 		}
 	}
+}
+
+// attemptsOf returns how many times node i's worker was started.
+func (r *Run) attemptsOf(i int32) int32 {
+	n := &r.nodes[i]
+	if r.exts != nil && r.exts[i] != nil {
+		return n.attempts.Load()
+	}
+	if n.state.Load()&startedBit != 0 {
+		return 1
+	}
+	return 0
 }

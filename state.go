@@ -66,3 +66,41 @@ func publicState(s int32) State {
 }
 
 func terminal(s int32) bool { return s == sFinish || s == sError }
+
+// A node's state word in a run (rnode.state) packs, besides the state in
+// its low bits, what its transitions decided, so that each transition is
+// one CAS:
+//   - startedBit: the worker was started (set by Ready → Working);
+//   - bits byShift and up: 1 + the upstream whose end decided the node's
+//     join (set by the transition out of sInit), 0 if none.
+const (
+	stateMask  int32 = 7
+	startedBit int32 = 8
+	byShift          = 4
+	// maxNodes is the most nodes a graph may have: every index + 1 must
+	// fit in the state word above byShift.
+	maxNodes = 1<<(31-byShift) - 1
+)
+
+// st returns node n's state.
+func (n *rnode) st() int32 { return n.state.Load() & stateMask }
+
+// move changes node n's state from from to to, keeping the word's other
+// bits and adding set to them; it reports false if n is not in from.
+func (n *rnode) move(from, to, set int32) bool {
+	for {
+		w := n.state.Load()
+		if w&stateMask != from {
+			return false
+		}
+		if n.state.CompareAndSwap(w, w&^stateMask|to|set) {
+			return true
+		}
+	}
+}
+
+// decidedBy returns the upstream whose end decided node n's join, or -1.
+func (n *rnode) decidedBy() int32 { return n.state.Load()>>byShift - 1 }
+
+// byBits encodes upstream by (or -1 for none) for the state word.
+func byBits(by int32) int32 { return (by + 1) << byShift }

@@ -118,11 +118,10 @@ func (w *WorkerWrapper[P, R]) Result() WorkResult[R] {
 	if r == nil {
 		return WorkResult[R]{}
 	}
-	n := &r.nodes[w.idx]
-	if !terminal(n.state.Load()) {
-		return WorkResult[R]{}
+	if st := r.nodes[w.idx].st(); terminal(st) {
+		return r.slots[w.idx].(*slot[R]).get(st)
 	}
-	return r.slots[w.idx].(*slot[R]).res
+	return WorkResult[R]{}
 }
 
 // ResultIn returns the node's result in r, a run of the [Plan] the node was
@@ -132,11 +131,10 @@ func (w *WorkerWrapper[P, R]) ResultIn(r *Run) WorkResult[R] {
 	if r == nil || r.p != w.plan {
 		return WorkResult[R]{}
 	}
-	n := &r.nodes[w.idx]
-	if !terminal(n.state.Load()) {
-		return WorkResult[R]{}
+	if st := r.nodes[w.idx].st(); terminal(st) {
+		return r.slots[w.idx].(*slot[R]).get(st)
 	}
-	return r.slots[w.idx].(*slot[R]).res
+	return WorkResult[R]{}
 }
 
 // ID returns the node's id.
@@ -151,7 +149,7 @@ func (w *WorkerWrapper[P, R]) State() State {
 	if r == nil {
 		return StateInit
 	}
-	return publicState(r.nodes[w.idx].state.Load())
+	return publicState(r.nodes[w.idx].st())
 }
 
 func (w *WorkerWrapper[P, R]) core() *nodeCore {
@@ -206,12 +204,12 @@ type nodeImpl interface {
 	// node i, which the caller holds in sEnding.
 	setFailure(r *Run, i int32, slot any, st ResultState, err error)
 	// fireResult calls the Result callback with the node's final result.
-	fireResult(slot any, success bool) *PanicError
+	fireResult(slot any, st int32) *PanicError
 	// resultErr returns the Err of the result in slot.
-	resultErr(slot any) error
+	resultErr(slot any, st int32) error
 	// resultMeta returns the State and Err of the result in slot, without
 	// boxing its value.
-	resultMeta(slot any) (ResultState, error)
+	resultMeta(slot any, st int32) (ResultState, error)
 	// resultType names R, for error messages.
 	resultType() reflect.Type
 	// clearSlot drops the result in slot, so a recycled run retains nothing.
@@ -219,7 +217,7 @@ type nodeImpl interface {
 	// hasCallback is false when the callback is the no-op default.
 	hasCallback() bool
 	// resultAny returns the result in slot, boxed.
-	resultAny(slot any) (any, ResultState, error)
+	resultAny(slot any, st int32) (any, ResultState, error)
 	// checkValue reports whether v can be the node's value.
 	checkValue(v any) error
 	// setSuccess writes a successful result with value v (checked).
@@ -288,23 +286,25 @@ func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *Run, i int32, wl *
 		}
 	}
 	n := &r.nodes[i]
-	if !n.state.CompareAndSwap(sWorking, sEnding) {
+	s := r.slots[i].(*slot[R])
+	if err == nil {
+		s.val = v
+		if n.move(sWorking, sFinish, 0) {
+			r.finished(i, wl)
+		}
+		return // or the deadline ended the node first: the late value is not read
+	}
+	if !n.move(sWorking, sEnding, 0) {
 		return // the deadline ended the node first; drop the late result
 	}
-	s := r.slots[i].(*slot[R])
-	if err != nil {
-		w.failResult(r, i, s, ResultException, err)
-		if flow != nil {
-			r.failedFinally(i)
-		}
-		r.finish(i, sError, wl)
-		if flow != nil && flow.policy == PolicyEnd {
-			r.endRun(i, err)
-		}
-		return
+	w.failResult(r, i, s, ResultException, err)
+	if flow != nil {
+		r.failedFinally(i)
 	}
-	s.res = WorkResult[R]{Value: v, State: ResultSuccess}
-	r.finish(i, sFinish, wl)
+	r.finish(i, sError, wl)
+	if flow != nil && flow.policy == PolicyEnd {
+		r.endRun(i, err)
+	}
 }
 
 // call runs the callback's Begin (if the node has a callback) and then
@@ -358,26 +358,26 @@ func (w *WorkerWrapper[P, R]) failResult(r *Run, i int32, s *slot[R], st ResultS
 	normal = true
 }
 
-func (w *WorkerWrapper[P, R]) fireResult(sl any, success bool) (p *PanicError) {
+func (w *WorkerWrapper[P, R]) fireResult(sl any, st int32) (p *PanicError) {
 	defer func() {
 		if v := recover(); v != nil {
 			p = newPanicError(v)
 		}
 	}()
-	w.cb.Result(success, w.param, sl.(*slot[R]).res)
+	w.cb.Result(st == sFinish, w.param, sl.(*slot[R]).get(st))
 	return nil
 }
 
-func (w *WorkerWrapper[P, R]) resultErr(sl any) error { return sl.(*slot[R]).res.Err }
+func (w *WorkerWrapper[P, R]) resultErr(sl any, st int32) error { return sl.(*slot[R]).get(st).Err }
 
-func (w *WorkerWrapper[P, R]) resultMeta(sl any) (ResultState, error) {
-	res := &sl.(*slot[R]).res
+func (w *WorkerWrapper[P, R]) resultMeta(sl any, st int32) (ResultState, error) {
+	res := sl.(*slot[R]).get(st)
 	return res.State, res.Err
 }
 
 func (w *WorkerWrapper[P, R]) resultType() reflect.Type { return reflect.TypeFor[R]() }
 
-func (w *WorkerWrapper[P, R]) clearSlot(sl any) { sl.(*slot[R]).res = WorkResult[R]{} }
+func (w *WorkerWrapper[P, R]) clearSlot(sl any) { *sl.(*slot[R]) = slot[R]{} }
 
 func (w *WorkerWrapper[P, R]) checkValue(v any) error {
 	if _, ok := v.(R); ok {
@@ -393,12 +393,11 @@ func (w *WorkerWrapper[P, R]) checkValue(v any) error {
 }
 
 func (w *WorkerWrapper[P, R]) setSuccess(sl any, v any) {
-	r, _ := v.(R)
-	sl.(*slot[R]).res = WorkResult[R]{Value: r, State: ResultSuccess}
+	sl.(*slot[R]).val, _ = v.(R)
 }
 
-func (w *WorkerWrapper[P, R]) resultAny(sl any) (any, ResultState, error) {
-	res := sl.(*slot[R]).res
+func (w *WorkerWrapper[P, R]) resultAny(sl any, st int32) (any, ResultState, error) {
+	res := sl.(*slot[R]).get(st)
 	return res.Value, res.State, res.Err
 }
 
@@ -420,7 +419,7 @@ func (all Wrappers) State(id string) (State, bool) {
 	if !ok {
 		return StateInit, false
 	}
-	return publicState(all.r.nodes[i].state.Load()), true
+	return publicState(all.r.nodes[i].st()), true
 }
 
 // ResultOf returns the result of the node with the given id in the run
@@ -445,8 +444,8 @@ func ResultOf[R any](all Wrappers, id string) (WorkResult[R], error) {
 		return WorkResult[R]{}, fmt.Errorf("%w: node %q produces %v, not %v",
 			ErrResultType, id, all.r.p.nodes[i].impl.resultType(), reflect.TypeFor[R]())
 	}
-	if !terminal(n.state.Load()) {
-		return WorkResult[R]{}, nil
+	if st := n.st(); terminal(st) {
+		return s.get(st), nil
 	}
-	return s.res, nil
+	return WorkResult[R]{}, nil
 }
