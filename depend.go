@@ -3,6 +3,7 @@ package asynctool
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 )
 
 // edge is a declared dependency: to depends on from.
@@ -141,6 +142,7 @@ const (
 // run's counters count up from zero, so that resetting a run is one clear.
 func (n *pnode) setThresholds() {
 	total := int32(len(n.in))
+	n.afterAll = n.join.kind == joinAll || n.join.kind == joinAllDone || n.join.kind == joinDefault && n.nOpt == 0
 	switch n.join.kind {
 	case joinAllDone, joinCustom:
 		n.needOK = total
@@ -176,16 +178,16 @@ func (r *Run) upstreamEndedFrom(i int32, from int, ok bool, wl *worklist) {
 		}
 		switch sp.join.kind {
 		case joinAllDone:
-			if sn.okCount.Add(1) == sp.needOK {
+			if reached(&sn.okCount, sp.needOK) {
 				r.trigger(s, i, wl)
 			}
 			continue
 		case joinAny, joinAtLeast:
 			if ok {
-				if sn.okCount.Add(1) == sp.needOK {
+				if reached(&sn.okCount, sp.needOK) {
 					r.trigger(s, i, wl)
 				}
-			} else if sn.failCount.Add(1) == sp.needFail {
+			} else if reached(&sn.failCount, sp.needFail) {
 				r.failFromUpstream(s, i, r.joinImpossible(s), wl)
 			}
 			continue
@@ -198,17 +200,24 @@ func (r *Run) upstreamEndedFrom(i int32, from int, ok bool, wl *worklist) {
 		case !counts:
 			// An optional dependency of a node with must dependencies.
 		case ok:
-			if sn.okCount.Add(1) == sp.needOK {
+			if reached(&sn.okCount, sp.needOK) {
 				r.trigger(s, i, wl)
 			}
 		case e.must:
 			r.failFromUpstream(s, i, r.upstreamErr(i), wl)
 		default:
-			if sn.failCount.Add(1) == sp.needFail {
+			if reached(&sn.failCount, sp.needFail) {
 				r.failFromUpstream(s, i, r.allUpstreamErr(s), wl)
 			}
 		}
 	}
+}
+
+// reached counts one more upstream end on c and reports whether that makes
+// need. A threshold of one needs no count: the CAS out of sInit that
+// follows decides once.
+func reached(c *atomic.Int32, need int32) bool {
+	return need == 1 || c.Add(1) == need
 }
 
 func (r *Run) upstreamErr(i int32) error {

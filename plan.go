@@ -105,6 +105,9 @@ type pnode struct {
 	// needOK and needFail are the counted upstream ends that trigger and
 	// fail the node (see setThresholds).
 	needOK, needFail int32
+	// afterAll: the join triggers only once every upstream has ended, so
+	// a triggered node has no upstream left to release.
+	afterAll bool
 	// hasCallback is false when the node's callback is the no-op default,
 	// which is then not called at all.
 	hasCallback bool

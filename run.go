@@ -619,10 +619,12 @@ func (r *Run) trigger(s, by int32, wl *worklist) {
 	if !n.move(sInit, sReady, byBits(by)) {
 		return
 	}
+	if !r.p.nodes[s].afterAll {
+		wl.left = append(wl.left, s)
+	}
 	if r.times != nil {
 		r.times[s].ready.Store(time.Now().UnixNano())
 	}
-	wl.left = append(wl.left, s)
 	// Only the sweep's flag, a plain load: a node triggered just after the
 	// deadline but before the sweep started is caught by the check before
 	// it starts, or ended by the sweep while it waits.
