@@ -12,12 +12,16 @@ import (
 // plan is a validated graph with ids resolved to indexes, in topological
 // order. It is immutable once built.
 type plan struct {
-	nodes     []pnode
-	roots     []int32 // nodes without dependencies: they start at once
-	index     map[string]int32
-	runs      sync.Pool     // *Run, for a Plan's runs
-	worklists sync.Pool     // *worklist
-	started   atomic.Uint64 // runs started, for learn
+	nodes []pnode
+	roots []int32 // nodes without dependencies: they start at once
+	// laterRoots are the roots but the first, last first: a run starts
+	// the first root itself and queues these, which its shared queue
+	// hands out last in, first out, so the roots start in order.
+	laterRoots []int32
+	index      map[string]int32
+	runs       sync.Pool     // *Run, for a Plan's runs
+	worklists  sync.Pool     // *worklist
+	started    atomic.Uint64 // runs started, for learn
 }
 
 // quickAction is the longest Action that counts as quick: such nodes are
@@ -329,6 +333,9 @@ func compileGraph(starts []Wrapper, claim bool) (p *plan, err error) {
 		}
 		p.nodes[k].setThresholds()
 		p.nodes[k].hasCallback = p.nodes[k].impl.hasCallback()
+	}
+	for k := len(p.roots) - 1; k > 0; k-- {
+		p.laterRoots = append(p.laterRoots, p.roots[k])
 	}
 	return p, nil
 }

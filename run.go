@@ -22,7 +22,7 @@ type Run struct {
 	ctxDone   <-chan struct{} // ctx.Done(), cached
 	nodes     []rnode
 	slots     []any        // slots[i] is node i's *slot[R]
-	tasks     []func()     // tasks[k] runs root k (p.roots[k]); built once per Run value
+	first     func()       // the task that starts the run; built once per Run value
 	helper    func()       // a task that drains the shared queue
 	searching atomic.Int32 // helpers started that have not taken a node yet
 	sample    bool         // time the nodes' Actions in this run (see plan.learn)
@@ -118,7 +118,6 @@ func newRun(p *plan, pooled bool) *Run {
 		p:      p,
 		nodes:  make([]rnode, len(p.nodes)),
 		slots:  make([]any, len(p.nodes)),
-		tasks:  make([]func(), len(p.roots)),
 		pooled: pooled,
 	}
 	for i := range p.nodes {
@@ -134,8 +133,12 @@ func newRun(p *plan, pooled bool) *Run {
 			r.exts[i] = &nodeExt{}
 		}
 	}
-	for k, i := range p.roots {
-		r.tasks[k] = r.nodeTask(i)
+	r.first = func() {
+		defer r.taskDone()
+		if len(r.p.laterRoots) > 0 {
+			r.share(r.p.laterRoots)
+		}
+		r.loop(r.p.roots[0], r.p.getWorklist())
 	}
 	r.helper = func() {
 		defer r.taskDone()
@@ -229,9 +232,7 @@ func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration) {
 	r.ctxDone = r.ctx.Done()
 	a.inflight.Add(1) // the run itself, until its sweep is resolved: Close waits for open runs
 	r.stopSweep = context.AfterFunc(r.ctx, r.sweep)
-	for k := range r.p.roots {
-		r.dispatch(r.tasks[k])
-	}
+	r.dispatch(r.first)
 }
 
 // startTimes turns on timestamps for this run.
