@@ -22,6 +22,22 @@ type plan struct {
 	runs       sync.Pool     // *Run, for a Plan's runs
 	worklists  sync.Pool     // *worklist
 	started    atomic.Uint64 // runs started, for learn
+	// allQuick: the last sampled run found every node quick, so a
+	// goroutine may take queued nodes in batches (see takeShared).
+	allQuick atomic.Bool
+}
+
+// learned records, after a sampled run, whether every node is known to be
+// quick.
+func (p *plan) learned() {
+	all := true
+	for k := range p.nodes {
+		if n := &p.nodes[k]; !n.known.Load() || !n.quick.Load() {
+			all = false
+			break
+		}
+	}
+	p.allQuick.Store(all)
 }
 
 // quickAction is the longest Action that counts as quick: such nodes are
