@@ -32,6 +32,7 @@ type Async struct {
 	mu       sync.RWMutex   // held for reading while starting a run
 	closed   bool
 	cfgErr   error
+	hist     history // what single-use runs timed, by node id
 }
 
 // Option configures an [Async].
@@ -143,8 +144,10 @@ func (a *Async) Start(ctx context.Context, timeout time.Duration, starts ...Wrap
 		return nil, err
 	}
 	bind(p)
+	a.hist.recall(p)
 	r := newRun(p, false)
 	r.reset()
+	r.sample = a.hist.sample()
 	for i := range p.nodes {
 		p.nodes[i].core.run.Store(r)
 	}

@@ -831,6 +831,9 @@ func (r *Run) complete(inSweep bool) {
 	}()
 	if r.sample {
 		r.p.learned()
+		if !r.pooled {
+			r.a.hist.record(r.p)
+		}
 	}
 	if r.times != nil {
 		r.ended.Store(time.Now().UnixNano())

@@ -1,0 +1,68 @@
+package asynctool
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestSingleUseRunsLearnByID checks that graphs built afresh for every
+// run learn, by node id, which nodes are quick, as plans do: a fan of 100
+// nodes starts a helper per node while its ids are unknown, a few once
+// sampled runs found them quick, and a helper per node again for new ids.
+func TestSingleUseRunsLearnByID(t *testing.T) {
+	var submits atomic.Int32
+	a := newAsync(t, WithExecutor(ExecutorFunc(func(task func()) error {
+		submits.Add(1)
+		go task()
+		return nil
+	})))
+	fan := func(prefix string, work func()) []Wrapper {
+		w := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { work(); return 0, nil })
+		root, sink := NewWrapper(prefix+"root", w, 0), NewWrapper(prefix+"sink", w, 0)
+		for k := range 100 {
+			sink.Depend(NewWrapper(fmt.Sprint(prefix, k), w, 0).Depend(root, true), true)
+		}
+		return []Wrapper{root}
+	}
+	perRun := func(starts []Wrapper) int32 {
+		submits.Store(0)
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, starts...))
+		return submits.Load()
+	}
+
+	assert.GreaterOrEqual(t, perRun(fan("q", func() {})), int32(99), "first run: ids unknown, one helper each")
+	for range 3 {
+		perRun(fan("q", func() {})) // the Async's first four runs are sampled
+	}
+	assert.Equal(t, int32(102), a.hist.size.Load(), "every id of the sampled runs is remembered")
+	assert.Less(t, perRun(fan("q", func() {})), int32(30), "known quick ids: a few helpers, not one per node")
+	assert.GreaterOrEqual(t, perRun(fan("s", func() { time.Sleep(100 * time.Microsecond) })), int32(99), "new ids: one helper each")
+}
+
+// TestHistoryIsBounded checks that anonymous nodes are not remembered and
+// that an Async remembers at most maxHistory ids.
+func TestHistoryIsBounded(t *testing.T) {
+	a := newAsync(t)
+	w := okWorker()
+	anon := NewWrapper("", w, 0)
+	NewWrapper("", w, 0).Depend(anon, true)
+	require.NoError(t, a.BeginWork(context.Background(), time.Minute, anon)) // sampled
+	assert.Zero(t, a.hist.size.Load(), "anonymous nodes have no history")
+
+	first := NewWrapper("n0", w, 0)
+	prev := first
+	for k := 1; k < maxHistory+500; k++ {
+		prev = NewWrapper(fmt.Sprint("n", k), w, 0).Depend(prev, true)
+	}
+	require.NoError(t, a.BeginWork(context.Background(), time.Minute, first)) // sampled
+	assert.Equal(t, int32(maxHistory), a.hist.size.Load())
+	n := 0
+	a.hist.byID.Range(func(any, any) bool { n++; return true })
+	assert.Equal(t, maxHistory, n)
+}
