@@ -59,11 +59,12 @@ func (h *history) record(p *plan) {
 		}
 		v, ok := h.byID.Load(n.id)
 		if !ok {
-			if h.size.Load() >= maxHistory {
+			if h.size.Add(1) > maxHistory { // a place reserved, or none left
+				h.size.Add(-1)
 				continue
 			}
-			if v, ok = h.byID.LoadOrStore(n.id, &timing{}); !ok {
-				h.size.Add(1)
+			if v, ok = h.byID.LoadOrStore(n.id, &timing{}); ok {
+				h.size.Add(-1) // another run stored it first
 			}
 		}
 		v.(*timing).quick.Store(n.quick.Load())

@@ -14,30 +14,15 @@ import (
 type plan struct {
 	nodes []pnode
 	roots []int32 // nodes without dependencies: they start at once
-	// laterRoots are the roots but the first, last first: a run starts
-	// the first root itself and queues these, which its shared queue
-	// hands out last in, first out, so the roots start in order.
-	laterRoots []int32
+	// startOrder is roots, last first: a run's first task takes them as
+	// its ready list, runs the last (roots[0]) and shares the others,
+	// which the shared queue hands out last in, first out, so the roots
+	// start in order.
+	startOrder []int32
 	index      map[string]int32
 	runs       sync.Pool     // *Run, for a Plan's runs
 	worklists  sync.Pool     // *worklist
 	started    atomic.Uint64 // runs started, for learn
-	// allQuick: the last sampled run found every node quick, so a
-	// goroutine may take queued nodes in batches (see takeShared).
-	allQuick atomic.Bool
-}
-
-// learned records, after a sampled run, whether every node is known to be
-// quick.
-func (p *plan) learned() {
-	all := true
-	for k := range p.nodes {
-		if n := &p.nodes[k]; !n.known.Load() || !n.quick.Load() {
-			all = false
-			break
-		}
-	}
-	p.allQuick.Store(all)
 }
 
 // quickAction is the longest Action that counts as quick: such nodes are
@@ -350,8 +335,8 @@ func compileGraph(starts []Wrapper, claim bool) (p *plan, err error) {
 		p.nodes[k].setThresholds()
 		p.nodes[k].hasCallback = p.nodes[k].impl.hasCallback()
 	}
-	for k := len(p.roots) - 1; k > 0; k-- {
-		p.laterRoots = append(p.laterRoots, p.roots[k])
+	for k := len(p.roots) - 1; k >= 0; k-- {
+		p.startOrder = append(p.startOrder, p.roots[k])
 	}
 	return p, nil
 }

@@ -257,3 +257,57 @@ func TestConcurrentDescribe(t *testing.T) {
 	a := newAsync(t)
 	require.NoError(t, a.BeginWork(context.Background(), time.Minute, root), "Describe consumed nothing")
 }
+
+// TestGoexitInALaterRootWithInlineExecutor: with an executor that runs
+// tasks submitted from its own tasks inline, the helper for root b runs
+// inside the task that starts the run; b's worker ending that goroutine
+// (runtime.Goexit) must not lose root a, which the task was about to run.
+func TestGoexitInALaterRootWithInlineExecutor(t *testing.T) {
+	var inTask atomic.Bool
+	a := newAsync(t, WithExecutor(ExecutorFunc(func(task func()) error {
+		if inTask.Load() {
+			task()
+			return nil
+		}
+		go func() {
+			inTask.Store(true)
+			task()
+		}()
+		return nil
+	})))
+	x := NewWrapper("a", okWorker(), 0)
+	y := NewWrapper("b", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		runtime.Goexit()
+		return 0, nil
+	}), 0)
+	r, err := a.Start(context.Background(), time.Minute, x, y)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, r.Wait(ctx), "the run ends without its deadline")
+	assert.Equal(t, ResultSuccess, x.Result().State)
+	assert.ErrorIs(t, y.Result().Err, ErrGoexit)
+}
+
+// TestEveryRootStartsWhenTheExecutorRefuses: every start node that may
+// block gets a goroutine even when the executor takes no task, so root a,
+// which waits for root b, is not stuck behind it.
+func TestEveryRootStartsWhenTheExecutorRefuses(t *testing.T) {
+	a := newAsync(t, WithExecutor(ExecutorFunc(func(func()) error { return errBoom })))
+	bRan := make(chan struct{})
+	x := NewWrapper("a", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		select {
+		case <-bRan:
+			return 1, nil
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}), 0)
+	y := NewWrapper("b", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		close(bRan)
+		return 2, nil
+	}), 0)
+	require.NoError(t, a.BeginWork(context.Background(), 10*time.Second, x, y))
+	assert.Equal(t, WorkResult[int]{Value: 1, State: ResultSuccess}, x.Result())
+	assert.Equal(t, WorkResult[int]{Value: 2, State: ResultSuccess}, y.Result())
+}

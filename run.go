@@ -80,12 +80,13 @@ type rnode struct {
 // replaces recursion, so that arbitrarily deep graphs use constant stack.
 type worklist struct {
 	ready []int32 // triggered nodes to run, inline or on the pool
-	mine  []int32 // ready nodes taken from the shared queue in a batch
 	left  []int32 // nodes that left sInit: release their predecessors
 	ended []int32 // nodes with a final state: callback, then successors
 	cur   int32   // node whose worker is running, or -1
 	prop  int32   // node whose Result callback is running, or -1
 	sweep bool    // this is the sweep's worklist
+	roots bool    // ready holds the run's roots: share them with share's roots rule
+	wake  bool    // wake a helper (wakeOne) once the loop is under way
 	retry bool    // the first node is a retry: it is already in sWorking
 	// fresh: this goroutine found the run not expired moments ago (after
 	// the node it just ran returned), so the next start need not look
@@ -107,8 +108,9 @@ func (p *plan) getWorklist() *worklist {
 }
 
 func (p *plan) putWorklist(wl *worklist) {
-	wl.ready, wl.mine, wl.left, wl.ended = wl.ready[:0], wl.mine[:0], wl.left[:0], wl.ended[:0]
+	wl.ready, wl.left, wl.ended = wl.ready[:0], wl.left[:0], wl.ended[:0]
 	wl.cur, wl.prop, wl.sweep, wl.retry, wl.fresh = -1, -1, false, false, false
+	wl.roots, wl.wake = false, false
 	wl.after = -1
 	p.worklists.Put(wl)
 }
@@ -136,23 +138,26 @@ func newRun(p *plan, pooled bool) *Run {
 	}
 	r.first = func() {
 		defer r.taskDone()
-		if len(r.p.laterRoots) > 0 {
-			r.share(r.p.laterRoots)
-		}
-		r.loop(r.p.roots[0], r.p.getWorklist())
+		// The roots go in the worklist before anything can start a
+		// helper, so that the loop's salvage keeps them if a helper run
+		// inline by the executor ends this goroutine (runtime.Goexit).
+		wl := r.p.getWorklist()
+		wl.ready = append(wl.ready, r.p.startOrder...)
+		wl.roots = true
+		r.loop(-1, wl)
 	}
 	r.helper = func() {
 		defer r.taskDone()
-		wl := r.p.getWorklist()
-		i, ok, left := r.takeShared(true, wl)
+		i, ok, left := r.takeShared(true)
 		if !ok {
-			r.p.putWorklist(wl)
 			return
 		}
-		if left > 0 {
-			r.wakeOne() // keep one helper looking while work is queued
-		}
-		r.loop(i, wl)
+		// Node i goes in the worklist before the wake-up, for the same
+		// reason as the roots in first.
+		wl := r.p.getWorklist()
+		wl.ready = append(wl.ready, i)
+		wl.wake = left > 0 // keep one helper looking while work is queued
+		r.loop(-1, wl)
 	}
 	return r
 }
@@ -366,6 +371,10 @@ func (r *Run) loop(first int32, wl *worklist) {
 	if r.times != nil {
 		wl.lane = r.lanes.Add(1)
 	}
+	if wl.wake {
+		wl.wake = false
+		r.wakeOne()
+	}
 	i := first
 	if wl.retry {
 		wl.retry = false
@@ -381,18 +390,14 @@ func (r *Run) loop(first int32, wl *worklist) {
 			// Run the last ready node here; share the others.
 			i = wl.ready[n-1]
 			if n > 1 {
-				r.share(wl.ready[:n-1])
+				r.share(wl.ready[:n-1], wl.roots)
+				wl.roots = false
 			}
 			wl.ready = wl.ready[:0]
 			continue
 		}
-		if n := len(wl.mine); n > 0 {
-			i = wl.mine[n-1]
-			wl.mine = wl.mine[:n-1]
-			continue
-		}
 		var ok bool
-		if i, ok, _ = r.takeShared(false, wl); !ok {
+		if i, ok, _ = r.takeShared(false); !ok {
 			break
 		}
 	}
@@ -409,7 +414,12 @@ func (r *Run) loop(first int32, wl *worklist) {
 // them, see plan.learn) get helpers the way Go's scheduler wakes threads:
 // one looking for work at a time, each waking the next while work is
 // queued, which costs a few wake-ups instead of one per node.
-func (r *Run) share(nodes []int32) {
+//
+// Start nodes (roots) that may block are promised a task each, as when
+// every root was a task of its own: if no goroutine is free now, the
+// helper is submitted to the executor (which may queue it), or else given
+// a goroutine of its own.
+func (r *Run) share(nodes []int32, roots bool) {
 	r.sharedMu.Lock()
 	r.shared = append(r.shared, nodes...)
 	// Decided under the lock that helpers leave searching under, so a
@@ -418,8 +428,16 @@ func (r *Run) share(nodes []int32) {
 	r.sharedMu.Unlock()
 	slow := r.p.notQuick(nodes)
 	for range slow {
-		if !r.startHelper() {
+		if r.startHelper() {
+			continue
+		}
+		if !roots {
 			return
+		}
+		r.taskStart()
+		r.searching.Add(1)
+		if !r.a.trySubmit(r.helper) {
+			go r.helper()
 		}
 	}
 	if slow < len(nodes) && idle {
@@ -448,12 +466,9 @@ func (r *Run) startHelper() bool {
 }
 
 // takeShared takes a node from the shared queue and says how many are
-// left. When the plan's nodes are all quick it also takes up to a quarter
-// of the rest, at most maxBatch, into wl.mine: a lock per node costs more
-// than such a node, and the other goroutines still find three quarters.
-// A helper's first take also stops it counting as searching, under the
-// same lock that share decides under.
-func (r *Run) takeShared(helper bool, wl *worklist) (int32, bool, int) {
+// left. A helper's first take also stops it counting as searching, under
+// the same lock that share decides under.
+func (r *Run) takeShared(helper bool) (int32, bool, int) {
 	r.sharedMu.Lock()
 	defer r.sharedMu.Unlock()
 	if helper {
@@ -464,18 +479,9 @@ func (r *Run) takeShared(helper bool, wl *worklist) (int32, bool, int) {
 		return -1, false, 0
 	}
 	i := r.shared[n-1]
-	n--
-	if k := min(n/4, maxBatch); k > 0 && r.p.allQuick.Load() {
-		wl.mine = append(wl.mine, r.shared[n-k:n]...)
-		n -= k
-	}
-	r.shared = r.shared[:n]
-	return i, true, n
+	r.shared = r.shared[:n-1]
+	return i, true, n - 1
 }
-
-// maxBatch is the most nodes takeShared hands out at once besides the one
-// asked for.
-const maxBatch = 32
 
 // continueAfterGoexit finishes the work of a goroutine that user code
 // ended with runtime.Goexit (for example t.FailNow in a test's worker):
@@ -494,13 +500,14 @@ func (r *Run) continueAfterGoexit(wl *worklist, pe *PanicError) {
 // and a Result callback that did not return is reported and skipped.
 func (r *Run) salvage(wl *worklist, pe *PanicError) *worklist {
 	cont := &worklist{
-		ready: append(append([]int32(nil), wl.ready...), wl.mine...),
+		ready: append([]int32(nil), wl.ready...),
 		left:  append([]int32(nil), wl.left...),
 		ended: append([]int32(nil), wl.ended...),
 		cur:   -1,
 		prop:  -1,
 		after: -1,
 		sweep: wl.sweep,
+		roots: wl.roots,
 	}
 	var why error = ErrGoexit
 	if pe != nil {
@@ -829,11 +836,8 @@ func (r *Run) complete(inSweep bool) {
 		r.cancel()
 		r.resolve()
 	}()
-	if r.sample {
-		r.p.learned()
-		if !r.pooled {
-			r.a.hist.record(r.p)
-		}
+	if r.sample && !r.pooled {
+		r.a.hist.record(r.p)
 	}
 	if r.times != nil {
 		r.ended.Store(time.Now().UnixNano())
