@@ -21,6 +21,14 @@ const DefaultMaxWorkers = 4096
 // a slow graph on one cannot starve another. An Async is safe for
 // concurrent use by any number of runs; call [Async.Close] when done with
 // it. It must not be copied.
+//
+// An Async times the nodes of its first four single-use runs and of every
+// 64th, and remembers by node id (for up to 4,096 ids; anonymous nodes
+// never) whether each was quick. Later graphs that reuse those ids start
+// one helper goroutine at a time for ready nodes that were quick, and one
+// goroutine per node for the others, as a [Plan] does with its own
+// timings. This changes how many goroutines run a graph, never its
+// results or its deadline.
 type Async struct {
 	exec     Executor
 	try      func(task func()) bool // non-blocking submit; false when there is no room
