@@ -311,3 +311,26 @@ func TestEveryRootStartsWhenTheExecutorRefuses(t *testing.T) {
 	assert.Equal(t, WorkResult[int]{Value: 1, State: ResultSuccess}, x.Result())
 	assert.Equal(t, WorkResult[int]{Value: 2, State: ResultSuccess}, y.Result())
 }
+
+// TestOnlyRootsGetExtraGoroutines: the promise of a goroutine per start
+// node must not leak to the nodes a single root makes ready. With an
+// executor that refuses every task, those run one after another on the
+// run's own goroutine.
+func TestOnlyRootsGetExtraGoroutines(t *testing.T) {
+	a := newAsync(t, WithExecutor(ExecutorFunc(func(func()) error { return errBoom })))
+	var running, most atomic.Int32
+	w := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		n := running.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(time.Millisecond)
+		running.Add(-1)
+		return 0, nil
+	})
+	root := NewWrapper("root", okWorker(), 0)
+	for range 8 {
+		NewWrapper("", w, 0).Depend(root, true)
+	}
+	require.NoError(t, a.BeginWork(context.Background(), time.Minute, root))
+	assert.Equal(t, int32(1), most.Load(), "no goroutine beyond the run's own")
+}

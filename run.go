@@ -391,8 +391,8 @@ func (r *Run) loop(first int32, wl *worklist) {
 			i = wl.ready[n-1]
 			if n > 1 {
 				r.share(wl.ready[:n-1], wl.roots)
-				wl.roots = false
 			}
+			wl.roots = false // only the first ready list holds roots
 			wl.ready = wl.ready[:0]
 			continue
 		}
@@ -724,9 +724,6 @@ func (r *Run) rescueEnding(i int32) {
 // finish publishes the final state of node i, whose result has been
 // written by the caller, which holds it in sEnding.
 func (r *Run) finish(i int32, final int32, wl *worklist) {
-	if r.times != nil {
-		r.times[i].end.Store(time.Now().UnixNano())
-	}
 	n := &r.nodes[i]
 	n.state.Store(n.state.Load()&^stateMask | final) // the caller holds it in sEnding
 	r.finished(i, wl)
