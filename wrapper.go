@@ -114,14 +114,7 @@ func (w *WorkerWrapper[P, R]) Next(down Wrapper, must bool) *WorkerWrapper[P, R]
 // concurrently with the run; inside a worker, read other nodes through
 // [ResultOf] instead.
 func (w *WorkerWrapper[P, R]) Result() WorkResult[R] {
-	r := w.run.Load()
-	if r == nil {
-		return WorkResult[R]{}
-	}
-	if st := r.nodes[w.idx].st(); terminal(st) {
-		return r.slots[w.idx].(*slot[R]).get(st)
-	}
-	return WorkResult[R]{}
+	return w.ResultIn(w.run.Load()) // a single-use run is bound like a plan's
 }
 
 // ResultIn returns the node's result in r, a run of the [Plan] the node was
