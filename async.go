@@ -41,6 +41,9 @@ type Async struct {
 	closed   bool
 	cfgErr   error
 	hist     history // what single-use runs timed, by node id
+	// worklists are the goroutines' scratch lists, shared by every run
+	// on this Async (a single-use graph's plan is new for each run).
+	worklists sync.Pool // *worklist
 }
 
 // Option configures an [Async].

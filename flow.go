@@ -226,12 +226,12 @@ func (r *Run) nodeTimedOut(i int32) {
 		return
 	}
 	pn := &r.p.nodes[i]
-	wl := r.p.getWorklist()
+	wl := r.a.getWorklist()
 	if r.end(i, sWorking, ResultTimeout, &NodeTimeoutError{ID: pn.id, Timeout: pn.flow.timeout}, -1, wl) {
 		r.loop(-1, wl) // settles and runs what became ready; returns wl
 		return
 	}
-	r.p.putWorklist(wl)
+	r.a.putWorklist(wl)
 }
 
 // afterFailure applies node i's retry policy and PolicySuspend after its
@@ -320,7 +320,7 @@ func (r *Run) scheduleRetry(i int32, delay time.Duration) {
 		ext.mu.Unlock()
 		task := func() {
 			defer r.taskDone()
-			wl := r.p.getWorklist()
+			wl := r.a.getWorklist()
 			wl.retry = true
 			r.loop(i, wl)
 		}
@@ -407,7 +407,7 @@ func (r *Run) Resume(id string, how Resumption) error {
 // in sEnding, and processes its consequences on the pool, with the
 // reference Resume took.
 func (r *Run) settleResumed(i int32, final int32) {
-	wl := r.p.getWorklist()
+	wl := r.a.getWorklist()
 	r.finish(i, final, wl)
 	task := func() {
 		defer r.taskDone()

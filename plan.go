@@ -21,7 +21,6 @@ type plan struct {
 	startOrder []int32
 	index      map[string]int32
 	runs       sync.Pool     // *Run, for a Plan's runs
-	worklists  sync.Pool     // *worklist
 	started    atomic.Uint64 // runs started, for learn
 }
 

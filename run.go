@@ -99,20 +99,21 @@ type worklist struct {
 	edge  int32
 }
 
-// getWorklist returns an empty worklist from the plan's free list.
-func (p *plan) getWorklist() *worklist {
-	if wl, ok := p.worklists.Get().(*worklist); ok {
+// getWorklist returns an empty worklist from the Async's free list,
+// which the runs of every plan and of single-use graphs share.
+func (a *Async) getWorklist() *worklist {
+	if wl, ok := a.worklists.Get().(*worklist); ok {
 		return wl
 	}
 	return &worklist{cur: -1, prop: -1, after: -1}
 }
 
-func (p *plan) putWorklist(wl *worklist) {
+func (a *Async) putWorklist(wl *worklist) {
 	wl.ready, wl.left, wl.ended = wl.ready[:0], wl.left[:0], wl.ended[:0]
 	wl.cur, wl.prop, wl.sweep, wl.retry, wl.fresh = -1, -1, false, false, false
 	wl.roots, wl.wake = false, false
 	wl.after = -1
-	p.worklists.Put(wl)
+	a.worklists.Put(wl)
 }
 
 // newRun allocates the state of one run of p.
@@ -141,7 +142,7 @@ func newRun(p *plan, pooled bool) *Run {
 		// The roots go in the worklist before anything can start a
 		// helper, so that the loop's salvage keeps them if a helper run
 		// inline by the executor ends this goroutine (runtime.Goexit).
-		wl := r.p.getWorklist()
+		wl := r.a.getWorklist()
 		wl.ready = append(wl.ready, r.p.startOrder...)
 		wl.roots = true
 		r.loop(-1, wl)
@@ -154,7 +155,7 @@ func newRun(p *plan, pooled bool) *Run {
 		}
 		// Node i goes in the worklist before the wake-up, for the same
 		// reason as the roots in first.
-		wl := r.p.getWorklist()
+		wl := r.a.getWorklist()
 		wl.ready = append(wl.ready, i)
 		wl.wake = left > 0 // keep one helper looking while work is queued
 		r.loop(-1, wl)
@@ -167,7 +168,7 @@ func newRun(p *plan, pooled bool) *Run {
 func (r *Run) nodeTask(i int32) func() {
 	return func() {
 		defer r.taskDone()
-		r.loop(i, r.p.getWorklist())
+		r.loop(i, r.a.getWorklist())
 	}
 }
 
@@ -366,7 +367,7 @@ func (r *Run) loop(first int32, wl *worklist) {
 			}
 			r.continueAfterGoexit(wl, pe)
 		}
-		r.p.putWorklist(wl)
+		r.a.putWorklist(wl)
 	}()
 	if r.times != nil {
 		wl.lane = r.lanes.Add(1)
