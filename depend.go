@@ -6,10 +6,11 @@ import (
 	"sync/atomic"
 )
 
-// edge is a declared dependency: to depends on from.
+// edge is a declared dependency, kept by the upstream node: to depends on
+// it.
 type edge struct {
-	from, to *nodeCore
-	must     bool
+	to   *nodeCore
+	must bool
 }
 
 // link records the edge from → to on both nodes, so that the graph can be
@@ -26,9 +27,8 @@ func link(from, to *nodeCore, must bool, method string) {
 		}
 		return
 	}
-	e := edge{from: from, to: to, must: must}
-	from.out = append(from.out, e)
-	to.in = append(to.in, e)
+	from.out = append(from.out, edge{to: to, must: must})
+	to.in = append(to.in, from)
 }
 
 // Join is a node's join strategy: when its upstream nodes' ends let it
@@ -51,7 +51,7 @@ type Join struct {
 	fn   func(ups []Upstream) Decision
 }
 
-type joinKind int
+type joinKind uint8
 
 const (
 	joinDefault joinKind = iota
@@ -142,14 +142,15 @@ const (
 // run's counters count up from zero, so that resetting a run is one clear.
 func (n *pnode) setThresholds() {
 	total := int32(len(n.in))
-	n.afterAll = n.join.kind == joinAll || n.join.kind == joinAllDone || n.join.kind == joinDefault && n.nOpt == 0
-	switch n.join.kind {
+	n.afterAll = n.joinKind == joinAll || n.joinKind == joinAllDone || n.joinKind == joinDefault && n.nOpt == 0
+	switch n.joinKind {
 	case joinAllDone, joinCustom:
 		n.needOK = total
 	case joinAny:
 		n.needOK, n.needFail = 1, total
 	case joinAtLeast:
-		n.needOK, n.needFail = int32(n.join.n), total-int32(n.join.n)+1
+		k := int32(n.flow.join.n) // a node with a join other than the default has flow rules
+		n.needOK, n.needFail = k, total-k+1
 	default:
 		switch {
 		case n.nMust > 0:
@@ -176,7 +177,7 @@ func (r *Run) upstreamEndedFrom(i int32, from int, ok bool, wl *worklist) {
 		if sn.st() != sInit {
 			continue // already decided
 		}
-		switch sp.join.kind {
+		switch sp.joinKind {
 		case joinAllDone:
 			if reached(&sn.okCount, sp.needOK) {
 				r.trigger(s, i, wl)
@@ -246,7 +247,7 @@ func (r *Run) counts(j int32) bool {
 
 func (r *Run) joinImpossible(s int32) error {
 	pn := &r.p.nodes[s]
-	return fmt.Errorf("asynctool: join %v of %q cannot be met: %w", pn.join, pn.id, r.allUpstreamErr(s))
+	return fmt.Errorf("asynctool: join %v of %q cannot be met: %w", pn.flow.join, pn.id, r.allUpstreamErr(s))
 }
 
 // customJoin asks node s's custom join, after upstream from ended.
@@ -296,7 +297,7 @@ func (r *Run) askJoin(s int32) (d Decision, perr error, ok bool) {
 			up.Value, up.Result, up.Err = r.p.nodes[j].impl.resultAny(r.slots[j], st)
 		}
 	}
-	d, perr = callJoin(pn.join.fn, ups)
+	d, perr = callJoin(pn.flow.join.fn, ups)
 	ext.decided = perr != nil || d != DecideWait
 	return d, perr, true
 }

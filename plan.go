@@ -96,28 +96,28 @@ func (p *plan) getRun() *Run {
 }
 
 type pnode struct {
-	id           string
-	impl         nodeImpl
-	core         *nodeCore
-	out          []pedge // successors, deduplicated
-	in           []int32 // predecessors, deduplicated
-	inMust       []bool  // inMust[k]: is in[k] a must dependency
-	nMust, nOpt  int32
-	shortCircuit bool
-	join         Join
-	flow         *flowSpec // nil for a node without flow rules
+	id          string
+	impl        nodeImpl
+	core        *nodeCore
+	out         []pedge   // successors, deduplicated
+	in          []int32   // predecessors, deduplicated
+	inMust      []bool    // inMust[k]: is in[k] a must dependency
+	flow        *flowSpec // nil for a node without flow rules
+	nMust, nOpt int32
 	// needOK and needFail are the counted upstream ends that trigger and
 	// fail the node (see setThresholds).
 	needOK, needFail int32
+	// known and quick: what sampled runs of the plan measured of the
+	// node's Action (see plan.learn).
+	known, quick atomic.Bool
+	joinKind     joinKind // flow.join.kind; the default join for a node without flow rules
+	shortCircuit bool
 	// afterAll: the join triggers only once every upstream has ended, so
 	// a triggered node has no upstream left to release.
 	afterAll bool
 	// hasCallback is false when the node's callback is the no-op default,
 	// which is then not called at all.
 	hasCallback bool
-	// known and quick: what sampled runs of the plan measured of the
-	// node's Action (see plan.learn).
-	known, quick atomic.Bool
 }
 
 type pedge struct {
@@ -231,43 +231,42 @@ func compileGraph(starts []Wrapper, claim bool) (p *plan, err error) {
 
 	// Edges, deduplicated in linear time (seen[j] == i+1 marks an edge
 	// i -> j already taken, with its flag in seenMust[j]), with
-	// conflicting declarations rejected. Slices share flat backing arrays.
+	// conflicting declarations rejected. The successors of i are
+	// flat[first[i]:first[i+1]], their flags in flatMust.
 	total := 0
 	for _, c := range cores {
 		total += len(c.out)
 	}
-	flat := make([]int, 0, total)
+	n := int32(len(cores))
+	flat := make([]int32, 0, total)
 	flatMust := make([]bool, 0, total)
-	succ := make([][]int, len(cores))
-	succMust := make([][]bool, len(cores))
-	seen := make([]int, len(cores))
-	seenMust := make([]bool, len(cores))
+	first := make([]int32, n+1)
+	seen := make([]int32, n)
+	seenMust := make([]bool, n)
 	for i, c := range cores {
-		for _, e := range c.in {
-			if _, ok := posOf(e.from); !ok {
-				return nil, graphErr(ErrUnreachableDependency, []string{c.id, e.from.id},
-					"node %q depends on %q; pass %q (or a node it depends on) as a start node", c.id, e.from.id, e.from.id)
+		for _, from := range c.in {
+			if _, ok := posOf(from); !ok {
+				return nil, graphErr(ErrUnreachableDependency, []string{c.id, from.id},
+					"node %q depends on %q; pass %q (or a node it depends on) as a start node", c.id, from.id, from.id)
 			}
 		}
-		start := len(flat)
 		for _, e := range c.out {
-			jp, _ := posOf(e.to)
-			j := int(jp)
-			if seen[j] == i+1 {
+			j, _ := posOf(e.to)
+			if seen[j] == int32(i)+1 {
 				if seenMust[j] != e.must {
 					return nil, graphErr(ErrConflictingEdge, []string{c.id, e.to.id}, "%q -> %q", c.id, e.to.id)
 				}
 				continue
 			}
-			seen[j], seenMust[j] = i+1, e.must
+			seen[j], seenMust[j] = int32(i)+1, e.must
 			flat = append(flat, j)
 			flatMust = append(flatMust, e.must)
 		}
-		succ[i] = flat[start:len(flat):len(flat)]
-		succMust[i] = flatMust[start:len(flatMust):len(flatMust)]
+		first[i+1] = int32(len(flat))
 	}
+	succ := func(i int32) []int32 { return flat[first[i]:first[i+1]] }
 
-	order, cycle := graph.TopoOrder(len(cores), func(i int) []int { return succ[i] })
+	order, cycle := graph.TopoOrder(len(cores), succ)
 	if cycle != nil {
 		path := make([]string, len(cycle))
 		for k, i := range cycle {
@@ -276,26 +275,26 @@ func compileGraph(starts []Wrapper, claim bool) (p *plan, err error) {
 		return nil, cycleErr(path)
 	}
 
-	// Renumber in topological order.
-	idx := make([]int32, len(cores))
+	// Renumber in topological order; seen is free again and holds each
+	// node's in-degree under its new index.
+	idx := make([]int32, n)
 	for k, i := range order {
 		idx[i] = int32(k)
 	}
 	for id, k := range index {
 		index[id] = idx[k]
 	}
-	p = &plan{nodes: make([]pnode, len(cores)), index: index}
-	// Flat backing arrays for every node's out, in and inMust.
-	indeg := make([]int, len(cores))
-	for _, js := range succ {
-		for _, j := range js {
-			indeg[idx[j]]++
-		}
+	p = &plan{nodes: make([]pnode, n), index: index}
+	indeg := seen
+	clear(indeg)
+	for _, j := range flat {
+		indeg[idx[j]]++
 	}
+	// Flat backing arrays for every node's out, in and inMust.
 	outs := make([]pedge, 0, len(flat))
 	ins := make([]int32, len(flat))
 	insMust := make([]bool, len(flat))
-	off := 0
+	off := int32(0)
 	for k := range p.nodes {
 		n := &p.nodes[k]
 		n.in, n.inMust = ins[off:off:off+indeg[k]], insMust[off:off:off+indeg[k]]
@@ -307,11 +306,11 @@ func compileGraph(starts []Wrapper, claim bool) (p *plan, err error) {
 		n.id, n.impl, n.core, n.shortCircuit = c.id, c.impl, c, !c.noShortCircuit
 		if c.spec != nil {
 			n.flow = c.spec
-			n.join = c.spec.join
+			n.joinKind = c.spec.join.kind
 		}
 		start := len(outs)
-		for k, j := range succ[i] {
-			m := effectiveMust(cores[j], c.id, succMust[i][k])
+		for k, j := range succ(i) {
+			m := effectiveMust(cores[j], c.id, flatMust[first[i]+int32(k)])
 			outs = append(outs, pedge{to: idx[j], must: m})
 			to := &p.nodes[idx[j]]
 			to.in = append(to.in, idx[i])

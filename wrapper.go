@@ -157,18 +157,21 @@ func (w *WorkerWrapper[P, R]) String() string { return fmt.Sprintf("node %q", w.
 // nodeCore is the untyped half of a wrapper: identity, declared edges and
 // the binding to the run it belongs to.
 type nodeCore struct {
-	id             string
-	in, out        []edge  // edges into and out of this node, as declared
-	inBuf, outBuf  [2]edge // the first edges, without an allocation
+	id       string
+	in       []*nodeCore // the nodes it depends on, as declared
+	out      []edge      // edges out of this node, as declared
+	inBuf    [2]*nodeCore
+	outBuf   [2]edge                    // the first of in and out, without an allocation
+	spec     *flowSpec                  // flow rules, nil if none
+	buildErr error                      // first misuse seen while building, reported by BeginWork
+	owner    atomic.Pointer[claimToken] // the compilation that claimed the node; nil while free
+	plan     *plan                      // the plan this node belongs to, once claimed
+	run      atomic.Pointer[Run]        // its single-use run, if any; stored after idx
+	impl     nodeImpl
+	pos      int32 // its position during that compilation
+	idx      int32 // its index in plan.nodes
+	// noShortCircuit turns the short-circuit rule off for this node.
 	noShortCircuit bool
-	spec           *flowSpec                  // flow rules, nil if none
-	buildErr       error                      // first misuse seen while building, reported by BeginWork
-	owner          atomic.Pointer[claimToken] // the compilation that claimed the node; nil while free
-	pos            int32                      // its position during that compilation
-	plan           *plan                      // the plan this node belongs to, once claimed
-	idx            int32                      // its index in plan.nodes
-	run            atomic.Pointer[Run]        // its single-use run, if any; stored after idx
-	impl           nodeImpl
 }
 
 // checkBuildable reports whether the node may still be changed. A node

@@ -2,6 +2,10 @@
 // time: a topological order and, when there is none, a cycle to report.
 package graph
 
+// Index is a node index: int, or int32 where the caller keeps per-node
+// arrays small.
+type Index interface{ ~int | ~int32 }
+
 // TopoOrder returns the nodes 0..n-1 in a topological order of the edges
 // given by succ (an edge from i to every element of succ(i)): depth first,
 // the node made ready last coming next (the sources in increasing order).
@@ -13,16 +17,16 @@ package graph
 // If the graph has a cycle, order is nil and cycle is one cycle as a path
 // of node indexes that starts and ends with the same node.
 // It runs in O(n + e) time.
-func TopoOrder(n int, succ func(i int) []int) (order, cycle []int) {
-	indeg := make([]int, n)
-	for i := range n {
+func TopoOrder[I Index](n int, succ func(i I) []I) (order, cycle []I) {
+	indeg := make([]I, n)
+	for i := I(0); i < I(n); i++ {
 		for _, j := range succ(i) {
 			indeg[j]++
 		}
 	}
-	order = make([]int, 0, n)
-	stack := make([]int, 0, n)
-	for i := n - 1; i >= 0; i-- {
+	order = make([]I, 0, n)
+	stack := make([]I, 0, n)
+	for i := I(n - 1); i >= 0; i-- {
 		if indeg[i] == 0 {
 			stack = append(stack, i)
 		}
@@ -49,15 +53,18 @@ func TopoOrder(n int, succ func(i int) []int) (order, cycle []int) {
 // nodes still positive (every such node has a positive predecessor, so a
 // walk backwards would also work) with an iterative DFS and returns the
 // first back edge's cycle.
-func findCycle(n int, succ func(i int) []int, indeg []int) []int {
+func findCycle[I Index](n int, succ func(i I) []I, indeg []I) []I {
 	const (
 		white = iota
 		grey
 		black
 	)
 	color := make([]int8, n)
-	type frame struct{ node, next int }
-	for start := range n {
+	type frame struct {
+		node I
+		next int
+	}
+	for start := I(0); start < I(n); start++ {
 		if indeg[start] == 0 || color[start] != white {
 			continue
 		}
@@ -76,7 +83,7 @@ func findCycle(n int, succ func(i int) []int, indeg []int) []int {
 			switch color[j] {
 			case grey:
 				// Back edge: the cycle is the stack from j to the top, then j.
-				var path []int
+				var path []I
 				for k := len(stack) - 1; k >= 0; k-- {
 					path = append(path, stack[k].node)
 					if stack[k].node == j {
