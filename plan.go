@@ -213,7 +213,7 @@ func compileGraph(starts []Wrapper, claim bool) (p *plan, err error) {
 	// index maps ids to positions in cores for now; to topological
 	// indexes below.
 	index := make(map[string]int32, len(cores))
-	for _, c := range cores {
+	for pos, c := range cores {
 		switch {
 		case c.buildErr != nil:
 			return nil, c.buildErr
@@ -223,10 +223,10 @@ func compileGraph(starts []Wrapper, claim bool) (p *plan, err error) {
 		if c.id == "" {
 			continue
 		}
-		if _, dup := index[c.id]; dup {
+		had := len(index)
+		if index[c.id] = int32(pos); len(index) == had {
 			return nil, graphErr(ErrDuplicateID, []string{c.id}, "two different nodes have id %q", c.id)
 		}
-		index[c.id], _ = posOf(c)
 	}
 
 	// Edges, deduplicated in linear time (seen[j] == i+1 marks an edge
@@ -281,8 +281,10 @@ func compileGraph(starts []Wrapper, claim bool) (p *plan, err error) {
 	for k, i := range order {
 		idx[i] = int32(k)
 	}
-	for id, k := range index {
-		index[id] = idx[k]
+	for pos, c := range cores { // cheaper than ranging over the map
+		if c.id != "" {
+			index[c.id] = idx[pos]
+		}
 	}
 	p = &plan{nodes: make([]pnode, n), index: index}
 	indeg := seen
