@@ -169,7 +169,7 @@ func (r *Run) runEnded() {
 		}
 		if rep == nil {
 			rep = r.Report()
-			rep.End = time.Unix(0, r.ended.Load())
+			rep.End = r.wall(r.ended.Load())
 			rep.RunErr = r.err()
 		}
 		r.hooked("OnRunEnd", "", func() { h.OnRunEnd(r.ctx, rep) })

@@ -73,7 +73,7 @@ func (r *Run) Report() *Report {
 	case <-r.done: // nil, never ready, for a run that never started
 		rep.RunErr = r.err()
 		if r.times != nil {
-			rep.End = time.Unix(0, r.ended.Load())
+			rep.End = r.wall(r.ended.Load())
 		}
 	default:
 	}
@@ -108,7 +108,7 @@ func (r *Run) Report() *Report {
 		}
 		if r.times != nil {
 			t := &r.times[i]
-			nr.Ready, nr.Started, nr.Ended = unixOrZero(t.ready.Load()), unixOrZero(t.start.Load()), unixOrZero(t.end.Load())
+			nr.Ready, nr.Started, nr.Ended = r.wall(t.ready.Load()), r.wall(t.start.Load()), r.wall(t.end.Load())
 			if !nr.Started.IsZero() {
 				nr.Wait = nr.Started.Sub(nr.Ready)
 			}
@@ -116,13 +116,6 @@ func (r *Run) Report() *Report {
 		}
 	}
 	return rep
-}
-
-func unixOrZero(ns int64) time.Time {
-	if ns == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, ns)
 }
 
 // Err joins the errors of every node that did not succeed, each wrapped

@@ -59,6 +59,8 @@ type Run struct {
 }
 
 // nodeTimes are a node's timestamps in unix nanoseconds (0 = not yet).
+// nodeTimes are one node's timestamps in a timed run, each read from the
+// monotonic clock as in [Run.clock] (0: not yet).
 type nodeTimes struct {
 	ready, start, end atomic.Int64
 	lane              atomic.Int32
@@ -250,19 +252,27 @@ func (r *Run) startTimes() {
 		r.times = make([]nodeTimes, len(r.nodes))
 	}
 	r.began = time.Now()
-	now := r.began.UnixNano()
-	for i := range r.times {
-		t := &r.times[i]
-		t.ready.Store(0)
-		t.start.Store(0)
-		t.end.Store(0)
-		t.lane.Store(0)
-	}
+	now := int64(1) // r.clock() at r.began
+	clear(r.times)  // as clear(r.nodes) in reset: nothing else touches the run yet
 	for _, i := range r.p.roots {
 		r.times[i].ready.Store(now)
 	}
 	r.ended.Store(0)
 	r.lanes.Store(0)
+}
+
+// clock returns the time in a timed run: nanoseconds since r.began plus
+// one, so that 0 can mean "not yet". It reads only the monotonic clock,
+// one read where time.Now makes two, and a change of the wall clock during
+// the run cannot make a node's wait or duration negative.
+func (r *Run) clock() int64 { return int64(time.Since(r.began)) + 1 }
+
+// wall turns a reading of r.clock into a time, the zero time for 0.
+func (r *Run) wall(c int64) time.Time {
+	if c == 0 {
+		return time.Time{}
+	}
+	return r.began.Add(time.Duration(c - 1)).Round(0) // wall clock only, as time.Unix gives
 }
 
 func (r *Run) taskStart() {
@@ -625,7 +635,7 @@ func (r *Run) attempt(i int32, wl *worklist) {
 	wl.cur = i
 	if r.times != nil {
 		t := &r.times[i]
-		t.start.CompareAndSwap(0, time.Now().UnixNano())
+		t.start.CompareAndSwap(0, r.clock())
 		t.lane.Store(wl.lane)
 		if len(r.hooks) > 0 {
 			ctx = r.nodeStarted(i, ctx)
@@ -652,7 +662,7 @@ func (r *Run) trigger(s, by int32, wl *worklist) {
 		wl.left = append(wl.left, s)
 	}
 	if r.times != nil {
-		r.times[s].ready.Store(time.Now().UnixNano())
+		r.times[s].ready.Store(r.clock())
 	}
 	// Only the sweep's flag, a plain load: a node triggered just after the
 	// deadline but before the sweep started is caught by the check before
@@ -737,7 +747,7 @@ func (r *Run) finished(i int32, wl *worklist) {
 		r.disarm(i)
 	}
 	if r.times != nil {
-		r.times[i].end.CompareAndSwap(0, time.Now().UnixNano())
+		r.times[i].end.CompareAndSwap(0, r.clock())
 	}
 	wl.ended = append(wl.ended, i)
 }
@@ -838,7 +848,7 @@ func (r *Run) complete(inSweep bool) {
 		r.a.hist.record(r.p)
 	}
 	if r.times != nil {
-		r.ended.Store(time.Now().UnixNano())
+		r.ended.Store(r.clock())
 		if len(r.hooks) > 0 {
 			r.runEnded()
 		}
