@@ -29,9 +29,10 @@ type Run struct {
 
 	// shared holds ready nodes that the goroutine that found them did not
 	// run itself; helpers and that goroutine take from it.
-	sharedMu sync.Mutex
-	shared   []int32
-	pooled   bool // belongs to a Plan: Release recycles it
+	sharedMu   sync.Mutex
+	shared     []int32
+	sharedHead int  // shared[:sharedHead] were taken by helpers (see takeShared)
+	pooled     bool // belongs to a Plan: Release recycles it
 
 	remaining atomic.Int32 // nodes whose end has not been fully processed
 	pending   atomic.Int32 // 2 = every node ended + the sweep resolved; done closes at 0
@@ -94,6 +95,9 @@ type worklist struct {
 	// the node it just ran returned), so the next start need not look
 	// again.
 	fresh bool
+	// front: this goroutine began as a helper and takes from the front of
+	// the shared queue (see takeShared).
+	front bool
 	lane  int32 // this goroutine's lane in the report, when timed
 	// after and edge: the node whose successors are being updated, and
 	// the edge being looked at (a custom join runs user code there).
@@ -112,7 +116,7 @@ func (a *Async) getWorklist() *worklist {
 
 func (a *Async) putWorklist(wl *worklist) {
 	wl.ready, wl.left, wl.ended = wl.ready[:0], wl.left[:0], wl.ended[:0]
-	wl.cur, wl.prop, wl.sweep, wl.retry, wl.fresh = -1, -1, false, false, false
+	wl.cur, wl.prop, wl.sweep, wl.retry, wl.fresh, wl.front = -1, -1, false, false, false, false
 	wl.roots, wl.wake = false, false
 	wl.after = -1
 	a.worklists.Put(wl)
@@ -151,7 +155,7 @@ func newRun(p *plan, pooled bool) *Run {
 	}
 	r.helper = func() {
 		defer r.taskDone()
-		i, ok, left := r.takeShared(true)
+		i, ok, left := r.takeShared(true, true)
 		if !ok {
 			return
 		}
@@ -160,6 +164,7 @@ func newRun(p *plan, pooled bool) *Run {
 		wl := r.a.getWorklist()
 		wl.ready = append(wl.ready, i)
 		wl.wake = left > 0 // keep one helper looking while work is queued
+		wl.front = true
 		r.loop(-1, wl)
 	}
 	return r
@@ -180,7 +185,7 @@ func (r *Run) nodeTask(i int32) func() {
 func (r *Run) reset() {
 	clear(r.nodes)
 	r.noDefault.Store(false)
-	r.shared = r.shared[:0]
+	r.shared, r.sharedHead = r.shared[:0], 0
 	r.searching.Store(0)
 	r.sample = r.pooled && r.p.learn()
 	for _, e := range r.exts {
@@ -408,7 +413,7 @@ func (r *Run) loop(first int32, wl *worklist) {
 			continue
 		}
 		var ok bool
-		if i, ok, _ = r.takeShared(false); !ok {
+		if i, ok, _ = r.takeShared(false, wl.front); !ok {
 			break
 		}
 	}
@@ -479,19 +484,30 @@ func (r *Run) startHelper() bool {
 // takeShared takes a node from the shared queue and says how many are
 // left. A helper's first take also stops it counting as searching, under
 // the same lock that share decides under.
-func (r *Run) takeShared(helper bool) (int32, bool, int) {
+func (r *Run) takeShared(helper, front bool) (int32, bool, int) {
 	r.sharedMu.Lock()
 	defer r.sharedMu.Unlock()
 	if helper {
 		r.searching.Add(-1)
 	}
-	n := len(r.shared)
-	if n == 0 {
+	h, n := r.sharedHead, len(r.shared)
+	if h == n {
 		return -1, false, 0
 	}
-	i := r.shared[n-1]
-	r.shared = r.shared[:n-1]
-	return i, true, n - 1
+	var i int32
+	if front {
+		i = r.shared[h]
+		h++
+		r.sharedHead = h
+	} else {
+		i = r.shared[n-1]
+		n--
+		r.shared = r.shared[:n]
+	}
+	if h == n {
+		r.shared, r.sharedHead = r.shared[:0], 0
+	}
+	return i, true, n - h
 }
 
 // continueAfterGoexit finishes the work of a goroutine that user code

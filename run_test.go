@@ -3,6 +3,7 @@ package asynctool
 import (
 	"context"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -240,4 +241,33 @@ func TestGoexitInCallbackDuringSweep(t *testing.T) {
 			assert.Equal(t, ResultTimeout, w.Result().State, w.ID())
 		}
 	})
+}
+
+// Helpers take the shared queue from the front and the goroutine that
+// shared from the back, so that two goroutines draining a wide fan-out
+// work at opposite ends of the plan's arrays instead of on neighbouring
+// nodes; the queue empties and restarts cleanly whichever end took last.
+func TestTakeSharedFromBothEnds(t *testing.T) {
+	r := &Run{shared: []int32{1, 2, 3, 4, 5}}
+	type take struct {
+		i    int32
+		ok   bool
+		left int
+	}
+	var got []take
+	for _, front := range []bool{true, false, true, false, true, false} {
+		i, ok, left := r.takeShared(false, front)
+		got = append(got, take{i, ok, left})
+	}
+	want := []take{{1, true, 4}, {5, true, 3}, {2, true, 2}, {4, true, 1}, {3, true, 0}, {-1, false, 0}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("takes = %v, want %v", got, want)
+	}
+	if len(r.shared) != 0 || r.sharedHead != 0 {
+		t.Fatalf("empty queue kept len %d, head %d", len(r.shared), r.sharedHead)
+	}
+	r.shared = append(r.shared, 7)
+	if i, ok, _ := r.takeShared(false, false); !ok || i != 7 {
+		t.Fatalf("after refill: took %d, %v; want 7", i, ok)
+	}
 }
