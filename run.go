@@ -437,7 +437,7 @@ func (r *Run) loop(first int32, wl *worklist) {
 // a goroutine of its own.
 func (r *Run) share(nodes []int32, roots bool) {
 	r.sharedMu.Lock()
-	r.shared = append(r.shared, nodes...)
+	r.enqueue(nodes)
 	// Decided under the lock that helpers leave searching under, so a
 	// helper that found the queue empty cannot be counted as looking.
 	idle := r.searching.Load() == 0
@@ -479,6 +479,18 @@ func (r *Run) startHelper() bool {
 	r.refs.Add(-1) // cannot reach 0: the caller holds a reference
 	r.a.inflight.Done()
 	return false
+}
+
+// enqueue appends nodes to the shared queue; r.sharedMu is held. The room
+// that helpers' takes left at the front is reused before the queue grows,
+// so its array stays as large as its most crowded moment, not as all the
+// nodes ever shared.
+func (r *Run) enqueue(nodes []int32) {
+	if h := r.sharedHead; h > 0 && len(r.shared)+len(nodes) > cap(r.shared) {
+		k := copy(r.shared, r.shared[h:])
+		r.shared, r.sharedHead = r.shared[:k], 0
+	}
+	r.shared = append(r.shared, nodes...)
 }
 
 // takeShared takes a node from the shared queue and says how many are

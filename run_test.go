@@ -271,3 +271,24 @@ func TestTakeSharedFromBothEnds(t *testing.T) {
 		t.Fatalf("after refill: took %d, %v; want 7", i, ok)
 	}
 }
+
+// Room freed at the front by helpers is reused before the queue grows.
+func TestShareReusesRoomTakenFromTheFront(t *testing.T) {
+	r := &Run{shared: make([]int32, 0, 4)}
+	r.shared = append(r.shared, 1, 2, 3, 4)
+	for range 3 {
+		_, ok, _ := r.takeShared(false, true)
+		require.True(t, ok)
+	}
+	r.enqueue([]int32{5, 6, 7})
+	assert.Equal(t, 4, cap(r.shared), "grew instead of reusing the front")
+	var got []int32
+	for {
+		i, ok, _ := r.takeShared(false, true)
+		if !ok {
+			break
+		}
+		got = append(got, i)
+	}
+	assert.Equal(t, []int32{4, 5, 6, 7}, got)
+}
