@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -284,4 +285,69 @@ func TestSingleUseRunAllocatesLittle(t *testing.T) {
 	per := float64(total) / runs / (n + 2)
 	t.Logf("%.2f allocs per node for BeginWork, the build excluded", per)
 	assert.LessOrEqual(t, per, 1.0, "allocs per node")
+}
+
+// fifoExecutor runs submitted tasks in submission order on a fixed number
+// of goroutines.
+type fifoExecutor struct {
+	tasks chan func()
+	wg    sync.WaitGroup
+}
+
+func newFIFOExecutor(workers int) *fifoExecutor {
+	e := &fifoExecutor{tasks: make(chan func(), 64)}
+	for range workers {
+		e.wg.Go(func() {
+			for task := range e.tasks {
+				task()
+			}
+		})
+	}
+	return e
+}
+
+func (e *fifoExecutor) Submit(task func()) error { e.tasks <- task; return nil }
+func (e *fifoExecutor) Close()                   { close(e.tasks); e.wg.Wait() }
+
+// The roots start in order even though helpers take later work from the
+// front of the shared queue: a helper's first take is the next root. With
+// two executor goroutines, the run's first task runs r0 and blocks in it
+// until another root starts; the only other goroutine runs the first
+// helper, which must start r1, not r5.
+func TestRootsStartInOrderWithHelpers(t *testing.T) {
+	e := newFIFOExecutor(2)
+	defer e.Close()
+	a := New(WithExecutor(e))
+	defer a.Close()
+	var mu sync.Mutex
+	var order []string
+	otherStarted := make(chan struct{})
+	var once sync.Once
+	var starts []Wrapper
+	for k := range 6 {
+		id := fmt.Sprint("r", k)
+		starts = append(starts, NewWrapper(id, WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			mu.Lock()
+			order = append(order, id)
+			mu.Unlock()
+			if id == "r0" {
+				select {
+				case <-otherStarted:
+				case <-ctx.Done():
+				}
+			} else {
+				once.Do(func() { close(otherStarted) })
+			}
+			return 0, nil
+		}), 0))
+	}
+	p, err := Compile(starts...)
+	require.NoError(t, err)
+	r, err := a.RunPlan(context.Background(), p, time.Minute)
+	require.NoError(t, err)
+	r.Release()
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, order, 6)
+	assert.Less(t, slices.Index(order, "r1"), slices.Index(order, "r5"), "roots started in order %v", order)
 }

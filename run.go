@@ -55,11 +55,10 @@ type Run struct {
 	hooks []*Hooks
 	times []nodeTimes
 	began time.Time
-	ended atomic.Int64 // unix ns
+	ended atomic.Int64 // when the run ended, as a clock() reading (0: not yet)
 	lanes atomic.Int32
 }
 
-// nodeTimes are a node's timestamps in unix nanoseconds (0 = not yet).
 // nodeTimes are one node's timestamps in a timed run, each read from the
 // monotonic clock as in [Run.clock] (0: not yet).
 type nodeTimes struct {
@@ -96,7 +95,9 @@ type worklist struct {
 	// again.
 	fresh bool
 	// front: this goroutine began as a helper and takes from the front of
-	// the shared queue (see takeShared).
+	// the shared queue (see takeShared), so that on a wide fan-out it and
+	// the goroutine that shared work at opposite ends of the plan's
+	// arrays.
 	front bool
 	lane  int32 // this goroutine's lane in the report, when timed
 	// after and edge: the node whose successors are being updated, and
@@ -155,7 +156,11 @@ func newRun(p *plan, pooled bool) *Run {
 	}
 	r.helper = func() {
 		defer r.taskDone()
-		i, ok, left := r.takeShared(true, true)
+		// The first take is from the back, where the goroutine that
+		// shared takes too, so that the roots (and every node that gets a
+		// helper of its own) start in the order they were shared; the
+		// helper's later takes come from the front (see worklist.front).
+		i, ok, left := r.takeShared(true, false)
 		if !ok {
 			return
 		}
