@@ -38,7 +38,7 @@ var (
 	// ErrNegativeTimeout means BeginWork was given a negative timeout.
 	ErrNegativeTimeout = errors.New("asynctool: negative timeout")
 	// ErrTooManyNodes means the graph has more nodes than a run can index
-	// (2^27 - 1).
+	// (2^27 - 1), or more edges than a plan can index (2^31 - 1).
 	ErrTooManyNodes = errors.New("asynctool: too many nodes")
 	// ErrClosed means the Async was closed.
 	ErrClosed = errors.New("asynctool: async is closed")

@@ -2,6 +2,7 @@ package asynctool
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -236,6 +237,9 @@ func compileGraph(starts []Wrapper, claim bool) (p *plan, err error) {
 	total := 0
 	for _, c := range cores {
 		total += len(c.out)
+	}
+	if total > math.MaxInt32 { // edge offsets are int32
+		return nil, graphErr(ErrTooManyNodes, nil, "more than %d edges", math.MaxInt32)
 	}
 	n := int32(len(cores))
 	flat := make([]int32, 0, total)
