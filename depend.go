@@ -141,7 +141,7 @@ const (
 // upstream ends that trigger it (needOK) and that fail it (needFail). The
 // run's counters count up from zero, so that resetting a run is one clear.
 func (n *pnode) setThresholds() {
-	total := int32(len(n.in))
+	total := int32(n.nIn())
 	n.afterAll = n.joinKind == joinAll || n.joinKind == joinAllDone || n.joinKind == joinDefault && n.nOpt == 0
 	switch n.joinKind {
 	case joinAllDone, joinCustom:
@@ -167,7 +167,7 @@ func (n *pnode) setThresholds() {
 // worklist records the edge being looked at, so that a custom join that
 // never returns (runtime.Goexit) can be skipped and the rest resumed.
 func (r *Run) upstreamEndedFrom(i int32, from int, ok bool, wl *worklist) {
-	out := r.p.nodes[i].out
+	out := r.p.out(i)
 	wl.after = i
 	for k := from; k < len(out); k++ {
 		e := &out[k]
@@ -229,7 +229,7 @@ func (r *Run) upstreamErr(i int32) error {
 // allUpstreamErr joins the errors of the upstreams of s that ended without
 // counting as a success.
 func (r *Run) allUpstreamErr(s int32) error {
-	in := r.p.nodes[s].in
+	in, _ := r.p.in(s)
 	errs := make([]error, 0, len(in))
 	for _, j := range in {
 		if st := r.nodes[j].st(); terminal(st) && !r.counts(j) {
@@ -286,8 +286,9 @@ func (r *Run) askJoin(s int32) (d Decision, perr error, ok bool) {
 	if ext.decided || sn.st() != sInit {
 		return 0, nil, false
 	}
-	ups := make([]Upstream, len(pn.in))
-	for k, j := range pn.in {
+	in, _ := r.p.in(s)
+	ups := make([]Upstream, len(in))
+	for k, j := range in {
 		up := &ups[k]
 		up.ID = r.p.nodes[j].id
 		st := r.nodes[j].st()

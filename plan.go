@@ -20,6 +20,9 @@ type plan struct {
 	// which the shared queue hands out last in, first out, so the roots
 	// start in order.
 	startOrder []int32
+	outs       []pedge // every node's successors: see pnode.out0
+	ins        []int32 // every node's predecessors: see pnode.in0
+	insMust    []bool  // insMust[k]: is ins[k] a must dependency
 	index      map[string]int32
 	runs       sync.Pool     // *Run, for a Plan's runs
 	started    atomic.Uint64 // runs started, for learn
@@ -97,14 +100,15 @@ func (p *plan) getRun() *Run {
 }
 
 type pnode struct {
-	id          string
-	impl        nodeImpl
-	core        *nodeCore
-	out         []pedge   // successors, deduplicated
-	in          []int32   // predecessors, deduplicated
-	inMust      []bool    // inMust[k]: is in[k] a must dependency
-	flow        *flowSpec // nil for a node without flow rules
-	nMust, nOpt int32
+	id   string
+	impl nodeImpl
+	core *nodeCore
+	flow *flowSpec // nil for a node without flow rules
+	// The node's successors are plan.outs[out0:out1] and its
+	// predecessors plan.ins[in0:in1] (see plan.out and plan.in): offsets
+	// instead of three slice headers keep a node at 96 bytes.
+	out0, out1, in0, in1 int32
+	nMust, nOpt          int32
 	// needOK and needFail are the counted upstream ends that trigger and
 	// fail the node (see setThresholds).
 	needOK, needFail int32
@@ -120,6 +124,22 @@ type pnode struct {
 	// which is then not called at all.
 	hasCallback bool
 }
+
+// out returns node i's successors, deduplicated.
+func (p *plan) out(i int32) []pedge {
+	n := &p.nodes[i]
+	return p.outs[n.out0:n.out1]
+}
+
+// in returns node i's predecessors, deduplicated, and whether each is a
+// must dependency.
+func (p *plan) in(i int32) ([]int32, []bool) {
+	n := &p.nodes[i]
+	return p.ins[n.in0:n.in1], p.insMust[n.in0:n.in1]
+}
+
+// nIn is the node's number of predecessors.
+func (n *pnode) nIn() int { return int(n.in1 - n.in0) }
 
 type pedge struct {
 	to   int32
@@ -296,14 +316,16 @@ func compileGraph(starts []Wrapper, claim bool) (p *plan, err error) {
 	for _, j := range flat {
 		indeg[idx[j]]++
 	}
-	// Flat backing arrays for every node's out, in and inMust.
+	// Flat arrays for every node's out, in and inMust; each node's in
+	// range starts empty at its offset and grows as its upstreams are
+	// met below.
 	outs := make([]pedge, 0, len(flat))
-	ins := make([]int32, len(flat))
-	insMust := make([]bool, len(flat))
+	p.ins = make([]int32, len(flat))
+	p.insMust = make([]bool, len(flat))
 	off := int32(0)
 	for k := range p.nodes {
 		n := &p.nodes[k]
-		n.in, n.inMust = ins[off:off:off+indeg[k]], insMust[off:off:off+indeg[k]]
+		n.in0, n.in1 = off, off
 		off += indeg[k]
 	}
 	for _, i := range order {
@@ -314,23 +336,24 @@ func compileGraph(starts []Wrapper, claim bool) (p *plan, err error) {
 			n.flow = c.spec
 			n.joinKind = c.spec.join.kind
 		}
-		start := len(outs)
+		n.out0 = int32(len(outs))
 		for k, j := range succ(i) {
 			m := effectiveMust(cores[j], c.id, flatMust[first[i]+int32(k)])
 			outs = append(outs, pedge{to: idx[j], must: m})
 			to := &p.nodes[idx[j]]
-			to.in = append(to.in, idx[i])
-			to.inMust = append(to.inMust, m)
+			p.ins[to.in1], p.insMust[to.in1] = idx[i], m
+			to.in1++
 			if m {
 				to.nMust++
 			} else {
 				to.nOpt++
 			}
 		}
-		n.out = outs[start:len(outs):len(outs)]
+		n.out1 = int32(len(outs))
 	}
+	p.outs = outs
 	for k := range p.nodes {
-		if len(p.nodes[k].in) == 0 {
+		if p.nodes[k].nIn() == 0 {
 			p.roots = append(p.roots, int32(k))
 		}
 		if err := p.nodes[k].validateFlow(p); err != nil {
@@ -375,8 +398,8 @@ func (n *pnode) validateFlow(p *plan) error {
 	ids := []string{n.id}
 	switch j := f.join; j.kind {
 	case joinAtLeast:
-		if j.n < 1 || j.n > len(n.in) {
-			return graphErr(ErrBadJoin, ids, "node %q: AtLeast(%d) with %d upstreams", n.id, j.n, len(n.in))
+		if j.n < 1 || j.n > n.nIn() {
+			return graphErr(ErrBadJoin, ids, "node %q: AtLeast(%d) with %d upstreams", n.id, j.n, n.nIn())
 		}
 	case joinNamed:
 		if len(j.ids) == 0 {
@@ -384,7 +407,7 @@ func (n *pnode) validateFlow(p *plan) error {
 		}
 		for _, id := range j.ids {
 			found := false
-			for _, k := range n.in {
+			for _, k := range p.ins[n.in0:n.in1] {
 				found = found || p.nodes[k].id == id
 			}
 			if !found {

@@ -81,11 +81,12 @@ func (r *Run) Report() *Report {
 		pn, n := &r.p.nodes[i], &r.nodes[i]
 		nr := &rep.Nodes[i]
 		nr.ID, nr.Index = pn.id, i
-		nr.Deps = make([]int, len(pn.in))
-		nr.Must = make([]bool, len(pn.in))
-		for k, j := range pn.in {
+		in, must := r.p.in(int32(i))
+		nr.Deps = make([]int, len(in))
+		nr.Must = make([]bool, len(in))
+		for k, j := range in {
 			nr.Deps[k] = int(j)
-			nr.Must[k] = pn.inMust[k]
+			nr.Must[k] = must[k]
 		}
 		st := n.st()
 		nr.State = publicState(st)
@@ -215,7 +216,8 @@ func (r *Run) status(i int32, st int32, rep *Report) Status {
 		}
 		return StatusFailed
 	}
-	for _, j := range r.p.nodes[i].in {
+	in, _ := r.p.in(int32(i))
+	for _, j := range in {
 		if rep.Nodes[j].Status == StatusPending {
 			return StatusPending
 		}

@@ -570,7 +570,7 @@ func (r *Run) salvage(wl *worklist, pe *PanicError) *worklist {
 		// A custom join did not return: fail its node, then go on with
 		// the other successors of the node that ended.
 		i, k := wl.after, wl.edge
-		s := r.p.nodes[i].out[k].to
+		s := r.p.out(i)[k].to
 		r.failFromUpstream(s, i, fmt.Errorf("asynctool: join of %q: %w", r.p.nodes[s].id, why), cont)
 		r.upstreamEndedFrom(i, int(k)+1, r.counts(i), cont)
 		r.finishAfterCallback(cont)
@@ -821,12 +821,13 @@ func (r *Run) settle(wl *worklist) {
 // it has been triggered or has ended without starting. A predecessor that
 // no successor needs any more is skipped (the short-circuit rule).
 func (r *Run) release(i int32, wl *worklist) {
-	for _, x := range r.p.nodes[i].in {
-		xn := &r.nodes[x]
+	in, _ := r.p.in(i)
+	for _, x := range in {
+		xn, xp := &r.nodes[x], &r.p.nodes[x]
 		if terminal(xn.st()) {
 			continue // ended: nothing left to skip, no need to count
 		}
-		if xn.released.Add(1) == int32(len(r.p.nodes[x].out)) && r.p.nodes[x].shortCircuit {
+		if xn.released.Add(1) == xp.out1-xp.out0 && xp.shortCircuit {
 			r.skip(x, wl)
 		}
 	}
