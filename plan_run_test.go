@@ -287,35 +287,13 @@ func TestSingleUseRunAllocatesLittle(t *testing.T) {
 	assert.LessOrEqual(t, per, 1.0, "allocs per node")
 }
 
-// fifoExecutor runs submitted tasks in submission order on a fixed number
-// of goroutines.
-type fifoExecutor struct {
-	tasks chan func()
-	wg    sync.WaitGroup
-}
-
-func newFIFOExecutor(workers int) *fifoExecutor {
-	e := &fifoExecutor{tasks: make(chan func(), 64)}
-	for range workers {
-		e.wg.Go(func() {
-			for task := range e.tasks {
-				task()
-			}
-		})
-	}
-	return e
-}
-
-func (e *fifoExecutor) Submit(task func()) error { e.tasks <- task; return nil }
-func (e *fifoExecutor) Close()                   { close(e.tasks); e.wg.Wait() }
-
 // The roots start in order even though helpers take later work from the
-// front of the shared queue: a helper's first take is the next root. With
-// two executor goroutines, the run's first task runs r0 and blocks in it
-// until another root starts; the only other goroutine runs the first
-// helper, which must start r1, not r5.
+// front of the shared queue: a helper's first take is the next root.
+// With a pool of two goroutines as the executor, the run's first task runs
+// r0 and blocks in it until another root starts; the pool's other
+// goroutine runs the first helper, which must start r1, not r5.
 func TestRootsStartInOrderWithHelpers(t *testing.T) {
-	e := newFIFOExecutor(2)
+	e := NewPool(PoolSize(2)) // queues in submission order
 	defer e.Close()
 	a := New(WithExecutor(e))
 	defer a.Close()
