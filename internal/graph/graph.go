@@ -18,14 +18,26 @@ type Index interface{ ~int | ~int32 }
 // of node indexes that starts and ends with the same node.
 // It runs in O(n + e) time.
 func TopoOrder[I Index](n int, succ func(i I) []I) (order, cycle []I) {
-	indeg := make([]I, n)
+	return TopoOrderIn(n, succ, nil)
+}
+
+// TopoOrderIn is TopoOrder working in buf, which it grows if it has room
+// for fewer than 3n indexes: order is then part of buf, valid until buf
+// is used again. It lets a caller that sorts many graphs keep one buffer.
+func TopoOrderIn[I Index](n int, succ func(i I) []I, buf []I) (order, cycle []I) {
+	if buf == nil || cap(buf) < 3*n { // never nil: a nil order means a cycle
+		buf = make([]I, 3*n)
+	}
+	buf = buf[:3*n]
+	indeg := buf[:n:n]
+	clear(indeg)
 	for i := I(0); i < I(n); i++ {
 		for _, j := range succ(i) {
 			indeg[j]++
 		}
 	}
-	order = make([]I, 0, n)
-	stack := make([]I, 0, n)
+	order = buf[n : n : 2*n]
+	stack := buf[2*n : 2*n : 3*n]
 	for i := I(n - 1); i >= 0; i-- {
 		if indeg[i] == 0 {
 			stack = append(stack, i)

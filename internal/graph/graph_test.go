@@ -74,3 +74,33 @@ func TestTopoOrderRandom(t *testing.T) {
 		}
 	}
 }
+
+// TestTopoOrderInReusesBuffer checks that one buffer, reused across
+// graphs of different sizes, gives the same answers as fresh buffers and
+// that a buffer with room is used without allocating.
+func TestTopoOrderInReusesBuffer(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var buf []int
+	for range 300 {
+		n := rng.IntN(40)
+		edges := make([][]int, n)
+		for i := range n {
+			for j := range n {
+				if rng.IntN(8) == 0 && (i < j || rng.IntN(30) == 0) {
+					edges[i] = append(edges[i], j)
+				}
+			}
+		}
+		wantOrder, wantCycle := TopoOrder(n, adj(edges))
+		order, cycle := TopoOrderIn(n, adj(edges), buf)
+		require.Equal(t, wantOrder, order)
+		require.Equal(t, wantCycle, cycle)
+		if cap(buf) < 3*n {
+			buf = make([]int, 3*n)
+		}
+	}
+	edges := [][]int{{1, 2}, {3}, {3}, {}}
+	buf = make([]int, 12)
+	allocs := testing.AllocsPerRun(100, func() { TopoOrderIn(4, adj(edges), buf) })
+	assert.Zero(t, allocs)
+}
