@@ -44,6 +44,7 @@ type Async struct {
 	// worklists are the goroutines' scratch lists, shared by every run
 	// on this Async (a single-use graph's plan is new for each run).
 	worklists sync.Pool // *worklist
+	scratch   sync.Pool // *compileScratch, for BeginWork's compiles
 }
 
 // Option configures an [Async].
@@ -150,7 +151,14 @@ func (a *Async) Start(ctx context.Context, timeout time.Duration, starts ...Wrap
 	if err := a.check(timeout); err != nil {
 		return nil, err
 	}
-	p, err := compile(starts)
+	sc, ok := a.scratch.Get().(*compileScratch)
+	if !ok {
+		sc = &compileScratch{}
+	}
+	p, err := compile(starts, sc)
+	if sc.fits() {
+		a.scratch.Put(sc)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -220,11 +228,12 @@ func (a *Async) launch(ctx context.Context, r *Run, timeout time.Duration) error
 	return nil
 }
 
-// bind ties every node of p, which compile claimed, to p.
+// bind gives every node of p, which compile claimed for p, its index in
+// p; until then the node's idx held its position during compile.
 func bind(p *plan) {
 	for i := range p.nodes {
 		c := p.nodes[i].core
-		c.plan, c.idx = p, int32(i)
+		c.idx = int32(i)
 	}
 }
 
@@ -232,7 +241,6 @@ func bind(p *plan) {
 func unclaim(p *plan, n int) {
 	for i := range n {
 		c := p.nodes[i].core
-		c.plan = nil
 		c.owner.Store(nil)
 	}
 }

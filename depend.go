@@ -28,7 +28,7 @@ func link(from, to *nodeCore, must bool, method string) {
 		return
 	}
 	from.out = append(from.out, edge{to: to, must: must})
-	to.in = append(to.in, from)
+	to.nIn++
 }
 
 // Join is a node's join strategy: when its upstream nodes' ends let it

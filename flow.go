@@ -354,7 +354,7 @@ func (r *Run) endRun(i int32, err error) {
 // example because the deadline ended it first) or [ErrResultType] (a
 // SucceedWith value of the wrong type).
 func (r *Run) Resume(id string, how Resumption) error {
-	i, ok := r.p.index[id]
+	i, ok := r.p.lookup(id)
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownID, id)
 	}

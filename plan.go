@@ -3,11 +3,13 @@ package asynctool
 import (
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynctool-go/asynctool/internal/graph"
+	"github.com/asynctool-go/asynctool/internal/idindex"
 )
 
 // plan is a validated graph with ids resolved to indexes, in topological
@@ -20,10 +22,10 @@ type plan struct {
 	// which the shared queue hands out last in, first out, so the roots
 	// start in order.
 	startOrder []int32
-	outs       []pedge // every node's successors: see pnode.out0
-	ins        []int32 // every node's predecessors: see pnode.in0
-	insMust    []bool  // insMust[k]: is ins[k] a must dependency
-	index      map[string]int32
+	outs       []pedge       // every node's successors: see pnode.out0
+	ins        []int32       // every node's predecessors: see pnode.in0
+	insMust    []bool        // insMust[k]: is ins[k] a must dependency
+	index      idindex.Index // id → node index, for ids other than ""
 	runs       sync.Pool     // *Run, for a Plan's runs
 	started    atomic.Uint64 // runs started, for learn
 }
@@ -78,7 +80,7 @@ type Plan struct {
 // they cannot be run by BeginWork or compiled again, and their Result and
 // State methods do not see the plan's runs (use ResultIn).
 func Compile(starts ...Wrapper) (*Plan, error) {
-	p, err := compile(starts)
+	p, err := compile(starts, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -138,6 +140,11 @@ func (p *plan) in(i int32) ([]int32, []bool) {
 	return p.ins[n.in0:n.in1], p.insMust[n.in0:n.in1]
 }
 
+// lookup returns the index of the node with the given id.
+func (p *plan) lookup(id string) (int32, bool) {
+	return p.index.Lookup(id, func(k int32) string { return p.nodes[k].id })
+}
+
 // nIn is the node's number of predecessors.
 func (n *pnode) nIn() int { return int(n.in1 - n.in0) }
 
@@ -146,26 +153,59 @@ type pedge struct {
 	must bool
 }
 
-// claimToken identifies one compilation: the nodes it claimed point to
-// it. It has a size so that distinct tokens have distinct addresses.
-type claimToken struct{ _ byte }
-
 // compile claims the nodes reachable from starts by following edges
 // forward, validates them and returns the plan, whose nodes stay claimed
-// (bound to it by the caller). On error every claim is released, so a
-// rejected graph can be fixed and run. A node claimed by an earlier
-// compilation is reported as reused.
-func compile(starts []Wrapper) (*plan, error) { return compileGraph(starts, true) }
+// by it (the caller numbers them with bind). On error every claim is
+// released, so a rejected graph can be fixed and run. A node claimed by an
+// earlier compilation is reported as reused. sc, if not nil, lends compile
+// its working arrays.
+func compile(starts []Wrapper, sc *compileScratch) (*plan, error) {
+	return compileGraph(starts, true, sc)
+}
+
+// compileScratch holds compile's working arrays, so that BeginWork can
+// reuse them from graph to graph (the Async pools them): nothing in a
+// plan points into them.
+type compileScratch struct {
+	cores    []*nodeCore
+	flat     []int32
+	ints     []int32 // first, seen, idx (3n+1), then reached, then TopoOrderIn's 3n
+	flatMust []bool
+	seenMust []bool
+}
+
+// maxScratch is the most nodes or edges a pooled compileScratch keeps room
+// for: one huge graph does not make every later BeginWork hold its
+// arrays.
+const maxScratch = 1 << 16
+
+// fits reports whether sc is small enough to be pooled.
+func (sc *compileScratch) fits() bool {
+	return cap(sc.cores) <= maxScratch && cap(sc.flat) <= maxScratch
+}
+
+// grow returns s with length n, reusing its array if it has room.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
 
 // compileGraph is compile; with claim false it only reads the wrappers
 // (for Describe), finding positions in a map instead of claiming nodes,
 // so it may run concurrently with anything else that reads them.
-func compileGraph(starts []Wrapper, claim bool) (p *plan, err error) {
+func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, err error) {
 	if len(starts) == 0 {
 		return nil, ErrNoStart
 	}
-	tok := &claimToken{}
-	cores := make([]*nodeCore, 0, len(starts))
+	if sc == nil {
+		sc = &compileScratch{}
+	}
+	// The plan being made is the token of this compilation: the nodes it
+	// claims point to it, for good if it succeeds.
+	tok := &plan{}
+	cores := sc.cores[:0]
 	var visited map[*nodeCore]int32 // positions, when not claiming
 	if !claim {
 		visited = make(map[*nodeCore]int32)
@@ -176,10 +216,12 @@ func compileGraph(starts []Wrapper, claim bool) (p *plan, err error) {
 				c.owner.Store(nil)
 			}
 		}
+		clear(cores) // the scratch must not keep wrappers alive
+		sc.cores = cores[:0]
 	}()
 	tooMany := func() error { return graphErr(ErrTooManyNodes, nil, "more than %d nodes", maxNodes) }
 	// visit claims c (or, without claiming, records it); the claim's owner
-	// alone writes c.pos.
+	// alone writes c.idx, which holds c's position until bind.
 	visit := func(c *nodeCore) error {
 		if !claim {
 			if _, ok := visited[c]; !ok {
@@ -198,7 +240,7 @@ func compileGraph(starts []Wrapper, claim bool) (p *plan, err error) {
 			return tooMany()
 		}
 		if c.owner.CompareAndSwap(nil, tok) {
-			c.pos = int32(len(cores))
+			c.idx = int32(len(cores))
 			cores = append(cores, c)
 			return nil
 		}
@@ -212,7 +254,7 @@ func compileGraph(starts []Wrapper, claim bool) (p *plan, err error) {
 			k, ok := visited[c]
 			return k, ok
 		}
-		return c.pos, c.owner.Load() == tok
+		return c.idx, c.owner.Load() == tok
 	}
 	for k, s := range starts {
 		c := coreOf(s)
@@ -233,7 +275,8 @@ func compileGraph(starts []Wrapper, claim bool) (p *plan, err error) {
 
 	// index maps ids to positions in cores for now; to topological
 	// indexes below.
-	index := make(map[string]int32, len(cores))
+	index := idindex.New(len(cores))
+	coreID := func(k int32) string { return cores[k].id }
 	for pos, c := range cores {
 		switch {
 		case c.buildErr != nil:
@@ -244,8 +287,7 @@ func compileGraph(starts []Wrapper, claim bool) (p *plan, err error) {
 		if c.id == "" {
 			continue
 		}
-		had := len(index)
-		if index[c.id] = int32(pos); len(index) == had {
+		if _, dup := index.Insert(c.id, int32(pos), coreID); dup {
 			return nil, graphErr(ErrDuplicateID, []string{c.id}, "two different nodes have id %q", c.id)
 		}
 	}
@@ -253,7 +295,9 @@ func compileGraph(starts []Wrapper, claim bool) (p *plan, err error) {
 	// Edges, deduplicated in linear time (seen[j] == i+1 marks an edge
 	// i -> j already taken, with its flag in seenMust[j]), with
 	// conflicting declarations rejected. The successors of i are
-	// flat[first[i]:first[i+1]], their flags in flatMust.
+	// flat[first[i]:first[i+1]], their flags in flatMust. reached[j]
+	// counts the edges into j that were declared by the nodes reached,
+	// repeats included, as nIn counts every edge declared into j.
 	total := 0
 	for _, c := range cores {
 		total += len(c.out)
@@ -262,20 +306,21 @@ func compileGraph(starts []Wrapper, claim bool) (p *plan, err error) {
 		return nil, graphErr(ErrTooManyNodes, nil, "more than %d edges", math.MaxInt32)
 	}
 	n := int32(len(cores))
-	flat := make([]int32, 0, total)
-	flatMust := make([]bool, 0, total)
-	first := make([]int32, n+1)
-	seen := make([]int32, n)
-	seenMust := make([]bool, n)
+	flat, flatMust := grow(sc.flat, total)[:0], grow(sc.flatMust, total)[:0]
+	sc.flat, sc.flatMust = flat, flatMust
+	ints := grow(sc.ints, int(6*n+1))
+	sc.ints = ints
+	first, seen, idx := ints[:n+1], ints[n+1:2*n+1], ints[2*n+1:3*n+1]
+	reached := ints[3*n+1 : 4*n+1] // TopoOrderIn's buffer, free until then
+	first[0] = 0
+	clear(seen)
+	clear(reached)
+	seenMust := grow(sc.seenMust, int(n))
+	sc.seenMust = seenMust
 	for i, c := range cores {
-		for _, from := range c.in {
-			if _, ok := posOf(from); !ok {
-				return nil, graphErr(ErrUnreachableDependency, []string{c.id, from.id},
-					"node %q depends on %q; pass %q (or a node it depends on) as a start node", c.id, from.id, from.id)
-			}
-		}
 		for _, e := range c.out {
 			j, _ := posOf(e.to)
+			reached[j]++
 			if seen[j] == int32(i)+1 {
 				if seenMust[j] != e.must {
 					return nil, graphErr(ErrConflictingEdge, []string{c.id, e.to.id}, "%q -> %q", c.id, e.to.id)
@@ -288,9 +333,16 @@ func compileGraph(starts []Wrapper, claim bool) (p *plan, err error) {
 		}
 		first[i+1] = int32(len(flat))
 	}
+	for j, c := range cores {
+		if c.nIn > reached[j] {
+			return nil, unreachableErr(cores, int32(j), c.nIn-reached[j], posOf)
+		}
+	}
 	succ := func(i int32) []int32 { return flat[first[i]:first[i+1]] }
 
-	order, cycle := graph.TopoOrder(len(cores), succ)
+	// TopoOrderIn works in the rest of ints, apart from idx, which is
+	// made from order below.
+	order, cycle := graph.TopoOrderIn(len(cores), succ, ints[3*n+1:])
 	if cycle != nil {
 		path := make([]string, len(cycle))
 		for k, i := range cycle {
@@ -301,16 +353,12 @@ func compileGraph(starts []Wrapper, claim bool) (p *plan, err error) {
 
 	// Renumber in topological order; seen is free again and holds each
 	// node's in-degree under its new index.
-	idx := make([]int32, n)
 	for k, i := range order {
 		idx[i] = int32(k)
 	}
-	for pos, c := range cores { // cheaper than ranging over the map
-		if c.id != "" {
-			index[c.id] = idx[pos]
-		}
-	}
-	p = &plan{nodes: make([]pnode, n), index: index}
+	index.Renumber(idx)
+	p = tok
+	p.nodes, p.index = make([]pnode, n), index
 	indeg := seen
 	clear(indeg)
 	for _, j := range flat {
@@ -366,6 +414,30 @@ func compileGraph(starts []Wrapper, claim bool) (p *plan, err error) {
 		p.startOrder = append(p.startOrder, p.roots[k])
 	}
 	return p, nil
+}
+
+// unreachableErr reports that node j of cores has missing upstream edges
+// declared by nodes that no start node leads to. Only the upstream keeps
+// an edge, so the missing nodes cannot be named; the upstreams that were
+// reached are, so that the missing ones can be told from them.
+func unreachableErr(cores []*nodeCore, j, missing int32, posOf func(*nodeCore) (int32, bool)) error {
+	c := cores[j]
+	var found []string
+	for _, u := range cores {
+		for _, e := range u.out {
+			if k, _ := posOf(e.to); k == j {
+				found = append(found, fmt.Sprintf("%q", u.id))
+				break
+			}
+		}
+	}
+	reachedFrom := "none"
+	if len(found) > 0 {
+		reachedFrom = strings.Join(found, ", ")
+	}
+	return graphErr(ErrUnreachableDependency, []string{c.id},
+		"node %q has %d upstream edge(s) from nodes that no start node leads to (upstreams reached: %s); pass each missing upstream (or a node it depends on) as a start node",
+		c.id, missing, reachedFrom)
 }
 
 // effectiveMust is whether the edge from upstream id into node c is a must

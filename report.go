@@ -265,7 +265,7 @@ func (r *Run) reason(i int32) string {
 // order with its dependencies, all in StateInit. It does not consume the
 // wrappers. Use it to export or inspect a graph before running it.
 func Describe(starts ...Wrapper) (*Report, error) {
-	p, err := compileGraph(starts, false) // reads the wrappers, claims nothing
+	p, err := compileGraph(starts, false, nil) // reads the wrappers, claims nothing
 	if err != nil {
 		return nil, err
 	}

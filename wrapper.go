@@ -36,7 +36,6 @@ type WorkerWrapper[P, R any] struct {
 	param  P
 	cb     Callback[P, R]
 	def    R
-	hasDef bool
 	res    slot[R] // the result of its single-use run, if any
 }
 
@@ -48,7 +47,7 @@ func NewWrapper[P, R any](id string, worker Worker[P, R], param P) *WorkerWrappe
 	w := &WorkerWrapper[P, R]{worker: worker, param: param, cb: NopCallback[P, R]{}}
 	w.nodeCore.id = id
 	w.nodeCore.impl = w
-	w.nodeCore.in, w.nodeCore.out = w.inBuf[:0], w.outBuf[:0]
+	w.nodeCore.out = w.outBuf[:0]
 	return w
 }
 
@@ -121,7 +120,7 @@ func (w *WorkerWrapper[P, R]) Result() WorkResult[R] {
 // compiled into, as Result does for single-use runs. It returns a zero
 // WorkResult if r is not a run of that plan.
 func (w *WorkerWrapper[P, R]) ResultIn(r *Run) WorkResult[R] {
-	if r == nil || r.p != w.plan {
+	if r == nil || r.p != w.owner.Load() {
 		return WorkResult[R]{}
 	}
 	if st := r.nodes[w.idx].st(); terminal(st) {
@@ -156,22 +155,30 @@ func (w *WorkerWrapper[P, R]) String() string { return fmt.Sprintf("node %q", w.
 
 // nodeCore is the untyped half of a wrapper: identity, declared edges and
 // the binding to the run it belongs to.
+//
+// Edges are kept once, out of the upstream node, which is the direction
+// compile walks from the start nodes; the downstream node only counts
+// them (nIn), which is enough to tell that one of its upstreams was not
+// reached. A wrapper is the bulk of what building a graph allocates, so
+// it is kept small.
 type nodeCore struct {
 	id       string
-	in       []*nodeCore // the nodes it depends on, as declared
 	out      []edge      // edges out of this node, as declared
-	inBuf    [2]*nodeCore
-	outBuf   [2]edge                    // the first of in and out, without an allocation
-	spec     *flowSpec                  // flow rules, nil if none
-	buildErr error                      // first misuse seen while building, reported by BeginWork
-	owner    atomic.Pointer[claimToken] // the compilation that claimed the node; nil while free
-	plan     *plan                      // the plan this node belongs to, once claimed
-	run      atomic.Pointer[Run]        // its single-use run, if any; stored after idx
-	impl     nodeImpl
-	pos      int32 // its position during that compilation
-	idx      int32 // its index in plan.nodes
+	outBuf   [3]edge     // the first three of out, without an allocation
+	spec     *flowSpec   // flow rules, nil if none
+	buildErr *GraphError // first misuse seen while building, reported by BeginWork
+	// owner is the plan that claimed the node: while it is being
+	// compiled, and for good once compiled. nil while the node is free.
+	owner atomic.Pointer[plan]
+	run   atomic.Pointer[Run] // its single-use run, if any; stored after idx
+	impl  nodeImpl
+	// idx is the node's position while it is being compiled, then its
+	// index in plan.nodes.
+	idx int32
+	nIn int32 // edges declared into this node, repeats included
 	// noShortCircuit turns the short-circuit rule off for this node.
 	noShortCircuit bool
+	hasDef         bool // the typed wrapper has a default value
 }
 
 // checkBuildable reports whether the node may still be changed. A node
@@ -411,7 +418,7 @@ func (all Wrappers) State(id string) (State, bool) {
 	if all.r == nil {
 		return StateInit, false
 	}
-	i, ok := all.r.p.index[id]
+	i, ok := all.r.p.lookup(id)
 	if !ok {
 		return StateInit, false
 	}
@@ -430,7 +437,7 @@ func ResultOf[R any](all Wrappers, id string) (WorkResult[R], error) {
 	if all.r == nil {
 		return WorkResult[R]{}, fmt.Errorf("%w: %q (empty view)", ErrUnknownID, id)
 	}
-	i, ok := all.r.p.index[id]
+	i, ok := all.r.p.lookup(id)
 	if !ok {
 		return WorkResult[R]{}, fmt.Errorf("%w: %q", ErrUnknownID, id)
 	}

@@ -105,3 +105,25 @@ func TestCallbackAdapters(t *testing.T) {
 	NopCallback[int, int]{}.Begin()
 	NopCallback[int, int]{}.Result(true, 0, WorkResult[int]{})
 }
+
+// TestBuildAllocatesOneObjectPerNode guards the size of the edge lists: a
+// node allocates only its wrapper as long as it has at most three
+// successors, however many upstreams it has (a downstream node keeps only
+// a count of its edges).
+func TestBuildAllocatesOneObjectPerNode(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	w := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, nil })
+	const n = 200
+	nodes := make([]*WorkerWrapper[int, int], n)
+	allocs := testing.AllocsPerRun(20, func() {
+		for k := range nodes {
+			nodes[k] = NewWrapper("", w, k)
+			for d := max(0, k-3); d < k; d++ { // three upstreams, three successors
+				nodes[k].Depend(nodes[d], true)
+			}
+		}
+	})
+	assert.Equal(t, float64(n), allocs)
+}
