@@ -141,9 +141,10 @@ func (p *plan) in(i int32) ([]int32, []bool) {
 }
 
 // lookup returns the index of the node with the given id.
-func (p *plan) lookup(id string) (int32, bool) {
-	return p.index.Lookup(id, func(k int32) string { return p.nodes[k].id })
-}
+func (p *plan) lookup(id string) (int32, bool) { return p.index.Lookup(id, p.nodeID) }
+
+// nodeID returns the id of node k.
+func (p *plan) nodeID(k int32) string { return p.nodes[k].id }
 
 // nIn is the node's number of predecessors.
 func (n *pnode) nIn() int { return int(n.in1 - n.in0) }
@@ -273,22 +274,12 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 		}
 	}
 
-	// index maps ids to positions in cores for now; to topological
-	// indexes below.
-	index := idindex.New(len(cores))
-	coreID := func(k int32) string { return cores[k].id }
-	for pos, c := range cores {
+	for _, c := range cores {
 		switch {
 		case c.buildErr != nil:
 			return nil, c.buildErr
 		case !c.impl.hasWorker():
 			return nil, graphErr(ErrNilWorker, []string{c.id}, "node %q", c.id)
-		}
-		if c.id == "" {
-			continue
-		}
-		if _, dup := index.Insert(c.id, int32(pos), coreID); dup {
-			return nil, graphErr(ErrDuplicateID, []string{c.id}, "two different nodes have id %q", c.id)
 		}
 	}
 
@@ -356,9 +347,8 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 	for k, i := range order {
 		idx[i] = int32(k)
 	}
-	index.Renumber(idx)
 	p = tok
-	p.nodes, p.index = make([]pnode, n), index
+	p.nodes, p.index = make([]pnode, n), idindex.New(len(cores))
 	indeg := seen
 	clear(indeg)
 	for _, j := range flat {
@@ -380,6 +370,13 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 		c := cores[i]
 		n := &p.nodes[idx[i]]
 		n.id, n.impl, n.core, n.shortCircuit = c.id, c.impl, c, !c.noShortCircuit
+		// Ids are indexed here, under the nodes' final indexes, so that
+		// duplicates are found after the graph's shape is checked.
+		if c.id != "" {
+			if _, dup := p.index.Insert(c.id, idx[i], p.nodeID); dup {
+				return nil, graphErr(ErrDuplicateID, []string{c.id}, "two different nodes have id %q", c.id)
+			}
+		}
 		if c.spec != nil {
 			n.flow = c.spec
 			n.joinKind = c.spec.join.kind

@@ -66,13 +66,3 @@ func (x *Index) Lookup(id string, idOf func(int32) string) (int32, bool) {
 	}
 	return 0, false
 }
-
-// Renumber replaces every position p in the Index by to[p], for when the
-// caller moves its ids; the ids themselves must not change.
-func (x *Index) Renumber(to []int32) {
-	for k, p := range x.slots {
-		if p != 0 {
-			x.slots[k] = to[p-1] + 1
-		}
-	}
-}
