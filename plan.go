@@ -42,10 +42,16 @@ func (p *plan) learn() bool {
 	return n <= 4 || n%64 == 0
 }
 
-// timed records how long node n's Action took in a sampled run.
+// timed records how long node n's Action took in a sampled run. It
+// writes only what changed: the node's line is read by every goroutine of
+// every run of the plan, and a store would take it from their caches.
 func (n *pnode) timed(d time.Duration) {
-	n.quick.Store(d < quickAction)
-	n.known.Store(true)
+	if q := d < quickAction; n.quick.Load() != q {
+		n.quick.Store(q)
+	}
+	if !n.known.Load() {
+		n.known.Store(true)
+	}
 }
 
 // notQuick counts the nodes in nodes that are not known to be quick.
