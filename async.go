@@ -171,10 +171,10 @@ func (a *Async) Start(ctx context.Context, timeout time.Duration, starts ...Wrap
 		p.nodes[i].core.run.Store(r)
 	}
 	if err := a.launch(ctx, r, timeout); err != nil {
-		unclaim(p, len(p.nodes))
-		for i := range p.nodes {
+		for i := range p.nodes { // before unclaim: a free node has no run
 			p.nodes[i].core.run.Store(nil)
 		}
+		unclaim(p, len(p.nodes))
 		return nil, err
 	}
 	return r, nil

@@ -13,9 +13,9 @@ type edge struct {
 	must bool
 }
 
-// link records the edge from → to on both nodes, so that the graph can be
-// walked forward from the start nodes and checked backwards for
-// dependencies that cannot be reached.
+// link records the edge from → to on from, where compile walks forward
+// from the start nodes, and counts it on to, so that compile can tell
+// that an upstream of to was not reached.
 func link(from, to *nodeCore, must bool, method string) {
 	if from == nil || to == nil {
 		self := to
@@ -28,7 +28,7 @@ func link(from, to *nodeCore, must bool, method string) {
 		return
 	}
 	from.out = append(from.out, edge{to: to, must: must})
-	to.nIn++
+	to.inEdges++
 }
 
 // Join is a node's join strategy: when its upstream nodes' ends let it

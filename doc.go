@@ -103,7 +103,9 @@
 // Before running anything, BeginWork rejects a bad graph with a
 // [*GraphError] naming the nodes involved: no start nodes, a nil wrapper or
 // worker, two nodes with one id, a cycle (with its path), a dependency not
-// reachable from the start nodes, an edge declared both must and optional,
-// or a wrapper already used by another run. Worker failures are node
+// reachable from the start nodes (the node that has it is named, with the
+// upstreams that were reached: an edge is kept only on its upstream, so
+// the missing one cannot be), an edge declared both must and optional, or
+// a wrapper already used by another run. Worker failures are node
 // results, not BeginWork errors.
 package asynctool

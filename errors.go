@@ -99,7 +99,8 @@ var (
 
 // GraphError describes a graph that was rejected before anything ran.
 // It wraps one of the package's sentinel errors ([ErrCycle],
-// [ErrDuplicateID], ...) and names the nodes involved.
+// [ErrDuplicateID], ...) and names the nodes involved (for
+// [ErrUnreachableDependency], the node whose upstream was not reached).
 type GraphError struct {
 	// Err is the sentinel that classifies the problem.
 	Err error

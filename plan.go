@@ -176,7 +176,7 @@ func compile(starts []Wrapper, sc *compileScratch) (*plan, error) {
 type compileScratch struct {
 	cores    []*nodeCore
 	flat     []int32
-	ints     []int32 // first, seen, idx (3n+1), then reached, then TopoOrderIn's 3n
+	ints     []int32 // first, seen, idx (3n+1), then TopoOrderIn's 3n, whose first n are reached until then
 	flatMust []bool
 	seenMust []bool
 }
@@ -294,7 +294,7 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 	// conflicting declarations rejected. The successors of i are
 	// flat[first[i]:first[i+1]], their flags in flatMust. reached[j]
 	// counts the edges into j that were declared by the nodes reached,
-	// repeats included, as nIn counts every edge declared into j.
+	// repeats included, as inEdges counts every edge declared into j.
 	total := 0
 	for _, c := range cores {
 		total += len(c.out)
@@ -331,8 +331,8 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 		first[i+1] = int32(len(flat))
 	}
 	for j, c := range cores {
-		if c.nIn > reached[j] {
-			return nil, unreachableErr(cores, int32(j), c.nIn-reached[j], posOf)
+		if c.inEdges > reached[j] {
+			return nil, unreachableErr(cores, int32(j), c.inEdges-reached[j], posOf)
 		}
 	}
 	succ := func(i int32) []int32 { return flat[first[i]:first[i+1]] }

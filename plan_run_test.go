@@ -83,6 +83,7 @@ func TestResultInOtherRun(t *testing.T) {
 	require.NoError(t, r.Wait(context.Background()))
 	assert.Equal(t, WorkResult[int]{}, z.ResultIn(r))
 	assert.Equal(t, WorkResult[int]{}, z.ResultIn(nil))
+	assert.Equal(t, WorkResult[int]{}, NewWrapper("free", okWorker(), 0).ResultIn(&Run{}), "a zero Run and a free wrapper")
 	ctx := context.WithValue(context.Background(), reqKey{}, 1)
 	r2, err := a.RunPlan(ctx, pl, 0)
 	require.NoError(t, err)

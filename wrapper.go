@@ -120,7 +120,7 @@ func (w *WorkerWrapper[P, R]) Result() WorkResult[R] {
 // compiled into, as Result does for single-use runs. It returns a zero
 // WorkResult if r is not a run of that plan.
 func (w *WorkerWrapper[P, R]) ResultIn(r *Run) WorkResult[R] {
-	if r == nil || r.p != w.owner.Load() {
+	if r == nil || r.p == nil || r.p != w.owner.Load() {
 		return WorkResult[R]{}
 	}
 	if st := r.nodes[w.idx].st(); terminal(st) {
@@ -158,7 +158,7 @@ func (w *WorkerWrapper[P, R]) String() string { return fmt.Sprintf("node %q", w.
 //
 // Edges are kept once, out of the upstream node, which is the direction
 // compile walks from the start nodes; the downstream node only counts
-// them (nIn), which is enough to tell that one of its upstreams was not
+// them (inEdges), which is enough to tell that one of its upstreams was not
 // reached. A wrapper is the bulk of what building a graph allocates, so
 // it is kept small.
 type nodeCore struct {
@@ -174,8 +174,8 @@ type nodeCore struct {
 	impl  nodeImpl
 	// idx is the node's position while it is being compiled, then its
 	// index in plan.nodes.
-	idx int32
-	nIn int32 // edges declared into this node, repeats included
+	idx     int32
+	inEdges int32 // edges declared into this node, repeats included
 	// noShortCircuit turns the short-circuit rule off for this node.
 	noShortCircuit bool
 	hasDef         bool // the typed wrapper has a default value

@@ -21,9 +21,10 @@ func TopoOrder[I Index](n int, succ func(i I) []I) (order, cycle []I) {
 	return TopoOrderIn(n, succ, nil)
 }
 
-// TopoOrderIn is TopoOrder working in buf, which it grows if it has room
-// for fewer than 3n indexes: order is then part of buf, valid until buf
-// is used again. It lets a caller that sorts many graphs keep one buffer.
+// TopoOrderIn is TopoOrder working in buf when buf has room for 3n
+// indexes (order is then part of buf, valid until buf is used again), and
+// in a new array otherwise. It lets a caller that sorts many graphs keep
+// one buffer.
 func TopoOrderIn[I Index](n int, succ func(i I) []I, buf []I) (order, cycle []I) {
 	if buf == nil || cap(buf) < 3*n { // never nil: a nil order means a cycle
 		buf = make([]I, 3*n)

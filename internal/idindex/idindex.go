@@ -11,8 +11,8 @@ import (
 	"math/bits"
 )
 
-// Index maps ids to positions. The zero Index is empty and finds nothing;
-// New makes one with room.
+// Index maps ids to positions. The zero Index is empty: Lookup finds
+// nothing in it and Insert panics; New makes one with room.
 type Index struct {
 	seed  maphash.Seed
 	slots []int32 // position+1, 0 for an empty slot
@@ -31,9 +31,12 @@ func New(n int) Index {
 
 // Insert adds id at pos, unless the Index already has id: then it leaves
 // the Index as it was and returns the position id has. idOf returns the
-// id at a position that was inserted before. Inserting more ids than New
-// made room for panics.
+// id at a position that was inserted before. Insert panics when every
+// slot is taken, which takes more than twice the ids New made room for.
 func (x *Index) Insert(id string, pos int32, idOf func(int32) string) (had int32, dup bool) {
+	if len(x.slots) == 0 {
+		panic("idindex: Insert on an Index not made by New")
+	}
 	h := maphash.String(x.seed, id)
 	for k := uint64(0); k <= x.mask; k++ {
 		s := &x.slots[(h+k)&x.mask]

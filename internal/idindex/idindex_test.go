@@ -83,3 +83,10 @@ func TestAgainstMap(t *testing.T) {
 		}
 	}
 }
+
+func TestInsertIntoZeroIndexPanics(t *testing.T) {
+	var x Index
+	assert.PanicsWithValue(t, "idindex: Insert on an Index not made by New", func() {
+		x.Insert("a", 0, func(int32) string { return "a" })
+	})
+}
