@@ -13,6 +13,21 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func adj(edges [][]int) func(int) []int { return func(i int) []int { return edges[i] } }
 
+// randomEdges returns a random graph of n nodes: each forward edge i -> j
+// (i < j) with probability 1/fwd, and each other edge, which may close a
+// cycle, with probability 1/(fwd*back).
+func randomEdges(rng *rand.Rand, n, fwd, back int) [][]int {
+	edges := make([][]int, n)
+	for i := range n {
+		for j := range n {
+			if rng.IntN(fwd) == 0 && (i < j || rng.IntN(back) == 0) {
+				edges[i] = append(edges[i], j)
+			}
+		}
+	}
+	return edges
+}
+
 func TestTopoOrder(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -45,14 +60,7 @@ func TestTopoOrderRandom(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 500 {
 		n := 1 + rng.IntN(30)
-		edges := make([][]int, n)
-		for i := range n {
-			for j := range n {
-				if rng.IntN(10) == 0 && (i < j || rng.IntN(20) == 0) {
-					edges[i] = append(edges[i], j)
-				}
-			}
-		}
+		edges := randomEdges(rng, n, 10, 20)
 		order, cycle := TopoOrder(n, adj(edges))
 		if order != nil {
 			require.Len(t, order, n)
@@ -83,14 +91,7 @@ func TestTopoOrderInReusesBuffer(t *testing.T) {
 	var buf []int
 	for range 300 {
 		n := rng.IntN(40)
-		edges := make([][]int, n)
-		for i := range n {
-			for j := range n {
-				if rng.IntN(8) == 0 && (i < j || rng.IntN(30) == 0) {
-					edges[i] = append(edges[i], j)
-				}
-			}
-		}
+		edges := randomEdges(rng, n, 8, 30)
 		wantOrder, wantCycle := TopoOrder(n, adj(edges))
 		order, cycle := TopoOrderIn(n, adj(edges), buf)
 		require.Equal(t, wantOrder, order)
