@@ -1,26 +1,36 @@
 // Package durable runs asynctool graphs as River jobs: each job is a row in
 // a database (SQLite on one machine, PostgreSQL when several machines share
-// the work), claimed by one worker at a time, retried with River's backoff
-// when its graph does not succeed, and resumed on a retry from the nodes
-// that already succeeded.
+// the work), whose attempts River hands to one worker at a time, retried
+// with River's backoff when the graph does not succeed, and resumed on a
+// retry from the nodes that already succeeded.
 //
 // River (github.com/riverqueue/river) does the persistence, the claiming
 // and the retry schedule; this package adds what a graph needs on top:
 //
 //   - [Worker] is a river.Worker that builds a graph for a job, runs it
 //     with an [asynctool.Async] under a deadline, and fails the attempt
-//     (so that River retries it) unless every node succeeded or was
-//     skipped;
+//     (so that River retries it) unless every sink of the graph (a node
+//     no other node depends on) succeeded or was skipped;
 //   - [Node] wraps a node whose result is checkpointed: when an attempt
 //     fails, the results of the nodes that succeeded are stored in the
 //     job's row (as the cursor of a River resumable step), and the next
 //     attempt replays them instead of calling their workers again.
 //
+// What River promises still holds: delivery is at least once (a job
+// rescued as stuck may run again while its first worker is still going),
+// and a node that ignores its ctx may still be running after its attempt
+// ended, when the retry starts, possibly on another machine. An error a
+// node returns that River understands (river.JobSnooze, river.JobCancel)
+// snoozes or cancels the whole job.
+//
 // A checkpointed result is stored as JSON, so a node's result type must
-// encode and decode with encoding/json. Checkpoints are written when an
-// attempt ends with an error, which River persists with the job; an
-// attempt that dies with its process (River rescues the job later) starts
-// again from the previous attempt's checkpoint.
+// encode and decode with encoding/json. Checkpoints are stored whenever an
+// attempt ends without success: with an error, a snooze, or a client that
+// stops and cancels its jobs. An attempt that dies with its process
+// (River rescues the job later) starts again from the previous attempt's
+// checkpoint. The checkpoint stays in the job's row after the job
+// succeeds, so retrying a completed job by hand (Client.JobRetry) replays
+// it.
 package durable
 
 import (
@@ -38,7 +48,8 @@ import (
 )
 
 // stepName is the River resumable step a graph runs in; its cursor is the
-// checkpoint.
+// checkpoint. It is part of what is stored in jobs' rows: renaming it would
+// make River reject every job that has a checkpoint under the old name.
 const stepName = "asynctool-graph"
 
 // BuildFunc builds the graph of one attempt of job and returns its start
@@ -56,17 +67,43 @@ type Worker[A river.JobArgs] struct {
 }
 
 // NewWorker returns a Worker that builds each job's graph with build and
-// runs it on async with timeout as the group deadline (0: none; River's
-// own job timeout still applies).
-func NewWorker[A river.JobArgs](async *asynctool.Async, timeout time.Duration, build BuildFunc[A]) *Worker[A] {
-	return &Worker[A]{async: async, timeout: timeout, build: build}
+// runs it on async with timeout as the group deadline. With a timeout of
+// 0 the graph has no deadline of its own and River's job timeout (the
+// client's JobTimeout, a minute by default) applies; otherwise the job's
+// River timeout is the graph's plus a second, so that the graph's
+// deadline, which fast-fails its leftover nodes, comes first. A nil async
+// or build, or a negative timeout, is an error.
+func NewWorker[A river.JobArgs](async *asynctool.Async, timeout time.Duration, build BuildFunc[A]) (*Worker[A], error) {
+	switch {
+	case async == nil:
+		return nil, errors.New("durable: NewWorker with a nil Async")
+	case build == nil:
+		return nil, errors.New("durable: NewWorker with a nil BuildFunc")
+	case timeout < 0:
+		return nil, fmt.Errorf("durable: NewWorker with a negative timeout (%v)", timeout)
+	}
+	return &Worker[A]{async: async, timeout: timeout, build: build}, nil
 }
 
-// Work runs one attempt of job. It returns nil when every node of the
-// graph succeeded or was skipped; otherwise an error that names the nodes
-// that did not succeed (a *GraphFailedError), after storing the checkpoint
-// of the nodes that did. A graph that cannot be built or is rejected
-// (asynctool's *GraphError) fails the attempt with that error.
+// Timeout is the job's River timeout: see NewWorker.
+func (w *Worker[A]) Timeout(*river.Job[A]) time.Duration {
+	if w.timeout == 0 {
+		return 0
+	}
+	return w.timeout + time.Second
+}
+
+// Work runs one attempt of job. It returns nil when every sink of the
+// graph (a node no other node depends on) succeeded or was skipped, so
+// that a failure the graph tolerates (an optional upstream, a node under
+// PolicyContinue) does not fail the job; otherwise it returns an error
+// that names the nodes that did not succeed (a *GraphFailedError), after
+// storing the checkpoint of the nodes that did. A graph that cannot be
+// built, or that asynctool rejects (a *asynctool.GraphError) or cannot
+// start (asynctool.ErrClosed), fails the attempt with that error.
+//
+// A node under PolicySuspend waits for the group deadline: the run is not
+// exposed, so nothing can resume it.
 func (w *Worker[A]) Work(ctx context.Context, job *river.Job[A]) error {
 	var err error
 	river.ResumableStepCursor(ctx, stepName, nil, func(ctx context.Context, saved map[string]json.RawMessage) error {
@@ -88,13 +125,22 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 	}
 	err = run.Wait(ctx)
 	rep := run.Report()
+	sinkFailed := false
 	var failed []NodeFailure
+	hasSucc := make([]bool, len(rep.Nodes))
 	for _, n := range rep.Nodes {
-		if n.Status != asynctool.StatusSucceeded && n.Status != asynctool.StatusSkipped {
-			failed = append(failed, NodeFailure{ID: n.ID, Status: n.Status, Err: n.Err})
+		for _, d := range n.Deps {
+			hasSucc[d] = true
 		}
 	}
-	if err == nil && len(failed) == 0 {
+	for i, n := range rep.Nodes {
+		if ok(n.Status) {
+			continue
+		}
+		failed = append(failed, NodeFailure{ID: n.ID, Status: n.Status, Err: n.Err})
+		sinkFailed = sinkFailed || !hasSucc[i]
+	}
+	if err == nil && !sinkFailed {
 		return nil
 	}
 	// Keep what this attempt and the earlier ones checkpointed, for the
@@ -105,6 +151,11 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 	return &GraphFailedError{Failed: failed, RunErr: err}
 }
 
+// ok reports whether a node with status s counts as done.
+func ok(s asynctool.Status) bool {
+	return s == asynctool.StatusSucceeded || s == asynctool.StatusSkipped
+}
+
 // NodeFailure is a node that did not succeed in an attempt.
 type NodeFailure struct {
 	ID     string
@@ -113,14 +164,18 @@ type NodeFailure struct {
 }
 
 // GraphFailedError is the error of an attempt whose graph did not
-// succeed: the nodes that did not, and the run's own error (a cancelled
-// job's context, for example), if any.
+// succeed: every node that did not succeed (a sink among them, unless the
+// run itself failed), and the run's own error (a cancelled job's context,
+// a panicking callback), if any.
 type GraphFailedError struct {
 	Failed []NodeFailure
 	RunErr error
 }
 
 func (e *GraphFailedError) Error() string {
+	if len(e.Failed) == 0 {
+		return fmt.Sprintf("durable: the run failed: %v", e.RunErr)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "durable: %d node(s) did not succeed", len(e.Failed))
 	for k, f := range e.Failed {
@@ -160,6 +215,7 @@ type Checkpoint struct {
 	saved map[string]json.RawMessage // from earlier attempts; read only
 	mu    sync.Mutex
 	done  map[string]json.RawMessage // produced in this attempt
+	ids   map[string]bool            // the checkpointed nodes of this attempt's graph
 	hits  int
 }
 
@@ -177,11 +233,18 @@ func (cp *Checkpoint) Has(id string) bool {
 	return ok
 }
 
+// snapshot returns what the next attempt should replay: the results of
+// this attempt's checkpointed nodes, from this attempt or an earlier one.
+// Results of ids the graph no longer has are dropped.
 func (cp *Checkpoint) snapshot() map[string]json.RawMessage {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	all := make(map[string]json.RawMessage, len(cp.saved)+len(cp.done))
-	maps.Copy(all, cp.saved)
+	for id, raw := range cp.saved {
+		if cp.ids[id] {
+			all[id] = raw
+		}
+	}
 	maps.Copy(all, cp.done)
 	return all
 }
@@ -192,10 +255,19 @@ func (cp *Checkpoint) snapshot() map[string]json.RawMessage {
 // When the worker succeeds, its result is added to cp. The id must not be
 // empty: it is the key of the stored result.
 //
-// A result that does not encode as JSON fails the node, and one stored
-// result that no longer decodes into R (the type changed between
-// deployments) makes the node run its worker again.
+// A result that does not encode as JSON fails the node. A stored result
+// that does not decode into R (a string stored where R is an int) makes
+// the node run its worker again; but JSON decoding ignores unknown fields
+// and leaves missing ones zero, so when the shape of R changes between
+// deployments, change the node's id too (say "price/v2"), or the new code
+// replays results of the old shape.
 func Node[P, R any](cp *Checkpoint, id string, worker asynctool.Worker[P, R], param P) *asynctool.WorkerWrapper[P, R] {
+	cp.mu.Lock()
+	if cp.ids == nil {
+		cp.ids = make(map[string]bool)
+	}
+	cp.ids[id] = true
+	cp.mu.Unlock()
 	return asynctool.NewWrapper[P, R](id, &checkpointed[P, R]{cp: cp, id: id, worker: worker}, param)
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"log/slog"
 	"path/filepath"
 	"sync/atomic"
@@ -97,11 +96,13 @@ func openSQLite(t *testing.T) *sql.DB {
 // newClient returns a started River client for workers, stopped when t
 // ends.
 func newClient[TTx any](t *testing.T, driver riverdriver.Driver[TTx], workers *river.Workers) *river.Client[TTx] {
-	return newClientIn(t, driver, "", workers)
+	return newClientIn(t, driver, "", workers, retryNow{})
 }
 
-// newClientIn is newClient for River's tables in schema ("": the default).
-func newClientIn[TTx any](t *testing.T, driver riverdriver.Driver[TTx], schema string, workers *river.Workers) *river.Client[TTx] {
+// newClientIn is newClient for River's tables in schema ("": the
+// default), with retry as the retry policy. Stopping the client twice is
+// fine: the cleanup's Stop of a stopped client returns nil.
+func newClientIn[TTx any](t *testing.T, driver riverdriver.Driver[TTx], schema string, workers *river.Workers, retry river.ClientRetryPolicy) *river.Client[TTx] {
 	t.Helper()
 	client, err := river.NewClient[TTx](driver, &river.Config{
 		Schema:            schema,
@@ -109,7 +110,7 @@ func newClientIn[TTx any](t *testing.T, driver riverdriver.Driver[TTx], schema s
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
 		FetchCooldown:     5 * time.Millisecond,
 		FetchPollInterval: 20 * time.Millisecond,
-		RetryPolicy:       retryNow{},
+		RetryPolicy:       retry,
 		Workers:           workers,
 	})
 	require.NoError(t, err)
@@ -120,6 +121,14 @@ func newClientIn[TTx any](t *testing.T, driver riverdriver.Driver[TTx], schema s
 		require.NoError(t, client.Stop(ctx))
 	})
 	return client
+}
+
+// mustWorker is NewWorker for arguments known to be valid.
+func mustWorker[A river.JobArgs](t *testing.T, a *asynctool.Async, timeout time.Duration, build BuildFunc[A]) *Worker[A] {
+	t.Helper()
+	w, err := NewWorker(a, timeout, build)
+	require.NoError(t, err)
+	return w
 }
 
 // newAsync returns an Async closed when t ends.
@@ -153,7 +162,7 @@ func TestRetryResumesFromCheckpoint(t *testing.T) {
 	cnt := &counters{}
 	cnt.failB.Store(1)
 	workers := river.NewWorkers()
-	river.AddWorker(workers, NewWorker(newAsync(t), 10*time.Second, sumGraph(cnt)))
+	river.AddWorker(workers, mustWorker(t, newAsync(t), 10*time.Second, sumGraph(cnt)))
 	client := newClient[*sql.Tx](t, riversqlite.New(db), workers)
 	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
 	defer cancel()
@@ -184,7 +193,7 @@ func TestFailingGraphIsDiscarded(t *testing.T) {
 	cnt := &counters{}
 	cnt.failB.Store(1 << 30)
 	workers := river.NewWorkers()
-	river.AddWorker(workers, NewWorker(newAsync(t), 10*time.Second, sumGraph(cnt)))
+	river.AddWorker(workers, mustWorker(t, newAsync(t), 10*time.Second, sumGraph(cnt)))
 	client := newClient[*sql.Tx](t, riversqlite.New(db), workers)
 	events, cancel := client.Subscribe(river.EventKindJobFailed)
 	defer cancel()
@@ -206,7 +215,7 @@ func TestFailingGraphIsDiscarded(t *testing.T) {
 func TestBadGraphFailsTheAttempt(t *testing.T) {
 	db := openSQLite(t)
 	workers := river.NewWorkers()
-	river.AddWorker(workers, NewWorker(newAsync(t), time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+	river.AddWorker(workers, mustWorker(t, newAsync(t), time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
 		w := asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) { return 0, nil })
 		a, b := Node(cp, "x", w, 0), Node(cp, "x", w, 0)
 		b.Depend(a, true)
@@ -223,9 +232,133 @@ func TestBadGraphFailsTheAttempt(t *testing.T) {
 }
 
 func TestGraphFailedErrorUnwraps(t *testing.T) {
-	cause := errors.New("backend down")
-	err := error(&GraphFailedError{Failed: []NodeFailure{{ID: "b", Status: asynctool.StatusFailed, Err: cause}}})
+	cause, runErr := errors.New("backend down"), errors.New("run cancelled")
+	err := error(&GraphFailedError{Failed: []NodeFailure{{ID: "b", Status: asynctool.StatusFailed, Err: cause}}, RunErr: runErr})
 	assert.ErrorIs(t, err, cause)
-	assert.Equal(t, `durable: 1 node(s) did not succeed: "b" failed (backend down)`, err.Error())
-	_ = fmt.Sprint(err)
+	assert.ErrorIs(t, err, runErr)
+	assert.Equal(t, `durable: 1 node(s) did not succeed: "b" failed (backend down); run: run cancelled`, err.Error())
+	assert.Equal(t, "durable: the run failed: run cancelled", (&GraphFailedError{RunErr: runErr}).Error())
+}
+
+func TestNewWorkerChecksItsArguments(t *testing.T) {
+	a := newAsync(t)
+	build := sumGraph(&counters{})
+	_, err := NewWorker[sumArgs](nil, 0, build)
+	assert.ErrorContains(t, err, "nil Async")
+	_, err = NewWorker[sumArgs](a, 0, nil)
+	assert.ErrorContains(t, err, "nil BuildFunc")
+	_, err = NewWorker(a, -time.Second, build)
+	assert.ErrorContains(t, err, "negative timeout")
+	w := mustWorker(t, a, 5*time.Second, build)
+	assert.Equal(t, 6*time.Second, w.Timeout(nil), "River's timeout leaves the graph's deadline first")
+	assert.Equal(t, time.Duration(0), mustWorker(t, a, 0, build).Timeout(nil), "no deadline: River's default")
+}
+
+// runJob runs one job of a graph built by build on a fresh SQLite
+// database and returns the job's failure and completion events, up to its
+// completion or its last attempt.
+func runJob(t *testing.T, maxAttempts int, timeout time.Duration, build BuildFunc[sumArgs]) []*river.Event {
+	t.Helper()
+	db := openSQLite(t)
+	workers := river.NewWorkers()
+	river.AddWorker(workers, mustWorker(t, newAsync(t), timeout, build))
+	client := newClient[*sql.Tx](t, riversqlite.New(db), workers)
+	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
+	defer cancel()
+	_, err := client.Insert(context.Background(), sumArgs{Base: 1}, &river.InsertOpts{MaxAttempts: maxAttempts})
+	require.NoError(t, err)
+	var got []*river.Event
+	for {
+		ev := waitFor(t, events, 1)[0]
+		got = append(got, ev)
+		if ev.Kind == river.EventKindJobCompleted || ev.Job.State == rivertype.JobStateDiscarded {
+			return got
+		}
+	}
+}
+
+func intNode(cp *Checkpoint, id string, runs *atomic.Int32, err error) *asynctool.WorkerWrapper[int, int] {
+	return Node(cp, id, asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+		runs.Add(1)
+		return 1, err
+	}), 0)
+}
+
+// TestToleratedFailureSucceeds checks that a failure the graph tolerates
+// (an optional upstream that fails) does not fail the job: only sinks
+// decide.
+func TestToleratedFailureSucceeds(t *testing.T) {
+	var ok, bad, sink atomic.Int32
+	evs := runJob(t, 3, 5*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		a := intNode(cp, "ok", &ok, nil)
+		b := intNode(cp, "bad", &bad, errors.New("recommendations are down"))
+		intNode(cp, "sink", &sink, nil).Depend(a, true).Depend(b, false)
+		return []asynctool.Wrapper{a, b}, nil
+	})
+	require.Len(t, evs, 1)
+	assert.Equal(t, river.EventKindJobCompleted, evs[0].Kind)
+	assert.Equal(t, int32(1), sink.Load())
+}
+
+// TestTimedOutSinkFailsTheAttempt checks that the group deadline applies:
+// a sink still running at the deadline fails the attempt as timed out.
+func TestTimedOutSinkFailsTheAttempt(t *testing.T) {
+	evs := runJob(t, 1, 50*time.Millisecond, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		slow := Node(cp, "slow", asynctool.WorkerFunc[int, int](func(ctx context.Context, _ int, _ asynctool.Wrappers) (int, error) {
+			<-ctx.Done()
+			return 0, ctx.Err()
+		}), 0)
+		return []asynctool.Wrapper{slow}, nil
+	})
+	require.Len(t, evs, 1)
+	require.Len(t, evs[0].Job.Errors, 1)
+	assert.Contains(t, evs[0].Job.Errors[0].Error, `"slow" timed out`)
+}
+
+// TestStaleCheckpointRunsAgain changes a node's result type between two
+// attempts, as a deployment would: the stored string does not decode into
+// an int, so the node runs again instead of replaying it.
+func TestStaleCheckpointRunsAgain(t *testing.T) {
+	var asString, asInt, b atomic.Int32
+	evs := runJob(t, 3, 5*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		if job.Attempt == 1 {
+			a := Node(cp, "a", asynctool.WorkerFunc[int, string](func(context.Context, int, asynctool.Wrappers) (string, error) {
+				asString.Add(1)
+				return "one", nil
+			}), 0)
+			intNode(cp, "b", &b, errors.New("b is down")).Depend(a, true)
+			return []asynctool.Wrapper{a}, nil
+		}
+		a := intNode(cp, "a", &asInt, nil)
+		intNode(cp, "b", &b, nil).Depend(a, true)
+		return []asynctool.Wrapper{a}, nil
+	})
+	require.Len(t, evs, 2)
+	assert.Equal(t, river.EventKindJobCompleted, evs[1].Kind)
+	assert.Equal(t, int32(1), asString.Load())
+	assert.Equal(t, int32(1), asInt.Load(), "the int node ran: the stored string is not an int")
+}
+
+// TestCheckpointDropsNodesTheGraphLost checks that a checkpoint keeps only
+// the nodes of the attempt that stored it: old succeeds in attempt 1, is
+// missing from attempt 2, and runs again when attempt 3 brings it back.
+func TestCheckpointDropsNodesTheGraphLost(t *testing.T) {
+	var a, old, b atomic.Int32
+	evs := runJob(t, 3, 5*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		na := intNode(cp, "a", &a, nil)
+		var err error
+		if job.Attempt < 3 {
+			err = errors.New("b is down")
+		}
+		intNode(cp, "b", &b, err).Depend(na, true)
+		if job.Attempt != 2 {
+			intNode(cp, "old", &old, nil).Depend(na, true)
+		}
+		return []asynctool.Wrapper{na}, nil
+	})
+	require.Len(t, evs, 3)
+	assert.Equal(t, river.EventKindJobCompleted, evs[2].Kind)
+	assert.Equal(t, int32(1), a.Load(), "a was replayed in attempts 2 and 3")
+	assert.Equal(t, int32(3), b.Load())
+	assert.Equal(t, int32(2), old.Load(), "old ran in attempts 1 and 3: attempt 2's checkpoint dropped it")
 }

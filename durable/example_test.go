@@ -51,7 +51,7 @@ func ExampleNewWorker() {
 	async := asynctool.New()
 	defer async.Close()
 	var bookings atomic.Int32
-	worker := durable.NewWorker(async, 5*time.Second, func(ctx context.Context, job *river.Job[QuoteArgs], cp *durable.Checkpoint) ([]asynctool.Wrapper, error) {
+	worker, err := durable.NewWorker(async, 5*time.Second, func(ctx context.Context, job *river.Job[QuoteArgs], cp *durable.Checkpoint) ([]asynctool.Wrapper, error) {
 		price := durable.Node(cp, "price", asynctool.WorkerFunc[string, int](func(context.Context, string, asynctool.Wrappers) (int, error) {
 			fmt.Println("fetching the price of", job.Args.Order)
 			return 42, nil
@@ -71,6 +71,10 @@ func ExampleNewWorker() {
 		}), job.Args.Order).Depend(price, true).Depend(stock, true)
 		return []asynctool.Wrapper{price, stock}, nil
 	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 
 	workers := river.NewWorkers()
 	river.AddWorker(workers, worker)

@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -26,9 +27,10 @@ const (
 	pgRequired = "ASYNCTOOL_REQUIRE_PG"
 )
 
-// openPostgres returns a pool on the test database and a fresh schema
-// with River's tables, dropped when t ends.
-func openPostgres(t *testing.T) (*pgxpool.Pool, string) {
+// pgSchema creates a fresh schema with River's tables in the test
+// database, dropped when t ends, and returns the database's URL and the
+// schema's name.
+func pgSchema(t *testing.T) (string, string) {
 	t.Helper()
 	url := os.Getenv(pgEnv)
 	if url == "" {
@@ -38,114 +40,196 @@ func openPostgres(t *testing.T) (*pgxpool.Pool, string) {
 		t.Skipf("%s is not set: no PostgreSQL server for the tests of several machines", pgEnv)
 	}
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
+	admin := newPool(t, url)
 	schema := fmt.Sprintf("durable_test_%d", time.Now().UnixNano())
-	_, err = pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize())
+	_, err := admin.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize())
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		_, _ = pool.Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-		pool.Close()
+		_, _ = admin.Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
 	})
-	mig, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Schema: schema})
+	mig, err := rivermigrate.New(riverpgxv5.New(admin), &rivermigrate.Config{Schema: schema})
 	require.NoError(t, err)
 	_, err = mig.Migrate(ctx, rivermigrate.DirectionUp, nil)
 	require.NoError(t, err)
-	return pool, schema
+	return url, schema
 }
 
-// TestSeveralMachinesShareJobs runs three clients on one PostgreSQL
-// database, each with its own Async, as three machines would. Every job
-// is claimed by exactly one of them per attempt, and a job whose first
-// attempt fails is resumed by whichever machine claims the retry: its
-// checkpoint is in the database, so node a runs once per job however many
-// machines take part.
-func TestSeveralMachinesShareJobs(t *testing.T) {
-	pool, schema := openPostgres(t)
-	const jobs = 30
-	var mu sync.Mutex
-	runsA := map[int64]int{} // job id → runs of node a, over all machines
-	attemptsB := map[int64]int{}
-	machineOf := map[int64]map[string]bool{} // job id → machines that ran an attempt
-	build := func(name string) BuildFunc[sumArgs] {
-		return func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
-			mu.Lock()
-			if machineOf[job.ID] == nil {
-				machineOf[job.ID] = map[string]bool{}
-			}
-			machineOf[job.ID][name] = true
-			mu.Unlock()
-			a := Node(cp, "a", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
-				mu.Lock()
-				runsA[job.ID]++
-				mu.Unlock()
-				time.Sleep(2 * time.Millisecond) // long enough for claims to overlap
-				return job.Args.Base, nil
-			}), 0)
-			Node(cp, "b", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
-				mu.Lock()
-				attemptsB[job.ID]++
-				n := attemptsB[job.ID]
-				mu.Unlock()
-				if job.Args.Base%2 == 0 && n == 1 {
-					return 0, fmt.Errorf("job %d: b fails its first attempt", job.ID)
-				}
-				r, err := asynctool.ResultOf[int](all, "a")
-				return r.Value + 1, err
-			}), 0).Depend(a, true)
-			return []asynctool.Wrapper{a}, nil
+// newPool returns a connection pool of its own, closed when t ends: each
+// "machine" of these tests has one, as a process would.
+func newPool(t *testing.T, url string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// ledger records, for the jobs of a test, which machine ran what.
+type ledger struct {
+	mu        sync.Mutex
+	runsA     map[int64]int            // job id → runs of node a's worker
+	attemptsB map[int64][]string       // job id → the machine of each run of node b
+	machines  map[int64]map[string]int // job id → machine → attempts built there
+}
+
+func newLedger() *ledger {
+	return &ledger{runsA: map[int64]int{}, attemptsB: map[int64][]string{}, machines: map[int64]map[string]int{}}
+}
+
+// build returns machine's graph: a (checkpointed, a little slow, so that
+// claims overlap) → b, which fails on a job's first attempt if failFirst
+// says so.
+func (l *ledger) build(machine string, failFirst func(*river.Job[sumArgs]) bool) BuildFunc[sumArgs] {
+	return func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		l.mu.Lock()
+		if l.machines[job.ID] == nil {
+			l.machines[job.ID] = map[string]int{}
 		}
+		l.machines[job.ID][machine]++
+		l.mu.Unlock()
+		a := Node(cp, "a", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			l.mu.Lock()
+			l.runsA[job.ID]++
+			l.mu.Unlock()
+			time.Sleep(2 * time.Millisecond)
+			return job.Args.Base, nil
+		}), 0)
+		Node(cp, "b", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+			l.mu.Lock()
+			l.attemptsB[job.ID] = append(l.attemptsB[job.ID], machine)
+			first := len(l.attemptsB[job.ID]) == 1
+			l.mu.Unlock()
+			if first && failFirst(job) {
+				return 0, fmt.Errorf("job %d: b fails its first attempt", job.ID)
+			}
+			r, err := asynctool.ResultOf[int](all, "a")
+			return r.Value + 1, err
+		}), 0).Depend(a, true)
+		return []asynctool.Wrapper{a}, nil
 	}
-	// Three clients, each with its own Async, share nothing but the
-	// database, as three machines would.
-	var clients []*river.Client[pgx.Tx]
-	for k := range 3 {
-		workers := river.NewWorkers()
-		river.AddWorker(workers, NewWorker(newAsync(t), 10*time.Second, build(fmt.Sprint("m", k))))
-		clients = append(clients, newClientIn[pgx.Tx](t, riverpgxv5.New(pool), schema, workers))
-	}
-	// A client reports the jobs it worked: listen to all three.
-	done := make(chan int64, jobs)
+}
+
+// collect returns a channel of the ids of the jobs that clients report
+// with kind.
+func collect(t *testing.T, clients []*river.Client[pgx.Tx], kind river.EventKind, n int) <-chan int64 {
+	ids := make(chan int64, n)
 	for _, c := range clients {
-		evs, cancel := c.Subscribe(river.EventKindJobCompleted)
+		evs, cancel := c.Subscribe(kind)
 		t.Cleanup(cancel)
 		go func() {
 			for ev := range evs {
-				done <- ev.Job.ID
+				ids <- ev.Job.ID
 			}
 		}()
 	}
+	return ids
+}
+
+// waitIDs waits for n distinct ids on ids and fails on a repeat.
+func waitIDs(t *testing.T, ids <-chan int64, n int) map[int64]bool {
+	t.Helper()
+	got := map[int64]bool{}
+	timeout := time.After(60 * time.Second)
+	for len(got) < n {
+		select {
+		case id := <-ids:
+			require.False(t, got[id], "job %d reported twice", id)
+			got[id] = true
+		case <-timeout:
+			t.Fatalf("%d of %d jobs", len(got), n)
+		}
+	}
+	return got
+}
+
+// TestSeveralMachinesShareJobs runs three River clients on one PostgreSQL
+// database, each with its own connection pool and Async, as three
+// machines would. Every attempt is claimed by one of them: a job's
+// checkpointed node a runs once, and b once per attempt, although half
+// the jobs are retried, on whichever machine claims the retry.
+func TestSeveralMachinesShareJobs(t *testing.T) {
+	url, schema := pgSchema(t)
+	const jobs = 30
+	l := newLedger()
+	even := func(job *river.Job[sumArgs]) bool { return job.Args.Base%2 == 0 }
+	var clients []*river.Client[pgx.Tx]
+	for k := range 3 {
+		workers := river.NewWorkers()
+		river.AddWorker(workers, mustWorker(t, newAsync(t), 10*time.Second, l.build(fmt.Sprint("m", k), even)))
+		clients = append(clients, newClientIn[pgx.Tx](t, riverpgxv5.New(newPool(t, url)), schema, workers, retryNow{}))
+	}
+	done := collect(t, clients, river.EventKindJobCompleted, jobs)
 	for k := range jobs {
 		_, err := clients[k%3].Insert(context.Background(), sumArgs{Base: k}, nil)
 		require.NoError(t, err)
 	}
-	completed := map[int64]bool{}
-	timeout := time.After(60 * time.Second)
-	for len(completed) < jobs {
-		select {
-		case id := <-done:
-			assert.False(t, completed[id], "job %d completed twice", id)
-			completed[id] = true
-		case <-timeout:
-			t.Fatalf("%d of %d jobs completed", len(completed), jobs)
-		}
-	}
-	mu.Lock()
-	defer mu.Unlock()
+	completed := waitIDs(t, done, jobs)
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	used := map[string]bool{}
-	for id := range completed {
-		assert.Equal(t, 1, runsA[id], "job %d: node a ran once over all attempts and machines", id)
-		for m := range machineOf[id] {
-			used[m] = true
-		}
-	}
 	retried := 0
-	for id, n := range attemptsB {
-		if n > 1 {
+	for id := range completed {
+		assert.Equal(t, 1, l.runsA[id], "job %d: node a ran once over all attempts and machines", id)
+		n := len(l.attemptsB[id])
+		assert.Contains(t, []int{1, 2}, n, "job %d: b ran once per attempt", id)
+		if n == 2 {
 			retried++
-			assert.Equal(t, 2, n, "job %d", id)
+		}
+		for m := range l.machines[id] {
+			used[m] = true
 		}
 	}
 	assert.Equal(t, jobs/2, retried, "every even job was retried once")
 	t.Logf("machines that ran attempts: %d of 3", len(used))
+}
+
+// retryLater schedules a failed job's next attempt an hour away, so that
+// the machine that failed it does not take it again.
+type retryLater struct{}
+
+func (retryLater) NextRetry(*rivertype.JobRow) time.Time { return time.Now().Add(time.Hour) }
+
+// TestRetryOnAnotherMachineReplays fails every job's first attempt on
+// machine m0 and stops m0; machine m1, with its own pool and Async,
+// retries them. m1 can only know a's results from the database, and it
+// replays them: a runs once per job, on m0.
+func TestRetryOnAnotherMachineReplays(t *testing.T) {
+	url, schema := pgSchema(t)
+	const jobs = 10
+	l := newLedger()
+	always := func(*river.Job[sumArgs]) bool { return true }
+
+	workers0 := river.NewWorkers()
+	river.AddWorker(workers0, mustWorker(t, newAsync(t), 10*time.Second, l.build("m0", always)))
+	m0 := newClientIn[pgx.Tx](t, riverpgxv5.New(newPool(t, url)), schema, workers0, retryLater{})
+	failed := collect(t, []*river.Client[pgx.Tx]{m0}, river.EventKindJobFailed, jobs)
+	var ids []int64
+	for k := range jobs {
+		res, err := m0.Insert(context.Background(), sumArgs{Base: k}, nil)
+		require.NoError(t, err)
+		ids = append(ids, res.Job.ID)
+	}
+	waitIDs(t, failed, jobs)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, m0.Stop(ctx))
+
+	workers1 := river.NewWorkers()
+	river.AddWorker(workers1, mustWorker(t, newAsync(t), 10*time.Second, l.build("m1", always)))
+	m1 := newClientIn[pgx.Tx](t, riverpgxv5.New(newPool(t, url)), schema, workers1, retryNow{})
+	done := collect(t, []*river.Client[pgx.Tx]{m1}, river.EventKindJobCompleted, jobs)
+	for _, id := range ids {
+		_, err := m1.JobRetry(context.Background(), id) // now, not in an hour
+		require.NoError(t, err)
+	}
+	waitIDs(t, done, jobs)
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, id := range ids {
+		assert.Equal(t, 1, l.runsA[id], "job %d: a ran once", id)
+		assert.Equal(t, []string{"m0", "m1"}, l.attemptsB[id], "job %d: b failed on m0, then succeeded on m1", id)
+		assert.Equal(t, map[string]int{"m0": 1, "m1": 1}, l.machines[id], "job %d", id)
+	}
 }
