@@ -28,7 +28,8 @@
 // attempt ends without success: with an error, a snooze, or a client that
 // stops and cancels its jobs. An attempt that dies with its process
 // (River rescues the job later) starts again from the previous attempt's
-// checkpoint. The checkpoint stays in the job's row after the job
+// checkpoint, unless the Worker saves each node as it succeeds
+// ([Worker.SaveEach]). The checkpoint stays in the job's row after the job
 // succeeds, so retrying a completed job by hand (Client.JobRetry) replays
 // it.
 package durable
@@ -64,6 +65,38 @@ type Worker[A river.JobArgs] struct {
 	async   *asynctool.Async
 	timeout time.Duration
 	build   BuildFunc[A]
+	save    SaveFunc[A]
+}
+
+// SaveFunc stores cursor, the checkpoint of job, in the job's row at once,
+// usually with river.ResumableSetStepCursorTx in a transaction it commits:
+//
+//	func(ctx context.Context, job *river.Job[A], cursor map[string]json.RawMessage) error {
+//		tx, err := db.BeginTx(ctx, nil)
+//		if err != nil {
+//			return err
+//		}
+//		defer tx.Rollback()
+//		if _, err := river.ResumableSetStepCursorTx[*riversqlite.Driver](ctx, tx, job, cursor); err != nil {
+//			return err
+//		}
+//		return tx.Commit()
+//	}
+//
+// ctx is the one River gave the attempt, which carries River's step.
+type SaveFunc[A river.JobArgs] func(ctx context.Context, job *river.Job[A], cursor map[string]json.RawMessage) error
+
+// SaveEach makes w store a job's checkpoint as soon as each checkpointed
+// node succeeds, by calling save, and returns w. Without it, the
+// checkpoint is stored when an attempt ends without success, so an
+// attempt whose process dies loses what its nodes did; with it, a
+// retry resumes from the last node saved, at the cost of a database write
+// per checkpointed node. Calls to save are made one at a time, from the
+// goroutine of the node that succeeded, and none after the attempt's run
+// has ended; an error from save fails the node.
+func (w *Worker[A]) SaveEach(save SaveFunc[A]) *Worker[A] {
+	w.save = save
+	return w
 }
 
 // NewWorker returns a Worker that builds each job's graph with build and
@@ -115,6 +148,10 @@ func (w *Worker[A]) Work(ctx context.Context, job *river.Job[A]) error {
 
 func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[string]json.RawMessage) error {
 	cp := &Checkpoint{saved: saved, done: make(map[string]json.RawMessage)}
+	if w.save != nil {
+		cp.save = func(snapshot map[string]json.RawMessage) error { return w.save(ctx, job, snapshot) }
+	}
+	defer cp.close()
 	starts, err := w.build(ctx, job, cp)
 	if err != nil {
 		return fmt.Errorf("durable: building the graph: %w", err)
@@ -124,6 +161,7 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 		return err
 	}
 	err = run.Wait(ctx)
+	cp.close() // a worker that outlived the run saves nothing now
 	rep := run.Report()
 	sinkFailed := false
 	var failed []NodeFailure
@@ -217,6 +255,33 @@ type Checkpoint struct {
 	done  map[string]json.RawMessage // produced in this attempt
 	ids   map[string]bool            // the checkpointed nodes of this attempt's graph
 	hits  int
+
+	// save stores a snapshot at once (Worker.SaveEach), nil if not.
+	// saveMu orders the saves and the close after which none is made.
+	save   func(map[string]json.RawMessage) error
+	saveMu sync.Mutex
+	closed bool
+}
+
+// saveNow stores the checkpoint at once, if the Worker saves each node.
+func (cp *Checkpoint) saveNow() error {
+	if cp.save == nil {
+		return nil
+	}
+	cp.saveMu.Lock()
+	defer cp.saveMu.Unlock()
+	if cp.closed {
+		return nil
+	}
+	return cp.save(cp.snapshot())
+}
+
+// close ends the saves: once the attempt's run has ended, River's step is
+// the Work goroutine's again.
+func (cp *Checkpoint) close() {
+	cp.saveMu.Lock()
+	cp.closed = true
+	cp.saveMu.Unlock()
 }
 
 // Replayed returns how many nodes of this attempt took their result from
@@ -306,5 +371,8 @@ func (c *checkpointed[P, R]) Action(ctx context.Context, p P, all asynctool.Wrap
 	c.cp.mu.Lock()
 	c.cp.done[c.id] = raw
 	c.cp.mu.Unlock()
+	if err := c.cp.saveNow(); err != nil {
+		return v, fmt.Errorf("durable: node %q: saving the checkpoint: %w", c.id, err)
+	}
 	return v, nil
 }

@@ -3,6 +3,7 @@ package durable
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"path/filepath"
@@ -361,4 +362,65 @@ func TestCheckpointDropsNodesTheGraphLost(t *testing.T) {
 	assert.Equal(t, int32(1), a.Load(), "a was replayed in attempts 2 and 3")
 	assert.Equal(t, int32(3), b.Load())
 	assert.Equal(t, int32(2), old.Load(), "old ran in attempts 1 and 3: attempt 2's checkpoint dropped it")
+}
+
+// TestSaveEachStoresAtOnce checks that with SaveEach, a node's result is
+// in the job's row while the attempt is still running, where a process
+// that died now would find it.
+func TestSaveEachStoresAtOnce(t *testing.T) {
+	db := openSQLite(t)
+	release := make(chan struct{})
+	saves := make(chan struct{}, 4)
+	worker := mustWorker(t, newAsync(t), 10*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		a := Node(cp, "a", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			return 41, nil
+		}), 0)
+		Node(cp, "b", asynctool.WorkerFunc[int, int](func(ctx context.Context, _ int, _ asynctool.Wrappers) (int, error) {
+			select {
+			case <-release:
+				return 1, nil
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		}), 0).Depend(a, true)
+		return []asynctool.Wrapper{a}, nil
+	}).SaveEach(func(ctx context.Context, job *river.Job[sumArgs], cursor map[string]json.RawMessage) error {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if _, err := river.ResumableSetStepCursorTx[*riversqlite.Driver](ctx, tx, job, cursor); err != nil {
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+		saves <- struct{}{}
+		return nil
+	})
+	workers := river.NewWorkers()
+	river.AddWorker(workers, worker)
+	client := newClient[*sql.Tx](t, riversqlite.New(db), workers)
+	events, cancel := client.Subscribe(river.EventKindJobCompleted)
+	defer cancel()
+	res, err := client.Insert(context.Background(), sumArgs{}, nil)
+	require.NoError(t, err)
+
+	select {
+	case <-saves:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a's checkpoint was not saved")
+	}
+	row, err := client.JobGet(context.Background(), res.Job.ID)
+	require.NoError(t, err)
+	assert.Equal(t, rivertype.JobStateRunning, row.State, "b is still running")
+	var meta map[string]any
+	require.NoError(t, json.Unmarshal(row.Metadata, &meta))
+	cursors, _ := json.Marshal(meta["river:resumable_cursor"])
+	assert.JSONEq(t, `{"asynctool-graph":{"a":41}}`, string(cursors), "metadata: %s", row.Metadata)
+
+	close(release)
+	waitFor(t, events, 1)
+	assert.Len(t, saves, 1, "b was saved too")
 }
