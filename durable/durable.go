@@ -10,7 +10,8 @@
 //   - [Worker] is a river.Worker that builds a graph for a job, runs it
 //     with an [asynctool.Async] under a deadline, and fails the attempt
 //     (so that River retries it) unless every sink of the graph (a node
-//     no other node depends on) succeeded or was skipped;
+//     no other node depends on) succeeded (see [Worker.Work] for the
+//     rest of the rule);
 //   - [Node] wraps a node whose result is checkpointed: when an attempt
 //     fails, the results of the nodes that succeeded are stored in the
 //     job's row (as the cursor of a River resumable step), and the next
@@ -21,7 +22,7 @@
 // and a node that ignores its ctx may still be running after its attempt
 // ended, when the retry starts, possibly on another machine. An error a
 // node returns that River understands (river.JobSnooze, river.JobCancel)
-// snoozes or cancels the whole job.
+// snoozes or cancels the whole job, even from a node the graph tolerates.
 //
 // A checkpointed result is stored as JSON, so a node's result type must
 // encode and decode with encoding/json. Checkpoints are stored whenever an
@@ -29,9 +30,10 @@
 // stops and cancels its jobs. An attempt that dies with its process
 // (River rescues the job later) starts again from the previous attempt's
 // checkpoint, unless the Worker saves each node as it succeeds
-// ([Worker.SaveEach]). The checkpoint stays in the job's row after the job
+// ([Worker.SaveEach]). A checkpoint stays in the job's row after the job
 // succeeds, so retrying a completed job by hand (Client.JobRetry) replays
-// it.
+// what it holds: with SaveEach, every checkpointed node; without, those
+// that had succeeded when the last failed attempt ended.
 package durable
 
 import (
@@ -46,6 +48,7 @@ import (
 
 	"github.com/asynctool-go/asynctool"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 )
 
 // stepName is the River resumable step a graph runs in; its cursor is the
@@ -89,11 +92,16 @@ type SaveFunc[A river.JobArgs] func(ctx context.Context, job *river.Job[A], curs
 // SaveEach makes w store a job's checkpoint as soon as each checkpointed
 // node succeeds, by calling save, and returns w. Without it, the
 // checkpoint is stored when an attempt ends without success, so an
-// attempt whose process dies loses what its nodes did; with it, a
-// retry resumes from the last node saved, at the cost of a database write
-// per checkpointed node. Calls to save are made one at a time, from the
-// goroutine of the node that succeeded, and none after the attempt's run
-// has ended; an error from save fails the node.
+// attempt whose process dies loses what its nodes did; with it, a retry
+// resumes from the last node saved, at the cost of a database write per
+// checkpointed node (the transaction is save's own).
+//
+// Calls to save are made one at a time, from the goroutine of the node
+// that succeeded. An error from save fails the node; if asynctool retries
+// the node (its Retry policy), the retry saves the result again without
+// calling the worker. When the attempt's run ends, the ctx of a save in
+// progress is cancelled and the attempt waits for that save to return;
+// no save starts after that.
 func (w *Worker[A]) SaveEach(save SaveFunc[A]) *Worker[A] {
 	w.save = save
 	return w
@@ -127,13 +135,17 @@ func (w *Worker[A]) Timeout(*river.Job[A]) time.Duration {
 }
 
 // Work runs one attempt of job. It returns nil when every sink of the
-// graph (a node no other node depends on) succeeded or was skipped, so
-// that a failure the graph tolerates (an optional upstream, a node under
-// PolicyContinue) does not fail the job; otherwise it returns an error
-// that names the nodes that did not succeed (a *GraphFailedError), after
-// storing the checkpoint of the nodes that did. A graph that cannot be
-// built, or that asynctool rejects (a *asynctool.GraphError) or cannot
-// start (asynctool.ErrClosed), fails the attempt with that error.
+// graph (a node no other node depends on) succeeded, so that a failure
+// the graph tolerates (an optional upstream, a node under PolicyContinue
+// that is not a sink) or the group deadline stopping a node no sink
+// needed does not fail the job. It returns an error, a *GraphFailedError
+// that names every node that did not succeed, after storing the
+// checkpoint of the nodes that did, when a sink did not succeed, a node
+// returned an error meant for River (river.JobCancel, river.JobSnooze),
+// a node under PolicyEnd ended the run, or a callback panicked. A graph
+// that cannot be built, or that asynctool rejects (a
+// *asynctool.GraphError) or cannot start (asynctool.ErrClosed), fails the
+// attempt with that error.
 //
 // A node under PolicySuspend waits for the group deadline: the run is not
 // exposed, so nothing can resume it.
@@ -148,8 +160,12 @@ func (w *Worker[A]) Work(ctx context.Context, job *river.Job[A]) error {
 
 func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[string]json.RawMessage) error {
 	cp := &Checkpoint{saved: saved, done: make(map[string]json.RawMessage)}
+	// Saves get a ctx that ends with the run, so that a save in progress
+	// when the run ends (which close waits for) does not hold the attempt.
+	saveCtx, endSaves := context.WithCancel(ctx)
+	defer endSaves()
 	if w.save != nil {
-		cp.save = func(snapshot map[string]json.RawMessage) error { return w.save(ctx, job, snapshot) }
+		cp.save = func(snapshot map[string]json.RawMessage) error { return w.save(saveCtx, job, snapshot) }
 	}
 	defer cp.close()
 	starts, err := w.build(ctx, job, cp)
@@ -161,9 +177,10 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 		return err
 	}
 	err = run.Wait(ctx)
+	endSaves()
 	cp.close() // a worker that outlived the run saves nothing now
 	rep := run.Report()
-	sinkFailed := false
+	fails := runFails(err)
 	var failed []NodeFailure
 	hasSucc := make([]bool, len(rep.Nodes))
 	for _, n := range rep.Nodes {
@@ -176,9 +193,9 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 			continue
 		}
 		failed = append(failed, NodeFailure{ID: n.ID, Status: n.Status, Err: n.Err})
-		sinkFailed = sinkFailed || !hasSucc[i]
+		fails = fails || !hasSucc[i] || forRiver(n.Err)
 	}
-	if err == nil && !sinkFailed {
+	if !fails {
 		return nil
 	}
 	// Keep what this attempt and the earlier ones checkpointed, for the
@@ -194,6 +211,25 @@ func ok(s asynctool.Status) bool {
 	return s == asynctool.StatusSucceeded || s == asynctool.StatusSkipped
 }
 
+// runFails reports whether the run's own error fails the attempt whatever
+// the sinks did: a node under PolicyEnd ended the run, or a callback
+// panicked. That the deadline stopped nodes the sinks did not need is no
+// failure.
+func runFails(err error) bool {
+	var end *asynctool.EndError
+	var panicked *asynctool.CallbackPanicError
+	return errors.As(err, &end) || errors.As(err, &panicked)
+}
+
+// forRiver reports whether a node's error is meant for River
+// (river.JobCancel, river.JobSnooze): it then fails the attempt, so that
+// River sees it, even when the graph tolerated the node.
+func forRiver(err error) bool {
+	var cancel *rivertype.JobCancelError
+	var snooze *rivertype.JobSnoozeError
+	return errors.As(err, &cancel) || errors.As(err, &snooze)
+}
+
 // NodeFailure is a node that did not succeed in an attempt.
 type NodeFailure struct {
 	ID     string
@@ -202,9 +238,9 @@ type NodeFailure struct {
 }
 
 // GraphFailedError is the error of an attempt whose graph did not
-// succeed: every node that did not succeed (a sink among them, unless the
-// run itself failed), and the run's own error (a cancelled job's context,
-// a panicking callback), if any.
+// succeed: every node that did not succeed, and the run's own error (the
+// group deadline, a cancelled job's context, a panicking callback), if
+// any.
 type GraphFailedError struct {
 	Failed []NodeFailure
 	RunErr error
@@ -347,6 +383,17 @@ func (c *checkpointed[P, R]) Action(ctx context.Context, p P, all asynctool.Wrap
 	if c.id == "" {
 		return v, errors.New("durable: a checkpointed node needs an id")
 	}
+	// Produced earlier in this attempt: the node is being retried
+	// (asynctool's Retry) because saving its result failed.
+	c.cp.mu.Lock()
+	raw, again := c.cp.done[c.id]
+	c.cp.mu.Unlock()
+	if again {
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return v, fmt.Errorf("durable: node %q: %w", c.id, err)
+		}
+		return v, c.save()
+	}
 	if raw, ok := c.cp.saved[c.id]; ok {
 		if err := json.Unmarshal(raw, &v); err == nil {
 			c.cp.mu.Lock()
@@ -364,15 +411,20 @@ func (c *checkpointed[P, R]) Action(ctx context.Context, p P, all asynctool.Wrap
 	if err != nil {
 		return v, err
 	}
-	raw, err := json.Marshal(v)
+	raw, err = json.Marshal(v)
 	if err != nil {
 		return v, fmt.Errorf("durable: node %q: result cannot be checkpointed: %w", c.id, err)
 	}
 	c.cp.mu.Lock()
 	c.cp.done[c.id] = raw
 	c.cp.mu.Unlock()
+	return v, c.save()
+}
+
+// save stores the checkpoint at once if the Worker saves each node.
+func (c *checkpointed[P, R]) save() error {
 	if err := c.cp.saveNow(); err != nil {
-		return v, fmt.Errorf("durable: node %q: saving the checkpoint: %w", c.id, err)
+		return fmt.Errorf("durable: node %q: saving the checkpoint: %w", c.id, err)
 	}
-	return v, nil
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"sync/atomic"
@@ -285,20 +286,173 @@ func intNode(cp *Checkpoint, id string, runs *atomic.Int32, err error) *asynctoo
 	}), 0)
 }
 
+// tolerated builds ok and bad, both upstreams of sink, bad an optional
+// one that fails with badErr: ok ends only after bad has, so that bad
+// always runs (instead of being skipped once the sink no longer needs it).
+func tolerated(ok, bad, sink *atomic.Int32, badErr error) BuildFunc[sumArgs] {
+	return func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		badEnded := make(chan struct{})
+		a := Node(cp, "ok", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			ok.Add(1)
+			<-badEnded
+			return 1, nil
+		}), 0)
+		b := Node(cp, "bad", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			bad.Add(1)
+			close(badEnded)
+			return 0, badErr
+		}), 0)
+		intNode(cp, "sink", sink, nil).Depend(a, true).Depend(b, false)
+		return []asynctool.Wrapper{a, b}, nil
+	}
+}
+
 // TestToleratedFailureSucceeds checks that a failure the graph tolerates
-// (an optional upstream that fails) does not fail the job: only sinks
+// (an optional upstream that fails) does not fail the job: the sinks
 // decide.
 func TestToleratedFailureSucceeds(t *testing.T) {
 	var ok, bad, sink atomic.Int32
-	evs := runJob(t, 3, 5*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
-		a := intNode(cp, "ok", &ok, nil)
-		b := intNode(cp, "bad", &bad, errors.New("recommendations are down"))
-		intNode(cp, "sink", &sink, nil).Depend(a, true).Depend(b, false)
-		return []asynctool.Wrapper{a, b}, nil
+	evs := runJob(t, 3, 5*time.Second, tolerated(&ok, &bad, &sink, errors.New("recommendations are down")))
+	require.Len(t, evs, 1)
+	assert.Equal(t, river.EventKindJobCompleted, evs[0].Kind)
+	assert.Equal(t, int32(1), bad.Load(), "bad ran and failed")
+	assert.Equal(t, int32(1), sink.Load())
+}
+
+// TestCancelFromAToleratedNode checks that river.JobCancel reaches River
+// even from a node the graph tolerates.
+func TestCancelFromAToleratedNode(t *testing.T) {
+	db := openSQLite(t)
+	var ok, bad, sink atomic.Int32
+	workers := river.NewWorkers()
+	river.AddWorker(workers, mustWorker(t, newAsync(t), 5*time.Second, tolerated(&ok, &bad, &sink, river.JobCancel(errors.New("the order was withdrawn")))))
+	client := newClient[*sql.Tx](t, riversqlite.New(db), workers)
+	events, cancel := client.Subscribe(river.EventKindJobCancelled, river.EventKindJobCompleted)
+	defer cancel()
+	_, err := client.Insert(context.Background(), sumArgs{}, nil)
+	require.NoError(t, err)
+	ev := waitFor(t, events, 1)[0]
+	assert.Equal(t, river.EventKindJobCancelled, ev.Kind)
+	assert.Equal(t, rivertype.JobStateCancelled, ev.Job.State)
+}
+
+// TestDeadlineOnANodeNoSinkNeeds checks that the group deadline stopping a
+// node the sink no longer needs does not fail the job.
+func TestDeadlineOnANodeNoSinkNeeds(t *testing.T) {
+	var sink atomic.Int32
+	slowStarted := make(chan struct{})
+	evs := runJob(t, 1, 200*time.Millisecond, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		slow := Node(cp, "slow", asynctool.WorkerFunc[int, int](func(ctx context.Context, _ int, _ asynctool.Wrappers) (int, error) {
+			close(slowStarted)
+			<-ctx.Done()
+			return 0, ctx.Err()
+		}), 0)
+		fast := Node(cp, "fast", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			<-slowStarted // slow is running, so it cannot be skipped
+			return 1, nil
+		}), 0)
+		intNode(cp, "sink", &sink, nil).Depend(fast, false).Depend(slow, false)
+		return []asynctool.Wrapper{slow, fast}, nil
 	})
 	require.Len(t, evs, 1)
 	assert.Equal(t, river.EventKindJobCompleted, evs[0].Kind)
 	assert.Equal(t, int32(1), sink.Load())
+}
+
+// sqliteSave returns a SaveFunc that stores the cursor in db with River's
+// transactional checkpoint, then calls after (if not nil) with its error.
+func sqliteSave(db *sql.DB, before func() error) SaveFunc[sumArgs] {
+	return func(ctx context.Context, job *river.Job[sumArgs], cursor map[string]json.RawMessage) error {
+		if before != nil {
+			if err := before(); err != nil {
+				return err
+			}
+		}
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if _, err := river.ResumableSetStepCursorTx[*riversqlite.Driver](ctx, tx, job, cursor); err != nil {
+			return err
+		}
+		return tx.Commit()
+	}
+}
+
+// TestSaveEachFailureRetriesTheSaveNotTheWorker checks that when saving
+// a node's result fails and asynctool retries the node, the retry saves
+// the result it has instead of calling the worker again.
+func TestSaveEachFailureRetriesTheSaveNotTheWorker(t *testing.T) {
+	db := openSQLite(t)
+	var a, failures atomic.Int32
+	failures.Store(1)
+	worker := mustWorker(t, newAsync(t), 5*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		return []asynctool.Wrapper{intNode(cp, "a", &a, nil).Retry(asynctool.RetryPolicy{Attempts: 3})}, nil
+	}).SaveEach(sqliteSave(db, func() error {
+		if failures.Add(-1) >= 0 {
+			return errors.New("database busy")
+		}
+		return nil
+	}))
+	workers := river.NewWorkers()
+	river.AddWorker(workers, worker)
+	client := newClient[*sql.Tx](t, riversqlite.New(db), workers)
+	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
+	defer cancel()
+	_, err := client.Insert(context.Background(), sumArgs{}, &river.InsertOpts{MaxAttempts: 1})
+	require.NoError(t, err)
+	ev := waitFor(t, events, 1)[0]
+	assert.Equal(t, river.EventKindJobCompleted, ev.Kind)
+	assert.Equal(t, int32(1), a.Load(), "a's worker ran once; its retry only saved again")
+}
+
+// TestSavesAreOneAtATimeAndEndWithTheRun checks SaveEach's promises: no
+// two saves overlap, and a worker that ignores its ctx and succeeds after
+// the run ended saves nothing.
+func TestSavesAreOneAtATimeAndEndWithTheRun(t *testing.T) {
+	db := openSQLite(t)
+	var inSave, overlaps, saves atomic.Int32
+	var runEnded atomic.Bool
+	lateDone := make(chan struct{})
+	worker := mustWorker(t, newAsync(t), 150*time.Millisecond, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		var starts []asynctool.Wrapper
+		for k := range 20 {
+			var n atomic.Int32
+			starts = append(starts, intNode(cp, fmt.Sprint("n", k), &n, nil))
+		}
+		starts = append(starts, Node(cp, "late", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			defer close(lateDone)
+			time.Sleep(600 * time.Millisecond) // ignores its ctx
+			runEnded.Store(true)
+			return 1, nil
+		}), 0))
+		return starts, nil
+	}).SaveEach(sqliteSave(db, func() error {
+		if inSave.Add(1) > 1 {
+			overlaps.Add(1)
+		}
+		defer inSave.Add(-1)
+		time.Sleep(time.Millisecond) // long enough for overlaps to show
+		saves.Add(1)
+		if runEnded.Load() {
+			return errors.New("saved after the run ended")
+		}
+		return nil
+	}))
+	workers := river.NewWorkers()
+	river.AddWorker(workers, worker)
+	client := newClient[*sql.Tx](t, riversqlite.New(db), workers)
+	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
+	defer cancel()
+	_, err := client.Insert(context.Background(), sumArgs{}, &river.InsertOpts{MaxAttempts: 1})
+	require.NoError(t, err)
+	ev := waitFor(t, events, 1)[0]
+	<-lateDone
+	time.Sleep(50 * time.Millisecond) // a late save, if any, would have begun
+	assert.Equal(t, river.EventKindJobFailed, ev.Kind, "late is a sink and timed out")
+	assert.Equal(t, int32(20), saves.Load(), "the 20 quick nodes saved; late did not")
+	assert.Zero(t, overlaps.Load())
 }
 
 // TestTimedOutSinkFailsTheAttempt checks that the group deadline applies:
