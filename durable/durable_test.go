@@ -160,18 +160,11 @@ func waitFor(t *testing.T, events <-chan *river.Event, n int) []*river.Event {
 // attempt: River retries the job, and the second attempt replays a and c
 // from the checkpoint instead of running them again.
 func TestRetryResumesFromCheckpoint(t *testing.T) {
-	db := openSQLite(t)
 	cnt := &counters{}
 	cnt.failB.Store(1)
-	workers := river.NewWorkers()
-	river.AddWorker(workers, mustWorker(t, newAsync(t), 10*time.Second, sumGraph(cnt)))
-	client := newClient[*sql.Tx](t, riversqlite.New(db), workers)
-	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
-	defer cancel()
-
-	_, err := client.Insert(context.Background(), sumArgs{Base: 4}, nil)
-	require.NoError(t, err)
-	evs := waitFor(t, events, 2)
+	worker := mustWorker(t, newAsync(t), 10*time.Second, sumGraph(cnt))
+	evs := runWorker(t, openSQLite(t), worker, sumArgs{Base: 4}, 3)
+	require.Len(t, evs, 2)
 
 	assert.Equal(t, river.EventKindJobFailed, evs[0].Kind, "the first attempt fails")
 	require.Len(t, evs[0].Job.Errors, 1)
@@ -191,18 +184,10 @@ func TestRetryResumesFromCheckpoint(t *testing.T) {
 // attempt fails with the node named, and River discards the job after its
 // last attempt.
 func TestFailingGraphIsDiscarded(t *testing.T) {
-	db := openSQLite(t)
 	cnt := &counters{}
 	cnt.failB.Store(1 << 30)
-	workers := river.NewWorkers()
-	river.AddWorker(workers, mustWorker(t, newAsync(t), 10*time.Second, sumGraph(cnt)))
-	client := newClient[*sql.Tx](t, riversqlite.New(db), workers)
-	events, cancel := client.Subscribe(river.EventKindJobFailed)
-	defer cancel()
-
-	_, err := client.Insert(context.Background(), sumArgs{Base: 1}, &river.InsertOpts{MaxAttempts: 3})
-	require.NoError(t, err)
-	evs := waitFor(t, events, 3)
+	evs := runJob(t, 3, 10*time.Second, sumGraph(cnt))
+	require.Len(t, evs, 3)
 
 	last := evs[2].Job
 	assert.Equal(t, rivertype.JobStateDiscarded, last.State)
@@ -215,20 +200,14 @@ func TestFailingGraphIsDiscarded(t *testing.T) {
 // TestBadGraphFailsTheAttempt checks that a graph asynctool rejects fails
 // the attempt with the GraphError's text.
 func TestBadGraphFailsTheAttempt(t *testing.T) {
-	db := openSQLite(t)
-	workers := river.NewWorkers()
-	river.AddWorker(workers, mustWorker(t, newAsync(t), time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+	evs := runJob(t, 1, time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
 		w := asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) { return 0, nil })
 		a, b := Node(cp, "x", w, 0), Node(cp, "x", w, 0)
 		b.Depend(a, true)
 		return []asynctool.Wrapper{a}, nil
-	}))
-	client := newClient[*sql.Tx](t, riversqlite.New(db), workers)
-	events, cancel := client.Subscribe(river.EventKindJobFailed)
-	defer cancel()
-	_, err := client.Insert(context.Background(), sumArgs{}, &river.InsertOpts{MaxAttempts: 1})
-	require.NoError(t, err)
-	ev := waitFor(t, events, 1)[0]
+	})
+	require.Len(t, evs, 1)
+	ev := evs[0]
 	require.Len(t, ev.Job.Errors, 1)
 	assert.Contains(t, ev.Job.Errors[0].Error, "duplicate node id")
 }
@@ -256,24 +235,30 @@ func TestNewWorkerChecksItsArguments(t *testing.T) {
 	assert.Equal(t, time.Duration(0), mustWorker(t, a, 0, build).Timeout(nil), "no deadline: River's default")
 }
 
-// runJob runs one job of a graph built by build on a fresh SQLite
-// database and returns the job's failure and completion events, up to its
-// completion or its last attempt.
+// runJob runs one job, sumArgs{Base: 1}, of a graph built by build on
+// a fresh SQLite database: see runWorker.
 func runJob(t *testing.T, maxAttempts int, timeout time.Duration, build BuildFunc[sumArgs]) []*river.Event {
 	t.Helper()
-	db := openSQLite(t)
+	return runWorker(t, openSQLite(t), mustWorker(t, newAsync(t), timeout, build), sumArgs{Base: 1}, maxAttempts)
+}
+
+// runWorker runs one job with args on db with worker and returns its
+// events (failed attempts, completion, cancellation) until the job
+// completes, is cancelled, or is discarded after its last attempt.
+func runWorker(t *testing.T, db *sql.DB, worker *Worker[sumArgs], args sumArgs, maxAttempts int) []*river.Event {
+	t.Helper()
 	workers := river.NewWorkers()
-	river.AddWorker(workers, mustWorker(t, newAsync(t), timeout, build))
+	river.AddWorker(workers, worker)
 	client := newClient[*sql.Tx](t, riversqlite.New(db), workers)
-	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
+	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled)
 	defer cancel()
-	_, err := client.Insert(context.Background(), sumArgs{Base: 1}, &river.InsertOpts{MaxAttempts: maxAttempts})
+	_, err := client.Insert(context.Background(), args, &river.InsertOpts{MaxAttempts: maxAttempts})
 	require.NoError(t, err)
 	var got []*river.Event
 	for {
 		ev := waitFor(t, events, 1)[0]
 		got = append(got, ev)
-		if ev.Kind == river.EventKindJobCompleted || ev.Job.State == rivertype.JobStateDiscarded {
+		if ev.Kind != river.EventKindJobFailed || ev.Job.State == rivertype.JobStateDiscarded {
 			return got
 		}
 	}
@@ -322,16 +307,10 @@ func TestToleratedFailureSucceeds(t *testing.T) {
 // TestCancelFromAToleratedNode checks that river.JobCancel reaches River
 // even from a node the graph tolerates.
 func TestCancelFromAToleratedNode(t *testing.T) {
-	db := openSQLite(t)
 	var ok, bad, sink atomic.Int32
-	workers := river.NewWorkers()
-	river.AddWorker(workers, mustWorker(t, newAsync(t), 5*time.Second, tolerated(&ok, &bad, &sink, river.JobCancel(errors.New("the order was withdrawn")))))
-	client := newClient[*sql.Tx](t, riversqlite.New(db), workers)
-	events, cancel := client.Subscribe(river.EventKindJobCancelled, river.EventKindJobCompleted)
-	defer cancel()
-	_, err := client.Insert(context.Background(), sumArgs{}, nil)
-	require.NoError(t, err)
-	ev := waitFor(t, events, 1)[0]
+	evs := runJob(t, 3, 5*time.Second, tolerated(&ok, &bad, &sink, river.JobCancel(errors.New("the order was withdrawn"))))
+	require.Len(t, evs, 1)
+	ev := evs[0]
 	assert.Equal(t, river.EventKindJobCancelled, ev.Kind)
 	assert.Equal(t, rivertype.JobStateCancelled, ev.Job.State)
 }
@@ -360,8 +339,9 @@ func TestDeadlineOnANodeNoSinkNeeds(t *testing.T) {
 }
 
 // sqliteSave returns a SaveFunc that stores the cursor in db with River's
-// transactional checkpoint, then calls after (if not nil) with its error.
-func sqliteSave(db *sql.DB, before func() error) SaveFunc[sumArgs] {
+// transactional checkpoint. before, if not nil, runs first and can fail
+// the save; after, if not nil, runs once the save committed.
+func sqliteSave(db *sql.DB, before func() error, after func()) SaveFunc[sumArgs] {
 	return func(ctx context.Context, job *river.Job[sumArgs], cursor map[string]json.RawMessage) error {
 		if before != nil {
 			if err := before(); err != nil {
@@ -376,7 +356,13 @@ func sqliteSave(db *sql.DB, before func() error) SaveFunc[sumArgs] {
 		if _, err := river.ResumableSetStepCursorTx[*riversqlite.Driver](ctx, tx, job, cursor); err != nil {
 			return err
 		}
-		return tx.Commit()
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+		if after != nil {
+			after()
+		}
+		return nil
 	}
 }
 
@@ -394,16 +380,10 @@ func TestSaveEachFailureRetriesTheSaveNotTheWorker(t *testing.T) {
 			return errors.New("database busy")
 		}
 		return nil
-	}))
-	workers := river.NewWorkers()
-	river.AddWorker(workers, worker)
-	client := newClient[*sql.Tx](t, riversqlite.New(db), workers)
-	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
-	defer cancel()
-	_, err := client.Insert(context.Background(), sumArgs{}, &river.InsertOpts{MaxAttempts: 1})
-	require.NoError(t, err)
-	ev := waitFor(t, events, 1)[0]
-	assert.Equal(t, river.EventKindJobCompleted, ev.Kind)
+	}, nil))
+	evs := runWorker(t, db, worker, sumArgs{}, 1)
+	require.Len(t, evs, 1)
+	assert.Equal(t, river.EventKindJobCompleted, evs[0].Kind)
 	assert.Equal(t, int32(1), a.Load(), "a's worker ran once; its retry only saved again")
 }
 
@@ -439,15 +419,10 @@ func TestSavesAreOneAtATimeAndEndWithTheRun(t *testing.T) {
 			return errors.New("saved after the run ended")
 		}
 		return nil
-	}))
-	workers := river.NewWorkers()
-	river.AddWorker(workers, worker)
-	client := newClient[*sql.Tx](t, riversqlite.New(db), workers)
-	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
-	defer cancel()
-	_, err := client.Insert(context.Background(), sumArgs{}, &river.InsertOpts{MaxAttempts: 1})
-	require.NoError(t, err)
-	ev := waitFor(t, events, 1)[0]
+	}, nil))
+	evs := runWorker(t, db, worker, sumArgs{}, 1)
+	require.Len(t, evs, 1)
+	ev := evs[0]
 	<-lateDone
 	time.Sleep(50 * time.Millisecond) // a late save, if any, would have begun
 	assert.Equal(t, river.EventKindJobFailed, ev.Kind, "late is a sink and timed out")
@@ -538,21 +513,7 @@ func TestSaveEachStoresAtOnce(t *testing.T) {
 			}
 		}), 0).Depend(a, true)
 		return []asynctool.Wrapper{a}, nil
-	}).SaveEach(func(ctx context.Context, job *river.Job[sumArgs], cursor map[string]json.RawMessage) error {
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
-		if _, err := river.ResumableSetStepCursorTx[*riversqlite.Driver](ctx, tx, job, cursor); err != nil {
-			return err
-		}
-		if err := tx.Commit(); err != nil {
-			return err
-		}
-		saves <- struct{}{}
-		return nil
-	})
+	}).SaveEach(sqliteSave(db, nil, func() { saves <- struct{}{} }))
 	workers := river.NewWorkers()
 	river.AddWorker(workers, worker)
 	client := newClient[*sql.Tx](t, riversqlite.New(db), workers)
