@@ -243,17 +243,20 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 			}
 			return nil
 		}
-		if c.owner.Load() != tok && len(cores) == maxNodes {
-			return tooMany()
-		}
-		if c.owner.CompareAndSwap(nil, tok) {
-			c.idx = int32(len(cores))
-			cores = append(cores, c)
-			return nil
-		}
-		if c.owner.Load() == tok {
+		switch c.owner.Load() {
+		case tok:
 			return nil // reached again in this compilation
+		case nil:
+			if len(cores) == maxNodes {
+				return tooMany()
+			}
+			if c.owner.CompareAndSwap(nil, tok) {
+				c.idx = int32(len(cores))
+				cores = append(cores, c)
+				return nil
+			}
 		}
+		// Claimed by another compilation, now or before.
 		return graphErr(ErrReused, []string{c.id}, "node %q; build new wrappers for every run", c.id)
 	}
 	posOf := func(c *nodeCore) (int32, bool) {
