@@ -25,15 +25,14 @@
 // snoozes or cancels the whole job, even from a node the graph tolerates.
 //
 // A checkpointed result is stored as JSON, so a node's result type must
-// encode and decode with encoding/json. Checkpoints are stored whenever an
-// attempt ends without success: with an error, a snooze, or a client that
-// stops and cancels its jobs. An attempt that dies with its process
-// (River rescues the job later) starts again from the previous attempt's
-// checkpoint, unless the Worker saves each node as it succeeds
+// encode and decode with encoding/json. Checkpoints are stored when an
+// attempt ends with an error or a snooze (River stores a resumable step's
+// cursor whenever Work returns an error). An attempt that dies with its
+// process (River rescues the job later) starts again from the previous
+// attempt's checkpoint, unless the Worker saves each node as it succeeds
 // ([Worker.SaveEach]). A checkpoint stays in the job's row after the job
 // succeeds, so retrying a completed job by hand (Client.JobRetry) replays
-// what it holds: with SaveEach, every checkpointed node; without, those
-// that had succeeded when the last failed attempt ended.
+// what the last stored checkpoint holds.
 package durable
 
 import (

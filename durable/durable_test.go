@@ -539,3 +539,49 @@ func TestSaveEachStoresAtOnce(t *testing.T) {
 	waitFor(t, events, 1)
 	assert.Len(t, saves, 1, "b was saved too")
 }
+
+// TestSnoozeKeepsTheCheckpoint checks that a node's river.JobSnooze
+// snoozes the job and stores the checkpoint: after the snooze, a is
+// replayed and b runs again.
+func TestSnoozeKeepsTheCheckpoint(t *testing.T) {
+	var a, b atomic.Int32
+	evs := runJob(t, 3, 5*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		na := intNode(cp, "a", &a, nil)
+		Node(cp, "b", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			if b.Add(1) == 1 {
+				return 0, river.JobSnooze(time.Millisecond)
+			}
+			return 1, nil
+		}), 0).Depend(na, true)
+		return []asynctool.Wrapper{na}, nil
+	})
+	require.Len(t, evs, 1, "a snooze is not a failed attempt")
+	assert.Equal(t, river.EventKindJobCompleted, evs[0].Kind)
+	assert.Equal(t, int32(1), a.Load(), "a was replayed after the snooze")
+	assert.Equal(t, int32(2), b.Load())
+}
+
+// TestRetryOfACompletedJobReplays retries a completed job by hand: without
+// SaveEach the row still holds the checkpoint of the last failed attempt,
+// so a and c are replayed and b and d run again.
+func TestRetryOfACompletedJobReplays(t *testing.T) {
+	db := openSQLite(t)
+	cnt := &counters{}
+	cnt.failB.Store(1)
+	workers := river.NewWorkers()
+	river.AddWorker(workers, mustWorker(t, newAsync(t), 10*time.Second, sumGraph(cnt)))
+	client := newClient[*sql.Tx](t, riversqlite.New(db), workers)
+	events, cancel := client.Subscribe(river.EventKindJobCompleted)
+	defer cancel()
+	res, err := client.Insert(context.Background(), sumArgs{Base: 1}, nil)
+	require.NoError(t, err)
+	waitFor(t, events, 1)
+	_, err = client.JobRetry(context.Background(), res.Job.ID)
+	require.NoError(t, err)
+	waitFor(t, events, 1)
+
+	assert.Equal(t, int32(1), cnt.a.Load())
+	assert.Equal(t, int32(1), cnt.c.Load())
+	assert.Equal(t, int32(3), cnt.b.Load(), "b: failed, succeeded, ran again")
+	assert.Equal(t, int32(2), cnt.d.Load())
+}
