@@ -248,6 +248,40 @@ func TestCloseRejectsNewRuns(t *testing.T) {
 	require.NoError(t, b.BeginWork(context.Background(), 0, w))
 }
 
+// TestRefusedStartPublishesNoRun checks that a Start refused by a closed
+// Async never shows its run to readers of the wrappers' state: State
+// called while refused Starts claim and release the same wrappers must
+// not read a node index that another Start is rewriting (-race reports
+// it if it does).
+func TestRefusedStartPublishesNoRun(t *testing.T) {
+	a := New()
+	require.NoError(t, a.Close())
+	up := NewWrapper("up", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil }), 0)
+	w := NewWrapper("w", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil }), 0).Depend(up, true)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				// Refused by the closed Async, or by the other
+				// goroutine's claim on the wrappers.
+				_, err := a.Start(context.Background(), 0, up)
+				assert.Error(t, err)
+			}
+		})
+	}
+	for range 20000 {
+		assert.Equal(t, StateInit, w.State())
+	}
+	close(stop)
+	wg.Wait()
+}
+
 // TestBadOptions checks that invalid options surface as errors.
 func TestBadOptions(t *testing.T) {
 	w := func() Wrapper {
