@@ -107,9 +107,7 @@ func ExampleRun_Resume() {
 	a := asynctool.New()
 	defer a.Close()
 	r, _ := a.Start(context.Background(), time.Minute, payment)
-	for r.Report().Nodes[0].Status != asynctool.StatusPending {
-		time.Sleep(time.Millisecond)
-	}
+	<-r.Suspended() // nothing else can happen until someone resumes payment
 	fmt.Println(r.Report().Nodes[1].Status)
 	if err := r.Resume("payment", asynctool.SucceedWith("approved by ops")); err != nil {
 		panic(err)

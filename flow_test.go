@@ -634,3 +634,116 @@ func TestNodeTimeoutIsNotARunError(t *testing.T) {
 		assert.Equal(t, ResultSuccess, next.Result().State)
 	})
 }
+
+// isClosed reports whether ch is closed, without waiting.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// TestSuspendedSignalsAStall checks Run.Suspended: it is not closed while
+// a branch independent of the pending node still runs, it is closed once
+// that branch ended, and again when a rerun suspends the node a second
+// time; a Resume that lets the run end never closes it.
+func TestSuspendedSignalsAStall(t *testing.T) {
+	a := newAsync(t)
+	rec := newRecorder()
+	var calls atomic.Int32
+	sus := rec.node("sus", func(context.Context, Wrappers) (int, error) {
+		if calls.Add(1) <= 2 {
+			return 0, errBoom
+		}
+		return 5, nil
+	}).OnFailure(PolicySuspend)
+	down := rec.node("down", ok(1)).Depend(sus, true)
+	gate := make(chan struct{})
+	slow := rec.node("slow", func(context.Context, Wrappers) (int, error) {
+		<-gate
+		return 2, nil
+	})
+	r, err := a.Start(context.Background(), 0, sus, slow)
+	require.NoError(t, err)
+	t.Cleanup(r.Cancel) // a failed test leaves sus pending: Close would wait for it
+	stall := r.Suspended()
+	require.Eventually(t, func() bool { return r.Report().Nodes[0].Status == StatusPending }, 10*time.Second, time.Millisecond)
+	assert.False(t, isClosed(stall), "slow still runs: the run has not stalled")
+	close(gate)
+	select {
+	case <-stall:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run stalled on sus, but Suspended was not closed")
+	}
+	assert.Equal(t, StateFinish, slow.State(), "every branch that does not need sus ended first")
+	assert.True(t, isClosed(r.Suspended()), "a stalled run's Suspended is closed at once")
+
+	// Rerun fails again: the run stalls a second time.
+	require.NoError(t, r.Resume("sus", Rerun()))
+	select {
+	case <-r.Suspended():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the rerun suspended sus again, but Suspended was not closed")
+	}
+	assert.EqualValues(t, 2, calls.Load())
+
+	// The third attempt succeeds: the run ends, and a fresh Suspended
+	// channel is not closed by that.
+	require.NoError(t, r.Resume("sus", Rerun()))
+	after := r.Suspended()
+	require.NoError(t, r.Wait(context.Background()))
+	assert.Equal(t, WorkResult[int]{Value: 1, State: ResultSuccess}, down.Result())
+	assert.False(t, isClosed(after), "a run that ended did not stall")
+}
+
+// TestSuspendedOnAPlan checks that Suspended works on pooled runs of a
+// plan, that a join's DecideSuspend counts as pending, and that a run
+// that never suspends and one whose deadline passed never close it.
+func TestSuspendedOnAPlan(t *testing.T) {
+	a := newAsync(t)
+	var suspend atomic.Bool
+	up := NewWrapper("up", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil }), 0)
+	joined := NewWrapper("joined", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 2, nil }), 0).
+		Depend(up, true).
+		Join(CustomJoin(func([]Upstream) Decision {
+			if suspend.Load() {
+				return DecideSuspend
+			}
+			return DecideRun
+		}))
+	p, err := Compile(up)
+	require.NoError(t, err)
+	for k := range 3 {
+		suspend.Store(k == 1)
+		r, err := a.StartPlan(context.Background(), p, 0)
+		require.NoError(t, err)
+		released := false
+		t.Cleanup(func() { // a failed test leaves the join pending
+			if !released {
+				r.Cancel()
+			}
+		})
+		stall := r.Suspended()
+		if k != 1 {
+			require.NoError(t, r.Wait(context.Background()))
+			assert.False(t, isClosed(stall), "run %d did not stall", k)
+			released = true
+			r.Release()
+			continue
+		}
+		select {
+		case <-stall:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the join suspended the node, but Suspended was not closed")
+		}
+		assert.Equal(t, StatusPending, r.Report().Nodes[1].Status)
+		r.Cancel()
+		require.ErrorIs(t, r.Wait(context.Background()), context.Canceled)
+		assert.False(t, isClosed(r.Suspended()), "a cancelled run is not stalled")
+		released = true
+		r.Release()
+	}
+	_ = joined
+}

@@ -44,6 +44,9 @@ type Run struct {
 
 	mu        sync.Mutex
 	callbacks []error // *CallbackPanicError values
+	// stall is closed when the run stalls on pending nodes (see
+	// Suspended); nil while nobody waits for that. Guarded by mu.
+	stall chan struct{}
 
 	exts   []*nodeExt // per node with flow rules, else nil
 	endErr atomic.Pointer[EndError]
@@ -210,6 +213,7 @@ func (r *Run) reset() {
 	r.cause = nil
 	r.done = make(chan struct{})
 	r.callbacks = r.callbacks[:0]
+	r.stall = nil
 }
 
 // start runs r on a under the group deadline. The caller has reset r.
@@ -292,13 +296,29 @@ func (r *Run) taskStart() {
 
 func (r *Run) taskDone() {
 	a := r.a
-	r.unref()
+	switch r.refs.Add(-1) {
+	case 0:
+		r.recycle()
+	case 2:
+		if r.remaining.Load() > 0 {
+			// Only the owner's and the sweep's references may be left,
+			// and nodes have not ended: the run may have stalled.
+			r.noteStall()
+		}
+	}
 	a.inflight.Done()
 }
 
 // unref drops one reference; the last one recycles a released pooled run.
 func (r *Run) unref() {
-	if r.refs.Add(-1) == 0 && r.pooled {
+	if r.refs.Add(-1) == 0 {
+		r.recycle()
+	}
+}
+
+// recycle returns a pooled run, whose last reference is gone, to its plan.
+func (r *Run) recycle() {
+	if r.pooled {
 		for i := range r.nodes {
 			r.p.nodes[i].impl.clearSlot(r.slots[i])
 		}
@@ -329,6 +349,61 @@ func (r *Run) Release() {
 
 // Done returns a channel that is closed when every node has ended.
 func (r *Run) Done() <-chan struct{} { return r.done }
+
+// Suspended returns a channel that is closed when the run can go no
+// further until one of its pending nodes is resumed: no goroutine is
+// working on the run, and every node that has not ended is pending (its
+// worker failed under [PolicySuspend], or a custom join suspended it) or
+// waits on a pending node. The nodes that do not depend on a pending one
+// have all ended by then. Until [Run.Resume], [Run.Cancel] or the
+// deadline, the run stays as it is; [Run.Report] names the pending nodes
+// (StatusPending; the suspended ones themselves are in StateWorking).
+//
+// The channel is never closed for a run that ends without stalling, nor
+// once its deadline has passed. After a Resume, call Suspended again to
+// learn whether the run stalls again.
+func (r *Run) Suspended() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stall == nil {
+		r.stall = make(chan struct{})
+	}
+	ch := r.stall
+	if r.stalled() {
+		close(ch)
+		r.stall = nil
+	}
+	return ch
+}
+
+// noteStall closes the channel of Suspended if the run has stalled.
+func (r *Run) noteStall() {
+	r.mu.Lock()
+	if r.stall != nil && r.stalled() {
+		close(r.stall)
+		r.stall = nil
+	}
+	r.mu.Unlock()
+}
+
+// stalled reports whether nothing is working on the run although nodes
+// have not ended. Every activity holds a task reference (see taskStart):
+// a goroutine running nodes, a scheduled retry, a Resume in progress; so
+// with only the owner's and the sweep's references left, a node that has
+// not ended cannot be ready or running, and waits, directly or through
+// its upstreams, on a pending node. The sweep runs under its own
+// reference, hence the check that the deadline has not passed.
+func (r *Run) stalled() bool {
+	if r.refs.Load() != 2 || r.remaining.Load() == 0 || r.stopped.Load() {
+		return false
+	}
+	select {
+	case <-r.ctxDone:
+		return false
+	default:
+		return true
+	}
+}
 
 // Cancel stops the run as if its deadline had passed: nodes not yet ended
 // end with ResultTimeout and the cause [context.Canceled].
