@@ -24,6 +24,10 @@
 // node returns that River understands (river.JobSnooze, river.JobCancel)
 // snoozes or cancels the whole job, even from a node the graph tolerates.
 //
+// A node under asynctool.PolicySuspend whose worker failed parks the job:
+// the attempt stores the checkpoint and cancels the job with a
+// [*SuspendedError], to be resumed with Client.JobRetry (see [Worker.Work]).
+//
 // A checkpointed result is stored as JSON, so a node's result type must
 // encode and decode with encoding/json. Checkpoints are stored when an
 // attempt ends with an error or a snooze (River stores a resumable step's
@@ -146,8 +150,14 @@ func (w *Worker[A]) Timeout(*river.Job[A]) time.Duration {
 // *asynctool.GraphError) or cannot start (asynctool.ErrClosed), fails the
 // attempt with that error.
 //
-// A node under PolicySuspend waits for the group deadline: the run is not
-// exposed, so nothing can resume it.
+// A node under PolicySuspend whose worker failed parks the job: once
+// every branch that does not need the node has ended (see
+// asynctool.Run.Suspended), the run is cancelled, the checkpoint is
+// stored, and the attempt returns river.JobCancel wrapping a
+// *SuspendedError that names the suspended nodes and their errors. River
+// then leaves the job cancelled, with that error in its row, until
+// someone resumes it with Client.JobRetry: the next attempt replays the
+// checkpointed nodes and runs the suspended ones again.
 func (w *Worker[A]) Work(ctx context.Context, job *river.Job[A]) error {
 	var err error
 	river.ResumableStepCursor(ctx, stepName, nil, func(ctx context.Context, saved map[string]json.RawMessage) error {
@@ -175,9 +185,29 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 	if err != nil {
 		return err
 	}
+	var suspended []NodeFailure
+	select {
+	case <-run.Done():
+	case <-run.Suspended():
+		// Nothing else can happen in this attempt: only a person can
+		// decide about the suspended nodes, after the attempt ends.
+		for _, n := range run.Report().Nodes {
+			if n.Status == asynctool.StatusPending && n.State == asynctool.StateWorking {
+				suspended = append(suspended, NodeFailure{ID: n.ID, Status: n.Status, Err: n.Err})
+			}
+		}
+		run.Cancel()
+	}
 	err = run.Wait(ctx)
 	endSaves()
 	cp.close() // a worker that outlived the run saves nothing now
+	if len(suspended) > 0 {
+		serr := &SuspendedError{Suspended: suspended}
+		if err := river.ResumableSetCursor(ctx, cp.snapshot()); err != nil {
+			return river.JobCancel(errors.Join(serr, fmt.Errorf("durable: storing the checkpoint: %w", err)))
+		}
+		return river.JobCancel(serr)
+	}
 	rep := run.Report()
 	fails := runFails(err)
 	var failed []NodeFailure
@@ -274,6 +304,43 @@ func (e *GraphFailedError) Unwrap() []error {
 		errs = append(errs, e.RunErr)
 	}
 	for _, f := range e.Failed {
+		if f.Err != nil {
+			errs = append(errs, f.Err)
+		}
+	}
+	return errs
+}
+
+// SuspendedError is the error of an attempt whose graph stalled on nodes
+// that failed under asynctool.PolicySuspend. The Worker returns it
+// wrapped in river.JobCancel, so that the job waits, cancelled, for
+// Client.JobRetry.
+type SuspendedError struct {
+	// Suspended are the nodes that suspended, each with the error its
+	// worker failed with.
+	Suspended []NodeFailure
+}
+
+func (e *SuspendedError) Error() string {
+	var b strings.Builder
+	b.WriteString("durable: the graph suspended at")
+	for k, f := range e.Suspended {
+		if k > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, " %q", f.ID)
+		if f.Err != nil {
+			fmt.Fprintf(&b, " (%v)", f.Err)
+		}
+	}
+	b.WriteString("; resume the job with Client.JobRetry")
+	return b.String()
+}
+
+// Unwrap returns the suspended nodes' errors, for errors.Is.
+func (e *SuspendedError) Unwrap() []error {
+	var errs []error
+	for _, f := range e.Suspended {
 		if f.Err != nil {
 			errs = append(errs, f.Err)
 		}

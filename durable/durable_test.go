@@ -585,3 +585,77 @@ func TestRetryOfACompletedJobReplays(t *testing.T) {
 	assert.Equal(t, int32(3), cnt.b.Load(), "b: failed, succeeded, ran again")
 	assert.Equal(t, int32(2), cnt.d.Load())
 }
+
+// TestSuspendParksTheJob runs a graph whose node s fails under
+// PolicySuspend until it is approved. The attempt parks the job
+// (cancelled, with a *SuspendedError naming s) as soon as the branch that
+// does not need s has ended, long before the minute-long deadline; a
+// JobRetry after the approval replays a and side, runs s again and
+// completes the job.
+func TestSuspendParksTheJob(t *testing.T) {
+	db := openSQLite(t)
+	var a, side, s, sink atomic.Int32
+	var approved atomic.Bool
+	build := func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		sFailed := make(chan struct{})
+		na := intNode(cp, "a", &a, nil)
+		ns := Node(cp, "s", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			s.Add(1)
+			if !approved.Load() {
+				close(sFailed)
+				return 0, errors.New("waiting for a manual review")
+			}
+			return 2, nil
+		}), 0).Depend(na, true).OnFailure(asynctool.PolicySuspend)
+		// side ends only after s has suspended, so that the attempt must
+		// wait for it: the branches that do not need s run to their end.
+		nside := Node(cp, "side", asynctool.WorkerFunc[int, int](func(ctx context.Context, _ int, _ asynctool.Wrappers) (int, error) {
+			side.Add(1)
+			select {
+			case <-sFailed:
+			case <-time.After(time.Second):
+			}
+			return 3, nil
+		}), 0)
+		intNode(cp, "sink", &sink, nil).Depend(ns, true)
+		return []asynctool.Wrapper{na, nside}, nil
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, mustWorker(t, newAsync(t), time.Minute, build))
+	client := newClient[*sql.Tx](t, riversqlite.New(db), workers)
+	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobCancelled, river.EventKindJobFailed)
+	defer cancel()
+	res, err := client.Insert(context.Background(), sumArgs{Base: 1}, &river.InsertOpts{MaxAttempts: 1})
+	require.NoError(t, err)
+
+	ev := waitFor(t, events, 1)[0]
+	require.Equal(t, river.EventKindJobCancelled, ev.Kind, "a suspended graph parks its job")
+	require.NotEmpty(t, ev.Job.Errors)
+	msg := ev.Job.Errors[len(ev.Job.Errors)-1].Error
+	assert.Contains(t, msg, `suspended at "s" (waiting for a manual review)`)
+	assert.Equal(t, int32(1), side.Load())
+	assert.Equal(t, int32(0), sink.Load())
+
+	approved.Store(true)
+	_, err = client.JobRetry(context.Background(), res.Job.ID)
+	require.NoError(t, err)
+	ev = waitFor(t, events, 1)[0]
+	require.Equal(t, river.EventKindJobCompleted, ev.Kind)
+	assert.Equal(t, int32(1), a.Load(), "a was replayed")
+	assert.Equal(t, int32(1), side.Load(), "side was replayed")
+	assert.Equal(t, int32(2), s.Load(), "s ran again")
+	assert.Equal(t, int32(1), sink.Load())
+}
+
+// TestSuspendedErrorNamesItsNodes checks the error's text and Unwrap.
+func TestSuspendedErrorNamesItsNodes(t *testing.T) {
+	cause := errors.New("needs review")
+	err := error(&SuspendedError{Suspended: []NodeFailure{
+		{ID: "x", Status: asynctool.StatusPending, Err: cause},
+		{ID: "y", Status: asynctool.StatusPending},
+	}})
+	assert.Equal(t, `durable: the graph suspended at "x" (needs review), "y"; resume the job with Client.JobRetry`, err.Error())
+	assert.ErrorIs(t, err, cause)
+	var se *SuspendedError
+	assert.ErrorAs(t, river.JobCancel(err), &se, "the Worker's JobCancel keeps it reachable")
+}
