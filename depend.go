@@ -179,14 +179,14 @@ func (r *Run) upstreamEndedFrom(i int32, from int, ok bool, wl *worklist) {
 		}
 		switch sp.joinKind {
 		case joinAllDone:
-			if reached(&sn.okCount, sp.needOK) {
-				r.trigger(s, i, wl)
+			if sn.arrive(sp.needOK, i) {
+				r.triggered(s, wl)
 			}
 			continue
 		case joinAny, joinAtLeast:
 			if ok {
-				if reached(&sn.okCount, sp.needOK) {
-					r.trigger(s, i, wl)
+				if sn.arrive(sp.needOK, i) {
+					r.triggered(s, wl)
 				}
 			} else if reached(&sn.failCount, sp.needFail) {
 				r.failFromUpstream(s, i, r.joinImpossible(s), wl)
@@ -201,8 +201,8 @@ func (r *Run) upstreamEndedFrom(i int32, from int, ok bool, wl *worklist) {
 		case !counts:
 			// An optional dependency of a node with must dependencies.
 		case ok:
-			if reached(&sn.okCount, sp.needOK) {
-				r.trigger(s, i, wl)
+			if sn.arrive(sp.needOK, i) {
+				r.triggered(s, wl)
 			}
 		case e.must:
 			r.failFromUpstream(s, i, r.upstreamErr(i), wl)
@@ -253,7 +253,8 @@ func (r *Run) joinImpossible(s int32) error {
 // customJoin asks node s's custom join, after upstream from ended.
 func (r *Run) customJoin(s, from int32, wl *worklist) {
 	sn, pn := &r.nodes[s], &r.p.nodes[s]
-	all := sn.okCount.Add(1) == pn.needOK
+	c, counted := sn.countEnd()
+	all := counted && c == pn.needOK
 	d, perr, ok := r.askJoin(s)
 	if !ok {
 		return

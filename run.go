@@ -73,8 +73,7 @@ type nodeTimes struct {
 type rnode struct {
 	// Every field counts up from zero, so that a run is reset by clearing
 	// its nodes.
-	state     atomic.Int32 // the state word: see stateMask
-	okCount   atomic.Int32 // counted upstream successes (see pnode.needOK)
+	state     atomic.Int64 // the state word: see stateMask
 	failCount atomic.Int32 // counted upstream failures (see pnode.needFail)
 	released  atomic.Int32 // successors that no longer need this node
 	attempts  atomic.Int32 // times the worker was started, for nodes with flow rules
@@ -203,7 +202,7 @@ func (r *Run) reset() {
 	}
 	r.endErr.Store(nil)
 	for _, i := range r.p.roots {
-		r.nodes[i].state.Store(sReady)
+		r.nodes[i].state.Store(int64(sReady))
 	}
 	r.remaining.Store(int32(len(r.p.nodes)))
 	r.pending.Store(2)
@@ -762,10 +761,13 @@ func (r *Run) attempt(i int32, wl *worklist) {
 // trigger marks node s ready to run: the end of upstream by satisfied its
 // join.
 func (r *Run) trigger(s, by int32, wl *worklist) {
-	n := &r.nodes[s]
-	if !n.move(sInit, sReady, byBits(by)) {
-		return
+	if r.nodes[s].move(sInit, sReady, byBits(by)) {
+		r.triggered(s, wl)
 	}
+}
+
+// triggered queues node s, which has just moved from sInit to sReady.
+func (r *Run) triggered(s int32, wl *worklist) {
 	if !r.p.nodes[s].afterAll {
 		wl.left = append(wl.left, s)
 	}
@@ -799,7 +801,7 @@ func (r *Run) failFromUpstream(s, by int32, err error, wl *worklist) {
 // recorded yet.
 func (r *Run) end(i int32, from int32, st ResultState, err error, by int32, wl *worklist) bool {
 	n := &r.nodes[i]
-	set := int32(0)
+	set := int64(0)
 	if by >= 0 && from == sInit {
 		set = byBits(by)
 	}
@@ -844,7 +846,7 @@ func (r *Run) rescueEnding(i int32) {
 // written by the caller, which holds it in sEnding.
 func (r *Run) finish(i int32, final int32, wl *worklist) {
 	n := &r.nodes[i]
-	n.state.Store(n.state.Load()&^stateMask | final) // the caller holds it in sEnding
+	n.state.Store(n.state.Load()&^stateMask | int64(final)) // the caller holds it in sEnding
 	r.finished(i, wl)
 }
 

@@ -71,36 +71,77 @@ func terminal(s int32) bool { return s == sFinish || s == sError }
 // its low bits, what its transitions decided, so that each transition is
 // one CAS:
 //   - startedBit: the worker was started (set by Ready → Working);
+//   - bits countShift to byShift: the upstream ends counted toward the
+//     node's join while it is in sInit (see arrive), so that the count
+//     that satisfies the join and the move out of sInit are one CAS;
 //   - bits byShift and up: 1 + the upstream whose end decided the node's
 //     join (set by the transition out of sInit), 0 if none.
 const (
-	stateMask  int32 = 7
-	startedBit int32 = 8
-	byShift          = 4
-	// maxNodes is the most nodes a graph may have: every index + 1 must
-	// fit in the state word above byShift.
-	maxNodes = 1<<(31-byShift) - 1
+	stateMask  int64 = 7
+	startedBit int64 = 8
+	countShift       = 4
+	countMax   int64 = 1<<30 - 1 // more edges into one node than memory holds
+	byShift          = 34
+	// maxNodes is the most nodes a graph may have: indexes are int32.
+	maxNodes = 1<<27 - 1
 )
 
 // st returns node n's state.
-func (n *rnode) st() int32 { return n.state.Load() & stateMask }
+func (n *rnode) st() int32 { return int32(n.state.Load() & stateMask) }
 
 // move changes node n's state from from to to, keeping the word's other
 // bits and adding set to them; it reports false if n is not in from.
-func (n *rnode) move(from, to, set int32) bool {
+func (n *rnode) move(from, to int32, set int64) bool {
 	for {
 		w := n.state.Load()
-		if w&stateMask != from {
+		if w&stateMask != int64(from) {
 			return false
 		}
-		if n.state.CompareAndSwap(w, w&^stateMask|to|set) {
+		if n.state.CompareAndSwap(w, w&^stateMask|int64(to)|set) {
 			return true
 		}
 	}
 }
 
+// arrive counts one upstream end toward node n's join, which needs need
+// of them, and with the one that makes need moves n from sInit to sReady
+// in the same CAS, recording by as the upstream that decided it. It
+// reports whether it moved n. An end that arrives after n left sInit is
+// not counted: nothing reads the count then.
+func (n *rnode) arrive(need, by int32) bool {
+	for {
+		w := n.state.Load()
+		if w&stateMask != int64(sInit) {
+			return false
+		}
+		c := (w>>countShift)&countMax + 1
+		nw := w&^(countMax<<countShift) | c<<countShift
+		if c == int64(need) {
+			nw = nw&^stateMask | int64(sReady) | byBits(by)
+		}
+		if n.state.CompareAndSwap(w, nw) {
+			return c == int64(need)
+		}
+	}
+}
+
+// countEnd counts one upstream end toward node n's custom join while n
+// is in sInit, and returns the count; ok is false if n has left sInit.
+func (n *rnode) countEnd() (c int32, ok bool) {
+	for {
+		w := n.state.Load()
+		if w&stateMask != int64(sInit) {
+			return 0, false
+		}
+		c := (w>>countShift)&countMax + 1
+		if n.state.CompareAndSwap(w, w&^(countMax<<countShift)|c<<countShift) {
+			return int32(c), true
+		}
+	}
+}
+
 // decidedBy returns the upstream whose end decided node n's join, or -1.
-func (n *rnode) decidedBy() int32 { return n.state.Load()>>byShift - 1 }
+func (n *rnode) decidedBy() int32 { return int32(n.state.Load()>>byShift) - 1 }
 
 // byBits encodes upstream by (or -1 for none) for the state word.
-func byBits(by int32) int32 { return (by + 1) << byShift }
+func byBits(by int32) int64 { return int64(by+1) << byShift }
