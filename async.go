@@ -45,6 +45,10 @@ type Async struct {
 	// on this Async (a single-use graph's plan is new for each run).
 	worklists sync.Pool // *worklist
 	scratch   sync.Pool // *compileScratch, for BeginWork's compiles
+	// epoch is when the Async was made: sampled runs time Actions as
+	// time.Since(epoch), one read of the monotonic clock, where time.Now
+	// reads the wall clock too.
+	epoch time.Time
 }
 
 // Option configures an [Async].
@@ -102,7 +106,7 @@ func New(opts ...Option) *Async {
 	for _, o := range opts {
 		o.apply(&c)
 	}
-	a := &Async{cfgErr: c.err, hooks: c.hooks, timings: c.timings}
+	a := &Async{cfgErr: c.err, hooks: c.hooks, timings: c.timings, epoch: time.Now()}
 	if c.exec != nil {
 		a.exec = c.exec
 		a.try = func(task func()) bool { return c.exec.Submit(task) == nil }

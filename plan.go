@@ -3,6 +3,7 @@ package asynctool
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,28 @@ type plan struct {
 	index      idindex.Index // id → node index, for ids other than ""
 	runs       sync.Pool     // *Run, for a Plan's runs
 	started    atomic.Uint64 // runs started, for learn
+	// scalar[i]: node i's result type holds no pointer (see
+	// scalarResults); made by the first recycled run.
+	scalarOnce sync.Once
+	scalar     []bool
+}
+
+// scalarResults reports, per node, whether its result type is a number or
+// a bool: the slot of such a node that succeeded holds nothing a recycled
+// run would keep alive, so it need not be cleared.
+func (p *plan) scalarResults() []bool {
+	p.scalarOnce.Do(func() {
+		p.scalar = make([]bool, len(p.nodes))
+		for i := range p.nodes {
+			switch p.nodes[i].impl.resultType().Kind() {
+			case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+				reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+				reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
+				p.scalar[i] = true
+			}
+		}
+	})
+	return p.scalar
 }
 
 // quickAction is the longest Action that counts as quick: such nodes are

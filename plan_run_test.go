@@ -330,3 +330,47 @@ func TestRootsStartInOrderWithHelpers(t *testing.T) {
 	require.Len(t, order, 6)
 	assert.Less(t, slices.Index(order, "r1"), slices.Index(order, "r5"), "roots started in order %v", order)
 }
+
+// collectedErr is an error whose collection the test watches.
+type collectedErr struct{ _ [64]byte }
+
+func (*collectedErr) Error() string { return "collected" }
+
+// TestRecycledRunKeepsNothingAlive checks that a released run, recycled
+// into its plan's pool, does not keep the last run's results alive: a
+// pointer value, and the error of a failed node whose result type is a
+// number (whose slot is not cleared when it succeeds). One collection
+// after the run was recycled frees both, although the pool still holds
+// the run.
+func TestRecycledRunKeepsNothingAlive(t *testing.T) {
+	freed := make(chan string, 2)
+	big := NewWrapper("big", WorkerFunc[int, *[1 << 16]byte](func(context.Context, int, Wrappers) (*[1 << 16]byte, error) {
+		v := new([1 << 16]byte)
+		runtime.AddCleanup(v, func(s string) { freed <- s }, "value")
+		return v, nil
+	}), 0)
+	NewWrapper("failed", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		e := &collectedErr{}
+		runtime.AddCleanup(e, func(s string) { freed <- s }, "error")
+		return 0, e
+	}), 0).Depend(big, true)
+	p, err := Compile(big)
+	require.NoError(t, err)
+	a := New()
+	r, err := a.RunPlan(context.Background(), p, 0)
+	require.NoError(t, err)
+	r.Release()
+	require.NoError(t, a.Close()) // every task has returned: the run is recycled
+	runtime.GC()
+	got := map[string]bool{}
+	timeout := time.After(10 * time.Second)
+	for len(got) < 2 {
+		select {
+		case s := <-freed:
+			got[s] = true
+		case <-timeout:
+			t.Fatalf("after a collection, freed only %v: the recycled run keeps the rest alive", got)
+		}
+	}
+	runtime.KeepAlive(p)
+}

@@ -318,7 +318,11 @@ func (r *Run) unref() {
 // recycle returns a pooled run, whose last reference is gone, to its plan.
 func (r *Run) recycle() {
 	if r.pooled {
+		scalar := r.p.scalarResults()
 		for i := range r.nodes {
+			if scalar[i] && r.nodes[i].st() == sFinish {
+				continue // its slot holds a number, no error: nothing to keep alive
+			}
 			r.p.nodes[i].impl.clearSlot(r.slots[i])
 		}
 		r.a, r.ctx, r.cancel, r.stopSweep, r.ctxDone = nil, nil, nil, nil, nil
@@ -749,9 +753,9 @@ func (r *Run) attempt(i int32, wl *worklist) {
 		}
 	}
 	if r.sample {
-		t0 := time.Now()
+		t0 := time.Since(r.a.epoch)
 		r.p.nodes[i].impl.execute(ctx, r, i, wl)
-		r.p.nodes[i].timed(time.Since(t0))
+		r.p.nodes[i].timed(time.Since(r.a.epoch) - t0)
 	} else {
 		r.p.nodes[i].impl.execute(ctx, r, i, wl)
 	}
