@@ -167,7 +167,6 @@ func (a *Async) Start(ctx context.Context, timeout time.Duration, starts ...Wrap
 		return nil, err
 	}
 	bind(p)
-	a.hist.recall(p)
 	r := newRun(p, false)
 	r.reset()
 	r.sample = a.hist.sample()

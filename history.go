@@ -33,20 +33,17 @@ func (h *history) sample() bool {
 	return n <= 4 || n%64 == 0
 }
 
-// recall marks the nodes of p, a single-use graph, that have a history.
-func (h *history) recall(p *plan) {
-	if h.size.Load() == 0 {
+// recall marks node n of a single-use graph with its history, if its id
+// has one. It is called for nodes about to be shared (see plan.notQuick),
+// the only time a node's history matters, so that a run that shares few
+// nodes (a chain) looks up few ids.
+func (h *history) recall(n *pnode) {
+	if n.id == "" || h.size.Load() == 0 {
 		return
 	}
-	for k := range p.nodes {
-		n := &p.nodes[k]
-		if n.id == "" {
-			continue
-		}
-		if v, ok := h.byID.Load(n.id); ok {
-			n.quick.Store(v.(*timing).quick.Load())
-			n.known.Store(true)
-		}
+	if v, ok := h.byID.Load(n.id); ok {
+		n.quick.Store(v.(*timing).quick.Load())
+		n.known.Store(true)
 	}
 }
 

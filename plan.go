@@ -77,11 +77,16 @@ func (n *pnode) timed(d time.Duration) {
 	}
 }
 
-// notQuick counts the nodes in nodes that are not known to be quick.
-func (p *plan) notQuick(nodes []int32) int {
+// notQuick counts the nodes in nodes that are not known to be quick. h is
+// the history of the Async running a single-use graph, nil for a plan: a
+// node the graph knows nothing of is looked up there.
+func (p *plan) notQuick(nodes []int32, h *history) int {
 	c := 0
 	for _, i := range nodes {
 		n := &p.nodes[i]
+		if h != nil && !n.known.Load() {
+			h.recall(n)
+		}
 		if !n.known.Load() || !n.quick.Load() {
 			c++
 		}

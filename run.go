@@ -525,7 +525,11 @@ func (r *Run) share(nodes []int32, roots bool) {
 	// helper that found the queue empty cannot be counted as looking.
 	idle := r.searching.Load() == 0
 	r.sharedMu.Unlock()
-	slow := r.p.notQuick(nodes)
+	var h *history
+	if !r.pooled {
+		h = &r.a.hist
+	}
+	slow := r.p.notQuick(nodes, h)
 	for range slow {
 		if r.startHelper() {
 			continue
