@@ -747,3 +747,41 @@ func TestSuspendedOnAPlan(t *testing.T) {
 	}
 	_ = joined
 }
+
+// TestStallCheckDoesNotRaceRecycling checks that the stall check of a
+// task that ends does not read a pooled run that is being recycled and
+// reused: after a Cancel, the late goroutine of a worker that ignored its
+// ctx ends while another task still holds the run, which then completes,
+// is released and is started again (-race reported the stall check's
+// reads against reset before the check moved ahead of the reference's
+// release).
+func TestStallCheckDoesNotRaceRecycling(t *testing.T) {
+	a := newAsync(t)
+	var gateB chan struct{}
+	inB := make(chan struct{}, 1)
+	inA := make(chan struct{}, 1)
+	na := NewWrapper("A", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		inA <- struct{}{}
+		<-ctx.Done()
+		time.Sleep(time.Millisecond) // outlives the cancel
+		return 1, nil
+	}), 0)
+	nb := NewWrapper("B", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 2, nil }), 0).
+		Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) { inB <- struct{}{}; <-gateB }))
+	p, err := Compile(na, nb)
+	require.NoError(t, err)
+	for range 30 {
+		gateB = make(chan struct{})
+		r, err := a.StartPlan(context.Background(), p, 0)
+		require.NoError(t, err)
+		<-inA
+		<-inB
+		r.Cancel()
+		for r.refs.Load() != 2 { // A's late goroutine let go of the run
+			time.Sleep(50 * time.Microsecond)
+		}
+		close(gateB)
+		<-r.Done()
+		r.Release()
+	}
+}

@@ -37,6 +37,7 @@ type Run struct {
 	remaining atomic.Int32 // nodes whose end has not been fully processed
 	pending   atomic.Int32 // 2 = every node ended + the sweep resolved; done closes at 0
 	refs      atomic.Int32 // owner + sweep + tasks in flight; recycled at 0
+	busy      atomic.Int32 // tasks in flight: 0 with nodes not ended is a stall
 	stopped   atomic.Bool  // the run's context is done: nothing new starts
 	timedOut  atomic.Bool  // some node ended with ResultTimeout
 	cause     error        // context.Cause(ctx), written before stopped is set
@@ -207,6 +208,7 @@ func (r *Run) reset() {
 	r.remaining.Store(int32(len(r.p.nodes)))
 	r.pending.Store(2)
 	r.refs.Store(2)
+	r.busy.Store(0)
 	r.stopped.Store(false)
 	r.timedOut.Store(false)
 	r.cause = nil
@@ -291,19 +293,18 @@ func (r *Run) wall(c int64) time.Time {
 func (r *Run) taskStart() {
 	r.a.inflight.Add(1)
 	r.refs.Add(1)
+	r.busy.Add(1)
 }
 
 func (r *Run) taskDone() {
 	a := r.a
-	switch r.refs.Add(-1) {
-	case 0:
+	// The stall check comes before the task lets go of its reference, so
+	// that the run cannot be recycled under it.
+	if r.busy.Add(-1) == 0 && r.remaining.Load() > 0 {
+		r.noteStall() // no task left, and nodes have not ended
+	}
+	if r.refs.Add(-1) == 0 {
 		r.recycle()
-	case 2:
-		if r.remaining.Load() > 0 {
-			// Only the owner's and the sweep's references may be left,
-			// and nodes have not ended: the run may have stalled.
-			r.noteStall()
-		}
 	}
 	a.inflight.Done()
 }
@@ -355,7 +356,9 @@ func (r *Run) Done() <-chan struct{} { return r.done }
 
 // Suspended returns a channel that is closed when the run can go no
 // further until one of its pending nodes is resumed: no goroutine is
-// working on the run, and every node that has not ended is pending (its
+// working on the run (a worker that outlived its node's own Timeout by
+// ignoring its ctx counts as working until it returns), and every node
+// that has not ended is pending (its
 // worker failed under [PolicySuspend], or a custom join suspended it) or
 // waits on a pending node. The nodes that do not depend on a pending one
 // have all ended by then. Until [Run.Resume], [Run.Cancel] or the
@@ -390,14 +393,14 @@ func (r *Run) noteStall() {
 }
 
 // stalled reports whether nothing is working on the run although nodes
-// have not ended. Every activity holds a task reference (see taskStart):
-// a goroutine running nodes, a scheduled retry, a Resume in progress; so
-// with only the owner's and the sweep's references left, a node that has
-// not ended cannot be ready or running, and waits, directly or through
-// its upstreams, on a pending node. The sweep runs under its own
-// reference, hence the check that the deadline has not passed.
+// have not ended. Every activity is a task (see taskStart): a goroutine
+// running nodes, a scheduled retry, a node's own timeout, a Resume in
+// progress; so with no task in flight, a node that has not ended cannot
+// be ready or running, and waits, directly or through its upstreams, on
+// a pending node. The sweep is no task, hence the check that the
+// deadline has not passed.
 func (r *Run) stalled() bool {
-	if r.refs.Load() != 2 || r.remaining.Load() == 0 || r.stopped.Load() {
+	if r.busy.Load() != 0 || r.remaining.Load() == 0 || r.stopped.Load() {
 		return false
 	}
 	select {
@@ -563,6 +566,7 @@ func (r *Run) startHelper() bool {
 		return true
 	}
 	r.searching.Add(-1)
+	r.busy.Add(-1) // cannot reach 0: the caller is a task
 	r.refs.Add(-1) // cannot reach 0: the caller holds a reference
 	r.a.inflight.Done()
 	return false
