@@ -30,7 +30,7 @@
 //
 // A checkpointed result is stored as JSON, so a node's result type must
 // encode and decode with encoding/json. Checkpoints are stored when an
-// attempt ends with an error or a snooze (River stores a resumable step's
+// attempt ends with an error (a suspension included) or a snooze (River stores a resumable step's
 // cursor whenever Work returns an error). An attempt that dies with its
 // process (River rescues the job later) starts again from the previous
 // attempt's checkpoint, unless the Worker saves each node as it succeeds
@@ -185,28 +185,25 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 	if err != nil {
 		return err
 	}
-	var suspended []NodeFailure
+	var parked *SuspendedError
 	select {
 	case <-run.Done():
 	case <-run.Suspended():
 		// Nothing else can happen in this attempt: only a person can
 		// decide about the suspended nodes, after the attempt ends.
-		for _, n := range run.Report().Nodes {
-			if n.Status == asynctool.StatusPending && n.State == asynctool.StateWorking {
-				suspended = append(suspended, NodeFailure{ID: n.ID, Status: n.Status, Err: n.Err})
-			}
-		}
+		parked = stalledAt(run.Report())
 		run.Cancel()
 	}
 	err = run.Wait(ctx)
 	endSaves()
 	cp.close() // a worker that outlived the run saves nothing now
-	if len(suspended) > 0 {
-		serr := &SuspendedError{Suspended: suspended}
+	if parked != nil && len(parked.Suspended) > 0 {
+		// The run's error is the Cancel above, unless a callback panicked.
+		parked.RunErr = errors.Join(callbackPanics(err)...)
 		if err := river.ResumableSetCursor(ctx, cp.snapshot()); err != nil {
-			return river.JobCancel(errors.Join(serr, fmt.Errorf("durable: storing the checkpoint: %w", err)))
+			return river.JobCancel(errors.Join(parked, fmt.Errorf("durable: storing the checkpoint: %w", err)))
 		}
-		return river.JobCancel(serr)
+		return river.JobCancel(parked)
 	}
 	rep := run.Report()
 	fails := runFails(err)
@@ -233,6 +230,45 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 		return errors.Join(&GraphFailedError{Failed: failed, RunErr: err}, fmt.Errorf("durable: storing the checkpoint: %w", serr))
 	}
 	return &GraphFailedError{Failed: failed, RunErr: err}
+}
+
+// stalledAt lists, from the report of a run that stalled, the nodes that
+// suspended and the nodes that had already failed. None is suspended if
+// the deadline came first.
+func stalledAt(rep *asynctool.Report) *SuspendedError {
+	e := &SuspendedError{}
+	for _, n := range rep.Nodes {
+		switch {
+		case n.Status == asynctool.StatusPending && n.State == asynctool.StateWorking:
+			e.Suspended = append(e.Suspended, NodeFailure{ID: n.ID, Status: n.Status, Err: n.Err})
+		case n.Status == asynctool.StatusFailed || n.Status == asynctool.StatusTimedOut:
+			e.Failed = append(e.Failed, NodeFailure{ID: n.ID, Status: n.Status, Err: n.Err})
+		}
+	}
+	return e
+}
+
+// callbackPanics returns the *asynctool.CallbackPanicError values in err,
+// a run's error.
+func callbackPanics(err error) []error {
+	var out []error
+	var walk func(error)
+	walk = func(err error) {
+		var p *asynctool.CallbackPanicError
+		switch e := err.(type) {
+		case nil:
+		case interface{ Unwrap() []error }:
+			for _, x := range e.Unwrap() {
+				walk(x)
+			}
+		default:
+			if errors.As(err, &p) {
+				out = append(out, p)
+			}
+		}
+	}
+	walk(err)
+	return out
 }
 
 // ok reports whether a node with status s counts as done.
@@ -311,39 +347,63 @@ func (e *GraphFailedError) Unwrap() []error {
 	return errs
 }
 
-// SuspendedError is the error of an attempt whose graph stalled on nodes
-// that failed under asynctool.PolicySuspend. The Worker returns it
-// wrapped in river.JobCancel, so that the job waits, cancelled, for
-// Client.JobRetry.
+// SuspendedError is the error of an attempt whose graph stalled on
+// suspended nodes (asynctool.PolicySuspend, or a custom join's
+// DecideSuspend). The Worker returns it wrapped in river.JobCancel, so
+// that the job waits, cancelled, for Client.JobRetry.
 type SuspendedError struct {
 	// Suspended are the nodes that suspended, each with the error its
-	// worker failed with.
+	// worker failed with (nil for a node a custom join suspended).
 	Suspended []NodeFailure
+	// Failed are the nodes that had failed or timed out when the graph
+	// stalled: failures it tolerated, or that the suspended nodes' own
+	// branches would have met anyway. A retry runs them again unless they
+	// are checkpointed.
+	Failed []NodeFailure
+	// RunErr joins the *asynctool.CallbackPanicError values of the run,
+	// if a callback panicked; nil otherwise.
+	RunErr error
 }
 
 func (e *SuspendedError) Error() string {
 	var b strings.Builder
 	b.WriteString("durable: the graph suspended at")
-	for k, f := range e.Suspended {
-		if k > 0 {
-			b.WriteString(",")
-		}
-		fmt.Fprintf(&b, " %q", f.ID)
-		if f.Err != nil {
-			fmt.Fprintf(&b, " (%v)", f.Err)
-		}
+	writeNodes(&b, e.Suspended, ",")
+	if len(e.Failed) > 0 {
+		b.WriteString("; failed:")
+		writeNodes(&b, e.Failed, ",")
+	}
+	if e.RunErr != nil {
+		fmt.Fprintf(&b, "; run: %v", e.RunErr)
 	}
 	b.WriteString("; resume the job with Client.JobRetry")
 	return b.String()
 }
 
-// Unwrap returns the suspended nodes' errors, for errors.Is.
+// writeNodes writes each node's id and error, if any, after a space,
+// separated by sep.
+func writeNodes(b *strings.Builder, nodes []NodeFailure, sep string) {
+	for k, f := range nodes {
+		if k > 0 {
+			b.WriteString(sep)
+		}
+		fmt.Fprintf(b, " %q", f.ID)
+		if f.Err != nil {
+			fmt.Fprintf(b, " (%v)", f.Err)
+		}
+	}
+}
+
+// Unwrap returns the nodes' errors and the run's, for errors.Is.
 func (e *SuspendedError) Unwrap() []error {
 	var errs []error
-	for _, f := range e.Suspended {
+	for _, f := range append(e.Suspended[:len(e.Suspended):len(e.Suspended)], e.Failed...) {
 		if f.Err != nil {
 			errs = append(errs, f.Err)
 		}
+	}
+	if e.RunErr != nil {
+		errs = append(errs, e.RunErr)
 	}
 	return errs
 }

@@ -618,7 +618,19 @@ func TestSuspendParksTheJob(t *testing.T) {
 			return 3, nil
 		}), 0)
 		intNode(cp, "sink", &sink, nil).Depend(ns, true)
-		return []asynctool.Wrapper{na, nside}, nil
+		// opt fails, and its callback panics, on the first attempt only:
+		// the parked job's error names both.
+		opt := asynctool.NewWrapper("opt", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			if job.Attempt == 1 {
+				return 0, errors.New("opt is down")
+			}
+			return 4, nil
+		}), 0).Callback(asynctool.ResultFunc[int, int](func(bool, int, asynctool.WorkResult[int]) {
+			if job.Attempt == 1 {
+				panic("opt's callback")
+			}
+		}))
+		return []asynctool.Wrapper{na, nside, opt}, nil
 	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, mustWorker(t, newAsync(t), time.Minute, build))
@@ -632,7 +644,7 @@ func TestSuspendParksTheJob(t *testing.T) {
 	require.Equal(t, river.EventKindJobCancelled, ev.Kind, "a suspended graph parks its job")
 	require.NotEmpty(t, ev.Job.Errors)
 	msg := ev.Job.Errors[len(ev.Job.Errors)-1].Error
-	assert.Contains(t, msg, `suspended at "s" (waiting for a manual review)`)
+	assert.Contains(t, msg, `suspended at "s" (waiting for a manual review); failed: "opt" (opt is down); run: asynctool: callback Result of node "opt" panicked: opt's callback`)
 	assert.Equal(t, int32(1), side.Load())
 	assert.Equal(t, int32(0), sink.Load())
 
@@ -650,12 +662,20 @@ func TestSuspendParksTheJob(t *testing.T) {
 // TestSuspendedErrorNamesItsNodes checks the error's text and Unwrap.
 func TestSuspendedErrorNamesItsNodes(t *testing.T) {
 	cause := errors.New("needs review")
-	err := error(&SuspendedError{Suspended: []NodeFailure{
-		{ID: "x", Status: asynctool.StatusPending, Err: cause},
-		{ID: "y", Status: asynctool.StatusPending},
-	}})
-	assert.Equal(t, `durable: the graph suspended at "x" (needs review), "y"; resume the job with Client.JobRetry`, err.Error())
+	down := errors.New("down")
+	panicked := errors.New("panicked")
+	err := error(&SuspendedError{
+		Suspended: []NodeFailure{
+			{ID: "x", Status: asynctool.StatusPending, Err: cause},
+			{ID: "y", Status: asynctool.StatusPending},
+		},
+		Failed: []NodeFailure{{ID: "z", Status: asynctool.StatusFailed, Err: down}},
+		RunErr: panicked,
+	})
+	assert.Equal(t, `durable: the graph suspended at "x" (needs review), "y"; failed: "z" (down); run: panicked; resume the job with Client.JobRetry`, err.Error())
 	assert.ErrorIs(t, err, cause)
+	assert.ErrorIs(t, err, down)
+	assert.ErrorIs(t, err, panicked)
 	var se *SuspendedError
 	assert.ErrorAs(t, river.JobCancel(err), &se, "the Worker's JobCancel keeps it reachable")
 }
