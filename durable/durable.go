@@ -26,7 +26,9 @@
 //
 // A node under asynctool.PolicySuspend whose worker failed parks the job:
 // the attempt stores the checkpoint and cancels the job with a
-// [*SuspendedError], to be resumed with Client.JobRetry (see [Worker.Work]).
+// [*SuspendedError] (see [Worker.Work]). [Resume] makes it run again,
+// optionally deciding the results of checkpointed nodes, such as the
+// suspended one, from outside the job.
 //
 // A checkpointed result is stored as JSON, so a node's result type must
 // encode and decode with encoding/json. Checkpoints are stored when an
@@ -156,8 +158,9 @@ func (w *Worker[A]) Timeout(*river.Job[A]) time.Duration {
 // stored, and the attempt returns river.JobCancel wrapping a
 // *SuspendedError that names the suspended nodes and their errors. River
 // then leaves the job cancelled, with that error in its row, until
-// someone resumes it with Client.JobRetry: the next attempt replays the
-// checkpointed nodes and runs the suspended ones again.
+// someone resumes it with [Resume] (or Client.JobRetry): the next attempt
+// replays the checkpointed nodes and runs the suspended ones again,
+// unless Resume gave them values.
 func (w *Worker[A]) Work(ctx context.Context, job *river.Job[A]) error {
 	var err error
 	river.ResumableStepCursor(ctx, stepName, nil, func(ctx context.Context, saved map[string]json.RawMessage) error {
@@ -350,7 +353,7 @@ func (e *GraphFailedError) Unwrap() []error {
 // SuspendedError is the error of an attempt whose graph stalled on
 // suspended nodes (asynctool.PolicySuspend, or a custom join's
 // DecideSuspend). The Worker returns it wrapped in river.JobCancel, so
-// that the job waits, cancelled, for Client.JobRetry.
+// that the job waits, cancelled, for [Resume] (or Client.JobRetry).
 type SuspendedError struct {
 	// Suspended are the nodes that suspended, each with the error its
 	// worker failed with (nil for a node a custom join suspended).
@@ -376,7 +379,7 @@ func (e *SuspendedError) Error() string {
 	if e.RunErr != nil {
 		fmt.Fprintf(&b, "; run: %v", e.RunErr)
 	}
-	b.WriteString("; resume the job with Client.JobRetry")
+	b.WriteString("; resume the job with durable.Resume")
 	return b.String()
 }
 

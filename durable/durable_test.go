@@ -672,7 +672,7 @@ func TestSuspendedErrorNamesItsNodes(t *testing.T) {
 		Failed: []NodeFailure{{ID: "z", Status: asynctool.StatusFailed, Err: down}},
 		RunErr: panicked,
 	})
-	assert.Equal(t, `durable: the graph suspended at "x" (needs review), "y"; failed: "z" (down); run: panicked; resume the job with Client.JobRetry`, err.Error())
+	assert.Equal(t, `durable: the graph suspended at "x" (needs review), "y"; failed: "z" (down); run: panicked; resume the job with durable.Resume`, err.Error())
 	assert.ErrorIs(t, err, cause)
 	assert.ErrorIs(t, err, down)
 	assert.ErrorIs(t, err, panicked)

@@ -92,7 +92,7 @@ func ExampleNewWorker() {
 // A payment above a limit needs a manager: its node fails under
 // PolicySuspend, which parks the job (cancelled, with the reason in its
 // row) instead of holding a worker. Once a manager has approved,
-// Client.JobRetry resumes it: the order is not fetched again.
+// durable.Resume resumes it: the order is not fetched again.
 func ExampleSuspendedError() {
 	ctx := context.Background()
 	async := asynctool.New()
@@ -134,7 +134,7 @@ func ExampleSuspendedError() {
 			fmt.Println("job cancelled:", ev.Job.Errors[len(ev.Job.Errors)-1].Error)
 			approved.Store(true)
 			fmt.Println("approved by a manager")
-			if _, err := client.JobRetry(ctx, res.Job.ID); err != nil {
+			if _, err := durable.Resume(ctx, client, res.Job.ID, nil); err != nil {
 				fmt.Println(err)
 				return
 			}
@@ -147,7 +147,7 @@ func ExampleSuspendedError() {
 	}
 	// Output:
 	// fetching the order A-18
-	// job cancelled: JobCancelError: durable: the graph suspended at "charge" (amount 900 needs a manager's approval); resume the job with Client.JobRetry
+	// job cancelled: JobCancelError: durable: the graph suspended at "charge" (amount 900 needs a manager's approval); resume the job with durable.Resume
 	// approved by a manager
 	// charged A-18, attempt 2, 1 node(s) replayed
 	// job job_completed

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -232,4 +233,33 @@ func TestRetryOnAnotherMachineReplays(t *testing.T) {
 		assert.Equal(t, []string{"m0", "m1"}, l.attemptsB[id], "job %d: b failed on m0, then succeeded on m1", id)
 		assert.Equal(t, map[string]int{"m0": 1, "m1": 1}, l.machines[id], "job %d", id)
 	}
+}
+
+// TestResumeOnPostgres is TestResumeWithAValue on PostgreSQL, in a schema
+// of its own (Resume writes the checkpoint with River's driver, whose
+// JSON merge differs from SQLite's), and from a client on another
+// "machine" than the one whose worker parked the job.
+func TestResumeOnPostgres(t *testing.T) {
+	url, schema := pgSchema(t)
+	var a, s atomic.Int32
+	var approved atomic.Bool
+	var got atomic.Int64
+	workers := river.NewWorkers()
+	river.AddWorker(workers, mustWorker(t, newAsync(t), time.Minute, approvalGraph(&a, &s, &approved, &got)))
+	worker := newClientIn[pgx.Tx](t, riverpgxv5.New(newPool(t, url)), schema, workers, retryNow{})
+	events, cancel := worker.Subscribe(river.EventKindJobCompleted, river.EventKindJobCancelled, river.EventKindJobFailed)
+	defer cancel()
+	res, err := worker.Insert(context.Background(), sumArgs{Base: 1}, nil)
+	require.NoError(t, err)
+	require.Equal(t, river.EventKindJobCancelled, waitFor(t, events, 1)[0].Kind)
+
+	// An operator's process: a client that works no jobs.
+	operator, err := river.NewClient[pgx.Tx](riverpgxv5.New(newPool(t, url)), &river.Config{Schema: schema})
+	require.NoError(t, err)
+	_, err = Resume(context.Background(), operator, res.Job.ID, map[string]any{"s": 42})
+	require.NoError(t, err)
+	require.Equal(t, river.EventKindJobCompleted, waitFor(t, events, 1)[0].Kind)
+	assert.Equal(t, int32(1), a.Load(), "a was replayed")
+	assert.Equal(t, int32(1), s.Load(), "s was replayed with the value given")
+	assert.Equal(t, int64(42), got.Load())
 }

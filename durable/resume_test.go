@@ -1,0 +1,120 @@
+package durable
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynctool-go/asynctool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// approvalGraph builds a (checkpointed) → s (checkpointed, PolicySuspend,
+// fails until approved) → sink, which records the value it read from s.
+func approvalGraph(a, s *atomic.Int32, approved *atomic.Bool, got *atomic.Int64) BuildFunc[sumArgs] {
+	return func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		na := intNode(cp, "a", a, nil)
+		ns := Node(cp, "s", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			s.Add(1)
+			if !approved.Load() {
+				return 0, errors.New("needs approval")
+			}
+			return 1, nil
+		}), 0).Depend(na, true).OnFailure(asynctool.PolicySuspend)
+		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+			r, err := asynctool.ResultOf[int](all, "s")
+			got.Store(int64(r.Value))
+			return r.Value, err
+		}), 0).Depend(ns, true)
+		return []asynctool.Wrapper{na}, nil
+	}
+}
+
+// parkApproval runs approvalGraph's job on SQLite until the job is
+// parked, and returns the client, the job's id and the client's job
+// events.
+func parkApproval(t *testing.T, a, s *atomic.Int32, approved *atomic.Bool, got *atomic.Int64) (*river.Client[*sql.Tx], int64, <-chan *river.Event) {
+	t.Helper()
+	workers := river.NewWorkers()
+	river.AddWorker(workers, mustWorker(t, newAsync(t), time.Minute, approvalGraph(a, s, approved, got)))
+	client := newClient[*sql.Tx](t, riversqlite.New(openSQLite(t)), workers)
+	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobCancelled, river.EventKindJobFailed)
+	t.Cleanup(cancel)
+	res, err := client.Insert(context.Background(), sumArgs{Base: 1}, nil)
+	require.NoError(t, err)
+	require.Equal(t, river.EventKindJobCancelled, waitFor(t, events, 1)[0].Kind)
+	return client, res.Job.ID, events
+}
+
+// TestResumeWithAValue parks a job on s, then resumes it with a value for
+// s: the next attempt replays a and s (neither worker runs again) and the
+// sink reads the value given.
+func TestResumeWithAValue(t *testing.T) {
+	var a, s atomic.Int32
+	var approved atomic.Bool
+	var got atomic.Int64
+	client, id, events := parkApproval(t, &a, &s, &approved, &got)
+
+	row, err := Resume(context.Background(), client, id, map[string]any{"s": 42})
+	require.NoError(t, err)
+	assert.Equal(t, rivertype.JobStateAvailable, row.State)
+	ev := waitFor(t, events, 1)[0]
+	require.Equal(t, river.EventKindJobCompleted, ev.Kind)
+	assert.Equal(t, int32(1), a.Load(), "a was replayed")
+	assert.Equal(t, int32(1), s.Load(), "s was replayed with the value given")
+	assert.Equal(t, int64(42), got.Load())
+}
+
+// TestResumeWithoutValuesRunsTheNodeAgain resumes a parked job with no
+// values, after the approval: s runs again and a is replayed.
+func TestResumeWithoutValuesRunsTheNodeAgain(t *testing.T) {
+	var a, s atomic.Int32
+	var approved atomic.Bool
+	var got atomic.Int64
+	client, id, events := parkApproval(t, &a, &s, &approved, &got)
+
+	approved.Store(true)
+	_, err := Resume(context.Background(), client, id, nil)
+	require.NoError(t, err)
+	require.Equal(t, river.EventKindJobCompleted, waitFor(t, events, 1)[0].Kind)
+	assert.Equal(t, int32(1), a.Load())
+	assert.Equal(t, int32(2), s.Load())
+	assert.Equal(t, int64(1), got.Load())
+}
+
+// TestResumeRefuses checks Resume's errors: a running job, a job that
+// does not exist, a value that does not encode.
+func TestResumeRefuses(t *testing.T) {
+	db := openSQLite(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	workers := river.NewWorkers()
+	river.AddWorker(workers, mustWorker(t, newAsync(t), time.Minute, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		return []asynctool.Wrapper{asynctool.NewWrapper("slow", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			close(started)
+			<-release
+			return 1, nil
+		}), 0)}, nil
+	}))
+	client := newClient[*sql.Tx](t, riversqlite.New(db), workers)
+	events, cancel := client.Subscribe(river.EventKindJobCompleted)
+	defer cancel()
+	res, err := client.Insert(context.Background(), sumArgs{Base: 1}, nil)
+	require.NoError(t, err)
+	<-started
+	_, err = Resume(context.Background(), client, res.Job.ID, map[string]any{"slow": 2})
+	assert.ErrorIs(t, err, ErrJobRunning)
+	close(release)
+	waitFor(t, events, 1)
+
+	_, err = Resume(context.Background(), client, res.Job.ID+1000, nil)
+	assert.ErrorIs(t, err, rivertype.ErrNotFound)
+	_, err = Resume(context.Background(), client, res.Job.ID, map[string]any{"slow": func() {}})
+	assert.ErrorContains(t, err, `the value of node "slow"`)
+}
