@@ -22,7 +22,10 @@
 // and a node that ignores its ctx may still be running after its attempt
 // ended, when the retry starts, possibly on another machine. An error a
 // node returns that River understands (river.JobSnooze, river.JobCancel)
-// snoozes or cancels the whole job, even from a node the graph tolerates.
+// snoozes or cancels the whole job, even from a node the graph tolerates,
+// except in an attempt that parks the job (see below): a suspension
+// outranks a snooze, which would run the suspended node again with nobody
+// having looked at it.
 //
 // A node under asynctool.PolicySuspend whose worker failed parks the job:
 // the attempt stores the checkpoint and cancels the job with a
@@ -32,8 +35,9 @@
 //
 // A checkpointed result is stored as JSON, so a node's result type must
 // encode and decode with encoding/json. Checkpoints are stored when an
-// attempt ends with an error (a suspension included) or a snooze (River stores a resumable step's
-// cursor whenever Work returns an error). An attempt that dies with its
+// attempt ends with an error (a suspension included) or a snooze (River
+// stores a resumable step's cursor whenever Work returns an error). An
+// attempt that dies with its
 // process (River rescues the job later) starts again from the previous
 // attempt's checkpoint, unless the Worker saves each node as it succeeds
 // ([Worker.SaveEach]). A checkpoint stays in the job's row after the job
@@ -397,10 +401,13 @@ func writeNodes(b *strings.Builder, nodes []NodeFailure, sep string) {
 	}
 }
 
-// Unwrap returns the nodes' errors and the run's, for errors.Is.
+// Unwrap returns the suspended nodes' errors and the run's, for
+// errors.Is. The errors of Failed are left out: one of them may be
+// river.JobSnooze, which River would obey over the cancellation that
+// parks the job.
 func (e *SuspendedError) Unwrap() []error {
 	var errs []error
-	for _, f := range append(e.Suspended[:len(e.Suspended):len(e.Suspended)], e.Failed...) {
+	for _, f := range e.Suspended {
 		if f.Err != nil {
 			errs = append(errs, f.Err)
 		}

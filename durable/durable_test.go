@@ -674,8 +674,33 @@ func TestSuspendedErrorNamesItsNodes(t *testing.T) {
 	})
 	assert.Equal(t, `durable: the graph suspended at "x" (needs review), "y"; failed: "z" (down); run: panicked; resume the job with durable.Resume`, err.Error())
 	assert.ErrorIs(t, err, cause)
-	assert.ErrorIs(t, err, down)
+	assert.NotErrorIs(t, err, down, "a failed node's error could be a snooze, which River would obey")
 	assert.ErrorIs(t, err, panicked)
 	var se *SuspendedError
 	assert.ErrorAs(t, river.JobCancel(err), &se, "the Worker's JobCancel keeps it reachable")
+}
+
+// TestSuspensionOutranksASnooze runs a graph where a tolerated node
+// (PolicyContinue) returns river.JobSnooze while another suspends: the
+// job is parked, not snoozed, since a snooze would run the suspended node
+// again with nobody having looked at it.
+func TestSuspensionOutranksASnooze(t *testing.T) {
+	workers := river.NewWorkers()
+	river.AddWorker(workers, mustWorker(t, newAsync(t), time.Minute, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		z := asynctool.NewWrapper("z", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			return 0, river.JobSnooze(time.Hour)
+		}), 0).OnFailure(asynctool.PolicyContinue)
+		s := asynctool.NewWrapper("s", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			return 0, errors.New("needs approval")
+		}), 0).OnFailure(asynctool.PolicySuspend)
+		return []asynctool.Wrapper{z, s}, nil
+	}))
+	client := newClient[*sql.Tx](t, riversqlite.New(openSQLite(t)), workers)
+	events, cancel := client.Subscribe(river.EventKindJobCancelled, river.EventKindJobSnoozed, river.EventKindJobFailed, river.EventKindJobCompleted)
+	defer cancel()
+	_, err := client.Insert(context.Background(), sumArgs{Base: 1}, nil)
+	require.NoError(t, err)
+	ev := waitFor(t, events, 1)[0]
+	require.Equal(t, river.EventKindJobCancelled, ev.Kind)
+	assert.Contains(t, ev.Job.Errors[len(ev.Job.Errors)-1].Error, `suspended at "s" (needs approval); failed: "z"`)
 }

@@ -2,6 +2,7 @@ package durable
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"sync"
@@ -262,4 +263,92 @@ func TestResumeOnPostgres(t *testing.T) {
 	assert.Equal(t, int32(1), a.Load(), "a was replayed")
 	assert.Equal(t, int32(1), s.Load(), "s was replayed with the value given")
 	assert.Equal(t, int64(42), got.Load())
+}
+
+// insertOnly returns a client of schema that works no jobs, and a job it
+// inserted, available and never to be claimed.
+func insertOnly(t *testing.T, pool *pgxpool.Pool, schema string) (*river.Client[pgx.Tx], int64) {
+	t.Helper()
+	client, err := river.NewClient[pgx.Tx](riverpgxv5.New(pool), &river.Config{Schema: schema})
+	require.NoError(t, err)
+	res, err := client.Insert(context.Background(), sumArgs{Base: 1}, nil)
+	require.NoError(t, err)
+	return client, res.Job.ID
+}
+
+// waitLockWaiters waits until n sessions of the database wait for a lock.
+func waitLockWaiters(t *testing.T, pool *pgxpool.Pool, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var waiting int
+		require.NoError(t, pool.QueryRow(context.Background(),
+			"SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&waiting))
+		if waiting >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d sessions wait for a lock", waiting, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestConcurrentResumesKeepEveryValue runs two Resumes of one job at once,
+// held back by a lock on the job's row until both wait: each must find
+// the other's value in the checkpoint, not overwrite it.
+func TestConcurrentResumesKeepEveryValue(t *testing.T) {
+	url, schema := pgSchema(t)
+	pool := newPool(t, url)
+	client, id := insertOnly(t, pool, schema)
+	ctx := context.Background()
+	hold, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer hold.Rollback(ctx)
+	_, err = hold.Exec(ctx, "SELECT 1 FROM "+pgx.Identifier{schema, "river_job"}.Sanitize()+" WHERE id = $1 FOR UPDATE", id)
+	require.NoError(t, err)
+	errs := make(chan error, 2)
+	for _, values := range []map[string]any{{"s": 42}, {"x": 7}} {
+		go func() {
+			_, err := Resume(ctx, client, id, values)
+			errs <- err
+		}()
+	}
+	waitLockWaiters(t, pool, 2)
+	require.NoError(t, hold.Commit(ctx))
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs)
+	var cp map[string]json.RawMessage
+	require.NoError(t, pool.QueryRow(ctx, "SELECT metadata->'river:resumable_cursor'->'asynctool-graph' FROM "+
+		pgx.Identifier{schema, "river_job"}.Sanitize()+" WHERE id = $1", id).Scan(&cp))
+	assert.JSONEq(t, "42", string(cp["s"]))
+	assert.JSONEq(t, "7", string(cp["x"]))
+}
+
+// TestResumeOfAJobClaimedMeanwhile claims a job (as a producer does) in
+// a transaction that commits while a Resume waits for the row: Resume
+// must see the job running, refuse it and write nothing.
+func TestResumeOfAJobClaimedMeanwhile(t *testing.T) {
+	url, schema := pgSchema(t)
+	pool := newPool(t, url)
+	client, id := insertOnly(t, pool, schema)
+	ctx := context.Background()
+	claim, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer claim.Rollback(ctx)
+	_, err = claim.Exec(ctx, "UPDATE "+pgx.Identifier{schema, "river_job"}.Sanitize()+
+		" SET state = 'running', attempt = attempt + 1, attempted_at = now() WHERE id = $1", id)
+	require.NoError(t, err)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := Resume(ctx, client, id, map[string]any{"s": 42})
+		errc <- err
+	}()
+	waitLockWaiters(t, pool, 1)
+	require.NoError(t, claim.Commit(ctx))
+	require.ErrorIs(t, <-errc, ErrJobRunning)
+	var cursor []byte
+	require.NoError(t, pool.QueryRow(ctx, "SELECT metadata->'river:resumable_cursor' FROM "+
+		pgx.Identifier{schema, "river_job"}.Sanitize()+" WHERE id = $1", id).Scan(&cursor))
+	assert.Nil(t, cursor, "the refused Resume wrote nothing")
 }

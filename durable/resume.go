@@ -46,6 +46,14 @@ func Resume[TTx any](ctx context.Context, client *river.Client[TTx], jobID int64
 		return nil, fmt.Errorf("durable: Resume: %w", err)
 	}
 	defer execTx.Rollback(ctx)
+	// Lock the job's row before reading it (an update that changes
+	// nothing: FOR UPDATE on PostgreSQL, the write lock on SQLite), so
+	// that no claim and no other Resume comes between the read and the
+	// writes: a Resume that read the checkpoint before another one wrote
+	// it would drop the other's values.
+	if _, err := execTx.JobUpdate(ctx, &riverdriver.JobUpdateParams{ID: jobID, Schema: client.Schema()}); err != nil {
+		return nil, fmt.Errorf("durable: Resume of job %d: %w", jobID, err)
+	}
 	tx := drv.UnwrapTx(execTx)
 	row, err := client.JobGetTx(ctx, tx, jobID)
 	if err != nil {
@@ -70,6 +78,9 @@ func Resume[TTx any](ctx context.Context, client *river.Client[TTx], jobID int64
 	}
 	if row, err = client.JobRetryTx(ctx, tx, jobID); err != nil {
 		return nil, fmt.Errorf("durable: Resume of job %d: %w", jobID, err)
+	}
+	if row.State == rivertype.JobStateRunning {
+		return nil, fmt.Errorf("%w: job %d", ErrJobRunning, jobID) // the writes roll back
 	}
 	if err := execTx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("durable: Resume of job %d: %w", jobID, err)
