@@ -265,15 +265,32 @@ func TestResumeOnPostgres(t *testing.T) {
 	assert.Equal(t, int64(42), got.Load())
 }
 
-// insertOnly returns a client of schema that works no jobs, and a job it
-// inserted, available and never to be claimed.
-func insertOnly(t *testing.T, pool *pgxpool.Pool, schema string) (*river.Client[pgx.Tx], int64) {
+// insertOnly makes a schema with River's tables, a pool, a client of the
+// schema that works no jobs, and a job it inserted, available and never
+// to be claimed.
+func insertOnly(t *testing.T) (*pgxpool.Pool, string, *river.Client[pgx.Tx], int64) {
 	t.Helper()
+	url, schema := pgSchema(t)
+	pool := newPool(t, url)
 	client, err := river.NewClient[pgx.Tx](riverpgxv5.New(pool), &river.Config{Schema: schema})
 	require.NoError(t, err)
 	res, err := client.Insert(context.Background(), sumArgs{Base: 1}, nil)
 	require.NoError(t, err)
-	return client, res.Job.ID
+	return pool, schema, client, res.Job.ID
+}
+
+// holdRow runs query (with %s for schema's job table, $1 for id) in a
+// transaction it leaves open, holding the row's lock, and returns it; it
+// is rolled back when t ends unless committed.
+func holdRow(t *testing.T, pool *pgxpool.Pool, query, schema string, id int64) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	_, err = tx.Exec(ctx, fmt.Sprintf(query, pgx.Identifier{schema, "river_job"}.Sanitize()), id)
+	require.NoError(t, err)
+	return tx
 }
 
 // waitLockWaiters waits until n sessions of the database wait for a lock.
@@ -298,15 +315,9 @@ func waitLockWaiters(t *testing.T, pool *pgxpool.Pool, n int) {
 // held back by a lock on the job's row until both wait: each must find
 // the other's value in the checkpoint, not overwrite it.
 func TestConcurrentResumesKeepEveryValue(t *testing.T) {
-	url, schema := pgSchema(t)
-	pool := newPool(t, url)
-	client, id := insertOnly(t, pool, schema)
+	pool, schema, client, id := insertOnly(t)
 	ctx := context.Background()
-	hold, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	defer hold.Rollback(ctx)
-	_, err = hold.Exec(ctx, "SELECT 1 FROM "+pgx.Identifier{schema, "river_job"}.Sanitize()+" WHERE id = $1 FOR UPDATE", id)
-	require.NoError(t, err)
+	hold := holdRow(t, pool, "SELECT 1 FROM %s WHERE id = $1 FOR UPDATE", schema, id)
 	errs := make(chan error, 2)
 	for _, values := range []map[string]any{{"s": 42}, {"x": 7}} {
 		go func() {
@@ -329,16 +340,9 @@ func TestConcurrentResumesKeepEveryValue(t *testing.T) {
 // a transaction that commits while a Resume waits for the row: Resume
 // must see the job running, refuse it and write nothing.
 func TestResumeOfAJobClaimedMeanwhile(t *testing.T) {
-	url, schema := pgSchema(t)
-	pool := newPool(t, url)
-	client, id := insertOnly(t, pool, schema)
+	pool, schema, client, id := insertOnly(t)
 	ctx := context.Background()
-	claim, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	defer claim.Rollback(ctx)
-	_, err = claim.Exec(ctx, "UPDATE "+pgx.Identifier{schema, "river_job"}.Sanitize()+
-		" SET state = 'running', attempt = attempt + 1, attempted_at = now() WHERE id = $1", id)
-	require.NoError(t, err)
+	claim := holdRow(t, pool, "UPDATE %s SET state = 'running', attempt = attempt + 1, attempted_at = now() WHERE id = $1", schema, id)
 	errc := make(chan error, 1)
 	go func() {
 		_, err := Resume(ctx, client, id, map[string]any{"s": 42})
