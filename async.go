@@ -20,7 +20,9 @@ const DefaultMaxWorkers = 4096
 // [Executor] with [WithExecutor]), so separate Async values are isolated:
 // a slow graph on one cannot starve another. An Async is safe for
 // concurrent use by any number of runs; call [Async.Close] when done with
-// it. It must not be copied.
+// it, never from one of its own workers or callbacks (Close waits for
+// them, so it would wait for itself). Make it with [New]: the zero Async
+// refuses to run anything. It must not be copied.
 //
 // An Async times the nodes of its first four single-use runs and of every
 // 64th, and remembers by node id (for up to 4,096 ids; anonymous nodes
@@ -152,7 +154,7 @@ func (a *Async) BeginWork(ctx context.Context, timeout time.Duration, starts ...
 // Start is the asynchronous form of [Async.BeginWork]: it validates the
 // graph, starts it and returns at once with a handle on the run.
 func (a *Async) Start(ctx context.Context, timeout time.Duration, starts ...Wrapper) (*Run, error) {
-	if err := a.check(timeout); err != nil {
+	if err := a.check(ctx, timeout); err != nil {
 		return nil, err
 	}
 	sc, ok := a.scratch.Get().(*compileScratch)
@@ -202,8 +204,11 @@ func (a *Async) RunPlan(ctx context.Context, pl *Plan, timeout time.Duration) (*
 
 // StartPlan is the asynchronous form of [Async.RunPlan].
 func (a *Async) StartPlan(ctx context.Context, pl *Plan, timeout time.Duration) (*Run, error) {
-	if err := a.check(timeout); err != nil {
+	if err := a.check(ctx, timeout); err != nil {
 		return nil, err
+	}
+	if pl == nil || pl.p == nil {
+		return nil, errors.New("asynctool: StartPlan with a nil Plan (make one with Compile)")
 	}
 	r := pl.p.getRun()
 	if err := a.launch(ctx, r, timeout); err != nil {
@@ -214,7 +219,13 @@ func (a *Async) StartPlan(ctx context.Context, pl *Plan, timeout time.Duration) 
 	return r, nil
 }
 
-func (a *Async) check(timeout time.Duration) error {
+func (a *Async) check(ctx context.Context, timeout time.Duration) error {
+	if a.try == nil {
+		return errors.New("asynctool: Async not made with New")
+	}
+	if ctx == nil {
+		return errors.New("asynctool: nil context (use context.Background())")
+	}
 	if a.cfgErr != nil {
 		return a.cfgErr
 	}
@@ -257,7 +268,8 @@ func unclaim(p *plan, n int) {
 // workers that outlived their run's deadline), and releases its pool. A
 // run with a pending node keeps Close waiting until the node is resumed,
 // the run is cancelled, or its deadline passes. It is safe to call more
-// than once.
+// than once, but not from a worker or callback of one of the Async's runs:
+// it would wait for its own return.
 func (a *Async) Close() error {
 	a.mu.Lock()
 	a.closed = true

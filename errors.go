@@ -72,6 +72,8 @@ var (
 	ErrBadRetry = errors.New("asynctool: invalid retry policy")
 	// ErrBadTimeout means a negative node timeout.
 	ErrBadTimeout = errors.New("asynctool: invalid node timeout")
+	// ErrBadPolicy means a FailurePolicy that is none of the four.
+	ErrBadPolicy = errors.New("asynctool: invalid failure policy")
 
 	// Executors: Pool, Serial, Keyed and Stream.
 

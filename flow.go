@@ -351,8 +351,10 @@ func (r *Run) endRun(i int32, err error) {
 // Resume resumes the pending node with the given id: it runs it again,
 // ends it with a value, or fails it, as how says. It returns an error
 // wrapping [ErrUnknownID], [ErrNotPending] (the node is not pending, for
-// example because the deadline ended it first) or [ErrResultType] (a
-// SucceedWith value of the wrong type).
+// example because the deadline ended it first, or it only waits on a
+// pending upstream, which the error then names) or [ErrResultType] (a
+// SucceedWith value of the wrong type). FailWith(nil) and a zero
+// Resumption are refused with an error too.
 func (r *Run) Resume(id string, how Resumption) error {
 	i, ok := r.p.lookup(id)
 	if !ok {
@@ -366,7 +368,7 @@ func (r *Run) Resume(id string, how Resumption) error {
 		r.taskStart()
 		if !n.move(sPending, sReady, 0) {
 			r.taskDone()
-			return fmt.Errorf("%w: %q", ErrNotPending, id)
+			return r.notPending(i, id)
 		}
 		if ext := r.exts[i]; ext != nil {
 			ext.mu.Lock()
@@ -385,22 +387,49 @@ func (r *Run) Resume(id string, how Resumption) error {
 		r.taskStart() // handed to settleResumed; taken before the node is ending
 		if !n.move(sPending, sEnding, 0) {
 			r.taskDone()
-			return fmt.Errorf("%w: %q", ErrNotPending, id)
+			return r.notPending(i, id)
 		}
 		pn.impl.setSuccess(r.slots[i], how.value)
 		r.settleResumed(i, sFinish)
 		return nil
 	case resumeFail:
+		if how.err == nil {
+			return fmt.Errorf("asynctool: Resume(%q): FailWith(nil): a failed node needs an error", id)
+		}
 		r.taskStart() // handed to settleResumed; taken before the node is ending
 		if !n.move(sPending, sEnding, 0) {
 			r.taskDone()
-			return fmt.Errorf("%w: %q", ErrNotPending, id)
+			return r.notPending(i, id)
 		}
 		pn.impl.setFailure(r, i, r.slots[i], ResultException, how.err)
 		r.settleResumed(i, sError)
 		return nil
 	}
 	return fmt.Errorf("asynctool: Resume(%q): zero Resumption", id)
+}
+
+// notPending is Resume's error for node i, which is not pending: it names
+// the pending node i waits on, if any.
+func (r *Run) notPending(i int32, id string) error {
+	if r.nodes[i].st() == sInit {
+		seen := make(map[int32]bool)
+		stack := []int32{i}
+		for len(stack) > 0 {
+			j := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			in, _ := r.p.in(j)
+			for _, k := range in {
+				switch st := r.nodes[k].st(); {
+				case st == sPending:
+					return fmt.Errorf("%w: %q waits on pending node %q: resume that one", ErrNotPending, id, r.p.nodes[k].id)
+				case st == sInit && !seen[k]:
+					seen[k] = true
+					stack = append(stack, k)
+				}
+			}
+		}
+	}
+	return fmt.Errorf("%w: %q", ErrNotPending, id)
 }
 
 // settleResumed publishes the final state of node i, which Resume holds

@@ -532,7 +532,7 @@ func (n *pnode) validateFlow(p *plan) error {
 		return graphErr(ErrBadTimeout, ids, "node %q: Timeout(%v)", n.id, f.timeout)
 	}
 	if f.policy < 0 || f.policy > PolicySuspend {
-		return graphErr(ErrBadJoin, ids, "node %q: unknown %v", n.id, f.policy)
+		return graphErr(ErrBadPolicy, ids, "node %q: OnFailure(%v)", n.id, f.policy)
 	}
 	return nil
 }

@@ -103,6 +103,19 @@ func TestReuseIsRejected(t *testing.T) {
 	// Changing a used wrapper is reported too.
 	x.Callback(nil)
 	assert.ErrorIs(t, x.buildErr, ErrReused)
+
+	// An edge declared on a used wrapper is refused, and a run that
+	// starts from its fresh end reports it instead of running without
+	// the edge.
+	fresh := NewWrapper("fresh", okWorker(), 0)
+	x.Depend(fresh, true)
+	err = a.BeginWork(context.Background(), 0, fresh)
+	require.ErrorIs(t, err, ErrReused)
+	assert.Contains(t, err.Error(), `Depend called on node "x"`)
+	assert.Equal(t, StateInit, fresh.State(), "fresh did not run")
+	down := NewWrapper("down", okWorker(), 0)
+	x.Next(down, true)
+	require.ErrorIs(t, a.BeginWork(context.Background(), 0, down), ErrReused)
 }
 
 // TestDuplicateStartIsFine checks that passing the same wrapper twice, or

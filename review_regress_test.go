@@ -334,3 +334,39 @@ func TestOnlyRootsGetExtraGoroutines(t *testing.T) {
 	require.NoError(t, a.BeginWork(context.Background(), time.Minute, root))
 	assert.Equal(t, int32(1), most.Load(), "no goroutine beyond the run's own")
 }
+
+// TestMisuseIsAnError checks that misuse a newcomer met returns errors
+// that name it, instead of panicking or being accepted: a nil plan, the
+// zero Async, a nil context, an unknown FailurePolicy, FailWith(nil), and
+// Resume of a node that only waits on a pending one.
+func TestMisuseIsAnError(t *testing.T) {
+	a := newAsync(t)
+	_, err := a.RunPlan(context.Background(), nil, time.Second)
+	assert.ErrorContains(t, err, "nil Plan")
+	var zero Async
+	assert.ErrorContains(t, zero.BeginWork(context.Background(), time.Second, NewWrapper("x", okWorker(), 0)), "not made with New")
+	var noCtx context.Context // the misuse under test
+	assert.ErrorContains(t, a.BeginWork(noCtx, time.Second, NewWrapper("x", okWorker(), 0)), "nil context")
+
+	bad := NewWrapper("bad", okWorker(), 0).OnFailure(FailurePolicy(99))
+	err = a.BeginWork(context.Background(), time.Second, bad)
+	assert.ErrorIs(t, err, ErrBadPolicy)
+	assert.NotErrorIs(t, err, ErrBadJoin)
+
+	pay := NewWrapper("pay", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		return 0, errors.New("card declined")
+	}), 0).OnFailure(PolicySuspend)
+	ship := NewWrapper("ship", okWorker(), 0).Depend(pay, true)
+	NewWrapper("mail", okWorker(), 0).Depend(ship, true)
+	r, err := a.Start(context.Background(), time.Minute, pay)
+	require.NoError(t, err)
+	t.Cleanup(r.Cancel)
+	<-r.Suspended()
+	err = r.Resume("mail", Rerun())
+	assert.ErrorIs(t, err, ErrNotPending)
+	assert.ErrorContains(t, err, `waits on pending node "pay"`)
+	assert.ErrorContains(t, r.Resume("pay", FailWith(nil)), "FailWith(nil)")
+	require.NoError(t, r.Resume("pay", FailWith(errors.New("refunded"))))
+	require.NoError(t, r.Wait(context.Background()))
+	assert.Equal(t, ResultException, ship.Result().State)
+}

@@ -91,6 +91,7 @@ func (w *WorkerWrapper[P, R]) ShortCircuit(enabled bool) *WorkerWrapper[P, R] {
 // up is optional (see the package documentation for the join rules).
 func (w *WorkerWrapper[P, R]) Depend(up Wrapper, must bool) *WorkerWrapper[P, R] {
 	if !w.checkBuildable("Depend") {
+		w.refuseEdge("Depend", coreOf(up))
 		return w
 	}
 	link(coreOf(up), &w.nodeCore, must, "Depend")
@@ -102,6 +103,7 @@ func (w *WorkerWrapper[P, R]) Depend(up Wrapper, must bool) *WorkerWrapper[P, R]
 // b.Depend(a, m).
 func (w *WorkerWrapper[P, R]) Next(down Wrapper, must bool) *WorkerWrapper[P, R] {
 	if !w.checkBuildable("Next") {
+		w.refuseEdge("Next", coreOf(down))
 		return w
 	}
 	link(&w.nodeCore, coreOf(down), must, "Next")
@@ -192,6 +194,17 @@ func (c *nodeCore) checkBuildable(method string) bool {
 		c.buildErr = graphErr(ErrReused, []string{c.id}, "%s called on node %q after it was used in a run", method, c.id)
 	}
 	return false
+}
+
+// refuseEdge records on other, the far end of an edge that method on c
+// refused because c was used in a run, that the edge was refused, if
+// other is still free: a run that starts from other never reaches c, and
+// would otherwise go ahead without the edge and without an error.
+func (c *nodeCore) refuseEdge(method string, other *nodeCore) {
+	if other != nil && other.buildErr == nil && other.owner.Load() == nil {
+		other.buildErr = graphErr(ErrReused, []string{c.id, other.id},
+			"%s called on node %q, to link it with %q, after it was used in a run", method, c.id, other.id)
+	}
 }
 
 // nodeImpl is the typed half of a wrapper, called by the engine.
