@@ -51,6 +51,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -175,7 +176,7 @@ func (w *Worker[A]) Work(ctx context.Context, job *river.Job[A]) error {
 }
 
 func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[string]json.RawMessage) error {
-	cp := &Checkpoint{saved: saved, done: make(map[string]json.RawMessage)}
+	cp := newCheckpoint(saved)
 	// Saves get a ctx that ends with the run, so that a save in progress
 	// when the run ends (which close waits for) does not hold the attempt.
 	saveCtx, endSaves := context.WithCancel(ctx)
@@ -207,7 +208,7 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 	if parked != nil && len(parked.Suspended) > 0 {
 		// The run's error is the Cancel above, unless a callback panicked.
 		parked.RunErr = errors.Join(callbackPanics(err)...)
-		if err := river.ResumableSetCursor(ctx, cp.snapshot()); err != nil {
+		if err := river.ResumableSetCursor(ctx, cp.parkedSnapshot(parked)); err != nil {
 			return river.JobCancel(errors.Join(parked, fmt.Errorf("durable: storing the checkpoint: %w", err)))
 		}
 		return river.JobCancel(parked)
@@ -422,17 +423,72 @@ func (e *SuspendedError) Unwrap() []error {
 // by earlier attempts, and those this attempt's nodes produced. It is safe
 // for concurrent use by the nodes of one attempt.
 type Checkpoint struct {
-	saved map[string]json.RawMessage // from earlier attempts; read only
-	mu    sync.Mutex
-	done  map[string]json.RawMessage // produced in this attempt
-	ids   map[string]bool            // the checkpointed nodes of this attempt's graph
-	hits  int
+	saved   map[string]json.RawMessage // from earlier attempts; read only
+	decided map[string]bool            // saved ids whose value Resume gave
+	mu      sync.Mutex
+	done    map[string]json.RawMessage // produced in this attempt
+	ids     map[string]bool            // the checkpointed nodes of this attempt's graph
+	hits    int
 
 	// save stores a snapshot at once (Worker.SaveEach), nil if not.
 	// saveMu orders the saves and the close after which none is made.
 	save   func(map[string]json.RawMessage) error
 	saveMu sync.Mutex
 	closed bool
+}
+
+// parkKey is the checkpoint entry, under an id no node can have, that
+// says the attempt that stored the checkpoint parked the job, and which
+// nodes Resume may give values for.
+const parkKey = ""
+
+// parkMark is the parkKey entry.
+type parkMark struct {
+	// Suspended are the nodes that suspended; Nodes the checkpointed
+	// nodes of the graph that parked, for which Resume takes values.
+	Suspended []string `json:"suspended"`
+	Nodes     []string `json:"nodes"`
+	// Decided are the nodes whose value Resume gave: one that does not
+	// decode fails its node instead of running the worker again.
+	Decided []string `json:"decided,omitempty"`
+}
+
+// newCheckpoint returns the checkpoint of an attempt that starts from
+// saved, River's cursor.
+func newCheckpoint(saved map[string]json.RawMessage) *Checkpoint {
+	cp := &Checkpoint{saved: saved, done: make(map[string]json.RawMessage)}
+	if raw, ok := saved[parkKey]; ok {
+		var m parkMark
+		if json.Unmarshal(raw, &m) == nil && len(m.Decided) > 0 {
+			cp.decided = make(map[string]bool, len(m.Decided))
+			for _, id := range m.Decided {
+				cp.decided[id] = true
+			}
+		}
+	}
+	return cp
+}
+
+// parkedSnapshot is snapshot with the mark of an attempt that parks the
+// job on the nodes e names.
+func (cp *Checkpoint) parkedSnapshot(e *SuspendedError) map[string]json.RawMessage {
+	all := cp.snapshot()
+	m := parkMark{}
+	for _, f := range e.Suspended {
+		m.Suspended = append(m.Suspended, f.ID)
+	}
+	cp.mu.Lock()
+	for id := range cp.ids {
+		if id != parkKey {
+			m.Nodes = append(m.Nodes, id)
+		}
+	}
+	cp.mu.Unlock()
+	slices.Sort(m.Nodes)
+	if raw, err := json.Marshal(m); err == nil {
+		all[parkKey] = raw
+	}
+	return all
 }
 
 // saveNow stores the checkpoint at once, if the Worker saves each node.
@@ -478,7 +534,7 @@ func (cp *Checkpoint) snapshot() map[string]json.RawMessage {
 	defer cp.mu.Unlock()
 	all := make(map[string]json.RawMessage, len(cp.saved)+len(cp.done))
 	for id, raw := range cp.saved {
-		if cp.ids[id] {
+		if cp.ids[id] && id != parkKey { // a retry is no longer parked
 			all[id] = raw
 		}
 	}
@@ -531,11 +587,17 @@ func (c *checkpointed[P, R]) Action(ctx context.Context, p P, all asynctool.Wrap
 		return v, c.save()
 	}
 	if raw, ok := c.cp.saved[c.id]; ok {
-		if err := json.Unmarshal(raw, &v); err == nil {
+		err := json.Unmarshal(raw, &v)
+		if err == nil {
 			c.cp.mu.Lock()
 			c.cp.hits++
 			c.cp.mu.Unlock()
 			return v, nil
+		}
+		if c.cp.decided[c.id] {
+			// A person decided this result with Resume: running the
+			// worker instead (charging a card again) is not theirs.
+			return v, fmt.Errorf("durable: node %q: the value Resume gave does not decode into %T: %w", c.id, v, err)
 		}
 		var zero R
 		v = zero // a stale checkpoint: run the worker

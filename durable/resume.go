@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
@@ -21,7 +24,12 @@ const cursorKey = "river:resumable_cursor"
 // attempt would overwrite the checkpoint Resume stores.
 var ErrJobRunning = errors.New("durable: the job is running")
 
-// Resume resumes a job, usually one parked by a suspended node (see
+// ErrNotParked is returned by Resume for a job that a suspended node did
+// not park: one that completed, waits for a retry, or was cancelled for
+// another reason. Client.JobRetry runs such a job again.
+var ErrNotParked = errors.New("durable: the job is not parked by a suspended node")
+
+// Resume resumes a job that a suspended node parked (see
 // [SuspendedError]), in one transaction: it stores values, by node id, in
 // the job's checkpoint as results of checkpointed nodes (made with
 // [Node]), and makes the job available at once with Client.JobRetry.
@@ -29,16 +37,21 @@ var ErrJobRunning = errors.New("durable: the job is running")
 // On the next attempt, a node given a value is replayed with it instead
 // of running, as if an earlier attempt had returned it: this is how a
 // person decides a suspended node's result (the seed's special API for a
-// PENDING node; asynctool.SucceedWith within one process). The value must
-// encode as JSON into the node's result type; one that does not decode
-// into it makes the node run again, and an id the graph has no
-// checkpointed node for is dropped. Nodes given no value run again, as on
-// any retry, unless an earlier attempt checkpointed them: with no values
-// at all, Resume is Client.JobRetry, and the suspended nodes run again. To
-// end a parked job instead, leave it cancelled, or delete it.
+// PENDING node; asynctool.SucceedWith within one process). Nodes given no
+// value run again, as on any retry, unless an earlier attempt
+// checkpointed them: with no values at all, the suspended nodes run
+// again. To end a parked job instead, leave it cancelled, or delete it.
 //
-// A running job is refused with [ErrJobRunning]; a job Resume does not
-// find, with River's rivertype.ErrNotFound.
+// Resume checks what it can before it writes: the job must be parked (its
+// last attempt cancelled it on a suspension), or it returns
+// [ErrNotParked]; a running job is refused with [ErrJobRunning]; a job
+// Resume does not find, with River's rivertype.ErrNotFound; and every id
+// in values must name a checkpointed node of the graph that parked the
+// job, or the error names it. What it cannot check is a value's type:
+// the value must encode as JSON into the node's result type, and one that
+// does not fails the node on the next attempt (with PolicySuspend, it
+// parks the job again, with the decoding error), rather than running its
+// worker again.
 func Resume[TTx any](ctx context.Context, client *river.Client[TTx], jobID int64, values map[string]any) (*rivertype.JobRow, error) {
 	drv := client.Driver()
 	execTx, err := drv.GetExecutor().Begin(ctx)
@@ -62,8 +75,15 @@ func Resume[TTx any](ctx context.Context, client *river.Client[TTx], jobID int64
 	if row.State == rivertype.JobStateRunning {
 		return nil, fmt.Errorf("%w: job %d", ErrJobRunning, jobID)
 	}
+	cursors, cp, mark, err := parked(row.Metadata)
+	if err != nil {
+		return nil, fmt.Errorf("durable: Resume of job %d: %w", jobID, err)
+	}
+	if row.State != rivertype.JobStateCancelled || mark == nil {
+		return nil, fmt.Errorf("%w: job %d is %s", ErrNotParked, jobID, row.State)
+	}
 	if len(values) > 0 {
-		update, err := withValues(row.Metadata, values)
+		update, err := withValues(cursors, cp, mark, values)
 		if err != nil {
 			return nil, fmt.Errorf("durable: Resume of job %d: %w", jobID, err)
 		}
@@ -88,37 +108,60 @@ func Resume[TTx any](ctx context.Context, client *river.Client[TTx], jobID int64
 	return row, nil
 }
 
-// withValues returns the metadata update that adds values to the
-// checkpoint in metadata, a job's: River's cursors, with this package's
-// step's cursor extended.
-func withValues(metadata []byte, values map[string]any) ([]byte, error) {
+// parked reads, from a job's metadata, River's cursors, this package's
+// checkpoint among them, and the checkpoint's park mark (nil if the last
+// attempt did not park the job).
+func parked(metadata []byte) (cursors, cp map[string]json.RawMessage, mark *parkMark, err error) {
 	var meta map[string]json.RawMessage
 	if len(metadata) > 0 {
 		if err := json.Unmarshal(metadata, &meta); err != nil {
-			return nil, fmt.Errorf("reading the job's metadata: %w", err)
+			return nil, nil, nil, fmt.Errorf("reading the job's metadata: %w", err)
 		}
 	}
-	cursors := map[string]json.RawMessage{}
+	cursors = map[string]json.RawMessage{}
 	if raw, ok := meta[cursorKey]; ok && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &cursors); err != nil {
-			return nil, fmt.Errorf("reading River's cursors: %w", err)
+			return nil, nil, nil, fmt.Errorf("reading River's cursors: %w", err)
 		}
 	}
-	cp := map[string]json.RawMessage{}
+	cp = map[string]json.RawMessage{}
 	if raw, ok := cursors[stepName]; ok && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &cp); err != nil {
-			return nil, fmt.Errorf("reading the checkpoint: %w", err)
+			return nil, nil, nil, fmt.Errorf("reading the checkpoint: %w", err)
 		}
 	}
-	for id, v := range values {
-		b, err := json.Marshal(v)
+	if raw, ok := cp[parkKey]; ok {
+		mark = &parkMark{}
+		if err := json.Unmarshal(raw, mark); err != nil {
+			return nil, nil, nil, fmt.Errorf("reading the checkpoint's park mark: %w", err)
+		}
+	}
+	return cursors, cp, mark, nil
+}
+
+// withValues returns the metadata update that adds values to cp, the
+// checkpoint of a parked job, and records them in its mark.
+func withValues(cursors, cp map[string]json.RawMessage, mark *parkMark, values map[string]any) ([]byte, error) {
+	for _, id := range slices.Sorted(maps.Keys(values)) {
+		if !slices.Contains(mark.Nodes, id) {
+			return nil, fmt.Errorf("no checkpointed node %q in the graph that parked the job (checkpointed: %s; suspended: %s)",
+				id, strings.Join(mark.Nodes, ", "), strings.Join(mark.Suspended, ", "))
+		}
+		b, err := json.Marshal(values[id])
 		if err != nil {
 			return nil, fmt.Errorf("the value of node %q: %w", id, err)
 		}
 		cp[id] = b
+		if !slices.Contains(mark.Decided, id) {
+			mark.Decided = append(mark.Decided, id)
+		}
 	}
-	b, err := json.Marshal(cp)
+	b, err := json.Marshal(mark)
 	if err != nil {
+		return nil, err
+	}
+	cp[parkKey] = b
+	if b, err = json.Marshal(cp); err != nil {
 		return nil, err
 	}
 	cursors[stepName] = b

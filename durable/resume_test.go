@@ -115,6 +115,31 @@ func TestResumeRefuses(t *testing.T) {
 
 	_, err = Resume(context.Background(), client, res.Job.ID+1000, nil)
 	assert.ErrorIs(t, err, rivertype.ErrNotFound)
-	_, err = Resume(context.Background(), client, res.Job.ID, map[string]any{"slow": func() {}})
-	assert.ErrorContains(t, err, `the value of node "slow"`)
+	_, err = Resume(context.Background(), client, res.Job.ID, nil)
+	assert.ErrorIs(t, err, ErrNotParked, "a completed job is not parked")
+}
+
+// TestResumeChecksTheValues gives a parked job's Resume a value for a
+// node the graph does not checkpoint (a typo), then one that does not
+// encode: both are refused and nothing runs. A value of the wrong type
+// fails the node on the next attempt instead of running its worker
+// again: the job is parked again, with the decoding error.
+func TestResumeChecksTheValues(t *testing.T) {
+	var a, s atomic.Int32
+	var approved atomic.Bool
+	var got atomic.Int64
+	client, id, events := parkApproval(t, &a, &s, &approved, &got)
+	ctx := context.Background()
+	_, err := Resume(ctx, client, id, map[string]any{"z": 1})
+	assert.ErrorContains(t, err, `no checkpointed node "z" in the graph that parked the job (checkpointed: a, s; suspended: s)`)
+	_, err = Resume(ctx, client, id, map[string]any{"s": func() {}})
+	assert.ErrorContains(t, err, `the value of node "s"`)
+
+	_, err = Resume(ctx, client, id, map[string]any{"s": "approved"})
+	require.NoError(t, err)
+	ev := waitFor(t, events, 1)[0]
+	require.Equal(t, river.EventKindJobCancelled, ev.Kind, "parked again")
+	assert.Contains(t, ev.Job.Errors[len(ev.Job.Errors)-1].Error, `node "s": the value Resume gave does not decode into int`)
+	assert.Equal(t, int32(1), s.Load(), "s's worker did not run again")
+	assert.Equal(t, int32(1), a.Load())
 }
