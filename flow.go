@@ -28,7 +28,10 @@ const (
 	// PolicySuspend: the node becomes pending instead of failing; the
 	// nodes that need it wait (pending too) while other branches go on. The
 	// run stays open until the node is resumed with [Run.Resume] or the
-	// deadline ends it.
+	// deadline ends it. Resume needs the *Run: run such graphs with
+	// [Async.Start] or [Async.StartPlan]; with BeginWork or RunPlan only
+	// the deadline ends a suspended run, and with no deadline it never
+	// ends.
 	PolicySuspend
 )
 

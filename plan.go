@@ -102,7 +102,8 @@ func (p *plan) notQuick(nodes []int32, h *history) int {
 //
 // Use a Plan when the same graph shape serves many requests: build the
 // wrappers once (at start-up), Compile them, and read each run's results
-// with [WorkerWrapper.ResultIn]. Per-request data reaches the workers
+// with [WorkerWrapper.ResultIn]. Each node's param is the one it was
+// built with, shared by every run: per-request data reaches the workers
 // through the run's context. Use single-use wrappers and
 // [Async.BeginWork] when each request builds its own graph.
 type Plan struct {

@@ -65,7 +65,10 @@ func (w *WorkerWrapper[P, R]) Callback(cb Callback[P, R]) *WorkerWrapper[P, R] {
 }
 
 // Default sets the value the node reports when it does not succeed and
-// returns w. It takes precedence over the worker's [Defaulter].
+// returns w. It takes precedence over the worker's [Defaulter]. It is the
+// node's result once it failed, was skipped or timed out; a node that
+// reads this one before it ended (an optional dependency) gets the zero
+// value with ResultDefault, not this value.
 func (w *WorkerWrapper[P, R]) Default(v R) *WorkerWrapper[P, R] {
 	if !w.checkBuildable("Default") {
 		return w
@@ -77,7 +80,9 @@ func (w *WorkerWrapper[P, R]) Default(v R) *WorkerWrapper[P, R] {
 // ShortCircuit sets whether the node may be skipped when no successor
 // needs its result any more (the default is true) and returns w. Turn it
 // off for nodes whose side effects must happen whenever their
-// dependencies allow.
+// dependencies allow. Start nodes may be skipped too: an optional start
+// node whose successor ran on its must dependencies before the start node
+// got a goroutine is skipped.
 func (w *WorkerWrapper[P, R]) ShortCircuit(enabled bool) *WorkerWrapper[P, R] {
 	if !w.checkBuildable("ShortCircuit") {
 		return w
