@@ -99,6 +99,9 @@ func (r *Run) Report() *Report {
 			nr.Err = ext.lastErr
 			ext.mu.Unlock()
 			nr.Reason = "pending: waiting for Resume"
+			if nr.Err != nil {
+				nr.Reason = fmt.Sprintf("pending after %v: waiting for Resume", nr.Err)
+			}
 		}
 		if terminal(st) {
 			nr.Value, nr.Result, nr.Err = pn.impl.resultAny(r.slots[i], st)

@@ -362,6 +362,7 @@ func TestMisuseIsAnError(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(r.Cancel)
 	<-r.Suspended()
+	assert.Contains(t, r.Report().String(), "pay: pending (pending after card declined: waiting for Resume)")
 	err = r.Resume("mail", Rerun())
 	assert.ErrorIs(t, err, ErrNotPending)
 	assert.ErrorContains(t, err, `waits on pending node "pay"`)
