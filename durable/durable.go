@@ -23,9 +23,10 @@
 // ended, when the retry starts, possibly on another machine. An error a
 // node returns that River understands (river.JobSnooze, river.JobCancel)
 // snoozes or cancels the whole job, even from a node the graph tolerates,
-// except in an attempt that parks the job (see below): a suspension
+// except that in an attempt that parks the job (see below) a suspension
 // outranks a snooze, which would run the suspended node again with nobody
-// having looked at it.
+// having looked at it; a river.JobCancel outranks the suspension, and the
+// job is cancelled, not parked.
 //
 // A node under asynctool.PolicySuspend whose worker failed parks the job:
 // the attempt stores the checkpoint and cancels the job with a
@@ -205,7 +206,11 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 	err = run.Wait(ctx)
 	endSaves()
 	cp.close() // a worker that outlived the run saves nothing now
-	if parked != nil && len(parked.Suspended) > 0 {
+	// Park unless the deadline came first (nothing suspended any more),
+	// the job's own ctx ended (River cancelled or timed out the job), or
+	// a node asked River to cancel the job, which a park would leave
+	// resumable.
+	if parked != nil && len(parked.Suspended) > 0 && ctx.Err() == nil && !asksCancel(parked.Failed) {
 		// The run's error is the Cancel above, unless a callback panicked.
 		parked.RunErr = errors.Join(callbackPanics(err)...)
 		if err := river.ResumableSetCursor(ctx, cp.parkedSnapshot(parked)); err != nil {
@@ -292,6 +297,18 @@ func runFails(err error) bool {
 	var end *asynctool.EndError
 	var panicked *asynctool.CallbackPanicError
 	return errors.As(err, &end) || errors.As(err, &panicked)
+}
+
+// asksCancel reports whether one of the failed nodes returned
+// river.JobCancel.
+func asksCancel(failed []NodeFailure) bool {
+	for _, f := range failed {
+		var cancel *rivertype.JobCancelError
+		if errors.As(f.Err, &cancel) {
+			return true
+		}
+	}
+	return false
 }
 
 // forRiver reports whether a node's error is meant for River
@@ -438,18 +455,23 @@ type Checkpoint struct {
 }
 
 // parkKey is the checkpoint entry, under an id no node can have, that
-// says the attempt that stored the checkpoint parked the job, and which
-// nodes Resume may give values for.
+// says whether the attempt that stored the checkpoint parked the job, for
+// which nodes Resume may then give values, and which stored values a
+// person decided.
 const parkKey = ""
 
 // parkMark is the parkKey entry.
 type parkMark struct {
-	// Suspended are the nodes that suspended; Nodes the checkpointed
-	// nodes of the graph that parked, for which Resume takes values.
-	Suspended []string `json:"suspended"`
-	Nodes     []string `json:"nodes"`
-	// Decided are the nodes whose value Resume gave: one that does not
-	// decode fails its node instead of running the worker again.
+	// Suspended are the nodes that suspended, if the attempt that stored
+	// the checkpoint parked the job (empty otherwise, and once Resume
+	// resumed it); Nodes the checkpointed nodes of the graph that parked,
+	// for which Resume takes values.
+	Suspended []string `json:"suspended,omitempty"`
+	Nodes     []string `json:"nodes,omitempty"`
+	// Decided are the nodes whose stored value Resume gave: one that does
+	// not decode fails its node instead of running the worker again. They
+	// stay decided in every later checkpoint, for as long as the value is
+	// replayed.
 	Decided []string `json:"decided,omitempty"`
 }
 
@@ -473,7 +495,9 @@ func newCheckpoint(saved map[string]json.RawMessage) *Checkpoint {
 // job on the nodes e names.
 func (cp *Checkpoint) parkedSnapshot(e *SuspendedError) map[string]json.RawMessage {
 	all := cp.snapshot()
-	m := parkMark{}
+	cp.mu.Lock()
+	m := parkMark{Decided: cp.stillDecided()}
+	cp.mu.Unlock()
 	for _, f := range e.Suspended {
 		m.Suspended = append(m.Suspended, f.ID)
 	}
@@ -539,7 +563,26 @@ func (cp *Checkpoint) snapshot() map[string]json.RawMessage {
 		}
 	}
 	maps.Copy(all, cp.done)
+	// A value Resume gave stays decided for as long as it is replayed.
+	if d := cp.stillDecided(); len(d) > 0 {
+		if raw, err := json.Marshal(parkMark{Decided: d}); err == nil {
+			all[parkKey] = raw
+		}
+	}
 	return all
+}
+
+// stillDecided lists the decided ids whose Resume-given value the next
+// attempt still replays. cp.mu is held.
+func (cp *Checkpoint) stillDecided() []string {
+	var d []string
+	for id := range cp.decided {
+		if _, redone := cp.done[id]; cp.ids[id] && !redone {
+			d = append(d, id)
+		}
+	}
+	slices.Sort(d)
+	return d
 }
 
 // Node returns a node with the given id that runs worker with param

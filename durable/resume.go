@@ -79,10 +79,10 @@ func Resume[TTx any](ctx context.Context, client *river.Client[TTx], jobID int64
 	if err != nil {
 		return nil, fmt.Errorf("durable: Resume of job %d: %w", jobID, err)
 	}
-	if row.State != rivertype.JobStateCancelled || mark == nil {
+	if row.State != rivertype.JobStateCancelled || mark == nil || len(mark.Suspended) == 0 {
 		return nil, fmt.Errorf("%w: job %d is %s", ErrNotParked, jobID, row.State)
 	}
-	if len(values) > 0 {
+	{
 		update, err := withValues(cursors, cp, mark, values)
 		if err != nil {
 			return nil, fmt.Errorf("durable: Resume of job %d: %w", jobID, err)
@@ -156,6 +156,9 @@ func withValues(cursors, cp map[string]json.RawMessage, mark *parkMark, values m
 			mark.Decided = append(mark.Decided, id)
 		}
 	}
+	// Resumed: no longer parked (a later cancellation for another
+	// reason must not look parked); Decided stays.
+	mark.Suspended, mark.Nodes = nil, nil
 	b, err := json.Marshal(mark)
 	if err != nil {
 		return nil, err

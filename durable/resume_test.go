@@ -42,15 +42,7 @@ func approvalGraph(a, s *atomic.Int32, approved *atomic.Bool, got *atomic.Int64)
 // events.
 func parkApproval(t *testing.T, a, s *atomic.Int32, approved *atomic.Bool, got *atomic.Int64) (*river.Client[*sql.Tx], int64, <-chan *river.Event) {
 	t.Helper()
-	workers := river.NewWorkers()
-	river.AddWorker(workers, mustWorker(t, newAsync(t), time.Minute, approvalGraph(a, s, approved, got)))
-	client := newClient[*sql.Tx](t, riversqlite.New(openSQLite(t)), workers)
-	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobCancelled, river.EventKindJobFailed)
-	t.Cleanup(cancel)
-	res, err := client.Insert(context.Background(), sumArgs{Base: 1}, nil)
-	require.NoError(t, err)
-	require.Equal(t, river.EventKindJobCancelled, waitFor(t, events, 1)[0].Kind)
-	return client, res.Job.ID, events
+	return runParked(t, approvalGraph(a, s, approved, got))
 }
 
 // TestResumeWithAValue parks a job on s, then resumes it with a value for
@@ -142,4 +134,162 @@ func TestResumeChecksTheValues(t *testing.T) {
 	assert.Contains(t, ev.Job.Errors[len(ev.Job.Errors)-1].Error, `node "s": the value Resume gave does not decode into int`)
 	assert.Equal(t, int32(1), s.Load(), "s's worker did not run again")
 	assert.Equal(t, int32(1), a.Load())
+}
+
+// gatedApproval builds gate (not checkpointed; gateErr(n) is its error
+// on its nth run, counting from 1 across attempts) → s (checkpointed,
+// PolicySuspend, fails until approved; counts its worker's runs) → sink.
+func gatedApproval(s *atomic.Int32, approved *atomic.Bool, gateErr func(n int32) error) BuildFunc[sumArgs] {
+	var gates atomic.Int32
+	return func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		gate := asynctool.NewWrapper("gate", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			return 1, gateErr(gates.Add(1))
+		}), 0)
+		ns := Node(cp, "s", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			s.Add(1)
+			if !approved.Load() {
+				return 0, errors.New("needs approval")
+			}
+			return 1, nil
+		}), 0).Depend(gate, true).OnFailure(asynctool.PolicySuspend)
+		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			return 1, nil
+		}), 0).Depend(ns, true)
+		return []asynctool.Wrapper{gate}, nil
+	}
+}
+
+// runParked runs build's job on SQLite until it is parked, and returns
+// the client, the job's id and the client's job events.
+func runParked(t *testing.T, build BuildFunc[sumArgs]) (*river.Client[*sql.Tx], int64, <-chan *river.Event) {
+	t.Helper()
+	workers := river.NewWorkers()
+	river.AddWorker(workers, mustWorker(t, newAsync(t), time.Minute, build))
+	client := newClient[*sql.Tx](t, riversqlite.New(openSQLite(t)), workers)
+	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobCancelled, river.EventKindJobFailed, river.EventKindJobSnoozed)
+	t.Cleanup(cancel)
+	res, err := client.Insert(context.Background(), sumArgs{Base: 1}, nil)
+	require.NoError(t, err)
+	require.Equal(t, river.EventKindJobCancelled, waitFor(t, events, 1)[0].Kind)
+	return client, res.Job.ID, events
+}
+
+// untilParkedOrDone waits past failed and snoozed attempts for the event
+// that ends the job or parks it.
+func untilParkedOrDone(t *testing.T, events <-chan *river.Event) *river.Event {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		ev := waitFor(t, events, 1)[0]
+		if ev.Kind != river.EventKindJobFailed && ev.Kind != river.EventKindJobSnoozed {
+			return ev
+		}
+	}
+	t.Fatal("the job kept failing or snoozing for a minute")
+	return nil
+}
+
+// TestDecidedValueOutlivesAnAttempt gives s, through Resume, a value of
+// the wrong type, and then makes the attempt after Resume fail, snooze or
+// park again before the value is read: however many attempts later, s's
+// worker never runs again.
+func TestDecidedValueOutlivesAnAttempt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		gate func(n int32) error
+	}{
+		{"failed attempt", func(n int32) error {
+			if n == 2 { // the attempt after Resume
+				return errors.New("gate: transient")
+			}
+			return nil
+		}},
+		{"snoozed attempt", func(n int32) error {
+			if n == 2 {
+				return river.JobSnooze(time.Millisecond)
+			}
+			return nil
+		}},
+		{"parked again", func(int32) error { return nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s atomic.Int32
+			var approved atomic.Bool
+			client, id, events := runParked(t, gatedApproval(&s, &approved, tc.gate))
+			_, err := Resume(context.Background(), client, id, map[string]any{"s": "approved"}) // not an int
+			require.NoError(t, err)
+			ev := untilParkedOrDone(t, events)
+			require.Equal(t, river.EventKindJobCancelled, ev.Kind, "parked again, on the decoding error")
+			assert.Contains(t, ev.Job.Errors[len(ev.Job.Errors)-1].Error, "the value Resume gave does not decode")
+			// A Resume without values keeps the decided value.
+			_, err = Resume(context.Background(), client, id, nil)
+			require.NoError(t, err)
+			require.Equal(t, river.EventKindJobCancelled, untilParkedOrDone(t, events).Kind)
+			assert.Equal(t, int32(1), s.Load(), "s's worker ran only before the Resume")
+		})
+	}
+}
+
+// TestCancelledJobIsNotParked checks that a job is resumable only while
+// its last attempt parked it: a resumed job that its BuildFunc, or a node
+// with river.JobCancel, then cancels is refused.
+func TestCancelledJobIsNotParked(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		build func(cancelled *atomic.Bool, inner BuildFunc[sumArgs]) BuildFunc[sumArgs]
+	}{
+		{"by its BuildFunc", func(cancelled *atomic.Bool, inner BuildFunc[sumArgs]) BuildFunc[sumArgs] {
+			return func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+				if cancelled.Load() {
+					return nil, river.JobCancel(errors.New("order deleted"))
+				}
+				return inner(ctx, job, cp)
+			}
+		}},
+		{"by a node, while another suspends", func(cancelled *atomic.Bool, inner BuildFunc[sumArgs]) BuildFunc[sumArgs] {
+			return func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+				starts, err := inner(ctx, job, cp)
+				withdraw := asynctool.NewWrapper("withdraw", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+					if cancelled.Load() {
+						return 0, river.JobCancel(errors.New("order withdrawn"))
+					}
+					return 1, nil
+				}), 0).OnFailure(asynctool.PolicyContinue)
+				return append(starts, withdraw), err
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s atomic.Int32
+			var approved, cancelled atomic.Bool
+			client, id, events := runParked(t, tc.build(&cancelled, gatedApproval(&s, &approved, func(int32) error { return nil })))
+			cancelled.Store(true)
+			_, err := Resume(context.Background(), client, id, nil)
+			require.NoError(t, err)
+			require.Equal(t, river.EventKindJobCancelled, untilParkedOrDone(t, events).Kind)
+			_, err = Resume(context.Background(), client, id, nil)
+			assert.ErrorIs(t, err, ErrNotParked)
+		})
+	}
+}
+
+// TestDecidedValueWithRetries gives a node under asynctool's Retry a
+// decided value that does not decode: its worker never runs, the retries
+// end, and the job parks again.
+func TestDecidedValueWithRetries(t *testing.T) {
+	var s, builds atomic.Int32
+	client, id, events := runParked(t, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		builds.Add(1)
+		ns := Node(cp, "s", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			s.Add(1)
+			return 0, errors.New("needs approval")
+		}), 0).Retry(asynctool.RetryPolicy{Attempts: 3}).OnFailure(asynctool.PolicySuspend)
+		return []asynctool.Wrapper{ns}, nil
+	})
+	runs := s.Load()
+	_, err := Resume(context.Background(), client, id, map[string]any{"s": "x"})
+	require.NoError(t, err)
+	require.Equal(t, river.EventKindJobCancelled, untilParkedOrDone(t, events).Kind)
+	assert.Equal(t, runs, s.Load())
+	assert.Equal(t, int32(2), builds.Load())
 }
