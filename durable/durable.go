@@ -547,7 +547,7 @@ func (cp *Checkpoint) Replayed() int {
 // Has reports whether an earlier attempt stored a result for id.
 func (cp *Checkpoint) Has(id string) bool {
 	_, ok := cp.saved[id]
-	return ok
+	return ok && id != parkKey // the park mark is no node's result
 }
 
 // snapshot returns what the next attempt should replay: the results of

@@ -3,6 +3,7 @@ package durable
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -292,4 +293,13 @@ func TestDecidedValueWithRetries(t *testing.T) {
 	require.Equal(t, river.EventKindJobCancelled, untilParkedOrDone(t, events).Kind)
 	assert.Equal(t, runs, s.Load())
 	assert.Equal(t, int32(2), builds.Load())
+}
+
+// TestParkMarkIsNoResult checks that the park mark, stored under the
+// empty id, is not reported as a node's stored result.
+func TestParkMarkIsNoResult(t *testing.T) {
+	cp := newCheckpoint(map[string]json.RawMessage{parkKey: json.RawMessage(`{"decided":["s"]}`), "s": json.RawMessage(`1`)})
+	assert.False(t, cp.Has(""))
+	assert.True(t, cp.Has("s"))
+	assert.True(t, cp.decided["s"])
 }
