@@ -15,20 +15,38 @@ type edge struct {
 
 // link records the edge from → to on from, where compile walks forward
 // from the start nodes, and counts it on to, so that compile can tell
-// that an upstream of to was not reached.
+// that an upstream of to was not reached. An edge with a nil end, or an
+// end that was used in a run (and may no longer change), is refused: the
+// error is recorded on each end still free, so that a run started from
+// either reports it instead of going ahead without the edge.
 func link(from, to *nodeCore, must bool, method string) {
-	if from == nil || to == nil {
+	var err *GraphError
+	switch {
+	case from == nil || to == nil:
 		self := to
 		if self == nil {
 			self = from
 		}
-		if self != nil && self.buildErr == nil {
-			self.buildErr = graphErr(ErrNilWrapper, []string{self.id}, "%s on node %q got a nil wrapper", method, self.id)
+		if self != nil {
+			err = graphErr(ErrNilWrapper, []string{self.id}, "%s on node %q got a nil wrapper", method, self.id)
 		}
+	case from.owner.Load() != nil || to.owner.Load() != nil:
+		used := from
+		if used.owner.Load() == nil {
+			used = to
+		}
+		err = graphErr(ErrReused, []string{from.id, to.id},
+			"%s linking %q -> %q: %q was used in a run", method, from.id, to.id, used.id)
+	default:
+		from.out = append(from.out, edge{to: to, must: must})
+		to.inEdges++
 		return
 	}
-	from.out = append(from.out, edge{to: to, must: must})
-	to.inEdges++
+	for _, c := range [2]*nodeCore{from, to} {
+		if c != nil && c.buildErr == nil && c.owner.Load() == nil {
+			c.buildErr = err
+		}
+	}
 }
 
 // Join is a node's join strategy: when its upstream nodes' ends let it

@@ -104,18 +104,24 @@ func TestReuseIsRejected(t *testing.T) {
 	x.Callback(nil)
 	assert.ErrorIs(t, x.buildErr, ErrReused)
 
-	// An edge declared on a used wrapper is refused, and a run that
-	// starts from its fresh end reports it instead of running without
-	// the edge.
+	// An edge with a used end, declared on either end, is refused: the
+	// used wrapper is left as it was, and a run that starts from the
+	// fresh end reports the refusal instead of running without the edge.
 	fresh := NewWrapper("fresh", okWorker(), 0)
 	x.Depend(fresh, true)
 	err = a.BeginWork(context.Background(), 0, fresh)
 	require.ErrorIs(t, err, ErrReused)
-	assert.Contains(t, err.Error(), `Depend called on node "x"`)
+	assert.Contains(t, err.Error(), `Depend linking "fresh" -> "x": "x" was used in a run`)
 	assert.Equal(t, StateInit, fresh.State(), "fresh did not run")
-	down := NewWrapper("down", okWorker(), 0)
-	x.Next(down, true)
-	require.ErrorIs(t, a.BeginWork(context.Background(), 0, down), ErrReused)
+	for _, link := range []func(w *WorkerWrapper[int, int]){
+		func(w *WorkerWrapper[int, int]) { x.Next(w, true) },
+		func(w *WorkerWrapper[int, int]) { w.Depend(x, true) },
+	} {
+		w := NewWrapper("w", okWorker(), 0)
+		link(w)
+		require.ErrorIs(t, a.BeginWork(context.Background(), 0, w), ErrReused)
+	}
+	assert.Empty(t, x.out, "the used wrapper's edges did not change")
 }
 
 // TestDuplicateStartIsFine checks that passing the same wrapper twice, or

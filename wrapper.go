@@ -95,10 +95,6 @@ func (w *WorkerWrapper[P, R]) ShortCircuit(enabled bool) *WorkerWrapper[P, R] {
 // w runs only after up succeeded and fails as soon as up fails; otherwise
 // up is optional (see the package documentation for the join rules).
 func (w *WorkerWrapper[P, R]) Depend(up Wrapper, must bool) *WorkerWrapper[P, R] {
-	if !w.checkBuildable("Depend") {
-		w.refuseEdge("Depend", coreOf(up))
-		return w
-	}
 	link(coreOf(up), &w.nodeCore, must, "Depend")
 	return w
 }
@@ -107,10 +103,6 @@ func (w *WorkerWrapper[P, R]) Depend(up Wrapper, must bool) *WorkerWrapper[P, R]
 // as a must dependency if must is true. a.Next(b, m) is the same edge as
 // b.Depend(a, m).
 func (w *WorkerWrapper[P, R]) Next(down Wrapper, must bool) *WorkerWrapper[P, R] {
-	if !w.checkBuildable("Next") {
-		w.refuseEdge("Next", coreOf(down))
-		return w
-	}
 	link(&w.nodeCore, coreOf(down), must, "Next")
 	return w
 }
@@ -199,17 +191,6 @@ func (c *nodeCore) checkBuildable(method string) bool {
 		c.buildErr = graphErr(ErrReused, []string{c.id}, "%s called on node %q after it was used in a run", method, c.id)
 	}
 	return false
-}
-
-// refuseEdge records on other, the far end of an edge that method on c
-// refused because c was used in a run, that the edge was refused, if
-// other is still free: a run that starts from other never reaches c, and
-// would otherwise go ahead without the edge and without an error.
-func (c *nodeCore) refuseEdge(method string, other *nodeCore) {
-	if other != nil && other.buildErr == nil && other.owner.Load() == nil {
-		other.buildErr = graphErr(ErrReused, []string{c.id, other.id},
-			"%s called on node %q, to link it with %q, after it was used in a run", method, c.id, other.id)
-	}
 }
 
 // nodeImpl is the typed half of a wrapper, called by the engine.
