@@ -172,20 +172,10 @@ func (a *Async) Start(ctx context.Context, timeout time.Duration, starts ...Wrap
 	r := newRun(p, false)
 	r.reset()
 	r.sample = a.hist.sample()
-	// The run is shown to the wrappers only once it is sure to start: a
-	// refused run releases its nodes, which another Start may then
-	// compile, and a State call that had seen the refused run would read
-	// their indexes while that Start rewrites them.
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	if a.closed {
+	if err := a.launch(ctx, r, timeout); err != nil {
 		unclaim(p, len(p.nodes))
-		return nil, ErrClosed
+		return nil, err
 	}
-	for i := range p.nodes {
-		p.nodes[i].core.run.Store(r)
-	}
-	r.start(ctx, a, timeout)
 	return r, nil
 }
 

@@ -197,13 +197,13 @@ func (r *Run) upstreamEndedFrom(i int32, from int, ok bool, wl *worklist) {
 		}
 		switch sp.joinKind {
 		case joinAllDone:
-			if sn.arrive(sp.needOK, i) {
+			if _, moved := sn.arrive(sp.needOK, i); moved {
 				r.triggered(s, wl)
 			}
 			continue
 		case joinAny, joinAtLeast:
 			if ok {
-				if sn.arrive(sp.needOK, i) {
+				if _, moved := sn.arrive(sp.needOK, i); moved {
 					r.triggered(s, wl)
 				}
 			} else if reached(&sn.failCount, sp.needFail) {
@@ -219,7 +219,7 @@ func (r *Run) upstreamEndedFrom(i int32, from int, ok bool, wl *worklist) {
 		case !counts:
 			// An optional dependency of a node with must dependencies.
 		case ok:
-			if sn.arrive(sp.needOK, i) {
+			if _, moved := sn.arrive(sp.needOK, i); moved {
 				r.triggered(s, wl)
 			}
 		case e.must:
@@ -271,8 +271,8 @@ func (r *Run) joinImpossible(s int32) error {
 // customJoin asks node s's custom join, after upstream from ended.
 func (r *Run) customJoin(s, from int32, wl *worklist) {
 	sn, pn := &r.nodes[s], &r.p.nodes[s]
-	c, counted := sn.countEnd()
-	all := counted && c == pn.needOK
+	c, _ := sn.arrive(0, from)
+	all := c == pn.needOK
 	d, perr, ok := r.askJoin(s)
 	if !ok {
 		return

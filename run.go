@@ -218,7 +218,16 @@ func (r *Run) reset() {
 }
 
 // start runs r on a under the group deadline. The caller has reset r.
+// A single-use run is shown to its wrappers here, only once it is sure to
+// start: a run refused by a closed Async releases its nodes, which
+// another Start may then compile, and a State call that had seen the
+// refused run would read their indexes while that Start rewrites them.
 func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration) {
+	if !r.pooled {
+		for i := range r.p.nodes {
+			r.p.nodes[i].core.run.Store(r)
+		}
+	}
 	r.a = a
 	r.hooks = r.hooks[:0]
 	if a.hooks != nil {
@@ -358,9 +367,8 @@ func (r *Run) Done() <-chan struct{} { return r.done }
 // further until one of its pending nodes is resumed: no goroutine is
 // working on the run (a worker that outlived its node's own Timeout by
 // ignoring its ctx counts as working until it returns), and every node
-// that has not ended is pending (its
-// worker failed under [PolicySuspend], or a custom join suspended it) or
-// waits on a pending node. The nodes that do not depend on a pending one
+// that has not ended is pending (its worker failed under [PolicySuspend],
+// or a custom join suspended it) or waits on a pending node. The nodes that do not depend on a pending one
 // have all ended by then. Until [Run.Resume], [Run.Cancel] or the
 // deadline, the run stays as it is; [Run.Report] names the pending nodes
 // (StatusPending; the suspended ones themselves are in StateWorking).

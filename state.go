@@ -104,38 +104,25 @@ func (n *rnode) move(from, to int32, set int64) bool {
 }
 
 // arrive counts one upstream end toward node n's join, which needs need
-// of them, and with the one that makes need moves n from sInit to sReady
-// in the same CAS, recording by as the upstream that decided it. It
-// reports whether it moved n. An end that arrives after n left sInit is
-// not counted: nothing reads the count then.
-func (n *rnode) arrive(need, by int32) bool {
-	for {
-		w := n.state.Load()
-		if w&stateMask != int64(sInit) {
-			return false
-		}
-		c := (w>>countShift)&countMax + 1
-		nw := w&^(countMax<<countShift) | c<<countShift
-		if c == int64(need) {
-			nw = nw&^stateMask | int64(sReady) | byBits(by)
-		}
-		if n.state.CompareAndSwap(w, nw) {
-			return c == int64(need)
-		}
-	}
-}
-
-// countEnd counts one upstream end toward node n's custom join while n
-// is in sInit, and returns the count; ok is false if n has left sInit.
-func (n *rnode) countEnd() (c int32, ok bool) {
+// of them (0 for a custom join, which decides by itself), and with the one
+// that makes need moves n from sInit to sReady in the same CAS, recording
+// by as the upstream that decided it. It returns the count and whether it
+// moved n; a count of 0 means n had left sInit, and the end was not
+// counted: nothing reads the count then.
+func (n *rnode) arrive(need, by int32) (count int32, moved bool) {
 	for {
 		w := n.state.Load()
 		if w&stateMask != int64(sInit) {
 			return 0, false
 		}
 		c := (w>>countShift)&countMax + 1
-		if n.state.CompareAndSwap(w, w&^(countMax<<countShift)|c<<countShift) {
-			return int32(c), true
+		nw := w&^(countMax<<countShift) | c<<countShift
+		moved = c == int64(need)
+		if moved {
+			nw = nw&^stateMask | int64(sReady) | byBits(by)
+		}
+		if n.state.CompareAndSwap(w, nw) {
+			return int32(c), moved
 		}
 	}
 }
