@@ -785,3 +785,66 @@ func TestStallCheckDoesNotRaceRecycling(t *testing.T) {
 		r.Release()
 	}
 }
+
+// TestCancelFromTheSinkReturnsWithIt checks the pattern the README gives
+// for returning as soon as the sink is done: Start, and Cancel from the
+// sink's Result callback. The optional branch still running is stopped,
+// and Wait returns long before the group deadline.
+func TestCancelFromTheSinkReturnsWithIt(t *testing.T) {
+	a := newAsync(t)
+	var run atomic.Pointer[Run]
+	gate, recsRunning := make(chan struct{}), make(chan struct{})
+	user := NewWrapper("user", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		<-gate        // until the run is stored
+		<-recsRunning // so that recs is running, not skipped
+		return 1, nil
+	}), 0)
+	recs := NewWrapper("recs", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		close(recsRunning)
+		<-ctx.Done() // slower than the page can wait for
+		return 0, ctx.Err()
+	}), 0)
+	page := NewWrapper("page", okWorker(), 0).Depend(user, true).Depend(recs, false).
+		Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) { run.Load().Cancel() }))
+	began := time.Now()
+	r, err := a.Start(context.Background(), time.Minute, user, recs)
+	require.NoError(t, err)
+	run.Store(r)
+	close(gate)
+	require.ErrorIs(t, r.Wait(context.Background()), context.Canceled)
+	assert.Less(t, time.Since(began), 30*time.Second, "Wait returned with the sink, not at the deadline")
+	assert.Equal(t, ResultSuccess, page.Result().State)
+	assert.Equal(t, ResultTimeout, recs.Result().State)
+}
+
+// TestSuspendedWaitsForALateWorker checks that a worker which outlived
+// its node's own Timeout by ignoring its ctx keeps the run busy: the run
+// is not reported stalled until the worker returns.
+func TestSuspendedWaitsForALateWorker(t *testing.T) {
+	a := newAsync(t)
+	release := make(chan struct{})
+	x := NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		return 0, errBoom
+	}), 0).OnFailure(PolicySuspend)
+	z := NewWrapper("z", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		<-release // ignores its ctx
+		return 1, nil
+	}), 0).Timeout(time.Millisecond)
+	r, err := a.Start(context.Background(), time.Minute, x, z)
+	require.NoError(t, err)
+	t.Cleanup(r.Cancel)
+	require.Eventually(t, func() bool {
+		rep := r.Report()
+		return rep.Nodes[0].Status == StatusPending && rep.Nodes[1].Status == StatusTimedOut ||
+			rep.Nodes[1].Status == StatusPending && rep.Nodes[0].Status == StatusTimedOut
+	}, 10*time.Second, time.Millisecond, "x pending, z timed out")
+	stall := r.Suspended()
+	time.Sleep(20 * time.Millisecond)
+	assert.False(t, isClosed(stall), "z's worker is still running")
+	close(release)
+	select {
+	case <-stall:
+	case <-time.After(10 * time.Second):
+		t.Fatal("z's worker returned, but Suspended was not closed")
+	}
+}

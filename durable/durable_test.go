@@ -704,3 +704,69 @@ func TestSuspensionOutranksASnooze(t *testing.T) {
 	require.Equal(t, river.EventKindJobCancelled, ev.Kind)
 	assert.Contains(t, ev.Job.Errors[len(ev.Job.Errors)-1].Error, `suspended at "s" (needs approval); failed: "z"`)
 }
+
+// TestSuccessRule checks the rest of Work's success rule, one case each:
+// a failed node under PolicyContinue that is not a sink is tolerated; a
+// PolicyEnd that ends the run, and a panicking callback, fail the attempt
+// although every sink succeeded; a snooze from a tolerated node snoozes
+// the job (its node runs twice in one allowed attempt, with no failed
+// attempt between).
+func TestSuccessRule(t *testing.T) {
+	work := func(runs *atomic.Int32, err func(n int32) error) asynctool.Worker[int, int] {
+		return asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			return 1, err(runs.Add(1))
+		})
+	}
+	never := func(int32) error { return nil }
+	boom := errors.New("boom")
+	always := func(int32) error { return boom }
+	for _, tc := range []struct {
+		name  string
+		build func(runs *atomic.Int32) []asynctool.Wrapper
+		want  rivertype.JobState
+		runs  int32
+	}{
+		{"PolicyContinue on a node that is not a sink", func(runs *atomic.Int32) []asynctool.Wrapper {
+			a := asynctool.NewWrapper("a", work(runs, always), 0).OnFailure(asynctool.PolicyContinue)
+			asynctool.NewWrapper("sink", work(new(atomic.Int32), never), 0).Depend(a, true)
+			return []asynctool.Wrapper{a}
+		}, rivertype.JobStateCompleted, 1},
+		{"PolicyEnd after the sink succeeded", func(runs *atomic.Int32) []asynctool.Wrapper {
+			sinkDone := make(chan struct{})
+			end := asynctool.NewWrapper("end", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+				runs.Add(1)
+				<-sinkDone
+				return 0, boom
+			}), 0).OnFailure(asynctool.PolicyEnd).ShortCircuit(false) // runs although the sink goes on without it
+			b := asynctool.NewWrapper("b", work(new(atomic.Int32), never), 0)
+			asynctool.NewWrapper("sink", work(new(atomic.Int32), never), 0).Depend(b, true).Depend(end, false).
+				Callback(asynctool.ResultFunc[int, int](func(bool, int, asynctool.WorkResult[int]) { close(sinkDone) }))
+			return []asynctool.Wrapper{b, end}
+		}, rivertype.JobStateDiscarded, 1},
+		{"a callback panics", func(runs *atomic.Int32) []asynctool.Wrapper {
+			return []asynctool.Wrapper{asynctool.NewWrapper("sink", work(runs, never), 0).
+				Callback(asynctool.ResultFunc[int, int](func(bool, int, asynctool.WorkResult[int]) { panic("callback") }))}
+		}, rivertype.JobStateDiscarded, 1},
+		{"a tolerated node snoozes", func(runs *atomic.Int32) []asynctool.Wrapper {
+			bad := asynctool.NewWrapper("bad", work(runs, func(n int32) error {
+				if n == 1 {
+					return river.JobSnooze(time.Millisecond)
+				}
+				return nil
+			}), 0)
+			ok := asynctool.NewWrapper("ok", work(new(atomic.Int32), never), 0)
+			asynctool.NewWrapper("sink", work(new(atomic.Int32), never), 0).Depend(ok, true).Depend(bad, false)
+			return []asynctool.Wrapper{bad, ok}
+		}, rivertype.JobStateCompleted, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var runs atomic.Int32
+			evs := runJob(t, 1, 10*time.Second, func(context.Context, *river.Job[sumArgs], *Checkpoint) ([]asynctool.Wrapper, error) {
+				return tc.build(&runs), nil
+			})
+			require.Len(t, evs, 1)
+			assert.Equal(t, tc.want, evs[0].Job.State)
+			assert.Equal(t, tc.runs, runs.Load())
+		})
+	}
+}
