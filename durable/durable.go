@@ -37,11 +37,11 @@
 // A checkpointed result is stored as JSON, so a node's result type must
 // encode and decode with encoding/json. Checkpoints are stored when an
 // attempt ends with an error (a suspension included) or a snooze (River
-// stores a resumable step's cursor whenever Work returns an error). An
-// attempt that dies with its
-// process (River rescues the job later) starts again from the previous
-// attempt's checkpoint, unless the Worker saves each node as it succeeds
-// ([Worker.SaveEach]). A checkpoint stays in the job's row after the job
+// stores a resumable step's cursor whenever Work returns an error). When
+// an attempt's process dies, River rescues the job later and retries it
+// from whatever checkpoint its row holds: the previous attempt's, unless
+// the Worker saves each node as it succeeds ([Worker.SaveEach]); no test
+// in this package kills a process. A checkpoint stays in the job's row after the job
 // succeeds, so retrying a completed job by hand (Client.JobRetry) replays
 // what the last stored checkpoint holds.
 package durable
