@@ -635,6 +635,16 @@ func TestNodeTimeoutIsNotARunError(t *testing.T) {
 	})
 }
 
+// waitClosed fails the test with msg unless ch is closed within 10 s.
+func waitClosed(t *testing.T, ch <-chan struct{}, msg string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal(msg)
+	}
+}
+
 // isClosed reports whether ch is closed, without waiting.
 func isClosed(ch <-chan struct{}) bool {
 	select {
@@ -672,21 +682,13 @@ func TestSuspendedSignalsAStall(t *testing.T) {
 	require.Eventually(t, func() bool { return r.Report().Nodes[0].Status == StatusPending }, 10*time.Second, time.Millisecond)
 	assert.False(t, isClosed(stall), "slow still runs: the run has not stalled")
 	close(gate)
-	select {
-	case <-stall:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the run stalled on sus, but Suspended was not closed")
-	}
+	waitClosed(t, stall, "the run stalled on sus, but Suspended was not closed")
 	assert.Equal(t, StateFinish, slow.State(), "every branch that does not need sus ended first")
 	assert.True(t, isClosed(r.Suspended()), "a stalled run's Suspended is closed at once")
 
 	// Rerun fails again: the run stalls a second time.
 	require.NoError(t, r.Resume("sus", Rerun()))
-	select {
-	case <-r.Suspended():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the rerun suspended sus again, but Suspended was not closed")
-	}
+	waitClosed(t, r.Suspended(), "the rerun suspended sus again, but Suspended was not closed")
 	assert.EqualValues(t, 2, calls.Load())
 
 	// The third attempt succeeds: the run ends, and a fresh Suspended
@@ -733,11 +735,7 @@ func TestSuspendedOnAPlan(t *testing.T) {
 			r.Release()
 			continue
 		}
-		select {
-		case <-stall:
-		case <-time.After(10 * time.Second):
-			t.Fatal("the join suspended the node, but Suspended was not closed")
-		}
+		waitClosed(t, stall, "the join suspended the node, but Suspended was not closed")
 		assert.Equal(t, StatusPending, r.Report().Nodes[1].Status)
 		r.Cancel()
 		require.ErrorIs(t, r.Wait(context.Background()), context.Canceled)
@@ -842,9 +840,5 @@ func TestSuspendedWaitsForALateWorker(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	assert.False(t, isClosed(stall), "z's worker is still running")
 	close(release)
-	select {
-	case <-stall:
-	case <-time.After(10 * time.Second):
-		t.Fatal("z's worker returned, but Suspended was not closed")
-	}
+	waitClosed(t, stall, "z's worker returned, but Suspended was not closed")
 }
