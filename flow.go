@@ -252,10 +252,12 @@ func (r *Run) afterFailure(i int32, err error, wl *worklist) (bool, error) {
 				return false, perr // the policy itself failed: no retry
 			}
 			if again && r.fitsDeadline(i, delay) {
-				r.scheduleRetry(i, delay)
+				// The hook first: once scheduled, the retry may run, and
+				// fail and call the hook again, before this call returns.
 				if len(r.hooks) > 0 {
 					r.nodeRetrying(i, err, delay)
 				}
+				r.scheduleRetry(i, delay)
 				return true, err
 			}
 		}
