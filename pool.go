@@ -129,12 +129,13 @@ type PoolStats struct {
 // Pool is a bounded pool of worker goroutines with a bounded queue. It is
 // the [Executor] behind [Async], and can be sized and shared by users.
 //
-// Submit hands a task to an idle worker if there is one (one channel
-// operation), otherwise starts a new worker if fewer than the maximum are
-// alive, otherwise queues it, and when the queue is full applies the
-// pool's [FullPolicy]. Workers take queued tasks before waiting for new
-// ones, and exit after the idle timeout, so a pool that has nothing to do
-// holds no goroutine. No lock is taken on any of these paths.
+// Submit hands a task to an idle worker if there is one, otherwise starts
+// a new worker if fewer than the maximum are alive, otherwise queues it,
+// and when the queue is full applies the pool's [FullPolicy]. Idle
+// workers are reused last in, first out, so a pool under light load keeps
+// a few warm workers busy and lets the others time out. Workers take
+// queued tasks before waiting for new ones, and exit after the idle
+// timeout, so a pool that has nothing to do holds no goroutine.
 //
 // A task that panics does not kill its worker: the panic is recovered,
 // counted in [PoolStats.Panicked] and passed to the [PoolPanicHandler] if
@@ -147,56 +148,72 @@ type PoolStats struct {
 // them at once.
 type Pool struct {
 	size    int32
+	qcap    int
 	policy  FullPolicy
 	idle    time.Duration
 	onPanic func(*PanicError)
 
-	handoff chan func()   // unbuffered: idle workers wait here
-	queue   chan func()   // buffered; nil when the queue capacity is 0
-	done    chan struct{} // closed by Close
-
-	closed  atomic.Bool
-	workers atomic.Int32 // live workers, counted before their goroutine starts
-	blocked atomic.Int32 // Submit calls waiting under the Block policy
-	// queued counts tasks in the queue, plus tasks about to be sent to
-	// it: it is incremented before the send and decremented after the
-	// receive, so it is never below the queue's length.
-	queued atomic.Int64
-
-	// Counters written once per task, kept off the cache line of the
-	// fields above, which every Submit reads.
+	// Counters written once per task, on cache lines of their own: the
+	// mutex and the state it guards are written by every Submit.
 	_         [64]byte
 	started   atomic.Uint64
 	completed atomic.Uint64
 	callerRan atomic.Uint64
 	rejected  atomic.Uint64
 	panicked  atomic.Uint64
+	_         [64]byte
 
-	// mu guards changes to the number of workers and finished; exited
-	// lets Close sleep until the last worker has gone.
-	mu       sync.Mutex
-	exited   sync.Cond
-	finished bool // Close has seen no worker and nothing queued
+	// Written under mu; read without it by Stats, and closed by fast
+	// paths.
+	closed  atomic.Bool
+	workers atomic.Int32 // live workers, counted before their goroutine starts
+	queued  atomic.Int32 // tasks in the queue
+
+	mu sync.Mutex
+	// idlers are the idle workers, each waiting on its own channel; the
+	// most recently idle is last, and the longest idle first.
+	idlers []*poolWorker
+	// queue is a ring of qcap tasks, made on first use; head is the
+	// oldest, and queued.Load() of them are in use.
+	queue []func()
+	head  int
+	// nblocked counts Submit calls waiting under Block; they wait on
+	// space, which is signalled whenever a worker goes idle or a queued
+	// task is taken.
+	nblocked int
+	space    sync.Cond
+	// exited is broadcast when the last worker exits after Close.
+	exited sync.Cond
+	// The reaper retires idle workers: see reap.
+	reaper      *time.Timer
+	reaperArmed bool
+	tick        uint64
 }
 
-// How the pool stays correct. The hot paths (handing a task to an idle
-// worker, queueing, taking from the queue) take no lock. Changes to the
-// number of workers (starting one, one exiting) and Close take mu, so that
-// Close, which waits under mu, never sees a worker that is about to come
-// back. The race between a submitter queueing a task and the last worker
-// exiting is settled with sequentially consistent atomics:
+// poolWorker is one worker goroutine's mailbox. An idle worker waits on
+// ch; a nil task tells it to exit, and whoever sends the nil has already
+// uncounted it.
+type poolWorker struct {
+	ch   chan func() // capacity 1: a send never blocks
+	tick uint64      // the pool's tick when the worker last went idle
+}
+
+// How the pool stays correct. Every decision (which worker takes a task,
+// starting a worker, queueing, a worker going idle or exiting) is made
+// under mu, so these hold whenever mu is free:
 //
-//   - A submitter that queues a task increments queued, sends, and then
-//     reads workers; if it reads 0 it starts a worker.
-//   - A worker that wants to exit (idle, or draining after Close)
-//     decrements workers and then reads queued (and blocked, when idle);
-//     if either is positive it counts itself back in and stays.
+//   - a worker is idle (in idlers) only while the queue is empty: a worker
+//     takes from the queue before it goes idle, and a task is queued only
+//     when no worker is idle;
+//   - the queue is not empty only while workers > 0: a task is queued only
+//     when the pool has its maximum number of workers, and a worker exits
+//     only after finding the queue empty.
 //
-// Whichever of the two reads comes first in the single order of atomic
-// operations, one side sees the other's write, so a queued task always
-// has a worker. Close sets closed and waits until workers and queued are
-// both 0; a submitter that read closed as false before Close set it is
-// still counted in one of the two, so Close waits for its task.
+// So a queued task always has a worker to run it, even after Close, which
+// waits until the last worker has drained the queue and exited. A task is
+// handed to an idle worker by sending on the worker's own channel after mu
+// is released: the worker was taken out of idlers under mu, so nobody
+// else sends to it.
 
 // NewPool returns a pool configured by opts. With no options it has
 // 16 × GOMAXPROCS workers, a queue of 1024 tasks, the [CallerRuns]
@@ -219,15 +236,12 @@ func NewPool(opts ...PoolOption) *Pool {
 	}
 	p := &Pool{
 		size:    int32(min(c.size, 1<<30)),
+		qcap:    min(c.queue, 1<<30),
 		policy:  c.policy,
 		idle:    c.idle,
 		onPanic: c.onPanic,
-		handoff: make(chan func()),
-		done:    make(chan struct{}),
 	}
-	if c.queue > 0 {
-		p.queue = make(chan func(), c.queue)
-	}
+	p.space.L = &p.mu
 	p.exited.L = &p.mu
 	return p
 }
@@ -237,17 +251,18 @@ func NewPool(opts ...PoolOption) *Pool {
 // [ErrPoolFull] when the pool is full under [Reject], [ErrNilTask] for a
 // nil task. Under [CallerRuns] a full pool runs task on the calling
 // goroutine before Submit returns; under [Block] Submit waits until a
-// worker takes the task. Submit is safe to call from inside a task (under
-// Block, a task that waits for a full pool holds its own worker while it
-// waits).
+// worker or the queue takes the task. Submit is safe to call from inside
+// a task (under Block, a task that waits for a full pool holds its own
+// worker while it waits).
 //
 // A Submit that races with Close either has its task run before Close
-// returns or returns ErrPoolClosed. Submit does not allocate.
+// returns or returns ErrPoolClosed. Submit does not allocate, except to
+// start a worker.
 func (p *Pool) Submit(task func()) error {
 	if task == nil {
 		return ErrNilTask
 	}
-	switch p.offer(task) {
+	switch p.offer(task, true) {
 	case offerOK:
 		return nil
 	case offerClosed:
@@ -270,8 +285,13 @@ func (p *Pool) Submit(task func()) error {
 // worker, a new worker or the queue. It never blocks and never runs task
 // on the caller; it reports false if the pool is full or closed.
 func (p *Pool) trySubmit(task func()) bool {
-	return p.offer(task) == offerOK
+	return p.offer(task, true) == offerOK
 }
+
+// tryStart runs task at once on an idle worker or on a new one, if the
+// pool has one to spare; unlike trySubmit it never queues the task. The
+// scheduler uses it to start helpers only when a goroutine is free now.
+func (p *Pool) tryStart(task func()) bool { return p.offer(task, false) == offerOK }
 
 type offerResult uint8
 
@@ -281,169 +301,173 @@ const (
 	offerClosed
 )
 
-// offer is the non-blocking part of Submit.
-func (p *Pool) offer(task func()) offerResult {
-	if r := p.startNow(task); r != offerFull {
-		return r
+// offer is the non-blocking part of Submit; queue says whether task may
+// wait in the queue.
+func (p *Pool) offer(task func(), queue bool) offerResult {
+	if p.closed.Load() {
+		return offerClosed
+	}
+	p.mu.Lock()
+	res, w, spawn := p.place(task, queue)
+	p.mu.Unlock()
+	p.deliver(task, w, spawn)
+	return res
+}
+
+// place decides, with mu held, where task goes. It returns the idle
+// worker to hand it to, or a new worker to start with it (spawn), or
+// neither when it queued the task or refused it; the caller then calls
+// deliver, preferably after releasing mu.
+func (p *Pool) place(task func(), queue bool) (res offerResult, w *poolWorker, spawn bool) {
+	if p.closed.Load() {
+		return offerClosed, nil, false
+	}
+	if n := len(p.idlers); n > 0 {
+		w = p.idlers[n-1]
+		p.idlers[n-1] = nil
+		p.idlers = p.idlers[:n-1]
+		return offerOK, w, false
+	}
+	if p.workers.Load() < p.size {
+		p.workers.Add(1)
+		return offerOK, &poolWorker{ch: make(chan func(), 1)}, true
+	}
+	if !queue || int(p.queued.Load()) >= p.qcap {
+		return offerFull, nil, false
 	}
 	if p.queue == nil {
-		return offerFull
+		p.queue = make([]func(), p.qcap)
 	}
+	k := p.head + int(p.queued.Load())
+	if k >= p.qcap {
+		k -= p.qcap
+	}
+	p.queue[k] = task
 	p.queued.Add(1)
-	if p.closed.Load() {
-		p.unqueue()
-		return offerClosed
-	}
-	select {
-	case p.queue <- task:
-	default:
-		p.unqueue()
-		return offerFull
-	}
-	// Every worker may have exited since the size check; make sure one
-	// is left to take the task (even after Close, which waits for it).
-	if p.workers.Load() == 0 {
-		p.mu.Lock()
-		if p.workers.Load() == 0 && p.queued.Load() > 0 && !p.finished {
-			p.workers.Add(1)
-			go p.worker(nil)
-		}
-		p.mu.Unlock()
-	}
-	return offerOK
+	return offerOK, nil, false
 }
 
-// startWorker starts a worker running task, unless the pool is closed or
-// already has its maximum number of workers.
-func (p *Pool) startWorker(task func()) offerResult {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed.Load() {
-		return offerClosed
-	}
-	if p.workers.Load() >= p.size {
-		return offerFull
-	}
-	p.workers.Add(1)
-	go p.worker(task)
-	return offerOK
-}
-
-// unqueue takes back the increment of queued for a task that was not
-// queued after all.
-func (p *Pool) unqueue() {
-	p.queued.Add(-1)
-	if p.closed.Load() {
-		p.mu.Lock()
-		p.exited.Broadcast()
-		p.mu.Unlock()
+// deliver carries out place's decision.
+func (p *Pool) deliver(task func(), w *poolWorker, spawn bool) {
+	switch {
+	case spawn:
+		go p.worker(w, task)
+	case w != nil:
+		w.ch <- task
 	}
 }
 
-// submitBlocking waits until a worker takes task or the pool closes.
-func (p *Pool) submitBlocking(task func()) error {
-	p.blocked.Add(1)
-	defer p.blocked.Add(-1)
-	// While blocked > 0 no worker exits for idleness, so once a worker is
-	// known to exist one will come to the handoff.
-	if p.workers.Load() == 0 {
-		p.mu.Lock()
-		if p.workers.Load() == 0 && !p.closed.Load() {
-			p.workers.Add(1)
-			go p.worker(nil)
-		}
-		p.mu.Unlock()
-	}
-	select {
-	case p.handoff <- task:
+// dequeue takes the oldest queued task, or returns nil; mu is held.
+func (p *Pool) dequeue() func() {
+	if p.queued.Load() == 0 {
 		return nil
-	case <-p.done:
-		return ErrPoolClosed
 	}
+	task := p.queue[p.head]
+	p.queue[p.head] = nil
+	if p.head++; p.head == p.qcap {
+		p.head = 0
+	}
+	p.queued.Add(-1)
+	return task
 }
 
-// retire uncounts the calling worker and reports true, unless a queued
-// task (or, for an idle worker, a blocked submitter) still needs a
-// worker: then the worker stays counted and retire reports false.
-func (p *Pool) retire(idle bool) bool {
+// submitBlocking waits until a worker or the queue takes task, or the
+// pool closes.
+func (p *Pool) submitBlocking(task func()) error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.workers.Add(-1)
-	if p.queued.Load() > 0 || (idle && p.blocked.Load() > 0) {
-		p.workers.Add(1)
-		return false
+	p.nblocked++
+	for {
+		res, w, spawn := p.place(task, true)
+		if res == offerFull {
+			p.space.Wait()
+			continue
+		}
+		p.nblocked--
+		p.mu.Unlock()
+		p.deliver(task, w, spawn)
+		if res == offerClosed {
+			return ErrPoolClosed
+		}
+		return nil
 	}
-	if p.closed.Load() {
-		p.exited.Broadcast()
-	}
-	return true
 }
 
-// worker runs task (if any), then queued and handed-off tasks until it
-// has been idle for the idle timeout or the pool closes.
-func (p *Pool) worker(task func()) {
+// worker runs task (if any), then queued and handed-off tasks, until the
+// pool retires it for idleness or closes.
+func (p *Pool) worker(w *poolWorker, task func()) {
 	normal := false
 	defer func() {
 		if !normal {
 			// A task called runtime.Goexit on this goroutine: let a
 			// fresh goroutine take over this worker's slot.
-			go p.worker(nil)
+			go p.worker(w, nil)
 		}
 	}()
-	idle := time.NewTimer(p.idle)
-	defer idle.Stop()
-	busy := true // ran a task since the timer last fired
 	for {
 		if task != nil {
 			p.run(task)
-			busy = true
 		}
-		select {
-		case task = <-p.queue:
-			p.queued.Add(-1)
+		p.mu.Lock()
+		if task = p.dequeue(); task != nil {
+			if p.nblocked > 0 {
+				p.space.Signal()
+			}
+			p.mu.Unlock()
 			continue
-		default:
 		}
-		select {
-		case task = <-p.handoff:
-		case task = <-p.queue:
-			p.queued.Add(-1)
-		case <-p.done:
-			for {
-				p.drainQueue()
-				if p.retire(false) {
-					normal = true
-					return
-				}
-				// A submitter that raced with Close is between its
-				// increment of queued and its send.
-				runtime.Gosched()
+		if p.closed.Load() {
+			if p.workers.Add(-1) == 0 {
+				p.exited.Broadcast()
 			}
-		case <-idle.C:
-			task = nil
-			// Resetting the timer for every task would cost a timer
-			// operation per task; instead a worker exits when a whole
-			// period went by without work.
-			if !busy && p.retire(true) {
-				normal = true
-				return
+			p.mu.Unlock()
+			normal = true
+			return
+		}
+		w.tick = p.tick
+		p.idlers = append(p.idlers, w)
+		if p.nblocked > 0 {
+			p.space.Signal()
+		}
+		if !p.reaperArmed {
+			p.reaperArmed = true
+			if p.reaper == nil {
+				p.reaper = time.AfterFunc(p.idle, p.reap)
+			} else {
+				p.reaper.Reset(p.idle)
 			}
-			busy = false
-			idle.Reset(p.idle)
+		}
+		p.mu.Unlock()
+		if task = <-w.ch; task == nil {
+			normal = true
+			return
 		}
 	}
 }
 
-// drainQueue runs what is left in the queue after Close.
-func (p *Pool) drainQueue() {
-	for {
-		select {
-		case task := <-p.queue:
-			p.queued.Add(-1)
-			p.run(task)
-		default:
-			return
-		}
+// reap runs once per idle timeout while some worker is idle. It retires
+// the workers that have been idle since before its previous run, so a
+// worker exits between one and two idle timeouts after its last task.
+// Idle workers are in the order they went idle, so those are a prefix.
+func (p *Pool) reap() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.reaperArmed = false
+	if p.closed.Load() {
+		return
+	}
+	k := 0
+	for k < len(p.idlers) && p.idlers[k].tick < p.tick {
+		p.idlers[k].ch <- nil
+		k++
+	}
+	p.workers.Add(-int32(k))
+	n := copy(p.idlers, p.idlers[k:])
+	clear(p.idlers[n:])
+	p.idlers = p.idlers[:n]
+	p.tick++
+	if n > 0 {
+		p.reaperArmed = true
+		p.reaper.Reset(p.idle)
 	}
 }
 
@@ -474,12 +498,20 @@ func (p *Pool) Close() error {
 	defer p.mu.Unlock()
 	if !p.closed.Load() {
 		p.closed.Store(true)
-		close(p.done)
+		if p.reaper != nil {
+			p.reaper.Stop()
+			p.reaperArmed = false
+		}
+		for _, w := range p.idlers {
+			w.ch <- nil
+		}
+		p.workers.Add(-int32(len(p.idlers)))
+		p.idlers = nil
+		p.space.Broadcast()
 	}
-	for p.workers.Load() > 0 || p.queued.Load() > 0 {
+	for p.workers.Load() > 0 {
 		p.exited.Wait()
 	}
-	p.finished = true
 	return nil
 }
 
@@ -490,32 +522,10 @@ func (p *Pool) Stats() PoolStats {
 	return PoolStats{
 		Workers:   int(p.workers.Load()),
 		Running:   int(started - completed),
-		Queued:    int(max(p.queued.Load(), 0)),
+		Queued:    int(p.queued.Load()),
 		Completed: completed,
 		CallerRan: p.callerRan.Load(),
 		Rejected:  p.rejected.Load(),
 		Panicked:  p.panicked.Load(),
 	}
 }
-
-// startNow hands task to an idle worker, or starts a new worker with it
-// if the pool has room; it never queues the task.
-func (p *Pool) startNow(task func()) offerResult {
-	if p.closed.Load() {
-		return offerClosed
-	}
-	select {
-	case p.handoff <- task:
-		return offerOK
-	default:
-	}
-	if p.workers.Load() < p.size {
-		return p.startWorker(task)
-	}
-	return offerFull
-}
-
-// tryStart runs task at once on an idle worker or on a new one, if the
-// pool has one to spare; unlike trySubmit it never queues the task. The
-// scheduler uses it to start helpers only when a goroutine is free now.
-func (p *Pool) tryStart(task func()) bool { return p.startNow(task) == offerOK }

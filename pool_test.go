@@ -211,6 +211,35 @@ func TestPoolIdleWorkersExit(t *testing.T) {
 	})
 }
 
+// TestPoolReusesTheLastIdleWorker checks that idle workers are reused
+// last in, first out: under a load one worker can carry, the same worker
+// takes every task, and the workers a burst started time out.
+func TestPoolReusesTheLastIdleWorker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := NewPool(PoolSize(4), PoolIdleTimeout(time.Second))
+		release := make(chan struct{})
+		var started sync.WaitGroup
+		for range 4 {
+			started.Add(1)
+			require.NoError(t, p.Submit(func() { started.Done(); <-release }))
+		}
+		started.Wait()
+		close(release)
+		synctest.Wait()
+		require.Equal(t, 4, p.Stats().Workers)
+
+		for range 8 {
+			done := make(chan struct{})
+			require.NoError(t, p.Submit(func() { close(done) }))
+			<-done
+			time.Sleep(time.Second / 2)
+			synctest.Wait()
+		}
+		assert.Equal(t, 1, p.Stats().Workers, "a light load should keep one worker warm and let the others go")
+		require.NoError(t, p.Close())
+	})
+}
+
 func TestPoolBusyWorkerDoesNotExit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := NewPool(PoolSize(1), PoolIdleTimeout(time.Second))
