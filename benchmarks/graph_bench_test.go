@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -270,6 +271,55 @@ func BenchmarkRPCFanout(b *testing.B) {
 	library := implLibraryBuildRun
 	library.name = "library"
 	runImpls(b, s, []impl{goroutines, library, implLibraryRun, implByHand})
+}
+
+// BenchmarkRPCFanoutPaired measures the RPC target's difference itself.
+// Each iteration runs the shape on 100 raw goroutines and with the
+// library, in alternating order, and the benchmark reports the median and
+// the mean of the per-iteration differences in µs (us-over-goroutines,
+// mean-us-over-goroutines). Pairing cancels the drift of a shared
+// machine, which moves the separate sub-benchmarks of BenchmarkRPCFanout
+// by more than the target's 100 µs from one run to the next. ns/op is the
+// time of both runs together.
+func BenchmarkRPCFanoutPaired(b *testing.B) {
+	s := rpcShape(100)
+	library := implLibraryBuildRun
+	library.name = "library"
+	ref := s.reference()
+	for _, im := range []impl{library, implLibraryRun} {
+		b.Run("impl="+im.name, func(b *testing.B) {
+			vals := make([]int64, s.n())
+			body := im.setup(b, s, vals)
+			timed := func(f func()) time.Duration {
+				t0 := time.Now()
+				f()
+				return time.Since(t0)
+			}
+			var diffs []float64
+			raw := func() { runGoroutines(s, vals) }
+			for b.Loop() {
+				var d time.Duration
+				if len(diffs)%2 == 0 {
+					d = -timed(raw)
+					d += timed(body)
+				} else {
+					d = timed(body)
+					d -= timed(raw)
+				}
+				diffs = append(diffs, float64(d)/1e3)
+			}
+			slices.Sort(diffs)
+			var sum float64
+			for _, d := range diffs {
+				sum += d
+			}
+			b.ReportMetric(diffs[len(diffs)/2], "us-over-goroutines")
+			b.ReportMetric(sum/float64(len(diffs)), "mean-us-over-goroutines")
+			if err := checkSinks(s, ref, vals)(); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
 }
 
 // runGoroutines runs a 1 → n → 1 shape with one raw goroutine per middle
