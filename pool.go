@@ -182,12 +182,13 @@ type Pool struct {
 	// task is taken.
 	nblocked int
 	space    sync.Cond
-	// exited is broadcast when the last worker exits after Close.
-	exited sync.Cond
 	// The reaper retires idle workers: see reap.
 	reaper      *time.Timer
 	reaperArmed bool
 	tick        uint64
+	// live counts worker goroutines and an armed reaper, so that Close
+	// can wait until none of them runs any more.
+	live sync.WaitGroup
 }
 
 // poolWorker is one worker goroutine's mailbox. An idle worker waits on
@@ -242,7 +243,6 @@ func NewPool(opts ...PoolOption) *Pool {
 		onPanic: c.onPanic,
 	}
 	p.space.L = &p.mu
-	p.exited.L = &p.mu
 	return p
 }
 
@@ -255,8 +255,11 @@ func NewPool(opts ...PoolOption) *Pool {
 // a task (under Block, a task that waits for a full pool holds its own
 // worker while it waits).
 //
-// A Submit that races with Close either has its task run before Close
-// returns or returns ErrPoolClosed. Submit does not allocate, except to
+// A Submit that races with Close returns ErrPoolClosed, or has its task
+// run by a worker before Close returns, or finds the pool full: then, as
+// when the pool is full at any other time, CallerRuns runs the task on
+// the caller (perhaps after Close returned) and Reject returns
+// ErrPoolFull. Submit does not allocate, except to
 // start a worker.
 func (p *Pool) Submit(task func()) error {
 	if task == nil {
@@ -330,6 +333,7 @@ func (p *Pool) place(task func(), queue bool) (res offerResult, w *poolWorker, s
 	}
 	if p.workers.Load() < p.size {
 		p.workers.Add(1)
+		p.live.Add(1)
 		return offerOK, &poolWorker{ch: make(chan func(), 1)}, true
 	}
 	if !queue || int(p.queued.Load()) >= p.qcap {
@@ -401,7 +405,9 @@ func (p *Pool) worker(w *poolWorker, task func()) {
 			// A task called runtime.Goexit on this goroutine: let a
 			// fresh goroutine take over this worker's slot.
 			go p.worker(w, nil)
+			return
 		}
+		p.live.Done()
 	}()
 	for {
 		if task != nil {
@@ -416,9 +422,7 @@ func (p *Pool) worker(w *poolWorker, task func()) {
 			continue
 		}
 		if p.closed.Load() {
-			if p.workers.Add(-1) == 0 {
-				p.exited.Broadcast()
-			}
+			p.workers.Add(-1)
 			p.mu.Unlock()
 			normal = true
 			return
@@ -430,6 +434,7 @@ func (p *Pool) worker(w *poolWorker, task func()) {
 		}
 		if !p.reaperArmed {
 			p.reaperArmed = true
+			p.live.Add(1)
 			if p.reaper == nil {
 				p.reaper = time.AfterFunc(p.idle, p.reap)
 			} else {
@@ -449,6 +454,7 @@ func (p *Pool) worker(w *poolWorker, task func()) {
 // worker exits between one and two idle timeouts after its last task.
 // Idle workers are in the order they went idle, so those are a prefix.
 func (p *Pool) reap() {
+	defer p.live.Done()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.reaperArmed = false
@@ -467,6 +473,7 @@ func (p *Pool) reap() {
 	p.tick++
 	if n > 0 {
 		p.reaperArmed = true
+		p.live.Add(1)
 		p.reaper.Reset(p.idle)
 	}
 }
@@ -495,13 +502,12 @@ func (p *Pool) run(task func()) {
 // pool's tasks, which would wait for itself.
 func (p *Pool) Close() error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if !p.closed.Load() {
 		p.closed.Store(true)
-		if p.reaper != nil {
-			p.reaper.Stop()
-			p.reaperArmed = false
+		if p.reaperArmed && p.reaper.Stop() {
+			p.live.Done() // the reap it was armed for will not run
 		}
+		p.reaperArmed = false
 		for _, w := range p.idlers {
 			w.ch <- nil
 		}
@@ -509,9 +515,10 @@ func (p *Pool) Close() error {
 		p.idlers = nil
 		p.space.Broadcast()
 	}
-	for p.workers.Load() > 0 {
-		p.exited.Wait()
-	}
+	p.mu.Unlock()
+	// Every worker goroutine (busy, idle, or retired by the reaper but
+	// not yet returned) and a reap that already fired are counted in live.
+	p.live.Wait()
 	return nil
 }
 

@@ -1,9 +1,12 @@
 package asynctool
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -135,6 +138,58 @@ func TestPoolCloseRunsQueuedTasks(t *testing.T) {
 	<-closed
 	assert.Equal(t, int64(100), ran.Load())
 	assert.NoError(t, p.Close(), "Close is idempotent")
+}
+
+// TestPoolCloseWaitsForItsGoroutines checks that no worker goroutine is
+// still waiting for a task once Close has returned: idle workers, and
+// workers the reaper retired just before, must have taken their exit.
+func TestPoolCloseWaitsForItsGoroutines(t *testing.T) {
+	for round := range 50 {
+		p := NewPool(PoolSize(8), PoolIdleTimeout(time.Duration(round%5+1)*20*time.Microsecond))
+		var started, finished sync.WaitGroup
+		release := make(chan struct{})
+		for range 8 {
+			started.Add(1)
+			finished.Add(1)
+			require.NoError(t, p.Submit(func() { started.Done(); <-release; finished.Done() }))
+		}
+		started.Wait()
+		close(release)
+		finished.Wait()
+		time.Sleep(time.Duration(round%3) * 50 * time.Microsecond) // let some park, some be reaped
+		require.NoError(t, p.Close())
+		if n := poolWorkersWaiting(t); n > 0 {
+			t.Fatalf("round %d: Close returned with %d worker goroutines still waiting on their channel", round, n)
+		}
+	}
+}
+
+// poolWorkersWaiting counts the goroutines whose innermost frame is
+// Pool.worker's receive from its channel: idle workers, or workers woken
+// to exit that have not run yet. (A runnable goroutine's stack shows no
+// runtime frames, so the receive is found by its line in pool.go.)
+func poolWorkersWaiting(t *testing.T) int {
+	src, err := os.ReadFile("pool.go")
+	require.NoError(t, err)
+	line := 0
+	for k, l := range strings.Split(string(src), "\n") {
+		if strings.Contains(l, "task = <-w.ch") {
+			line = k + 1
+		}
+	}
+	require.NotZero(t, line, "the worker's receive is not in pool.go any more")
+	at := []byte("asynctool.(*Pool).worker(")
+	where := fmt.Appendf(nil, "pool.go:%d ", line)
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		frames := bytes.SplitN(g, []byte("\n"), 4) // header, function, file:line, rest
+		if len(frames) >= 3 && bytes.Contains(frames[1], at) && bytes.Contains(frames[2], where) {
+			n++
+		}
+	}
+	return n
 }
 
 func TestPoolNilTask(t *testing.T) {
