@@ -284,26 +284,29 @@ func TestPoolReusesTheLastIdleWorker(t *testing.T) {
 		require.Equal(t, 4, p.Stats().Workers)
 
 		for range 8 {
-			done := make(chan struct{})
-			require.NoError(t, p.Submit(func() { close(done) }))
-			<-done
-			time.Sleep(time.Second / 2)
-			synctest.Wait()
+			oneTaskThenHalfAPeriod(t, p)
 		}
 		assert.Equal(t, 1, p.Stats().Workers, "a light load should keep one worker warm and let the others go")
 		require.NoError(t, p.Close())
 	})
 }
 
+// oneTaskThenHalfAPeriod runs one task on p and then lets half of a
+// one-second idle timeout pass, inside a synctest bubble.
+func oneTaskThenHalfAPeriod(t *testing.T, p *Pool) {
+	t.Helper()
+	done := make(chan struct{})
+	require.NoError(t, p.Submit(func() { close(done) }))
+	<-done
+	time.Sleep(time.Second / 2)
+	synctest.Wait()
+}
+
 func TestPoolBusyWorkerDoesNotExit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := NewPool(PoolSize(1), PoolIdleTimeout(time.Second))
 		for range 10 {
-			done := make(chan struct{})
-			require.NoError(t, p.Submit(func() { close(done) }))
-			<-done
-			time.Sleep(time.Second / 2)
-			synctest.Wait()
+			oneTaskThenHalfAPeriod(t, p)
 			assert.Equal(t, 1, p.Stats().Workers)
 		}
 		require.NoError(t, p.Close())
