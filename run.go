@@ -312,9 +312,7 @@ func (r *Run) taskDone() {
 	if r.busy.Add(-1) == 0 && r.remaining.Load() > 0 {
 		r.noteStall() // no task left, and nodes have not ended
 	}
-	if r.refs.Add(-1) == 0 {
-		r.recycle()
-	}
+	r.unref()
 	a.inflight.Done()
 }
 
@@ -368,8 +366,8 @@ func (r *Run) Done() <-chan struct{} { return r.done }
 // working on the run (a worker that outlived its node's own Timeout by
 // ignoring its ctx counts as working until it returns), and every node
 // that has not ended is pending (its worker failed under [PolicySuspend],
-// or a custom join suspended it) or waits on a pending node. The nodes that do not depend on a pending one
-// have all ended by then. Until [Run.Resume], [Run.Cancel] or the
+// or a custom join suspended it) or waits on a pending node. The nodes
+// that do not depend on a pending one have all ended by then. Until [Run.Resume], [Run.Cancel] or the
 // deadline, the run stays as it is; [Run.Report] names the pending nodes
 // (StatusPending; the suspended ones themselves are in StateWorking).
 //

@@ -298,8 +298,9 @@ func (s *Serial) drain() {
 // dropped, not run (both are counted in [SerialStats.Dropped]). Close
 // waits for the task that is running, if any, to return. A Submit that
 // races Close may still return nil; its task is then dropped and counted,
-// possibly just after Close returns. Close is idempotent. It must not be called from inside one of the Serial's
-// tasks, which would wait for itself.
+// possibly just after Close returns. Close is idempotent. It must not be
+// called from inside one of the Serial's tasks, which would wait for
+// itself.
 func (s *Serial) Close() {
 	s.closeOnce.Do(func() {
 		s.dmu.Lock()
