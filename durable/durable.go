@@ -41,9 +41,9 @@
 // an attempt's process dies, River rescues the job later and retries it
 // from whatever checkpoint its row holds: the previous attempt's, unless
 // the Worker saves each node as it succeeds ([Worker.SaveEach]); no test
-// in this package kills a process. A checkpoint stays in the job's row after the job
-// succeeds, so retrying a completed job by hand (Client.JobRetry) replays
-// what the last stored checkpoint holds.
+// in this package kills a process. A checkpoint stays in the job's row
+// after the job succeeds, so retrying a completed job by hand
+// (Client.JobRetry) replays what the last stored checkpoint holds.
 package durable
 
 import (
@@ -302,22 +302,21 @@ func runFails(err error) bool {
 // asksCancel reports whether one of the failed nodes returned
 // river.JobCancel.
 func asksCancel(failed []NodeFailure) bool {
-	for _, f := range failed {
-		var cancel *rivertype.JobCancelError
-		if errors.As(f.Err, &cancel) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(failed, func(f NodeFailure) bool { return isJobCancel(f.Err) })
+}
+
+// isJobCancel reports whether err is or wraps river.JobCancel's error.
+func isJobCancel(err error) bool {
+	var cancel *rivertype.JobCancelError
+	return errors.As(err, &cancel)
 }
 
 // forRiver reports whether a node's error is meant for River
 // (river.JobCancel, river.JobSnooze): it then fails the attempt, so that
 // River sees it, even when the graph tolerated the node.
 func forRiver(err error) bool {
-	var cancel *rivertype.JobCancelError
 	var snooze *rivertype.JobSnoozeError
-	return errors.As(err, &cancel) || errors.As(err, &snooze)
+	return isJobCancel(err) || errors.As(err, &snooze)
 }
 
 // NodeFailure is a node that did not succeed in an attempt.
@@ -496,19 +495,11 @@ func newCheckpoint(saved map[string]json.RawMessage) *Checkpoint {
 func (cp *Checkpoint) parkedSnapshot(e *SuspendedError) map[string]json.RawMessage {
 	all := cp.snapshot()
 	cp.mu.Lock()
-	m := parkMark{Decided: cp.stillDecided()}
+	m := parkMark{Decided: cp.stillDecided(), Nodes: slices.Sorted(maps.Keys(cp.ids))}
 	cp.mu.Unlock()
 	for _, f := range e.Suspended {
 		m.Suspended = append(m.Suspended, f.ID)
 	}
-	cp.mu.Lock()
-	for id := range cp.ids {
-		if id != parkKey {
-			m.Nodes = append(m.Nodes, id)
-		}
-	}
-	cp.mu.Unlock()
-	slices.Sort(m.Nodes)
 	if raw, err := json.Marshal(m); err == nil {
 		all[parkKey] = raw
 	}
@@ -558,7 +549,7 @@ func (cp *Checkpoint) snapshot() map[string]json.RawMessage {
 	defer cp.mu.Unlock()
 	all := make(map[string]json.RawMessage, len(cp.saved)+len(cp.done))
 	for id, raw := range cp.saved {
-		if cp.ids[id] && id != parkKey { // a retry is no longer parked
+		if cp.ids[id] { // not parkKey, no node's id: a retry is no longer parked
 			all[id] = raw
 		}
 	}
@@ -598,12 +589,14 @@ func (cp *Checkpoint) stillDecided() []string {
 // deployments, change the node's id too (say "price/v2"), or the new code
 // replays results of the old shape.
 func Node[P, R any](cp *Checkpoint, id string, worker asynctool.Worker[P, R], param P) *asynctool.WorkerWrapper[P, R] {
-	cp.mu.Lock()
-	if cp.ids == nil {
-		cp.ids = make(map[string]bool)
+	if id != "" { // an anonymous node fails in Action and is never checkpointed
+		cp.mu.Lock()
+		if cp.ids == nil {
+			cp.ids = make(map[string]bool)
+		}
+		cp.ids[id] = true
+		cp.mu.Unlock()
 	}
-	cp.ids[id] = true
-	cp.mu.Unlock()
 	return asynctool.NewWrapper[P, R](id, &checkpointed[P, R]{cp: cp, id: id, worker: worker}, param)
 }
 

@@ -82,19 +82,17 @@ func Resume[TTx any](ctx context.Context, client *river.Client[TTx], jobID int64
 	if row.State != rivertype.JobStateCancelled || mark == nil || len(mark.Suspended) == 0 {
 		return nil, fmt.Errorf("%w: job %d is %s", ErrNotParked, jobID, row.State)
 	}
-	{
-		update, err := withValues(cursors, cp, mark, values)
-		if err != nil {
-			return nil, fmt.Errorf("durable: Resume of job %d: %w", jobID, err)
-		}
-		if _, err := execTx.JobUpdate(ctx, &riverdriver.JobUpdateParams{
-			ID:              jobID,
-			MetadataDoMerge: true,
-			Metadata:        update,
-			Schema:          client.Schema(),
-		}); err != nil {
-			return nil, fmt.Errorf("durable: Resume of job %d: storing the values: %w", jobID, err)
-		}
+	update, err := withValues(cursors, cp, mark, values)
+	if err != nil {
+		return nil, fmt.Errorf("durable: Resume of job %d: %w", jobID, err)
+	}
+	if _, err := execTx.JobUpdate(ctx, &riverdriver.JobUpdateParams{
+		ID:              jobID,
+		MetadataDoMerge: true,
+		Metadata:        update,
+		Schema:          client.Schema(),
+	}); err != nil {
+		return nil, fmt.Errorf("durable: Resume of job %d: storing the values: %w", jobID, err)
 	}
 	if row, err = client.JobRetryTx(ctx, tx, jobID); err != nil {
 		return nil, fmt.Errorf("durable: Resume of job %d: %w", jobID, err)
