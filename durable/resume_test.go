@@ -17,18 +17,24 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// approvalWorker counts its runs in s and fails with "needs approval"
+// until approved is set, then returns 1.
+func approvalWorker(s *atomic.Int32, approved *atomic.Bool) asynctool.Worker[int, int] {
+	return asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+		s.Add(1)
+		if !approved.Load() {
+			return 0, errors.New("needs approval")
+		}
+		return 1, nil
+	})
+}
+
 // approvalGraph builds a (checkpointed) → s (checkpointed, PolicySuspend,
 // fails until approved) → sink, which records the value it read from s.
 func approvalGraph(a, s *atomic.Int32, approved *atomic.Bool, got *atomic.Int64) BuildFunc[sumArgs] {
 	return func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
 		na := intNode(cp, "a", a, nil)
-		ns := Node(cp, "s", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
-			s.Add(1)
-			if !approved.Load() {
-				return 0, errors.New("needs approval")
-			}
-			return 1, nil
-		}), 0).Depend(na, true).OnFailure(asynctool.PolicySuspend)
+		ns := Node(cp, "s", approvalWorker(s, approved), 0).Depend(na, true).OnFailure(asynctool.PolicySuspend)
 		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
 			r, err := asynctool.ResultOf[int](all, "s")
 			got.Store(int64(r.Value))
@@ -146,13 +152,7 @@ func gatedApproval(s *atomic.Int32, approved *atomic.Bool, gateErr func(n int32)
 		gate := asynctool.NewWrapper("gate", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
 			return 1, gateErr(gates.Add(1))
 		}), 0)
-		ns := Node(cp, "s", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
-			s.Add(1)
-			if !approved.Load() {
-				return 0, errors.New("needs approval")
-			}
-			return 1, nil
-		}), 0).Depend(gate, true).OnFailure(asynctool.PolicySuspend)
+		ns := Node(cp, "s", approvalWorker(s, approved), 0).Depend(gate, true).OnFailure(asynctool.PolicySuspend)
 		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
 			return 1, nil
 		}), 0).Depend(ns, true)
