@@ -36,6 +36,10 @@ func TestPanickingDefaulterDoesNotHang(t *testing.T) {
 	})
 }
 
+// TestGoexitInCustomJoin also covers a claimed node (see worklist.claim):
+// up's end readies other first (its out-edges are looked at last first),
+// and its goroutine claims it to run next; the join's Goexit hands other
+// to the goroutine that carries on.
 func TestGoexitInCustomJoin(t *testing.T) {
 	a := newAsync(t)
 	up := NewWrapper("up", okWorker(), 0)
@@ -370,4 +374,44 @@ func TestMisuseIsAnError(t *testing.T) {
 	require.NoError(t, r.Resume("pay", FailWith(errors.New("refunded"))))
 	require.NoError(t, r.Wait(context.Background()))
 	assert.Equal(t, ResultException, ship.Result().State)
+}
+
+// TestClaimedNodeStoppedBeforeItStarted: a goroutine that readies a node
+// claims it to run next, but hands it back before user code runs ahead of
+// it. Here the node's readying skips an optional upstream whose Result
+// callback runs past the group deadline; the sweep then ends the node
+// before its worker started, and its report must say so, as for any node
+// that waited for a goroutine.
+func TestClaimedNodeStoppedBeforeItStarted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		var ran atomic.Bool
+		up := NewWrapper("up", okWorker(), 0)
+		slow := NewWrapper("slow", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			<-ctx.Done()
+			return 0, ctx.Err()
+		}), 0)
+		skipped := NewWrapper("skipped", okWorker(), 0).Depend(slow, true).
+			Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) { time.Sleep(2 * time.Second) }))
+		claimed := NewWrapper("claimed", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			ran.Store(true)
+			return 1, nil
+		}), 0).Depend(up, true).Depend(skipped, false)
+		r, err := a.Start(context.Background(), time.Second, up, slow)
+		require.NoError(t, err)
+		require.ErrorIs(t, r.Wait(context.Background()), context.DeadlineExceeded)
+		assert.ErrorIs(t, skipped.Result().Err, ErrSkipped)
+		assert.False(t, ran.Load())
+		assert.Equal(t, ResultTimeout, claimed.Result().State)
+		var nr NodeReport
+		for _, n := range r.Report().Nodes {
+			if n.ID == "claimed" {
+				nr = n
+			}
+		}
+		assert.False(t, nr.Ran)
+		assert.Equal(t, 0, nr.Attempts)
+		assert.Contains(t, nr.Reason, "stopped before it started")
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -103,6 +104,10 @@ type worklist struct {
 	// arrays.
 	front bool
 	lane  int32 // this goroutine's lane in the report, when timed
+	// claim is 1 + the node this goroutine moved from sInit straight to
+	// sWorking when it readied it (see Run.upstreamEndedFrom), to be run next; 0
+	// for none. Like a node in ready, it is the goroutine's to start.
+	claim int32
 	// after and edge: the node whose successors are being updated, and
 	// the edge being looked at (a custom join runs user code there).
 	after int32
@@ -122,7 +127,7 @@ func (a *Async) putWorklist(wl *worklist) {
 	wl.ready, wl.left, wl.ended = wl.ready[:0], wl.left[:0], wl.ended[:0]
 	wl.cur, wl.prop, wl.sweep, wl.retry, wl.fresh, wl.front = -1, -1, false, false, false, false
 	wl.roots, wl.wake = false, false
-	wl.after = -1
+	wl.after, wl.claim = -1, 0
 	a.worklists.Put(wl)
 }
 
@@ -494,6 +499,25 @@ func (r *Run) loop(first int32, wl *worklist) {
 			r.exec(i, wl)
 		}
 		r.settle(wl)
+		if len(wl.ready) > 1 && !wl.roots {
+			// Successors are readied last first (see upstreamEndedFrom):
+			// back in order, for the shared queue.
+			slices.Reverse(wl.ready)
+		}
+		if c := wl.claim - 1; c >= 0 {
+			// The node this goroutine claimed: run it here (it is in
+			// sWorking already), share the others. The claim is kept
+			// until then, for salvage if sharing ends the goroutine.
+			if len(wl.ready) > 0 {
+				r.share(wl.ready, wl.roots)
+				wl.roots = false
+				wl.ready = wl.ready[:0]
+			}
+			wl.claim = 0
+			r.attempt(c, wl)
+			i = -1
+			continue
+		}
 		if n := len(wl.ready); n > 0 {
 			// Run the last ready node here; share the others.
 			i = wl.ready[n-1]
@@ -639,6 +663,7 @@ func (r *Run) salvage(wl *worklist, pe *PanicError) *worklist {
 		ready: append([]int32(nil), wl.ready...),
 		left:  append([]int32(nil), wl.left...),
 		ended: append([]int32(nil), wl.ended...),
+		claim: wl.claim,
 		cur:   -1,
 		prop:  -1,
 		after: -1,
@@ -664,7 +689,7 @@ func (r *Run) salvage(wl *worklist, pe *PanicError) *worklist {
 		i, k := wl.after, wl.edge
 		s := r.p.out(i)[k].to
 		r.failFromUpstream(s, i, fmt.Errorf("asynctool: join of %q: %w", r.p.nodes[s].id, why), cont)
-		r.upstreamEndedFrom(i, int(k)+1, r.counts(i), cont)
+		r.upstreamEndedFrom(i, len(r.p.out(i))-int(k), r.counts(i), cont)
 		r.finishAfterCallback(cont)
 	}
 	return cont
@@ -803,6 +828,30 @@ func (r *Run) triggered(s int32, wl *worklist) {
 	wl.ready = append(wl.ready, s)
 }
 
+// unclaim makes the node this goroutine claimed a ready one again, before
+// user code (a callback, a hook, a custom join, a DefaultValue) runs on
+// the goroutine ahead of it. The node is in sWorking with startedBit set,
+// which says that its worker was started: if the deadline ended it while
+// the user code ran, its report would say it was stopped while running.
+// In sReady, the sweep ends it as not started, and the goroutine starts it
+// as any node it takes from its ready list. The node goes where it would
+// have been had it been readied like the others (see upstreamEndedFrom).
+func (r *Run) unclaim(wl *worklist) {
+	c := wl.claim - 1
+	wl.claim = 0
+	n := &r.nodes[c]
+	for {
+		w := n.state.Load()
+		if w&stateMask != int64(sWorking) {
+			return // the sweep ended it a moment after it was claimed
+		}
+		if n.state.CompareAndSwap(w, w&^(stateMask|startedBit)|int64(sReady)) {
+			break
+		}
+	}
+	wl.ready = slices.Insert(wl.ready, 0, c)
+}
+
 // failFromUpstream fast-fails node s because the end of upstream by made
 // its join impossible; after the deadline that counts as a timeout.
 func (r *Run) failFromUpstream(s, by int32, err error, wl *worklist) {
@@ -818,6 +867,11 @@ func (r *Run) failFromUpstream(s, by int32, err error, wl *worklist) {
 // is the upstream that decided it, or -1; only a node in sInit has none
 // recorded yet.
 func (r *Run) end(i int32, from int32, st ResultState, err error, by int32, wl *worklist) bool {
+	// A failed result may call the worker's DefaultValue: user code.
+	wl.fresh = false
+	if wl.claim != 0 {
+		r.unclaim(wl)
+	}
 	n := &r.nodes[i]
 	set := int64(0)
 	if by >= 0 && from == sInit {
@@ -933,6 +987,9 @@ func (r *Run) release(i int32, wl *worklist) {
 func (r *Run) processEnd(i int32, wl *worklist) {
 	n := &r.nodes[i]
 	pn := &r.p.nodes[i]
+	if wl.claim != 0 && (pn.hasCallback || len(r.hooks) > 0) {
+		r.unclaim(wl)
+	}
 	wl.prop = i
 	if pn.hasCallback {
 		wl.fresh = false // user code ran: look at the deadline again

@@ -105,11 +105,13 @@ func (n *rnode) move(from, to int32, set int64) bool {
 
 // arrive counts one upstream end toward node n's join, which needs need
 // of them (0 for a custom join, which decides by itself), and with the one
-// that makes need moves n from sInit to sReady in the same CAS, recording
-// by as the upstream that decided it. It returns the count and whether it
-// moved n; a count of 0 means n had left sInit, and the end was not
-// counted: nothing reads the count then.
-func (n *rnode) arrive(need, by int32) (count int32, moved bool) {
+// that makes need moves n from sInit to the state in to (sReady, or
+// sWorking with startedBit for a node the caller claims: see
+// worklist.claim) in the same CAS, recording by as the upstream that
+// decided it. It returns the count and whether it moved n; a count of 0
+// means n had left sInit, and the end was not counted: nothing reads the
+// count then.
+func (n *rnode) arrive(need, by int32, to int64) (count int32, moved bool) {
 	for {
 		w := n.state.Load()
 		if w&stateMask != int64(sInit) {
@@ -119,7 +121,7 @@ func (n *rnode) arrive(need, by int32) (count int32, moved bool) {
 		nw := w&^(countMax<<countShift) | c<<countShift
 		moved = c == int64(need)
 		if moved {
-			nw = nw&^stateMask | int64(sReady) | byBits(by)
+			nw = nw&^stateMask | to | byBits(by)
 		}
 		if n.state.CompareAndSwap(w, nw) {
 			return int32(c), moved
