@@ -165,6 +165,40 @@ func TestStartAndCancel(t *testing.T) {
 	})
 }
 
+// TestPanicsInPlainWorkers is TestPanics for nodes without a callback or
+// flow rules, whose Action is called without a recover of its own: the
+// run's loop recovers the panic and must end the node with it, as a node
+// result and not a run error. late panics after the deadline: the sweep
+// ends it as a timeout, or the loop's recover does if it gets there
+// first (under synctest the sweep always has).
+func TestPanicsInPlainWorkers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		plain := func(id string, fn func(context.Context) (int, error)) *WorkerWrapper[int, int] {
+			return NewWrapper(id, WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) { return fn(ctx) }), 0)
+		}
+		boom := plain("boom", func(context.Context) (int, error) { panic("kaboom") })
+		errPanic := plain("errpanic", func(context.Context) (int, error) { panic(errBoom) })
+		late := plain("late", func(ctx context.Context) (int, error) { <-ctx.Done(); panic("too late") })
+		after := plain("after", func(context.Context) (int, error) { return 1, nil }).Depend(boom, true)
+
+		err := a.BeginWork(context.Background(), time.Second, boom, errPanic, late)
+
+		require.ErrorIs(t, err, context.DeadlineExceeded, "late's timeout; no panic is a run error")
+		var cpe *CallbackPanicError
+		assert.False(t, errors.As(err, &cpe), "a worker's panic is its node's result: %v", err)
+		var pe *PanicError
+		require.ErrorAs(t, boom.Result().Err, &pe)
+		assert.Equal(t, "kaboom", pe.Value)
+		assert.Contains(t, string(pe.Stack), "async_test.go", "the stack points at the panicking worker")
+		assert.Equal(t, ResultException, boom.Result().State)
+		assert.ErrorIs(t, errPanic.Result().Err, errBoom, "a panic with an error unwraps to it")
+		assert.ErrorIs(t, after.Result().Err, pe, "the must successor fails with the panic")
+		assert.Equal(t, ResultTimeout, late.Result().State, "a panic after the deadline is a timeout")
+	})
+}
+
 // TestPanics checks rule 9: panics in workers and callbacks never crash
 // the process nor leave a node stuck.
 func TestPanics(t *testing.T) {

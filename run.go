@@ -112,6 +112,10 @@ type worklist struct {
 	// the edge being looked at (a custom join runs user code there).
 	after int32
 	edge  int32
+	// action: the worker of node cur is in its Action, called without a
+	// recover of its own (see WorkerWrapper.execute): a panic that reaches
+	// the loop is that node's failure, not an internal one.
+	action bool
 }
 
 // getWorklist returns an empty worklist from the Async's free list,
@@ -126,7 +130,7 @@ func (a *Async) getWorklist() *worklist {
 func (a *Async) putWorklist(wl *worklist) {
 	wl.ready, wl.left, wl.ended = wl.ready[:0], wl.left[:0], wl.ended[:0]
 	wl.cur, wl.prop, wl.sweep, wl.retry, wl.fresh, wl.front = -1, -1, false, false, false, false
-	wl.roots, wl.wake = false, false
+	wl.roots, wl.wake, wl.action = false, false, false
 	wl.after, wl.claim = -1, 0
 	a.worklists.Put(wl)
 }
@@ -475,7 +479,9 @@ func (r *Run) loop(first int32, wl *worklist) {
 			var pe *PanicError
 			if v := recover(); v != nil {
 				pe = newPanicError(v)
-				r.callbackPanic(r.p.nodes[max(wl.cur, wl.prop, wl.after, 0)].id, "internal", pe)
+				if !wl.action {
+					r.callbackPanic(r.p.nodes[max(wl.cur, wl.prop, wl.after, 0)].id, "internal", pe)
+				}
 			}
 			r.continueAfterGoexit(wl, pe)
 		}
@@ -675,7 +681,14 @@ func (r *Run) salvage(wl *worklist, pe *PanicError) *worklist {
 		why = pe
 	}
 	if wl.cur >= 0 {
-		r.end(wl.cur, sWorking, ResultException, why, -1, cont)
+		st := ResultException
+		if wl.action {
+			// As execute ends a node whose Action returned late.
+			if s, cause, late := r.expiredNode(wl.cur); late {
+				st, why = s, cause
+			}
+		}
+		r.end(wl.cur, sWorking, st, why, -1, cont)
 	}
 	switch {
 	case wl.prop >= 0:

@@ -269,9 +269,23 @@ func (w *WorkerWrapper[P, R]) defaultValue(r *Run) (v R) {
 }
 
 func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *Run, i int32, wl *worklist) {
-	v, err, beginPanic := w.call(ctx, r, r.p.nodes[i].hasCallback)
-	if beginPanic {
-		r.callbackPanic(w.id, "Begin", err.(*PanicError))
+	pn := &r.p.nodes[i]
+	var v R
+	var err error
+	if pn.hasCallback || pn.flow != nil {
+		var beginPanic bool
+		v, err, beginPanic = w.call(ctx, r, pn.hasCallback)
+		if beginPanic {
+			r.callbackPanic(w.id, "Begin", err.(*PanicError))
+		}
+	} else {
+		// Nothing to tell apart and no failure policy: a panic in Action
+		// unwinds to the loop, whose recover ends the node with it as
+		// call would have (see worklist.action), without a deferred call
+		// per node.
+		wl.action = true
+		v, err = w.worker.Action(ctx, w.param, Wrappers{r})
+		wl.action = false
 	}
 	if st, cause, late := r.expiredNode(i); late {
 		// Returned at or after the deadline: the result is a timeout,
@@ -280,7 +294,7 @@ func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *Run, i int32, wl *
 		return
 	}
 	wl.fresh = true
-	flow := r.p.nodes[i].flow
+	flow := pn.flow
 	if err != nil && flow != nil {
 		var handled bool
 		if handled, err = r.afterFailure(i, err, wl); handled {
