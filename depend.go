@@ -124,7 +124,9 @@ func NamedSucceeded(ids ...string) Join { return Join{kind: joinNamed, ids: ids}
 
 // CustomJoin decides with fn, called with the state of every upstream each
 // time one of them ends, until fn decides. Calls for one node never
-// overlap. A panic in fn fails the node.
+// overlap. A panic in fn fails the node. fn should be quick: it runs as
+// part of an upstream's end, which the run waits for as it waits for a
+// Result callback, also past the group deadline.
 func CustomJoin(fn func(ups []Upstream) Decision) Join { return Join{kind: joinCustom, fn: fn} }
 
 // Upstream is one upstream node as a custom join sees it.
@@ -330,8 +332,8 @@ func (r *Run) customJoin(s, from int32, wl *worklist) {
 func (r *Run) askJoin(s int32) (d Decision, perr error, ok bool) {
 	sn, pn := &r.nodes[s], &r.p.nodes[s]
 	ext := r.exts[s]
-	ext.mu.Lock()
-	defer ext.mu.Unlock()
+	ext.join.Lock()
+	defer ext.join.Unlock()
 	if ext.decided || sn.st() != sInit {
 		return 0, nil, false
 	}

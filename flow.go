@@ -174,8 +174,12 @@ func FailWith(err error) Resumption { return Resumption{kind: resumeFail, err: e
 // nodeExt is the per-run state of a node with flow rules, allocated only
 // for such nodes.
 type nodeExt struct {
-	mu      sync.Mutex // guards the fields below; serialises a custom join
+	// join serialises a custom join's calls and guards decided. It is not
+	// mu: the join is user code, and the sweep, which takes mu to stop
+	// the node's timers, must not wait for it.
+	join    sync.Mutex
 	decided bool       // the custom join has decided
+	mu      sync.Mutex // guards the fields below
 	ctx     context.Context
 	cancel  context.CancelFunc
 	stop    func() bool // stops the timeout's AfterFunc
