@@ -168,9 +168,9 @@ func TestStartAndCancel(t *testing.T) {
 // TestPanicsInPlainWorkers is TestPanics for nodes without a callback or
 // flow rules, whose Action is called without a recover of its own: the
 // run's loop recovers the panic and must end the node with it, as a node
-// result and not a run error. late panics after the deadline: the sweep
-// ends it as a timeout, or the loop's recover does if it gets there
-// first (under synctest the sweep always has).
+// result and not a run error. late panics after the deadline: it ends
+// as a timeout whether the sweep or the loop's recover gets to it first
+// (the test does not control which).
 func TestPanicsInPlainWorkers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := New()

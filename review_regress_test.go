@@ -443,3 +443,109 @@ func TestSlowCustomJoinDoesNotHoldTheSweep(t *testing.T) {
 		assert.Equal(t, ResultTimeout, waiter.Result().State)
 	})
 }
+
+// TestClaimedNodeCanBeSkipped: the node a goroutine claims (see
+// worklist.claim) is still skipped by the short-circuit rule when the
+// same goroutine then finds that no successor needs it. p's edges are
+// looked at last first, so x is claimed before y's trigger releases it.
+func TestClaimedNodeCanBeSkipped(t *testing.T) {
+	a := newAsync(t)
+	var xRan atomic.Bool
+	p := NewWrapper("p", okWorker(), 0)
+	y := NewWrapper("y", okWorker(), 0)
+	x := NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { xRan.Store(true); return 1, nil }), 0)
+	y.Depend(p, true)  // p's edge 0
+	x.Depend(p, true)  // p's edge 1: looked at first, claimed
+	y.Depend(x, false) // y's trigger releases x, which nothing needs any more
+	require.NoError(t, a.BeginWork(context.Background(), time.Second, p))
+	assert.ErrorIs(t, x.Result().Err, ErrSkipped)
+	assert.False(t, xRan.Load())
+	assert.Equal(t, ResultSuccess, y.Result().State)
+}
+
+// TestPanicInPlainWorkerKeepsTheWorkerLimit: a plain node's panic unwinds
+// to the run's loop (see worklist.action); the goroutine must go on with
+// the run itself, not hand it to a new goroutine beside the pool's.
+func TestPanicInPlainWorkerKeepsTheWorkerLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New(WithMaxWorkers(1))
+		defer a.Close()
+		var cur, peak atomic.Int32
+		busy := func(context.Context, int, Wrappers) (int, error) {
+			n := cur.Add(1)
+			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+			}
+			time.Sleep(100 * time.Millisecond)
+			cur.Add(-1)
+			return 1, nil
+		}
+		p := NewWrapper("p", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { panic("x") }), 0)
+		q := NewWrapper("q", WorkerFunc[int, int](busy), 0)
+		s := NewWrapper("s", WorkerFunc[int, int](busy), 0).Depend(p, false).Join(AllDone())
+		require.NoError(t, a.BeginWork(context.Background(), 10*time.Second, p, q))
+		assert.Equal(t, int32(1), peak.Load(), "Actions running at once")
+		var pe *PanicError
+		assert.ErrorAs(t, p.Result().Err, &pe)
+		assert.Equal(t, ResultSuccess, s.Result().State)
+	})
+}
+
+// TestClaimNotHeldAcrossAnInlineHelper: an executor of the user's may run
+// a helper on the goroutine that shares work, which is user code ahead of
+// the node that goroutine claimed. Here the helper runs past the
+// deadline: the claimed node must not start after it, and its report
+// must say it never started.
+func TestClaimNotHeldAcrossAnInlineHelper(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New(WithExecutor(ExecutorFunc(func(task func()) error { task(); return nil })))
+		defer a.Close()
+		var bRan atomic.Bool
+		up := NewWrapper("up", okWorker(), 0)
+		NewWrapper("a", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			<-ctx.Done()
+			return 0, ctx.Err()
+		}), 0).Depend(up, true)
+		NewWrapper("b", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			bRan.Store(true)
+			return 1, nil
+		}), 0).Depend(up, true)
+		r, err := a.Start(context.Background(), time.Second, up)
+		require.NoError(t, err)
+		require.ErrorIs(t, r.Wait(context.Background()), context.DeadlineExceeded)
+		assert.False(t, bRan.Load())
+		var nr NodeReport
+		for _, n := range r.Report().Nodes {
+			if n.ID == "b" {
+				nr = n
+			}
+		}
+		assert.False(t, nr.Ran)
+		assert.Equal(t, 0, nr.Attempts)
+		assert.Contains(t, nr.Reason, "stopped before it started")
+	})
+}
+
+// TestGoexitInAnInlineHelper: a helper that an executor of the user's
+// runs on the sharing goroutine ends it with runtime.Goexit; the rest of
+// that goroutine's work (here b) goes on elsewhere.
+func TestGoexitInAnInlineHelper(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int32
+		a := New(WithExecutor(ExecutorFunc(func(task func()) error {
+			if n.Add(1) == 1 {
+				go task()
+			} else {
+				task()
+			}
+			return nil
+		})))
+		defer a.Close()
+		up := NewWrapper("up", okWorker(), 0)
+		NewWrapper("a", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { runtime.Goexit(); return 0, nil }), 0).Depend(up, true)
+		b := NewWrapper("b", okWorker(), 0).Depend(up, true)
+		r, err := a.Start(context.Background(), time.Minute, up)
+		require.NoError(t, err)
+		require.NoError(t, r.Wait(context.Background()))
+		assert.Equal(t, ResultSuccess, b.Result().State)
+	})
+}

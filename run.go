@@ -114,7 +114,8 @@ type worklist struct {
 	edge  int32
 	// action: the worker of node cur is in its Action, called without a
 	// recover of its own (see WorkerWrapper.execute): a panic that reaches
-	// the loop is that node's failure, not an internal one.
+	// drive is that node's failure, not an internal one, and the goroutine
+	// goes on with the run.
 	action bool
 }
 
@@ -471,22 +472,7 @@ func (r *Run) callbackPanic(id, method string, p *PanicError) {
 // run's shared queue (see share), which it drains too before it returns.
 // No goroutine ever waits here for another node.
 func (r *Run) loop(first int32, wl *worklist) {
-	normal := false
-	defer func() {
-		if !normal {
-			// runtime.Goexit, or a panic that escaped user code's own
-			// recovery: either way the goroutine's work goes on elsewhere.
-			var pe *PanicError
-			if v := recover(); v != nil {
-				pe = newPanicError(v)
-				if !wl.action {
-					r.callbackPanic(r.p.nodes[max(wl.cur, wl.prop, wl.after, 0)].id, "internal", pe)
-				}
-			}
-			r.continueAfterGoexit(wl, pe)
-		}
-		r.a.putWorklist(wl)
-	}()
+	defer r.a.putWorklist(wl)
 	if r.times != nil {
 		wl.lane = r.lanes.Add(1)
 	}
@@ -494,6 +480,37 @@ func (r *Run) loop(first int32, wl *worklist) {
 		wl.wake = false
 		r.wakeOne()
 	}
+	for r.drive(first, wl) {
+		first = -1 // a plain node's Action panicked; its end is in wl
+	}
+}
+
+// drive is loop's body. It reports whether to call it again: a plain
+// node's Action panicked, the panic has been recovered, the node ended
+// into wl, and this goroutine goes on with it (see worklist.action),
+// within the executor's bounds and in the same lane, as when call
+// recovers a panic.
+func (r *Run) drive(first int32, wl *worklist) (again bool) {
+	normal := false
+	defer func() {
+		if normal {
+			return
+		}
+		// runtime.Goexit, or a panic that escaped user code's own
+		// recovery.
+		var pe *PanicError
+		if v := recover(); v != nil {
+			pe = newPanicError(v)
+			if wl.action {
+				r.endPanicked(wl, pe)
+				again = true
+				return
+			}
+			r.callbackPanic(r.p.nodes[max(wl.cur, wl.prop, wl.after, 0)].id, "internal", pe)
+		}
+		// The goroutine's work goes on elsewhere.
+		r.continueAfterGoexit(wl, pe)
+	}()
 	i := first
 	if wl.retry {
 		wl.retry = false
@@ -505,6 +522,11 @@ func (r *Run) loop(first int32, wl *worklist) {
 			r.exec(i, wl)
 		}
 		r.settle(wl)
+		if wl.claim != 0 && len(wl.ready) > 0 && r.a.owned == nil {
+			// An executor of the user's may run a helper here, in share:
+			// user code ahead of the claimed node.
+			r.unclaim(wl)
+		}
 		if len(wl.ready) > 1 && !wl.roots {
 			// Successors are readied last first (see upstreamEndedFrom):
 			// back in order, for the shared queue.
@@ -529,6 +551,9 @@ func (r *Run) loop(first int32, wl *worklist) {
 			i = wl.ready[n-1]
 			if n > 1 {
 				r.share(wl.ready[:n-1], wl.roots)
+				if r.a.owned == nil {
+					wl.fresh = false // the user's executor may have run a helper here
+				}
 			}
 			wl.roots = false // only the first ready list holds roots
 			wl.ready = wl.ready[:0]
@@ -540,6 +565,20 @@ func (r *Run) loop(first int32, wl *worklist) {
 		}
 	}
 	normal = true
+	return false
+}
+
+// endPanicked ends node wl.cur, whose Action, called without a recover of
+// its own, panicked with pe: as execute ends a node that failed, or as a
+// timeout if the deadline has passed.
+func (r *Run) endPanicked(wl *worklist, pe *PanicError) {
+	i := wl.cur
+	wl.cur, wl.action = -1, false
+	st, why := ResultException, error(pe)
+	if s, cause, late := r.expiredNode(i); late {
+		st, why = s, cause
+	}
+	r.end(i, sWorking, st, why, -1, wl)
 }
 
 // share puts ready nodes in the run's shared queue. The goroutine that
@@ -681,14 +720,7 @@ func (r *Run) salvage(wl *worklist, pe *PanicError) *worklist {
 		why = pe
 	}
 	if wl.cur >= 0 {
-		st := ResultException
-		if wl.action {
-			// As execute ends a node whose Action returned late.
-			if s, cause, late := r.expiredNode(wl.cur); late {
-				st, why = s, cause
-			}
-		}
-		r.end(wl.cur, sWorking, st, why, -1, cont)
+		r.end(wl.cur, sWorking, ResultException, why, -1, cont)
 	}
 	switch {
 	case wl.prop >= 0:
@@ -783,6 +815,12 @@ func (r *Run) attempt(i int32, wl *worklist) {
 	if wl.fresh && r.exts == nil {
 		wl.fresh = false
 	} else if st, err, late := r.expiredNode(i); late {
+		// The worker does not start: take back the start counted for it.
+		if r.exts != nil && r.exts[i] != nil {
+			n.attempts.Add(-1)
+		} else {
+			n.state.And(^startedBit)
+		}
 		r.end(i, sWorking, st, err, -1, wl)
 		return
 	}
@@ -842,8 +880,11 @@ func (r *Run) triggered(s int32, wl *worklist) {
 }
 
 // unclaim makes the node this goroutine claimed a ready one again, before
-// user code (a callback, a hook, a custom join, a DefaultValue) runs on
-// the goroutine ahead of it. The node is in sWorking with startedBit set,
+// user code (a callback, a hook, a custom join, a DefaultValue, a helper
+// that an executor of the user's runs in share) runs on the goroutine
+// ahead of it, and before the goroutine skips it (the short-circuit rule
+// applies to a node that has not started). The node is in sWorking with
+// startedBit set,
 // which says that its worker was started: if the deadline ended it while
 // the user code ran, its report would say it was stopped while running.
 // In sReady, the sweep ends it as not started, and the goroutine starts it
@@ -949,6 +990,9 @@ func (r *Run) finished(i int32, wl *worklist) {
 
 // skip short-circuits node x: none of its successors needs it any more.
 func (r *Run) skip(x int32, wl *worklist) {
+	if wl.claim-1 == x {
+		r.unclaim(wl) // claimed but not started: skipped like a ready node
+	}
 	for {
 		st := r.nodes[x].st()
 		if st != sInit && st != sReady {

@@ -15,7 +15,8 @@ type State int32
 const (
 	// StateInit: not started (possibly triggered and waiting for a goroutine).
 	StateInit State = iota
-	// StateWorking: the worker's Action is running.
+	// StateWorking: the worker's Action is running, or about to: the
+	// goroutine that readied the node took it to run next.
 	StateWorking
 	// StateFinish: the worker returned without error in time.
 	StateFinish

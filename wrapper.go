@@ -201,6 +201,9 @@ type nodeImpl interface {
 	ownSlot() any
 	// execute runs Begin and Action for node i, which the caller has moved
 	// to sWorking, and ends the node unless the deadline ended it first.
+	// The Action of a node without a callback or flow rules is called
+	// without a recover: a panic unwinds to Run.drive, which ends the node
+	// (see worklist.action).
 	execute(ctx context.Context, r *Run, i int32, wl *worklist)
 	// setFailure writes a failed result (default value) into slot, for
 	// node i, which the caller holds in sEnding.
