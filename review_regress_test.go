@@ -404,15 +404,7 @@ func TestClaimedNodeStoppedBeforeItStarted(t *testing.T) {
 		assert.ErrorIs(t, skipped.Result().Err, ErrSkipped)
 		assert.False(t, ran.Load())
 		assert.Equal(t, ResultTimeout, claimed.Result().State)
-		var nr NodeReport
-		for _, n := range r.Report().Nodes {
-			if n.ID == "claimed" {
-				nr = n
-			}
-		}
-		assert.False(t, nr.Ran)
-		assert.Equal(t, 0, nr.Attempts)
-		assert.Contains(t, nr.Reason, "stopped before it started")
+		assertNotStarted(t, r, "claimed")
 	})
 }
 
@@ -513,15 +505,7 @@ func TestClaimNotHeldAcrossAnInlineHelper(t *testing.T) {
 		require.NoError(t, err)
 		require.ErrorIs(t, r.Wait(context.Background()), context.DeadlineExceeded)
 		assert.False(t, bRan.Load())
-		var nr NodeReport
-		for _, n := range r.Report().Nodes {
-			if n.ID == "b" {
-				nr = n
-			}
-		}
-		assert.False(t, nr.Ran)
-		assert.Equal(t, 0, nr.Attempts)
-		assert.Contains(t, nr.Reason, "stopped before it started")
+		assertNotStarted(t, r, "b")
 	})
 }
 
@@ -548,4 +532,18 @@ func TestGoexitInAnInlineHelper(t *testing.T) {
 		require.NoError(t, r.Wait(context.Background()))
 		assert.Equal(t, ResultSuccess, b.Result().State)
 	})
+}
+
+// assertNotStarted checks that r's report says node id never started.
+func assertNotStarted(t *testing.T, r *Run, id string) {
+	t.Helper()
+	for _, n := range r.Report().Nodes {
+		if n.ID == id {
+			assert.False(t, n.Ran, id)
+			assert.Equal(t, 0, n.Attempts, id)
+			assert.Contains(t, n.Reason, "stopped before it started", id)
+			return
+		}
+	}
+	t.Errorf("no node %q in the report", id)
 }
