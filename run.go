@@ -86,10 +86,6 @@ type rnode struct {
 // replaces recursion, so that arbitrarily deep graphs use constant stack.
 type worklist struct {
 	ready []int32 // triggered nodes to run, inline or on the pool
-	// batch: quick nodes taken from the shared queue with the node being
-	// run (see takeBatch), run next, last first. Unlike ready, they are
-	// not shared again.
-	batch []int32
 	left  []int32 // nodes that left sInit: release their predecessors
 	ended []int32 // nodes with a final state: callback, then successors
 	cur   int32   // node whose worker is running, or -1
@@ -133,7 +129,7 @@ func (a *Async) getWorklist() *worklist {
 }
 
 func (a *Async) putWorklist(wl *worklist) {
-	wl.ready, wl.left, wl.ended, wl.batch = wl.ready[:0], wl.left[:0], wl.ended[:0], wl.batch[:0]
+	wl.ready, wl.left, wl.ended = wl.ready[:0], wl.left[:0], wl.ended[:0]
 	wl.cur, wl.prop, wl.sweep, wl.retry, wl.fresh, wl.front = -1, -1, false, false, false, false
 	wl.roots, wl.wake, wl.action = false, false, false
 	wl.after, wl.claim = -1, 0
@@ -563,13 +559,8 @@ func (r *Run) drive(first int32, wl *worklist) (again bool) {
 			wl.ready = wl.ready[:0]
 			continue
 		}
-		if n := len(wl.batch); n > 0 {
-			i = wl.batch[n-1]
-			wl.batch = wl.batch[:n-1]
-			continue
-		}
 		var ok bool
-		if i, ok = r.takeBatch(wl); !ok {
+		if i, ok, _ = r.takeShared(false, wl.front); !ok {
 			break
 		}
 	}
@@ -697,61 +688,6 @@ func (r *Run) takeShared(helper, front bool) (int32, bool, int) {
 	return i, true, n - h
 }
 
-// maxBatch is the most nodes takeBatch takes at once.
-const maxBatch = 8
-
-// takeBatch takes a node from the shared queue, as takeShared does, for
-// a goroutine whose own work has run out, and with it up to maxBatch-1
-// more from the same end into wl.batch (which is empty), under the same
-// lock: nodes the plan has timed as quick, and at most half of those left,
-// so that goroutines taking from both ends share the tail. A node that
-// may block is never taken in a batch, nor taken with one behind it: it
-// keeps the goroutine (or helper) it was shared with, and quick nodes do
-// not wait for it.
-func (r *Run) takeBatch(wl *worklist) (int32, bool) {
-	r.sharedMu.Lock()
-	defer r.sharedMu.Unlock()
-	h, n := r.sharedHead, len(r.shared)
-	if h == n {
-		return -1, false
-	}
-	var i int32
-	if wl.front {
-		i = r.shared[h]
-		h++
-	} else {
-		n--
-		i = r.shared[n]
-	}
-	k := min(maxBatch-1, (n-h)/2)
-	if pn := &r.p.nodes[i]; !pn.known.Load() || !pn.quick.Load() {
-		k = 0
-	}
-	for ; k > 0; k-- {
-		var j int32
-		if wl.front {
-			j = r.shared[h]
-		} else {
-			j = r.shared[n-1]
-		}
-		if pn := &r.p.nodes[j]; !pn.known.Load() || !pn.quick.Load() {
-			break
-		}
-		if wl.front {
-			h++
-		} else {
-			n--
-		}
-		wl.batch = append(wl.batch, j)
-	}
-	slices.Reverse(wl.batch) // run in the order taken
-	if h == n {
-		h, n = 0, 0
-	}
-	r.shared, r.sharedHead = r.shared[:n], h
-	return i, true
-}
-
 // continueAfterGoexit finishes the work of a goroutine that user code
 // ended with runtime.Goexit (for example t.FailNow in a test's worker):
 // the rest of its worklist goes on in a new goroutine.
@@ -770,7 +706,6 @@ func (r *Run) continueAfterGoexit(wl *worklist, pe *PanicError) {
 func (r *Run) salvage(wl *worklist, pe *PanicError) *worklist {
 	cont := &worklist{
 		ready: append([]int32(nil), wl.ready...),
-		batch: append([]int32(nil), wl.batch...),
 		left:  append([]int32(nil), wl.left...),
 		ended: append([]int32(nil), wl.ended...),
 		claim: wl.claim,
