@@ -200,6 +200,57 @@ func TestPlanLearnsWhichNodesBlock(t *testing.T) {
 	assert.GreaterOrEqual(t, perRun(slow), int32(99), "blocking nodes keep a helper each")
 }
 
+// A node the plan timed as quick may block in a later run (a cache miss,
+// a lock). The quick nodes shared with it must not wait for it: each
+// starts as soon as a goroutine is free, as if none of them blocked.
+// (Batched takes from the shared queue, tried twice and dropped, held the
+// rest of a batch on the goroutine stuck in the blocking node: quick
+// nodes then started 20 ms late.)
+func TestQuickNodeThatBlocksHoldsNoOtherNodeBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var block atomic.Bool
+		var began time.Time
+		var latest atomic.Int64
+		w := WorkerFunc[int, int](func(_ context.Context, k int, _ Wrappers) (int, error) {
+			if !block.Load() {
+				return k, nil
+			}
+			if k%10 == 3 {
+				time.Sleep(20 * time.Millisecond)
+				return k, nil
+			}
+			// The bubble's clock stands still until every goroutine in it
+			// blocks: d is 0 unless this node waited for a sleeping one.
+			d := int64(time.Since(began))
+			for l := latest.Load(); d > l && !latest.CompareAndSwap(l, d); l = latest.Load() {
+			}
+			return k, nil
+		})
+		root := NewWrapper("root", w, -1)
+		for k := range 200 {
+			NewWrapper("", w, k).Depend(root, true)
+		}
+		pl, err := Compile(root)
+		require.NoError(t, err)
+		a := New()
+		defer a.Close()
+		for range 6 { // runs 1-4 are sampled: every node is learned quick
+			r, err := a.RunPlan(context.Background(), pl, time.Minute)
+			require.NoError(t, err)
+			r.Release()
+		}
+		block.Store(true)
+		for range 3 {
+			latest.Store(0)
+			began = time.Now()
+			r, err := a.RunPlan(context.Background(), pl, time.Minute)
+			require.NoError(t, err)
+			r.Release()
+			assert.Zero(t, time.Duration(latest.Load()), "a quick node waited for a blocked one")
+		}
+	})
+}
+
 // TestGoexitInAQuickFan runs a fan of nodes the plan knows are quick (one
 // searching helper at a time) and ends the goroutines running some of
 // them with runtime.Goexit: those nodes fail with ErrGoexit and every
