@@ -32,8 +32,12 @@ type Run struct {
 	// run itself; helpers and that goroutine take from it.
 	sharedMu   sync.Mutex
 	shared     []int32
-	sharedHead int  // shared[:sharedHead] were taken by helpers (see takeShared)
-	pooled     bool // belongs to a Plan: Release recycles it
+	sharedHead int // shared[:sharedHead] were taken by helpers (see takeShared)
+	// lent lists the nodes goroutines took in batches (see takeBatch),
+	// which others take when the queue is empty; an entry its holder has
+	// started since is dropped when found.
+	lent   []int32
+	pooled bool // belongs to a Plan: Release recycles it
 
 	remaining atomic.Int32 // nodes whose end has not been fully processed
 	pending   atomic.Int32 // 2 = every node ended + the sweep resolved; done closes at 0
@@ -86,6 +90,10 @@ type rnode struct {
 // replaces recursion, so that arbitrarily deep graphs use constant stack.
 type worklist struct {
 	ready []int32 // triggered nodes to run, inline or on the pool
+	// batch: quick nodes taken from the shared queue with the node being
+	// run (see takeBatch), run next, last first. Unlike ready, they are
+	// not shared again.
+	batch []int32
 	left  []int32 // nodes that left sInit: release their predecessors
 	ended []int32 // nodes with a final state: callback, then successors
 	cur   int32   // node whose worker is running, or -1
@@ -129,7 +137,7 @@ func (a *Async) getWorklist() *worklist {
 }
 
 func (a *Async) putWorklist(wl *worklist) {
-	wl.ready, wl.left, wl.ended = wl.ready[:0], wl.left[:0], wl.ended[:0]
+	wl.ready, wl.left, wl.ended, wl.batch = wl.ready[:0], wl.left[:0], wl.ended[:0], wl.batch[:0]
 	wl.cur, wl.prop, wl.sweep, wl.retry, wl.fresh, wl.front = -1, -1, false, false, false, false
 	wl.roots, wl.wake, wl.action = false, false, false
 	wl.after, wl.claim = -1, 0
@@ -203,7 +211,7 @@ func (r *Run) nodeTask(i int32) func() {
 func (r *Run) reset() {
 	clear(r.nodes)
 	r.noDefault.Store(false)
-	r.shared, r.sharedHead = r.shared[:0], 0
+	r.shared, r.sharedHead, r.lent = r.shared[:0], 0, r.lent[:0]
 	r.searching.Store(0)
 	r.sample = r.pooled && r.p.learn()
 	for _, e := range r.exts {
@@ -559,8 +567,13 @@ func (r *Run) drive(first int32, wl *worklist) (again bool) {
 			wl.ready = wl.ready[:0]
 			continue
 		}
+		if n := len(wl.batch); n > 0 {
+			i = wl.batch[n-1]
+			wl.batch = wl.batch[:n-1]
+			continue
+		}
 		var ok bool
-		if i, ok, _ = r.takeShared(false, wl.front); !ok {
+		if i, ok = r.takeBatch(wl); !ok {
 			break
 		}
 	}
@@ -659,9 +672,11 @@ func (r *Run) enqueue(nodes []int32) {
 	r.shared = append(r.shared, nodes...)
 }
 
-// takeShared takes a node from the shared queue and says how many are
-// left. A helper's first take also stops it counting as searching, under
-// the same lock that share decides under.
+// takeShared takes a node from the shared queue, or if it is empty one
+// lent in a batch (see takeBatch), and says how many are left in both
+// (counting lent nodes their holders may have started since). A helper's
+// first take also stops it counting as searching, under the same lock
+// that share decides under.
 func (r *Run) takeShared(helper, front bool) (int32, bool, int) {
 	r.sharedMu.Lock()
 	defer r.sharedMu.Unlock()
@@ -670,7 +685,8 @@ func (r *Run) takeShared(helper, front bool) (int32, bool, int) {
 	}
 	h, n := r.sharedHead, len(r.shared)
 	if h == n {
-		return -1, false, 0
+		i, ok := r.takeLent()
+		return i, ok, len(r.lent)
 	}
 	var i int32
 	if front {
@@ -685,7 +701,91 @@ func (r *Run) takeShared(helper, front bool) (int32, bool, int) {
 	if h == n {
 		r.shared, r.sharedHead = r.shared[:0], 0
 	}
-	return i, true, n - h
+	return i, true, n - h + len(r.lent)
+}
+
+// takeLent takes a node from r.lent that is still ready; r.sharedMu is
+// held and the queue is empty.
+func (r *Run) takeLent() (int32, bool) {
+	for n := len(r.lent); n > 0; n-- {
+		i := r.lent[n-1]
+		r.lent = r.lent[:n-1]
+		if r.nodes[i].st() == sReady {
+			return i, true
+		}
+	}
+	return -1, false
+}
+
+// maxBatch is the most nodes takeBatch takes at once.
+const maxBatch = 8
+
+// takeBatch takes a node from the shared queue, as takeShared does, for
+// a goroutine whose own work has run out, and with it up to maxBatch-1
+// more from the same end into wl.batch (which is empty), under the same
+// lock: nodes the plan has timed as quick, and at most half of those
+// left, so that goroutines taking from both ends share the tail. One
+// lock then serves several nodes. A node that may block is never taken
+// in a batch, nor with a batch behind it.
+//
+// A node learned quick may still block. So a batch is lent, not owned:
+// its nodes are also listed in r.lent, where a goroutine that finds the
+// queue empty takes them, and the CAS that starts a node decides between
+// it and the batch's holder. Lent nodes count as queued for the helpers'
+// wake-up chain (takeShared's left), so a batch held by a goroutine stuck
+// in a node is taken by others at once: a helper looking for work when
+// the batch is taken wakes the next, and if none is looking, the chain
+// stopped on an empty queue and the batch's nodes were shared later, by
+// a share that woke one (TestQuickNodeThatBlocksHoldsNoOtherNodeBack).
+func (r *Run) takeBatch(wl *worklist) (int32, bool) {
+	r.sharedMu.Lock()
+	h, n := r.sharedHead, len(r.shared)
+	if h == n {
+		i, ok := r.takeLent()
+		r.sharedMu.Unlock()
+		return i, ok
+	}
+	var i int32
+	if wl.front {
+		i = r.shared[h]
+		h++
+	} else {
+		n--
+		i = r.shared[n]
+	}
+	k := min(maxBatch-1, (n-h)/2)
+	if pn := &r.p.nodes[i]; !pn.known.Load() || !pn.quick.Load() {
+		k = 0
+	}
+	for ; k > 0; k-- {
+		var j int32
+		if wl.front {
+			j = r.shared[h]
+		} else {
+			j = r.shared[n-1]
+		}
+		if pn := &r.p.nodes[j]; !pn.known.Load() || !pn.quick.Load() {
+			break
+		}
+		if wl.front {
+			h++
+		} else {
+			n--
+		}
+		wl.batch = append(wl.batch, j)
+	}
+	slices.Reverse(wl.batch) // run in the order taken
+	for k := len(wl.batch) - 1; k >= 0; k-- {
+		// In the order the holder runs them: takers take from the end,
+		// the node the holder would run last.
+		r.lent = append(r.lent, wl.batch[k])
+	}
+	if h == n {
+		h, n = 0, 0
+	}
+	r.shared, r.sharedHead = r.shared[:n], h
+	r.sharedMu.Unlock()
+	return i, true
 }
 
 // continueAfterGoexit finishes the work of a goroutine that user code
@@ -706,6 +806,7 @@ func (r *Run) continueAfterGoexit(wl *worklist, pe *PanicError) {
 func (r *Run) salvage(wl *worklist, pe *PanicError) *worklist {
 	cont := &worklist{
 		ready: append([]int32(nil), wl.ready...),
+		batch: append([]int32(nil), wl.batch...),
 		left:  append([]int32(nil), wl.left...),
 		ended: append([]int32(nil), wl.ended...),
 		claim: wl.claim,

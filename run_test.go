@@ -272,6 +272,108 @@ func TestTakeSharedFromBothEnds(t *testing.T) {
 	}
 }
 
+// A goroutine whose own work ran out takes, with one node, up to
+// maxBatch-1 more quick nodes from its end of the shared queue, at most
+// half of those left, and in the order takeShared would give them; a node
+// that may block (not known, or timed slow) ends the batch, and is taken
+// alone.
+func TestTakeBatchTakesOnlyQuickNodes(t *testing.T) {
+	p := &plan{nodes: make([]pnode, 40)}
+	for i := range p.nodes {
+		p.nodes[i].timed(time.Microsecond)
+	}
+	p.nodes[30].timed(time.Second) // slow
+	p.nodes[5] = pnode{}           // never timed
+	take := func(r *Run, front bool) (int32, []int32) {
+		wl := &worklist{front: front}
+		i, ok := r.takeBatch(wl)
+		require.True(t, ok)
+		return i, wl.batch
+	}
+	queue := func(nodes ...int32) *Run { return &Run{p: p, shared: nodes} }
+
+	r := queue(10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29)
+	i, batch := take(r, false)
+	assert.Equal(t, int32(29), i)
+	assert.Equal(t, []int32{22, 23, 24, 25, 26, 27, 28}, batch, "run last first: 28 next")
+	i, batch = take(r, true)
+	assert.Equal(t, int32(10), i)
+	assert.Equal(t, []int32{15, 14, 13, 12, 11}, batch, "at most half of the 11 left after 10")
+	assert.Equal(t, []int32{16, 17, 18, 19, 20, 21}, r.shared[r.sharedHead:])
+
+	r = queue(1, 2, 3, 4, 5, 6, 7, 8, 9)
+	i, batch = take(r, true)
+	assert.Equal(t, int32(1), i)
+	assert.Equal(t, []int32{4, 3, 2}, batch, "5 was never timed: the batch stops before it")
+
+	r = queue(1, 2, 3, 30, 31, 32, 33, 34)
+	i, batch = take(r, false)
+	assert.Equal(t, int32(34), i)
+	assert.Equal(t, []int32{31, 32, 33}, batch, "30 is slow: the batch stops before it")
+	i, batch = take(r, false)
+	assert.Equal(t, int32(30), i, "a slow node is taken alone")
+	assert.Empty(t, batch)
+	i, batch = take(r, true)
+	assert.Equal(t, int32(1), i)
+	assert.Equal(t, []int32{2}, batch)
+
+	r = queue(7)
+	i, batch = take(r, false)
+	assert.Equal(t, int32(7), i)
+	assert.Empty(t, batch)
+	assert.Equal(t, 0, len(r.shared)+r.sharedHead, "empty queue restarts at 0")
+	_, ok := r.takeBatch(&worklist{})
+	assert.False(t, ok)
+}
+
+// A batch is lent, not owned: once the queue is empty, takers get the
+// nodes of other goroutines' batches that are still ready (their holder
+// may be stuck in a node), the last to be run by their holder first, and
+// the helpers' count of what is left includes them.
+func TestLentNodesAreTakenOnceTheQueueIsEmpty(t *testing.T) {
+	p := &plan{nodes: make([]pnode, 20)}
+	for i := range p.nodes {
+		p.nodes[i].timed(time.Microsecond)
+	}
+	r := &Run{p: p, nodes: make([]rnode, 20), shared: []int32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}}
+	for i := range r.nodes {
+		r.nodes[i].state.Store(int64(sReady))
+	}
+	wl := &worklist{}
+	i, ok := r.takeBatch(wl)
+	require.True(t, ok)
+	assert.Equal(t, int32(10), i)
+	assert.Equal(t, []int32{6, 7, 8, 9}, wl.batch)
+	assert.Equal(t, []int32{9, 8, 7, 6}, r.lent, "in the holder's order")
+
+	// The holder starts 9 and 8 (last first); a helper then takes from
+	// the queue and is told of the 4 queued and the 4 lent nodes left.
+	for _, x := range []int32{9, 8} {
+		require.True(t, r.nodes[x].move(sReady, sWorking, startedBit))
+	}
+	i, ok, left := r.takeShared(false, true)
+	require.True(t, ok)
+	assert.Equal(t, int32(1), i)
+	assert.Equal(t, 4+4, left)
+	for range 4 {
+		_, ok, _ = r.takeShared(false, true)
+		require.True(t, ok)
+	}
+
+	// The queue is empty: the lent nodes still ready come next, those
+	// the holder would run last first; the started ones are dropped.
+	i, ok, left = r.takeShared(false, false)
+	require.True(t, ok)
+	assert.Equal(t, int32(6), i)
+	assert.Equal(t, 3, left)
+	i, ok = r.takeBatch(&worklist{})
+	require.True(t, ok)
+	assert.Equal(t, int32(7), i)
+	_, ok, left = r.takeShared(false, false)
+	assert.False(t, ok, "9 and 8 were started by their holder")
+	assert.Zero(t, left)
+}
+
 // Room freed at the front by helpers is reused before the queue grows.
 func TestShareReusesRoomTakenFromTheFront(t *testing.T) {
 	r := &Run{shared: make([]int32, 0, 4)}
