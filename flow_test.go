@@ -842,3 +842,107 @@ func TestSuspendedWaitsForALateWorker(t *testing.T) {
 	close(release)
 	waitClosed(t, stall, "z's worker returned, but Suspended was not closed")
 }
+
+// holdExec runs each task on a new goroutine or, while hold is set, keeps
+// it until release.
+type holdExec struct {
+	hold atomic.Bool
+	mu   sync.Mutex
+	held []func()
+}
+
+func (e *holdExec) Submit(task func()) error {
+	if e.hold.Load() {
+		e.mu.Lock()
+		e.held = append(e.held, task)
+		e.mu.Unlock()
+		return nil
+	}
+	go task()
+	return nil
+}
+
+func (e *holdExec) release() {
+	e.hold.Store(false)
+	e.mu.Lock()
+	h := e.held
+	e.held = nil
+	e.mu.Unlock()
+	for _, t := range h {
+		go t()
+	}
+}
+
+// A node resumed with Rerun runs through the task Resume submits, and
+// only through it: not from the batch of a goroutine that started it
+// before it was suspended, nor from the run's list of lent nodes (see
+// Run.takeBatch). Found by review of the lent batches, in which both
+// started it again while the executor held Resume's task.
+func TestResumedNodeRunsOnlyThroughItsTask(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 40
+		var phase atomic.Int32
+		rel := make(chan struct{})
+		attempts := make([]atomic.Int32, n)
+		w := WorkerFunc[int, int](func(ctx context.Context, k int, _ Wrappers) (int, error) {
+			if phase.Load() == 0 || k < 0 {
+				return k, nil
+			}
+			if k%2 == 0 { // learned quick, now blocks: heads a batch
+				select {
+				case <-rel:
+				case <-ctx.Done():
+				}
+				return k, nil
+			}
+			if attempts[k].Add(1) == 1 {
+				return 0, errors.New("first attempt fails")
+			}
+			return k, nil
+		})
+		id := func(k int) string { return fmt.Sprintf("n%d", k) }
+		root := NewWrapper("root", w, -1)
+		for k := range n {
+			x := NewWrapper(id(k), w, k).Depend(root, true)
+			if k%2 == 1 {
+				x.OnFailure(PolicySuspend)
+			}
+		}
+		pl, err := Compile(root)
+		require.NoError(t, err)
+		e := &holdExec{}
+		a := New(WithExecutor(e))
+		defer a.Close()
+		for range 6 { // sampled runs: every node learned quick
+			r, err := a.RunPlan(context.Background(), pl, time.Minute)
+			require.NoError(t, err)
+			r.Release()
+		}
+		for round := range 5 {
+			phase.Store(1)
+			for k := range attempts {
+				attempts[k].Store(0)
+			}
+			rel = make(chan struct{})
+			r, err := a.StartPlan(context.Background(), pl, time.Minute)
+			require.NoError(t, err)
+			synctest.Wait() // blockers wait on rel; odd nodes that ran are pending
+			e.hold.Store(true)
+			var resumed []int
+			for k := 1; k < n; k += 2 {
+				if r.Resume(id(k), Rerun()) == nil {
+					resumed = append(resumed, k)
+				}
+			}
+			require.NotEmpty(t, resumed)
+			close(rel)
+			synctest.Wait()
+			for _, k := range resumed {
+				assert.Equal(t, int32(1), attempts[k].Load(), "round %d: node %d started again while its Resume task was held", round, k)
+			}
+			e.release()
+			require.NoError(t, r.Wait(context.Background()))
+			r.Release()
+		}
+	})
+}

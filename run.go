@@ -34,7 +34,7 @@ type Run struct {
 	shared     []int32
 	sharedHead int // shared[:sharedHead] were taken by helpers (see takeShared)
 	// lent lists the nodes goroutines took in batches (see takeBatch),
-	// which others take when the queue is empty; an entry its holder has
+	// which others take when the queue is empty; an entry whose node was
 	// started since is dropped when found.
 	lent   []int32
 	pooled bool // belongs to a Plan: Release recycles it
@@ -570,6 +570,9 @@ func (r *Run) drive(first int32, wl *worklist) (again bool) {
 		if n := len(wl.batch); n > 0 {
 			i = wl.batch[n-1]
 			wl.batch = wl.batch[:n-1]
+			if r.nodes[i].state.Load()&startedBit != 0 {
+				i = -1 // a taker started it (see takeLent)
+			}
 			continue
 		}
 		var ok bool
@@ -704,13 +707,17 @@ func (r *Run) takeShared(helper, front bool) (int32, bool, int) {
 	return i, true, n - h + len(r.lent)
 }
 
-// takeLent takes a node from r.lent that is still ready; r.sharedMu is
-// held and the queue is empty.
+// takeLent takes a node from r.lent that is still ready and was never
+// started; r.sharedMu is held and the queue is empty. The started bit
+// tells a node started from its batch (or by another taker) apart from
+// one that is ready again because it was resumed with Rerun after a
+// suspend: such a node is run by Resume's task alone, and the batch's
+// holder skips it too.
 func (r *Run) takeLent() (int32, bool) {
 	for n := len(r.lent); n > 0; n-- {
 		i := r.lent[n-1]
 		r.lent = r.lent[:n-1]
-		if r.nodes[i].st() == sReady {
+		if w := r.nodes[i].state.Load(); w&stateMask == int64(sReady) && w&startedBit == 0 {
 			return i, true
 		}
 	}
@@ -733,7 +740,8 @@ const maxBatch = 8
 // queue empty takes them, and the CAS that starts a node decides between
 // it and the batch's holder. Lent nodes count as queued for the helpers'
 // wake-up chain (takeShared's left), so a batch held by a goroutine stuck
-// in a node is taken by others at once: a helper looking for work when
+// in a node is taken by others once the queue is empty, and while lent
+// nodes are left a helper is looking for work: a helper looking when
 // the batch is taken wakes the next, and if none is looking, the chain
 // stopped on an empty queue and the batch's nodes were shared later, by
 // a share that woke one (TestQuickNodeThatBlocksHoldsNoOtherNodeBack).

@@ -374,6 +374,38 @@ func TestLentNodesAreTakenOnceTheQueueIsEmpty(t *testing.T) {
 	assert.Zero(t, left)
 }
 
+// A node started from its batch, suspended and resumed with Rerun is
+// ready again, but it is Resume's task's to run: a taker does not take it
+// from the lent list (found by review).
+func TestResumedNodeIsNotTakenFromTheLentList(t *testing.T) {
+	p := &plan{nodes: make([]pnode, 8)}
+	for i := range p.nodes {
+		p.nodes[i].timed(time.Microsecond)
+	}
+	r := &Run{p: p, nodes: make([]rnode, 8), shared: []int32{1, 2, 3, 4, 5}}
+	for i := range r.nodes {
+		r.nodes[i].state.Store(int64(sReady))
+	}
+	wl := &worklist{}
+	i, ok := r.takeBatch(wl)
+	require.True(t, ok)
+	require.Equal(t, int32(5), i)
+	require.Equal(t, []int32{3, 4}, wl.batch)
+	// The holder starts 4; it fails and is suspended, then resumed.
+	require.True(t, r.nodes[4].move(sReady, sWorking, startedBit))
+	require.True(t, r.nodes[4].move(sWorking, sPending, 0))
+	require.True(t, r.nodes[4].move(sPending, sReady, 0))
+	for range 2 {
+		_, ok, _ := r.takeShared(false, true)
+		require.True(t, ok)
+	}
+	got, ok := r.takeBatch(&worklist{})
+	require.True(t, ok)
+	assert.Equal(t, int32(3), got)
+	got, ok = r.takeBatch(&worklist{})
+	assert.False(t, ok, "took %d", got)
+}
+
 // Room freed at the front by helpers is reused before the queue grows.
 func TestShareReusesRoomTakenFromTheFront(t *testing.T) {
 	r := &Run{shared: make([]int32, 0, 4)}
