@@ -35,6 +35,7 @@ type Async struct {
 	exec     Executor
 	try      func(task func()) bool // non-blocking submit; false when there is no room
 	start    func(task func()) bool // like try, but only onto a goroutine free now
+	room     func() bool            // whether start may succeed now; nil: unknown (a user's executor)
 	owned    interface{ Close() error }
 	hooks    *Hooks
 	timings  bool
@@ -116,7 +117,7 @@ func New(opts ...Option) *Async {
 		return a
 	}
 	p := NewPool(PoolSize(c.maxWorkers), PoolIdleTimeout(asyncIdleTimeout))
-	a.exec, a.try, a.start, a.owned = p, p.trySubmit, p.tryStart, p
+	a.exec, a.try, a.start, a.owned, a.room = p, p.trySubmit, p.tryStart, p, p.hasRoom
 	return a
 }
 

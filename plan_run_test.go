@@ -263,6 +263,74 @@ func quickNodesBlocking(t *testing.T, every, n int) {
 	}
 }
 
+// TestRunTakesAPoolWorkerFreedAfterItWasRefusedOne runs a 1 -> 200 fan
+// in which every third node sleeps 20 ms, on an Async of two workers
+// whose other worker another run holds for the first 10 ms: the fan's
+// helper is refused, and once the worker is free the run must take it.
+// On one goroutine the fan needs 67 x 20 ms, past its 1 s deadline; on
+// two about 680 ms. With learn, the plan has first timed every node as
+// quick (one searching helper at a time); without it, each node may
+// block (a helper each).
+func TestRunTakesAPoolWorkerFreedAfterItWasRefusedOne(t *testing.T) {
+	for _, learn := range []bool{false, true} {
+		t.Run(fmt.Sprintf("learn=%v", learn), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { refusedHelperRetried(t, learn) })
+		})
+	}
+}
+
+func refusedHelperRetried(t *testing.T, learn bool) {
+	var block atomic.Bool
+	w := WorkerFunc[int, int](func(_ context.Context, k int, _ Wrappers) (int, error) {
+		if block.Load() && k%3 == 1 {
+			time.Sleep(20 * time.Millisecond)
+		}
+		return k, nil
+	})
+	root := NewWrapper("root", w, -1)
+	for k := range 200 {
+		NewWrapper("", w, k).Depend(root, true)
+	}
+	fan, err := Compile(root)
+	require.NoError(t, err)
+	gate := make(chan struct{})
+	hold, err := Compile(NewWrapper("hold", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		<-gate
+		return 0, nil
+	}), 0))
+	require.NoError(t, err)
+
+	a := New(WithMaxWorkers(2))
+	defer a.Close()
+	if learn {
+		for range 6 { // runs 1-4 are sampled: every node is learned quick
+			r, err := a.RunPlan(context.Background(), fan, time.Minute)
+			require.NoError(t, err)
+			r.Release()
+		}
+	}
+	held := make(chan error, 1)
+	go func() {
+		r, err := a.RunPlan(context.Background(), hold, time.Minute)
+		if err == nil {
+			r.Release()
+		}
+		held <- err
+	}()
+	synctest.Wait() // hold's node has one of the two workers
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		close(gate)
+	}()
+	block.Store(true)
+	began := time.Now()
+	r, err := a.RunPlan(context.Background(), fan, time.Second)
+	require.NoError(t, err, "the fan ran on one goroutine")
+	r.Release()
+	assert.Less(t, time.Since(began), 800*time.Millisecond)
+	require.NoError(t, <-held)
+}
+
 // TestGoexitInAQuickFan runs a fan of nodes the plan knows are quick (one
 // searching helper at a time) and ends the goroutines running some of
 // them with runtime.Goexit: those nodes fail with ErrGoexit and every

@@ -168,6 +168,7 @@ type Pool struct {
 	closed  atomic.Bool
 	workers atomic.Int32 // live workers, counted before their goroutine starts
 	queued  atomic.Int32 // tasks in the queue
+	nidle   atomic.Int32 // len(idlers), for hasRoom
 
 	mu sync.Mutex
 	// idlers are the idle workers, each waiting on its own channel; the
@@ -296,6 +297,12 @@ func (p *Pool) trySubmit(task func()) bool {
 // scheduler uses it to start helpers only when a goroutine is free now.
 func (p *Pool) tryStart(task func()) bool { return p.offer(task, false) == offerOK }
 
+// hasRoom reports, without the lock, whether a worker was idle or could
+// be started a moment ago: a hint that tryStart may succeed.
+func (p *Pool) hasRoom() bool {
+	return p.nidle.Load() > 0 || p.workers.Load() < p.size
+}
+
 type offerResult uint8
 
 const (
@@ -329,6 +336,7 @@ func (p *Pool) place(task func(), queue bool) (res offerResult, w *poolWorker, s
 		w = p.idlers[n-1]
 		p.idlers[n-1] = nil
 		p.idlers = p.idlers[:n-1]
+		p.nidle.Store(int32(n - 1))
 		return offerOK, w, false
 	}
 	if p.workers.Load() < p.size {
@@ -429,6 +437,7 @@ func (p *Pool) worker(w *poolWorker, task func()) {
 		}
 		w.tick = p.tick
 		p.idlers = append(p.idlers, w)
+		p.nidle.Store(int32(len(p.idlers)))
 		if p.nblocked > 0 {
 			p.space.Signal()
 		}
@@ -470,6 +479,7 @@ func (p *Pool) reap() {
 	n := copy(p.idlers, p.idlers[k:])
 	clear(p.idlers[n:])
 	p.idlers = p.idlers[:n]
+	p.nidle.Store(int32(n))
 	p.tick++
 	if n > 0 {
 		p.reaperArmed = true
@@ -513,6 +523,7 @@ func (p *Pool) Close() error {
 		}
 		p.workers.Add(-int32(len(p.idlers)))
 		p.idlers = nil
+		p.nidle.Store(0)
 		p.space.Broadcast()
 	}
 	p.mu.Unlock()

@@ -266,6 +266,34 @@ func TestPoolIdleWorkersExit(t *testing.T) {
 	})
 }
 
+// TestPoolHasRoom checks the lock-free hint a run uses to retry a helper
+// it was refused: room while a worker can be started or is idle, none
+// while every worker is busy, room again once one goes idle, and room
+// after the idle workers have been retired (their slots are free).
+func TestPoolHasRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := NewPool(PoolSize(2), PoolIdleTimeout(time.Second))
+		assert.True(t, p.hasRoom(), "no worker started yet")
+		gate := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
+		for _, g := range gate {
+			require.True(t, p.tryStart(func() { <-g }))
+		}
+		synctest.Wait()
+		assert.False(t, p.hasRoom(), "both workers busy")
+		assert.False(t, p.tryStart(func() {}))
+		close(gate[0])
+		synctest.Wait()
+		assert.True(t, p.hasRoom(), "a worker went idle")
+		close(gate[1])
+		time.Sleep(3 * time.Second) // both retired
+		synctest.Wait()
+		assert.Zero(t, p.Stats().Workers)
+		assert.True(t, p.hasRoom(), "workers can be started again")
+		require.NoError(t, p.Close())
+		assert.False(t, p.tryStart(func() {}), "closed")
+	})
+}
+
 // TestPoolReusesTheLastIdleWorker checks that idle workers are reused
 // last in, first out: under a load one worker can carry, the same worker
 // takes every task, and the workers a burst started time out.

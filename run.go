@@ -26,6 +26,7 @@ type Run struct {
 	first     func()       // the task that starts the run; built once per Run value
 	helper    func()       // a task that drains the shared queue
 	searching atomic.Int32 // helpers started that have not taken a node yet
+	starved   atomic.Bool  // a helper was refused for want of a goroutine (see retryHelper)
 	sample    bool         // time the nodes' Actions in this run (see plan.learn)
 
 	// shared holds ready nodes that the goroutine that found them did not
@@ -213,6 +214,7 @@ func (r *Run) reset() {
 	r.noDefault.Store(false)
 	r.shared, r.sharedHead, r.lent = r.shared[:0], 0, r.lent[:0]
 	r.searching.Store(0)
+	r.starved.Store(false)
 	r.sample = r.pooled && r.p.learn()
 	for _, e := range r.exts {
 		if e != nil {
@@ -576,8 +578,12 @@ func (r *Run) drive(first int32, wl *worklist) (again bool) {
 			continue
 		}
 		var ok bool
-		if i, ok = r.takeBatch(wl); !ok {
+		var left int
+		if i, ok, left = r.takeBatch(wl); !ok {
 			break
+		}
+		if left > 0 && r.starved.Load() {
+			r.retryHelper()
 		}
 	}
 	normal = true
@@ -660,7 +666,30 @@ func (r *Run) startHelper() bool {
 	r.busy.Add(-1) // cannot reach 0: the caller is a task
 	r.refs.Add(-1) // cannot reach 0: the caller holds a reference
 	r.a.inflight.Done()
+	if !r.starved.Load() { // a store only when it changes: the line is hot
+		r.starved.Store(true)
+	}
 	return false
+}
+
+// retryHelper starts a helper for a run that was refused one earlier,
+// once its Async's pool has a goroutine free again: when another run's
+// task, or a helper of an earlier run of the plan that had not yet
+// returned, held the last one. Without it the run would go on with the
+// goroutines it has until its next share, which in a fan-out never comes:
+// a capped pool's free worker would stay idle while one goroutine ran
+// every node, and nodes learned quick that block would run one after
+// another. It is called after each take that left nodes in the queue
+// (lent ones are not counted: the list keeps entries started since, and
+// each would start a helper that finds nothing); it costs one atomic
+// load unless the run was refused a helper. A
+// user's executor gives no cheap sign of room, so such a run is not
+// retried; its next share tries again.
+func (r *Run) retryHelper() {
+	if r.searching.Load() == 0 && r.a.room != nil && r.a.room() &&
+		r.starved.CompareAndSwap(true, false) {
+		r.startHelper() // sets starved again if refused
+	}
 }
 
 // enqueue appends nodes to the shared queue; r.sharedMu is held. The room
@@ -733,7 +762,8 @@ const maxBatch = 8
 // lock: nodes the plan has timed as quick, and at most half of those
 // left, so that goroutines taking from both ends share the tail. One
 // lock then serves several nodes. A node that may block is never taken
-// in a batch, nor with a batch behind it.
+// in a batch, nor with a batch behind it. It also says how many nodes
+// are left in the queue (for retryHelper).
 //
 // A node learned quick may still block. So a batch is lent, not owned:
 // its nodes are also listed in r.lent, where a goroutine that finds the
@@ -745,13 +775,13 @@ const maxBatch = 8
 // the batch is taken wakes the next, and if none is looking, the chain
 // stopped on an empty queue and the batch's nodes were shared later, by
 // a share that woke one (TestQuickNodeThatBlocksHoldsNoOtherNodeBack).
-func (r *Run) takeBatch(wl *worklist) (int32, bool) {
+func (r *Run) takeBatch(wl *worklist) (int32, bool, int) {
 	r.sharedMu.Lock()
 	h, n := r.sharedHead, len(r.shared)
 	if h == n {
 		i, ok := r.takeLent()
 		r.sharedMu.Unlock()
-		return i, ok
+		return i, ok, 0
 	}
 	var i int32
 	if wl.front {
@@ -793,7 +823,7 @@ func (r *Run) takeBatch(wl *worklist) (int32, bool) {
 	}
 	r.shared, r.sharedHead = r.shared[:n], h
 	r.sharedMu.Unlock()
-	return i, true
+	return i, true, n - h
 }
 
 // continueAfterGoexit finishes the work of a goroutine that user code

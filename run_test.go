@@ -286,7 +286,7 @@ func TestTakeBatchTakesOnlyQuickNodes(t *testing.T) {
 	p.nodes[5] = pnode{}           // never timed
 	take := func(r *Run, front bool) (int32, []int32) {
 		wl := &worklist{front: front}
-		i, ok := r.takeBatch(wl)
+		i, ok, _ := r.takeBatch(wl)
 		require.True(t, ok)
 		return i, wl.batch
 	}
@@ -322,7 +322,7 @@ func TestTakeBatchTakesOnlyQuickNodes(t *testing.T) {
 	assert.Equal(t, int32(7), i)
 	assert.Empty(t, batch)
 	assert.Equal(t, 0, len(r.shared)+r.sharedHead, "empty queue restarts at 0")
-	_, ok := r.takeBatch(&worklist{})
+	_, ok, _ := r.takeBatch(&worklist{})
 	assert.False(t, ok)
 }
 
@@ -340,7 +340,7 @@ func TestLentNodesAreTakenOnceTheQueueIsEmpty(t *testing.T) {
 		r.nodes[i].state.Store(int64(sReady))
 	}
 	wl := &worklist{}
-	i, ok := r.takeBatch(wl)
+	i, ok, _ := r.takeBatch(wl)
 	require.True(t, ok)
 	assert.Equal(t, int32(10), i)
 	assert.Equal(t, []int32{6, 7, 8, 9}, wl.batch)
@@ -366,7 +366,7 @@ func TestLentNodesAreTakenOnceTheQueueIsEmpty(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, int32(6), i)
 	assert.Equal(t, 3, left)
-	i, ok = r.takeBatch(&worklist{})
+	i, ok, _ = r.takeBatch(&worklist{})
 	require.True(t, ok)
 	assert.Equal(t, int32(7), i)
 	_, ok, left = r.takeShared(false, false)
@@ -387,7 +387,7 @@ func TestResumedNodeIsNotTakenFromTheLentList(t *testing.T) {
 		r.nodes[i].state.Store(int64(sReady))
 	}
 	wl := &worklist{}
-	i, ok := r.takeBatch(wl)
+	i, ok, _ := r.takeBatch(wl)
 	require.True(t, ok)
 	require.Equal(t, int32(5), i)
 	require.Equal(t, []int32{3, 4}, wl.batch)
@@ -399,10 +399,10 @@ func TestResumedNodeIsNotTakenFromTheLentList(t *testing.T) {
 		_, ok, _ := r.takeShared(false, true)
 		require.True(t, ok)
 	}
-	got, ok := r.takeBatch(&worklist{})
+	got, ok, _ := r.takeBatch(&worklist{})
 	require.True(t, ok)
 	assert.Equal(t, int32(3), got)
-	got, ok = r.takeBatch(&worklist{})
+	got, ok, _ = r.takeBatch(&worklist{})
 	assert.False(t, ok, "took %d", got)
 }
 
