@@ -73,8 +73,11 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 // WithMaxWorkers bounds the number of goroutines the Async runs workers on
 // at once (default [DefaultMaxWorkers]), on a [Pool] it owns. Any DAG completes even with n = 1:
-// no goroutine ever waits for another node. n must be at least 1; a
-// smaller n makes every BeginWork return an error saying so.
+// no goroutine ever waits for another node. The n goroutines are shared
+// by every run on the Async; a run that found none free goes on with
+// those it has, and takes one that frees up later while it still has
+// nodes queued. n must be at least 1; a smaller n makes every BeginWork
+// return an error saying so.
 func WithMaxWorkers(n int) Option {
 	return optionFunc(func(c *config) {
 		if n < 1 {
@@ -89,7 +92,9 @@ func WithMaxWorkers(n int) Option {
 // Async does not close e. When e rejects a task the node stays in the
 // run's queue, which the goroutine that shared it drains itself, so a
 // rejecting or bounded executor slows a run down but never loses a node or
-// deadlocks. An executor whose Submit runs the task on the caller (a
+// deadlocks. Unlike the Async's own pool, e is not asked again when it
+// may have room: a run it refused asks again only when it next puts
+// nodes in its queue. An executor whose Submit runs the task on the caller (a
 // caller-runs policy) nests the scheduler's loops on that goroutine and
 // makes Start run work before it returns; prefer one that rejects when
 // full.
