@@ -326,19 +326,26 @@ func TestTakeBatchTakesOnlyQuickNodes(t *testing.T) {
 	assert.False(t, ok)
 }
 
+// quickReadyRun returns a run of a plan of n nodes all timed as quick,
+// every node ready, with shared in its queue.
+func quickReadyRun(n int, shared ...int32) *Run {
+	p := &plan{nodes: make([]pnode, n)}
+	for i := range p.nodes {
+		p.nodes[i].timed(time.Microsecond)
+	}
+	r := &Run{p: p, nodes: make([]rnode, n), shared: shared}
+	for i := range r.nodes {
+		r.nodes[i].state.Store(int64(sReady))
+	}
+	return r
+}
+
 // A batch is lent, not owned: once the queue is empty, takers get the
 // nodes of other goroutines' batches that are still ready (their holder
 // may be stuck in a node), the last to be run by their holder first, and
 // the helpers' count of what is left includes them.
 func TestLentNodesAreTakenOnceTheQueueIsEmpty(t *testing.T) {
-	p := &plan{nodes: make([]pnode, 20)}
-	for i := range p.nodes {
-		p.nodes[i].timed(time.Microsecond)
-	}
-	r := &Run{p: p, nodes: make([]rnode, 20), shared: []int32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}}
-	for i := range r.nodes {
-		r.nodes[i].state.Store(int64(sReady))
-	}
+	r := quickReadyRun(20, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 	wl := &worklist{}
 	i, ok, _ := r.takeBatch(wl)
 	require.True(t, ok)
@@ -378,14 +385,7 @@ func TestLentNodesAreTakenOnceTheQueueIsEmpty(t *testing.T) {
 // ready again, but it is Resume's task's to run: a taker does not take it
 // from the lent list (found by review).
 func TestResumedNodeIsNotTakenFromTheLentList(t *testing.T) {
-	p := &plan{nodes: make([]pnode, 8)}
-	for i := range p.nodes {
-		p.nodes[i].timed(time.Microsecond)
-	}
-	r := &Run{p: p, nodes: make([]rnode, 8), shared: []int32{1, 2, 3, 4, 5}}
-	for i := range r.nodes {
-		r.nodes[i].state.Store(int64(sReady))
-	}
+	r := quickReadyRun(8, 1, 2, 3, 4, 5)
 	wl := &worklist{}
 	i, ok, _ := r.takeBatch(wl)
 	require.True(t, ok)
