@@ -293,13 +293,6 @@ func refusedHelperRetried(t *testing.T, learn bool) {
 	}
 	fan, err := Compile(root)
 	require.NoError(t, err)
-	gate := make(chan struct{})
-	hold, err := Compile(NewWrapper("hold", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-		<-gate
-		return 0, nil
-	}), 0))
-	require.NoError(t, err)
-
 	a := New(WithMaxWorkers(2))
 	defer a.Close()
 	if learn {
@@ -309,6 +302,90 @@ func refusedHelperRetried(t *testing.T, learn bool) {
 			r.Release()
 		}
 	}
+	held := holdOneWorker(t, a, 10*time.Millisecond)
+	block.Store(true)
+	began := time.Now()
+	r, err := a.RunPlan(context.Background(), fan, time.Second)
+	require.NoError(t, err, "the fan ran on one goroutine")
+	r.Release()
+	assert.Less(t, time.Since(began), 800*time.Millisecond)
+	require.NoError(t, <-held)
+}
+
+// TestRefusedRunGetsTheFreedWorkerWhileItsGoroutineIsBusy is the same
+// situation when the run's only goroutine does not come back to the
+// queue: it is inside a node that sleeps 500 ms, or running a chain of
+// 50 nodes of 10 ms each through the nodes it makes ready. The quick
+// nodes it shared must start when the other worker frees up, at 10 ms,
+// not when the goroutine is done (found by review).
+func TestRefusedRunGetsTheFreedWorkerWhileItsGoroutineIsBusy(t *testing.T) {
+	for _, shape := range []string{"long", "chain"} {
+		t.Run(shape, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { refusedRunBusy(t, shape) })
+		})
+	}
+}
+
+func refusedRunBusy(t *testing.T, shape string) {
+	var began time.Time
+	var latest atomic.Int64
+	quick := WorkerFunc[int, int](func(_ context.Context, k int, _ Wrappers) (int, error) {
+		d := int64(time.Since(began))
+		for l := latest.Load(); d > l && !latest.CompareAndSwap(l, d); l = latest.Load() {
+		}
+		return k, nil
+	})
+	sleep := func(d time.Duration) Worker[int, int] {
+		return WorkerFunc[int, int](func(_ context.Context, k int, _ Wrappers) (int, error) {
+			time.Sleep(d)
+			return k, nil
+		})
+	}
+	root := NewWrapper("root", WorkerFunc[int, int](func(_ context.Context, k int, _ Wrappers) (int, error) {
+		return k, nil
+	}), 0)
+	// The busy branch is the root's last successor: the one the root's
+	// goroutine runs itself (see upstreamEndedFrom).
+	busy := func(name string) {
+		switch shape {
+		case "long":
+			NewWrapper(name, sleep(500*time.Millisecond), 0).Depend(root, true)
+		case "chain":
+			prev := NewWrapper(name, sleep(10*time.Millisecond), 0).Depend(root, true)
+			for k := range 49 {
+				prev = NewWrapper(fmt.Sprintf("%s%d", name, k), sleep(10*time.Millisecond), 0).Depend(prev, true)
+			}
+		}
+	}
+	for k := range 20 {
+		NewWrapper(fmt.Sprintf("q%d", k), quick, k).Depend(root, true)
+	}
+	busy("last")
+	pl, err := Compile(root)
+	require.NoError(t, err)
+
+	a := New(WithMaxWorkers(2))
+	defer a.Close()
+	held := holdOneWorker(t, a, 10*time.Millisecond)
+	began = time.Now()
+	r, err := a.RunPlan(context.Background(), pl, time.Minute)
+	require.NoError(t, err)
+	r.Release()
+	assert.LessOrEqual(t, time.Duration(latest.Load()), 10*time.Millisecond,
+		"a quick node waited for the run's busy goroutine")
+	require.NoError(t, <-held)
+}
+
+// holdOneWorker runs a plan on a whose one node holds a worker for d,
+// and returns once the node is running; the channel gets the run's error.
+func holdOneWorker(t *testing.T, a *Async, d time.Duration) <-chan error {
+	t.Helper()
+	gate := make(chan struct{})
+	hold, err := Compile(NewWrapper("hold", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		<-gate
+		return 0, nil
+	}), 0))
+	require.NoError(t, err)
 	held := make(chan error, 1)
 	go func() {
 		r, err := a.RunPlan(context.Background(), hold, time.Minute)
@@ -317,18 +394,12 @@ func refusedHelperRetried(t *testing.T, learn bool) {
 		}
 		held <- err
 	}()
-	synctest.Wait() // hold's node has one of the two workers
+	synctest.Wait() // hold's node has one of the workers
 	go func() {
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(d)
 		close(gate)
 	}()
-	block.Store(true)
-	began := time.Now()
-	r, err := a.RunPlan(context.Background(), fan, time.Second)
-	require.NoError(t, err, "the fan ran on one goroutine")
-	r.Release()
-	assert.Less(t, time.Since(began), 800*time.Millisecond)
-	require.NoError(t, <-held)
+	return held
 }
 
 // TestGoexitInAQuickFan runs a fan of nodes the plan knows are quick (one

@@ -25,8 +25,10 @@ type Run struct {
 	slots     []any        // slots[i] is node i's *slot[R]
 	first     func()       // the task that starts the run; built once per Run value
 	helper    func()       // a task that drains the shared queue
+	queued    func()       // helper, queued on the pool when none could start (see queueHelper)
 	searching atomic.Int32 // helpers started that have not taken a node yet
 	starved   atomic.Bool  // a helper was refused for want of a goroutine (see retryHelper)
+	waiting   atomic.Bool  // a helper waits in the pool's queue (see queueHelper)
 	sample    bool         // time the nodes' Actions in this run (see plan.learn)
 
 	// shared holds ready nodes that the goroutine that found them did not
@@ -194,6 +196,10 @@ func newRun(p *plan, pooled bool) *Run {
 		wl.front = true
 		r.loop(-1, wl)
 	}
+	r.queued = func() {
+		r.waiting.Store(false) // a refusal may queue another from now
+		r.helper()
+	}
 	return r
 }
 
@@ -215,6 +221,7 @@ func (r *Run) reset() {
 	r.shared, r.sharedHead, r.lent = r.shared[:0], 0, r.lent[:0]
 	r.searching.Store(0)
 	r.starved.Store(false)
+	r.waiting.Store(false)
 	r.sample = r.pooled && r.p.learn()
 	for _, e := range r.exts {
 		if e != nil {
@@ -635,6 +642,7 @@ func (r *Run) share(nodes []int32, roots bool) {
 			continue
 		}
 		if !roots {
+			r.queueHelper()
 			return
 		}
 		r.taskStart()
@@ -690,6 +698,39 @@ func (r *Run) retryHelper() {
 		r.starved.CompareAndSwap(true, false) {
 		r.startHelper() // sets starved again if refused
 	}
+}
+
+// queueHelper puts one helper in the queue of the Async's own pool, for a
+// run refused a goroutine for nodes that may block: the pool's next
+// worker to finish a task runs it. retryHelper does not cover this case:
+// it runs when a goroutine of the run takes from the queue, and the one
+// that shared such nodes may be inside one of them, or running a chain
+// of them through the nodes it makes ready, for as long as they take. A
+// run has at most one helper queued at a time (waiting). Like any task it
+// keeps the run from being recycled and from counting as stalled, and the
+// Async from closing, until a worker has run it, which is why quick nodes
+// do not queue one: a run of a plan released at once would find its
+// state still held and allocate another (+27 to +67 ns/node in an A/B of
+// WithMaxWorkers(2) when every refusal queued a helper), and the
+// goroutine that shares quick nodes comes back to the queue soon. A
+// user's executor was asked already (start is its Submit) and is not
+// asked again.
+func (r *Run) queueHelper() {
+	if r.a.owned == nil || r.waiting.Load() || !r.waiting.CompareAndSwap(false, true) {
+		return
+	}
+	r.taskStart()
+	r.searching.Add(1)
+	if r.a.try(r.queued) {
+		return
+	}
+	// The pool's queue is full too: the run goes on with the goroutines
+	// it has, and retryHelper.
+	r.searching.Add(-1)
+	r.busy.Add(-1) // cannot reach 0: the caller is a task
+	r.refs.Add(-1) // cannot reach 0: the caller holds a reference
+	r.a.inflight.Done()
+	r.waiting.Store(false)
 }
 
 // enqueue appends nodes to the shared queue; r.sharedMu is held. The room
