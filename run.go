@@ -128,6 +128,10 @@ type worklist struct {
 	// drive is that node's failure, not an internal one, and the goroutine
 	// goes on with the run.
 	action bool
+	// refused: the run was starved (see retryHelper) when this goroutine
+	// last shared, woke or retried a helper; attempt then looks at nodes
+	// that may block (see queueBeforeBlocking).
+	refused bool
 }
 
 // getWorklist returns an empty worklist from the Async's free list,
@@ -142,7 +146,7 @@ func (a *Async) getWorklist() *worklist {
 func (a *Async) putWorklist(wl *worklist) {
 	wl.ready, wl.left, wl.ended, wl.batch = wl.ready[:0], wl.left[:0], wl.ended[:0], wl.batch[:0]
 	wl.cur, wl.prop, wl.sweep, wl.retry, wl.fresh, wl.front = -1, -1, false, false, false, false
-	wl.roots, wl.wake, wl.action = false, false, false
+	wl.roots, wl.wake, wl.action, wl.refused = false, false, false, false
 	wl.after, wl.claim = -1, 0
 	a.worklists.Put(wl)
 }
@@ -197,6 +201,7 @@ func newRun(p *plan, pooled bool) *Run {
 		r.loop(-1, wl)
 	}
 	r.queued = func() {
+		r.busy.Add(1)          // counted as busy only from now (see queueHelper)
 		r.waiting.Store(false) // a refusal may queue another from now
 		r.helper()
 	}
@@ -496,6 +501,7 @@ func (r *Run) loop(first int32, wl *worklist) {
 	if wl.wake {
 		wl.wake = false
 		r.wakeOne()
+		wl.refused = r.starved.Load()
 	}
 	for r.drive(first, wl) {
 		first = -1 // a plain node's Action panicked; its end is in wl
@@ -555,6 +561,7 @@ func (r *Run) drive(first int32, wl *worklist) (again bool) {
 			// until then, for salvage if sharing ends the goroutine.
 			if len(wl.ready) > 0 {
 				r.share(wl.ready, wl.roots)
+				wl.refused = r.starved.Load()
 				wl.roots = false
 				wl.ready = wl.ready[:0]
 			}
@@ -568,6 +575,7 @@ func (r *Run) drive(first int32, wl *worklist) (again bool) {
 			i = wl.ready[n-1]
 			if n > 1 {
 				r.share(wl.ready[:n-1], wl.roots)
+				wl.refused = r.starved.Load()
 				if r.a.owned == nil {
 					wl.fresh = false // the user's executor may have run a helper here
 				}
@@ -591,6 +599,7 @@ func (r *Run) drive(first int32, wl *worklist) (again bool) {
 		}
 		if left > 0 && r.starved.Load() {
 			r.retryHelper()
+			wl.refused = r.starved.Load()
 		}
 	}
 	normal = true
@@ -706,20 +715,24 @@ func (r *Run) retryHelper() {
 // it runs when a goroutine of the run takes from the queue, and the one
 // that shared such nodes may be inside one of them, or running a chain
 // of them through the nodes it makes ready, for as long as they take. A
-// run has at most one helper queued at a time (waiting). Like any task it
-// keeps the run from being recycled and from counting as stalled, and the
-// Async from closing, until a worker has run it, which is why quick nodes
-// do not queue one: a run of a plan released at once would find its
-// state still held and allocate another (+27 to +67 ns/node in an A/B of
-// WithMaxWorkers(2) when every refusal queued a helper), and the
-// goroutine that shares quick nodes comes back to the queue soon. A
-// user's executor was asked already (start is its Submit) and is not
-// asked again.
+// run has at most one helper queued at a time (waiting). It keeps the run
+// from being recycled, and the Async from closing, until a worker has run
+// it, which is why quick nodes do not queue one: a run of a plan released
+// at once would find its state still held and allocate another (+27 to
+// +67 ns/node in an A/B of WithMaxWorkers(2) when every refusal queued a
+// helper), and the goroutine that shares quick nodes comes back to the
+// queue soon (but see queueBeforeBlocking). A user's executor was asked
+// already (start is its Submit) and is not asked again.
 func (r *Run) queueHelper() {
 	if r.a.owned == nil || r.waiting.Load() || !r.waiting.CompareAndSwap(false, true) {
 		return
 	}
-	r.taskStart()
+	// It holds the run (refs) and the Async (inflight), but is not busy
+	// until it runs: the goroutine that shared drains the queue before it
+	// ends, so a run with no busy task has stalled even if a helper still
+	// waits behind other tasks in the pool's queue (Suspended).
+	r.a.inflight.Add(1)
+	r.refs.Add(1)
 	r.searching.Add(1)
 	if r.a.try(r.queued) {
 		return
@@ -727,10 +740,34 @@ func (r *Run) queueHelper() {
 	// The pool's queue is full too: the run goes on with the goroutines
 	// it has, and retryHelper.
 	r.searching.Add(-1)
-	r.busy.Add(-1) // cannot reach 0: the caller is a task
 	r.refs.Add(-1) // cannot reach 0: the caller holds a reference
 	r.a.inflight.Done()
 	r.waiting.Store(false)
+}
+
+// queueBeforeBlocking queues a helper (see queueHelper) when a goroutine
+// of a run refused one is about to run node i, which may block, while
+// nodes wait in the shared queue and no helper is looking: the goroutine
+// may not come back to the queue (and to retryHelper) for as long as i
+// takes, whether the nodes it left there are quick or not.
+func (r *Run) queueBeforeBlocking(i int32) {
+	if !r.starved.Load() || r.searching.Load() != 0 || r.waiting.Load() {
+		return
+	}
+	var h *history
+	if !r.pooled {
+		h = &r.a.hist
+	}
+	one := [1]int32{i}
+	if r.p.notQuick(one[:], h) == 0 {
+		return
+	}
+	r.sharedMu.Lock()
+	left := len(r.shared) - r.sharedHead
+	r.sharedMu.Unlock()
+	if left > 0 {
+		r.queueHelper()
+	}
 }
 
 // enqueue appends nodes to the shared queue; r.sharedMu is held. The room
@@ -988,6 +1025,11 @@ func (r *Run) attempt(i int32, wl *worklist) {
 	n := &r.nodes[i]
 	if n.st() != sWorking {
 		return // ended while a retry was scheduled
+	}
+	if wl.refused {
+		if pn := &r.p.nodes[i]; !pn.known.Load() || !pn.quick.Load() {
+			r.queueBeforeBlocking(i)
+		}
 	}
 	if r.exts != nil && r.exts[i] != nil {
 		n.attempts.Add(1) // other nodes have one attempt: the started bit
