@@ -449,12 +449,7 @@ func TestQueuedHelperDoesNotDelaySuspended(t *testing.T) {
 		r, err := a.StartPlan(context.Background(), pl, 0)
 		require.NoError(t, err)
 		synctest.Wait() // the run's root has the other worker
-		long := make(chan struct{})
-		x, err := Compile(NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-			<-long
-			return 0, nil
-		}), 0))
-		require.NoError(t, err)
+		x, long := gatedPlan(t, "x")
 		xr, err := a.StartPlan(context.Background(), x, 0) // queued: no worker free
 		require.NoError(t, err)
 		close(proceed)
@@ -475,16 +470,24 @@ func TestQueuedHelperDoesNotDelaySuspended(t *testing.T) {
 	})
 }
 
-// holdOneWorker runs a plan on a whose one node holds a worker for d,
-// and returns once the node is running; the channel gets the run's error.
-func holdOneWorker(t *testing.T, a *Async, d time.Duration) <-chan error {
+// gatedPlan compiles a plan of one node, id, that returns once gate is
+// closed.
+func gatedPlan(t *testing.T, id string) (pl *Plan, gate chan struct{}) {
 	t.Helper()
-	gate := make(chan struct{})
-	hold, err := Compile(NewWrapper("hold", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+	gate = make(chan struct{})
+	pl, err := Compile(NewWrapper(id, WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
 		<-gate
 		return 0, nil
 	}), 0))
 	require.NoError(t, err)
+	return pl, gate
+}
+
+// holdOneWorker runs a plan on a whose one node holds a worker for d,
+// and returns once the node is running; the channel gets the run's error.
+func holdOneWorker(t *testing.T, a *Async, d time.Duration) <-chan error {
+	t.Helper()
+	hold, gate := gatedPlan(t, "hold")
 	held := make(chan error, 1)
 	go func() {
 		r, err := a.RunPlan(context.Background(), hold, 0)
