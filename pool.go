@@ -168,7 +168,6 @@ type Pool struct {
 	closed  atomic.Bool
 	workers atomic.Int32 // live workers, counted before their goroutine starts
 	queued  atomic.Int32 // tasks in the queue
-	nidle   atomic.Int32 // len(idlers), for hasRoom
 
 	mu sync.Mutex
 	// idlers are the idle workers, each waiting on its own channel; the
@@ -297,10 +296,20 @@ func (p *Pool) trySubmit(task func()) bool {
 // scheduler uses it to start helpers only when a goroutine is free now.
 func (p *Pool) tryStart(task func()) bool { return p.offer(task, false) == offerOK }
 
-// hasRoom reports, without the lock, whether a worker was idle or could
-// be started a moment ago: a hint that tryStart may succeed.
+// hasRoom reports, without the lock, whether a worker could be started
+// or fewer tasks were running than there are workers a moment ago: a hint
+// that tryStart may succeed. It reads the counters Stats reads, so that
+// the pool's own paths pay nothing for it; a worker that has finished a
+// task but not yet gone idle counts as room, and a task run by a caller
+// under CallerRuns as a worker busy.
 func (p *Pool) hasRoom() bool {
-	return p.nidle.Load() > 0 || p.workers.Load() < p.size
+	w := p.workers.Load()
+	if w < p.size {
+		return true
+	}
+	completed := p.completed.Load()
+	started := p.started.Load() // after completed, so started >= completed
+	return started-completed < uint64(w)
 }
 
 type offerResult uint8
@@ -336,7 +345,6 @@ func (p *Pool) place(task func(), queue bool) (res offerResult, w *poolWorker, s
 		w = p.idlers[n-1]
 		p.idlers[n-1] = nil
 		p.idlers = p.idlers[:n-1]
-		p.nidle.Store(int32(n - 1))
 		return offerOK, w, false
 	}
 	if p.workers.Load() < p.size {
@@ -437,7 +445,6 @@ func (p *Pool) worker(w *poolWorker, task func()) {
 		}
 		w.tick = p.tick
 		p.idlers = append(p.idlers, w)
-		p.nidle.Store(int32(len(p.idlers)))
 		if p.nblocked > 0 {
 			p.space.Signal()
 		}
@@ -479,7 +486,6 @@ func (p *Pool) reap() {
 	n := copy(p.idlers, p.idlers[k:])
 	clear(p.idlers[n:])
 	p.idlers = p.idlers[:n]
-	p.nidle.Store(int32(n))
 	p.tick++
 	if n > 0 {
 		p.reaperArmed = true
@@ -523,7 +529,6 @@ func (p *Pool) Close() error {
 		}
 		p.workers.Add(-int32(len(p.idlers)))
 		p.idlers = nil
-		p.nidle.Store(0)
 		p.space.Broadcast()
 	}
 	p.mu.Unlock()
