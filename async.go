@@ -35,8 +35,7 @@ type Async struct {
 	exec     Executor
 	try      func(task func()) bool // non-blocking submit; false when there is no room
 	start    func(task func()) bool // like try, but only onto a goroutine free now
-	room     func() bool            // whether start may succeed now; nil: unknown (a user's executor)
-	owned    interface{ Close() error }
+	owned    *Pool                  // the pool New made, closed by Close; nil with WithExecutor
 	hooks    *Hooks
 	timings  bool
 	inflight sync.WaitGroup // tasks handed to the executor and not yet returned
@@ -122,7 +121,7 @@ func New(opts ...Option) *Async {
 		return a
 	}
 	p := NewPool(PoolSize(c.maxWorkers), PoolIdleTimeout(asyncIdleTimeout))
-	a.exec, a.try, a.start, a.owned, a.room = p, p.trySubmit, p.tryStart, p, p.hasRoom
+	a.exec, a.try, a.start, a.owned = p, p.trySubmit, p.tryStart, p
 	return a
 }
 

@@ -68,6 +68,9 @@ func (p *plan) learn() bool {
 // timed records how long node n's Action took in a sampled run. It
 // writes only what changed: the node's line is read by every goroutine of
 // every run of the plan, and a store would take it from their caches.
+// learnedQuick reports whether sampled runs found the node quick.
+func (n *pnode) learnedQuick() bool { return n.known.Load() && n.quick.Load() }
+
 func (n *pnode) timed(d time.Duration) {
 	if q := d < quickAction; n.quick.Load() != q {
 		n.quick.Store(q)
@@ -87,7 +90,7 @@ func (p *plan) notQuick(nodes []int32, h *history) int {
 		if h != nil && !n.known.Load() {
 			h.recall(n)
 		}
-		if !n.known.Load() || !n.quick.Load() {
+		if !n.learnedQuick() {
 			c++
 		}
 	}

@@ -703,7 +703,7 @@ func (r *Run) startHelper() bool {
 // user's executor gives no cheap sign of room, so such a run is not
 // retried; its next share tries again.
 func (r *Run) retryHelper() {
-	if r.searching.Load() == 0 && r.a.room != nil && r.a.room() &&
+	if r.searching.Load() == 0 && r.a.owned != nil && r.a.owned.hasRoom() &&
 		r.starved.CompareAndSwap(true, false) {
 		r.startHelper() // sets starved again if refused
 	}
@@ -746,7 +746,7 @@ func (r *Run) queueHelper() {
 }
 
 // queueBeforeBlocking queues a helper (see queueHelper) when a goroutine
-// of a run refused one is about to run node i, which may block, while
+// of a run refused one is about to run node i, not learned quick, while
 // nodes wait in the shared queue and no helper is looking: the goroutine
 // may not come back to the queue (and to retryHelper) for as long as i
 // takes, whether the nodes it left there are quick or not.
@@ -754,13 +754,11 @@ func (r *Run) queueBeforeBlocking(i int32) {
 	if !r.starved.Load() || r.searching.Load() != 0 || r.waiting.Load() {
 		return
 	}
-	var h *history
-	if !r.pooled {
-		h = &r.a.hist
-	}
-	one := [1]int32{i}
-	if r.p.notQuick(one[:], h) == 0 {
-		return
+	if pn := &r.p.nodes[i]; !r.pooled && !pn.known.Load() {
+		// A single-use graph's node: its id's history may know better.
+		if r.a.hist.recall(pn); pn.learnedQuick() {
+			return
+		}
 	}
 	r.sharedMu.Lock()
 	left := len(r.shared) - r.sharedHead
@@ -793,25 +791,38 @@ func (r *Run) takeShared(helper, front bool) (int32, bool, int) {
 	if helper {
 		r.searching.Add(-1)
 	}
-	h, n := r.sharedHead, len(r.shared)
-	if h == n {
+	if r.sharedHead == len(r.shared) {
 		i, ok := r.takeLent()
 		return i, ok, len(r.lent)
 	}
+	i := r.pop(front)
+	return i, true, len(r.shared) - r.sharedHead + len(r.lent)
+}
+
+// pop takes the node at the front or the back of the shared queue, which
+// is not empty; r.sharedMu is held. An emptied queue starts again at 0.
+func (r *Run) pop(front bool) int32 {
 	var i int32
 	if front {
-		i = r.shared[h]
-		h++
-		r.sharedHead = h
+		i = r.shared[r.sharedHead]
+		r.sharedHead++
 	} else {
-		i = r.shared[n-1]
-		n--
+		n := len(r.shared) - 1
+		i = r.shared[n]
 		r.shared = r.shared[:n]
 	}
-	if h == n {
+	if r.sharedHead == len(r.shared) {
 		r.shared, r.sharedHead = r.shared[:0], 0
 	}
-	return i, true, n - h + len(r.lent)
+	return i
+}
+
+// peek returns the node pop(front) would take.
+func (r *Run) peek(front bool) int32 {
+	if front {
+		return r.shared[r.sharedHead]
+	}
+	return r.shared[len(r.shared)-1]
 }
 
 // takeLent takes a node from r.lent that is still ready and was never
@@ -855,40 +866,18 @@ const maxBatch = 8
 // a share that woke one (TestQuickNodeThatBlocksHoldsNoOtherNodeBack).
 func (r *Run) takeBatch(wl *worklist) (int32, bool, int) {
 	r.sharedMu.Lock()
-	h, n := r.sharedHead, len(r.shared)
-	if h == n {
+	defer r.sharedMu.Unlock()
+	if r.sharedHead == len(r.shared) {
 		i, ok := r.takeLent()
-		r.sharedMu.Unlock()
 		return i, ok, 0
 	}
-	var i int32
-	if wl.front {
-		i = r.shared[h]
-		h++
-	} else {
-		n--
-		i = r.shared[n]
-	}
-	k := min(maxBatch-1, (n-h)/2)
-	if pn := &r.p.nodes[i]; !pn.known.Load() || !pn.quick.Load() {
+	i := r.pop(wl.front)
+	k := min(maxBatch-1, (len(r.shared)-r.sharedHead)/2) // never empties the queue
+	if !r.p.nodes[i].learnedQuick() {
 		k = 0
 	}
-	for ; k > 0; k-- {
-		var j int32
-		if wl.front {
-			j = r.shared[h]
-		} else {
-			j = r.shared[n-1]
-		}
-		if pn := &r.p.nodes[j]; !pn.known.Load() || !pn.quick.Load() {
-			break
-		}
-		if wl.front {
-			h++
-		} else {
-			n--
-		}
-		wl.batch = append(wl.batch, j)
+	for ; k > 0 && r.p.nodes[r.peek(wl.front)].learnedQuick(); k-- {
+		wl.batch = append(wl.batch, r.pop(wl.front))
 	}
 	slices.Reverse(wl.batch) // run in the order taken
 	for k := len(wl.batch) - 1; k >= 0; k-- {
@@ -896,12 +885,7 @@ func (r *Run) takeBatch(wl *worklist) (int32, bool, int) {
 		// the node the holder would run last.
 		r.lent = append(r.lent, wl.batch[k])
 	}
-	if h == n {
-		h, n = 0, 0
-	}
-	r.shared, r.sharedHead = r.shared[:n], h
-	r.sharedMu.Unlock()
-	return i, true, n - h
+	return i, true, len(r.shared) - r.sharedHead
 }
 
 // continueAfterGoexit finishes the work of a goroutine that user code
@@ -1026,10 +1010,8 @@ func (r *Run) attempt(i int32, wl *worklist) {
 	if n.st() != sWorking {
 		return // ended while a retry was scheduled
 	}
-	if wl.refused {
-		if pn := &r.p.nodes[i]; !pn.known.Load() || !pn.quick.Load() {
-			r.queueBeforeBlocking(i)
-		}
+	if wl.refused && !r.p.nodes[i].learnedQuick() {
+		r.queueBeforeBlocking(i)
 	}
 	if r.exts != nil && r.exts[i] != nil {
 		n.attempts.Add(1) // other nodes have one attempt: the started bit
