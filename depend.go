@@ -190,14 +190,18 @@ func (n *pnode) setThresholds() {
 // keeps the goroutine and its helpers at the two ends of a wide graph
 // (see worklist.front); run-only benchmarks measured claiming the first
 // in order 50-70 ns/node slower on tree and layered. ok says whether i
-// counts as a success.
+// counts as a success, ends how many ends the node claimed carries for i
+// (see carriedBit).
 // The worklist records the edge being looked at, so that a custom join
 // that never returns (runtime.Goexit) can be skipped and the rest resumed.
-func (r *Run) upstreamEndedFrom(i int32, done int, ok bool, wl *worklist) {
+func (r *Run) upstreamEndedFrom(i int32, done int, ok bool, ends int32, wl *worklist) {
 	out := r.p.out(i)
 	wl.after = i
-	// The first node readied here is claimed if the goroutine has none.
-	claim := wl.claim == 0 && !r.stopped.Load()
+	// The first node readied here is claimed if the goroutine has none,
+	// and none carries i's end yet: after a custom join that ended its
+	// goroutine (see salvage), the node claimed before it may have been
+	// unclaimed, and still carries it.
+	claim := wl.claim == 0 && !wl.carried && !r.stopped.Load()
 	for k := len(out) - 1 - done; k >= 0; k-- {
 		e := &out[k]
 		wl.edge = int32(k)
@@ -243,7 +247,15 @@ func (r *Run) upstreamEndedFrom(i int32, done int, ok bool, wl *worklist) {
 		// are not claimed (their start arms timers), nor is any node
 		// once the run has stopped (it is ended as it is readied).
 		if claim && sp.flow == nil {
-			if _, moved := sn.arrive(sp.needOK, i, int64(sWorking)|startedBit); moved {
+			// s carries i's end, and those i carried, off the run's
+			// remaining count: s has not ended, so the run cannot
+			// complete before s's end is processed, which takes them off
+			// with s's own, whoever processes it (the sweep included).
+			// That saves a chain or a wavefront one locked operation per
+			// node on the run's most written counter.
+			carry := int64(ends)<<countShift | carriedBit
+			if _, moved := sn.arrive(sp.needOK, i, int64(sWorking)|startedBit|carry); moved {
+				wl.carried = true
 				if !sp.afterAll {
 					wl.left = append(wl.left, s)
 				}

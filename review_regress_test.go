@@ -51,6 +51,38 @@ func TestGoexitInCustomJoin(t *testing.T) {
 	assert.Equal(t, ResultSuccess, other.Result().State, "the other successors are still updated")
 }
 
+// TestGoexitInCustomJoinCarriesEachEndOnce: the node up's goroutine
+// claims (last) carries up's end off the run's remaining count (see
+// carriedBit). The join's Goexit unclaims it, and the goroutine that
+// carries on updates up's other successors (first): it must not claim
+// first with up's end again, which counted it twice and ended the run
+// before every node had.
+func TestGoexitInCustomJoinCarriesEachEndOnce(t *testing.T) {
+	a := newAsync(t)
+	up := NewWrapper("up", okWorker(), 0)
+	var firstRan atomic.Bool
+	first := NewWrapper("first", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		time.Sleep(10 * time.Millisecond)
+		firstRan.Store(true)
+		return 1, nil
+	}), 0).Depend(up, true)
+	down := NewWrapper("down", okWorker(), 0).Depend(up, true).
+		Join(CustomJoin(func([]Upstream) Decision { runtime.Goexit(); return DecideRun }))
+	last := NewWrapper("last", okWorker(), 0).Depend(up, true)
+	r, err := a.Start(context.Background(), time.Minute, up)
+	require.NoError(t, err)
+	select {
+	case <-r.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run did not end: an end was taken off its count twice")
+	}
+	assert.True(t, firstRan.Load(), "the run waited for first")
+	assert.Equal(t, ResultSuccess, first.Result().State)
+	assert.ErrorIs(t, down.Result().Err, ErrGoexit)
+	assert.Equal(t, ResultSuccess, last.Result().State)
+	assert.Zero(t, up.run.Load().remaining.Load())
+}
+
 func TestGoexitInHooks(t *testing.T) {
 	for _, h := range []*Hooks{
 		{OnNodeStart: func(context.Context, NodeEvent) context.Context { runtime.Goexit(); return nil }},

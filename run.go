@@ -42,7 +42,9 @@ type Run struct {
 	lent   []int32
 	pooled bool // belongs to a Plan: Release recycles it
 
-	remaining atomic.Int32 // nodes whose end has not been fully processed
+	// remaining: nodes whose end has not been fully processed, or is
+	// carried by a claimed node whose end has not (see carriedBit).
+	remaining atomic.Int32
 	pending   atomic.Int32 // 2 = every node ended + the sweep resolved; done closes at 0
 	refs      atomic.Int32 // owner + sweep + tasks in flight; recycled at 0
 	busy      atomic.Int32 // tasks in flight: 0 with nodes not ended is a stall
@@ -119,6 +121,10 @@ type worklist struct {
 	// sWorking when it readied it (see Run.upstreamEndedFrom), to be run next; 0
 	// for none. Like a node in ready, it is the goroutine's to start.
 	claim int32
+	// carried: the end of node after is carried by the node claimed
+	// after it (see carriedBit), and finishAfterCallback leaves
+	// Run.remaining alone.
+	carried bool
 	// after and edge: the node whose successors are being updated, and
 	// the edge being looked at (a custom join runs user code there).
 	after int32
@@ -147,7 +153,7 @@ func (a *Async) putWorklist(wl *worklist) {
 	wl.ready, wl.left, wl.ended, wl.batch = wl.ready[:0], wl.left[:0], wl.ended[:0], wl.batch[:0]
 	wl.cur, wl.prop, wl.sweep, wl.retry, wl.fresh, wl.front = -1, -1, false, false, false, false
 	wl.roots, wl.wake, wl.action, wl.refused = false, false, false, false
-	wl.after, wl.claim = -1, 0
+	wl.after, wl.claim, wl.carried = -1, 0, false
 	a.worklists.Put(wl)
 }
 
@@ -905,16 +911,17 @@ func (r *Run) continueAfterGoexit(wl *worklist, pe *PanicError) {
 // and a Result callback that did not return is reported and skipped.
 func (r *Run) salvage(wl *worklist, pe *PanicError) *worklist {
 	cont := &worklist{
-		ready: append([]int32(nil), wl.ready...),
-		batch: append([]int32(nil), wl.batch...),
-		left:  append([]int32(nil), wl.left...),
-		ended: append([]int32(nil), wl.ended...),
-		claim: wl.claim,
-		cur:   -1,
-		prop:  -1,
-		after: -1,
-		sweep: wl.sweep,
-		roots: wl.roots,
+		ready:   append([]int32(nil), wl.ready...),
+		batch:   append([]int32(nil), wl.batch...),
+		left:    append([]int32(nil), wl.left...),
+		ended:   append([]int32(nil), wl.ended...),
+		claim:   wl.claim,
+		carried: wl.carried,
+		cur:     -1,
+		prop:    -1,
+		after:   -1,
+		sweep:   wl.sweep,
+		roots:   wl.roots,
 	}
 	var why error = ErrGoexit
 	if pe != nil {
@@ -935,8 +942,9 @@ func (r *Run) salvage(wl *worklist, pe *PanicError) *worklist {
 		i, k := wl.after, wl.edge
 		s := r.p.out(i)[k].to
 		r.failFromUpstream(s, i, fmt.Errorf("asynctool: join of %q: %w", r.p.nodes[s].id, why), cont)
-		r.upstreamEndedFrom(i, len(r.p.out(i))-int(k), r.counts(i), cont)
-		r.finishAfterCallback(cont)
+		ends := 1 + r.nodes[i].carried()
+		r.upstreamEndedFrom(i, len(r.p.out(i))-int(k), r.counts(i), ends, cont)
+		r.finishAfterCallback(ends, cont)
 	}
 	return cont
 }
@@ -1267,13 +1275,21 @@ func (r *Run) processEnd(i int32, wl *worklist) {
 }
 
 func (r *Run) afterCallback(i int32, wl *worklist) {
-	r.upstreamEndedFrom(i, 0, r.counts(i), wl)
-	r.finishAfterCallback(wl)
+	ends := 1 + r.nodes[i].carried() // i's and those it carries (see carriedBit)
+	r.upstreamEndedFrom(i, 0, r.counts(i), ends, wl)
+	r.finishAfterCallback(ends, wl)
 }
 
-func (r *Run) finishAfterCallback(wl *worklist) {
+// finishAfterCallback takes ends, those of the node whose processing is
+// over (see afterCallback), off the run's remaining count, unless the
+// node claimed after it carries them on.
+func (r *Run) finishAfterCallback(ends int32, wl *worklist) {
 	wl.after = -1
-	if r.remaining.Add(-1) == 0 {
+	if wl.carried {
+		wl.carried = false
+		return
+	}
+	if r.remaining.Add(-ends) == 0 {
 		r.complete(wl.sweep)
 	}
 }

@@ -426,3 +426,68 @@ func TestShareReusesRoomTakenFromTheFront(t *testing.T) {
 	}
 	assert.Equal(t, []int32{4, 5, 6, 7}, got)
 }
+
+// TestCarriedEndsDoNotHoldTheRunPastItsDeadline: along a chain, each node
+// that a goroutine claims carries the ends of the nodes before it off the
+// run's remaining count (see carriedBit). A claimed node whose worker
+// ignores its ctx must still let the run end at the deadline: the sweep
+// that ends it takes the carried ends off with its own. Counting ends per
+// goroutine instead (a dropped experiment) held the run until the worker
+// returned.
+func TestCarriedEndsDoNotHoldTheRunPastItsDeadline(t *testing.T) {
+	const before = 10
+	chain := func() (first, stuck *WorkerWrapper[int, int], all []*WorkerWrapper[int, int]) {
+		prev := NewWrapper("c0", okWorker(), 0)
+		first, all = prev, []*WorkerWrapper[int, int]{prev}
+		for k := 1; k < before; k++ {
+			prev = NewWrapper("c"+string(rune('0'+k)), okWorker(), 0).Depend(prev, true)
+			all = append(all, prev)
+		}
+		stuck = NewWrapper("stuck", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			time.Sleep(5 * time.Second) // ignores its ctx
+			return 1, nil
+		}), 0).Depend(prev, true)
+		NewWrapper("sink", okWorker(), 0).Depend(stuck, true)
+		return first, stuck, all
+	}
+	t.Run("single-use", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := New()
+			defer a.Close()
+			first, stuck, all := chain()
+			t0 := time.Now()
+			err := a.BeginWork(context.Background(), time.Second, first)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			assert.Equal(t, time.Second, time.Since(t0), "the run ended at its deadline")
+			for _, w := range all {
+				assert.Equal(t, ResultSuccess, w.Result().State, w.ID())
+			}
+			assert.Equal(t, ResultTimeout, stuck.Result().State)
+			r := stuck.run.Load()
+			assert.EqualValues(t, before, r.nodes[stuck.idx].carried(), "stuck carried the chain's ends")
+			assert.Zero(t, r.remaining.Load())
+			time.Sleep(5 * time.Second) // let the worker return before Close
+		})
+	})
+	t.Run("plan", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := New()
+			defer a.Close()
+			first, _, _ := chain()
+			p, err := Compile(first)
+			require.NoError(t, err)
+			stuck, ok := p.p.lookup("stuck")
+			require.True(t, ok)
+			for run := range 5 { // the plan learns its nodes from the first runs
+				t0 := time.Now()
+				r, err := a.RunPlan(context.Background(), p, time.Second)
+				require.ErrorIs(t, err, context.DeadlineExceeded, "run %d", run)
+				assert.Equal(t, time.Second, time.Since(t0), "run %d ended at its deadline", run)
+				assert.EqualValues(t, before, r.nodes[stuck].carried(), "run %d", run)
+				assert.Zero(t, r.remaining.Load(), "run %d", run)
+				r.Release()
+				time.Sleep(5 * time.Second)
+			}
+		})
+	})
+}

@@ -72,16 +72,23 @@ func terminal(s int32) bool { return s == sFinish || s == sError }
 // its low bits, what its transitions decided, so that each transition is
 // one CAS:
 //   - startedBit: the worker was started (set by Ready → Working);
-//   - bits countShift to byShift: the upstream ends counted toward the
+//   - bits countShift to carriedBit: the upstream ends counted toward the
 //     node's join while it is in sInit (see arrive), so that the count
 //     that satisfies the join and the move out of sInit are one CAS;
+//   - carriedBit: the node was claimed (see worklist.claim), and the same
+//     bits now hold the ends it carries: nodes whose end was processed
+//     but not yet taken off Run.remaining, which whoever processes this
+//     node's end takes off with it (see Run.finishAfterCallback);
 //   - bits byShift and up: 1 + the upstream whose end decided the node's
 //     join (set by the transition out of sInit), 0 if none.
 const (
 	stateMask  int64 = 7
 	startedBit int64 = 8
 	countShift       = 4
-	countMax   int64 = 1<<30 - 1 // more edges into one node than memory holds
+	// countMax bounds both uses of the count bits: a node has fewer
+	// upstreams than maxNodes, and carries fewer ends.
+	countMax   int64 = 1<<29 - 1
+	carriedBit int64 = 1 << 33
 	byShift          = 34
 	// maxNodes is the most nodes a graph may have: indexes are int32.
 	maxNodes = 1<<27 - 1
@@ -108,8 +115,9 @@ func (n *rnode) move(from, to int32, set int64) bool {
 // of them (0 for a custom join, which decides by itself), and with the one
 // that makes need moves n from sInit to the state in to (sReady, or
 // sWorking with startedBit for a node the caller claims: see
-// worklist.claim) in the same CAS, recording by as the upstream that
-// decided it. It returns the count and whether it moved n; a count of 0
+// worklist.claim, and with carriedBit the ends it carries, which replace
+// the count) in the same CAS, recording by as the upstream that decided
+// it. It returns the count and whether it moved n; a count of 0
 // means n had left sInit, and the end was not counted: nothing reads the
 // count then.
 func (n *rnode) arrive(need, by int32, to int64) (count int32, moved bool) {
@@ -122,12 +130,25 @@ func (n *rnode) arrive(need, by int32, to int64) (count int32, moved bool) {
 		nw := w&^(countMax<<countShift) | c<<countShift
 		moved = c == int64(need)
 		if moved {
+			if to&carriedBit != 0 {
+				nw &^= countMax << countShift
+			}
 			nw = nw&^stateMask | to | byBits(by)
 		}
 		if n.state.CompareAndSwap(w, nw) {
 			return int32(c), moved
 		}
 	}
+}
+
+// carried returns the ends node n carries (see carriedBit), which has
+// been claimed and has ended.
+func (n *rnode) carried() int32 {
+	w := n.state.Load()
+	if w&carriedBit == 0 {
+		return 0
+	}
+	return int32(w >> countShift & countMax)
 }
 
 // decidedBy returns the upstream whose end decided node n's join, or -1.
