@@ -190,11 +190,12 @@ func (n *pnode) setThresholds() {
 // keeps the goroutine and its helpers at the two ends of a wide graph
 // (see worklist.front); run-only benchmarks measured claiming the first
 // in order 50-70 ns/node slower on tree and layered. ok says whether i
-// counts as a success, ends how many ends the node claimed carries for i
-// (see carriedBit).
+// counts as a success. ends is i's end and those i carried (see
+// carriedBit): the node claimed here carries them on, or they are
+// returned, to be taken off the run's remaining count.
 // The worklist records the edge being looked at, so that a custom join
 // that never returns (runtime.Goexit) can be skipped and the rest resumed.
-func (r *Run) upstreamEndedFrom(i int32, done int, ok bool, ends int32, wl *worklist) {
+func (r *Run) upstreamEndedFrom(i int32, done int, ok bool, ends int32, wl *worklist) int32 {
 	out := r.p.out(i)
 	wl.after = i
 	// The first node readied here is claimed if the goroutine has none,
@@ -269,6 +270,12 @@ func (r *Run) upstreamEndedFrom(i int32, done int, ok bool, ends int32, wl *work
 			r.triggered(s, wl)
 		}
 	}
+	wl.after = -1
+	if wl.carried {
+		wl.carried = false
+		return 0
+	}
+	return ends
 }
 
 // reached counts one more upstream end on c and reports whether that makes

@@ -121,9 +121,9 @@ type worklist struct {
 	// sWorking when it readied it (see Run.upstreamEndedFrom), to be run next; 0
 	// for none. Like a node in ready, it is the goroutine's to start.
 	claim int32
-	// carried: the end of node after is carried by the node claimed
-	// after it (see carriedBit), and finishAfterCallback leaves
-	// Run.remaining alone.
+	// carried: the ends of node after are carried by the node claimed
+	// after it (see carriedBit), and upstreamEndedFrom leaves none to
+	// take off Run.remaining.
 	carried bool
 	// after and edge: the node whose successors are being updated, and
 	// the edge being looked at (a custom join runs user code there).
@@ -943,8 +943,7 @@ func (r *Run) salvage(wl *worklist, pe *PanicError) *worklist {
 		s := r.p.out(i)[k].to
 		r.failFromUpstream(s, i, fmt.Errorf("asynctool: join of %q: %w", r.p.nodes[s].id, why), cont)
 		ends := 1 + r.nodes[i].carried()
-		r.upstreamEndedFrom(i, len(r.p.out(i))-int(k), r.counts(i), ends, cont)
-		r.finishAfterCallback(ends, cont)
+		r.finishAfterCallback(r.upstreamEndedFrom(i, len(r.p.out(i))-int(k), r.counts(i), ends, cont), cont)
 	}
 	return cont
 }
@@ -1276,20 +1275,14 @@ func (r *Run) processEnd(i int32, wl *worklist) {
 
 func (r *Run) afterCallback(i int32, wl *worklist) {
 	ends := 1 + r.nodes[i].carried() // i's and those it carries (see carriedBit)
-	r.upstreamEndedFrom(i, 0, r.counts(i), ends, wl)
-	r.finishAfterCallback(ends, wl)
+	r.finishAfterCallback(r.upstreamEndedFrom(i, 0, r.counts(i), ends, wl), wl)
 }
 
-// finishAfterCallback takes ends, those of the node whose processing is
-// over (see afterCallback), off the run's remaining count, unless the
-// node claimed after it carries them on.
+// finishAfterCallback takes ends, those of a node whose processing is
+// over that no claimed node carries on (see upstreamEndedFrom), off the
+// run's remaining count.
 func (r *Run) finishAfterCallback(ends int32, wl *worklist) {
-	wl.after = -1
-	if wl.carried {
-		wl.carried = false
-		return
-	}
-	if r.remaining.Add(-ends) == 0 {
+	if ends != 0 && r.remaining.Add(-ends) == 0 {
 		r.complete(wl.sweep)
 	}
 }
