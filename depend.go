@@ -198,11 +198,16 @@ func (n *pnode) setThresholds() {
 func (r *Run) upstreamEndedFrom(i int32, done int, ok bool, ends int32, wl *worklist) int32 {
 	out := r.p.out(i)
 	wl.after = i
-	// The first node readied here is claimed if the goroutine has none,
-	// and none carries i's end yet: after a custom join that ended its
-	// goroutine (see salvage), the node claimed before it may have been
-	// unclaimed, and still carries it.
-	claim := wl.claim == 0 && !wl.carried && !r.stopped.Load()
+	// The first node readied here is claimed if the goroutine has none.
+	claim := wl.claim == 0 && !r.stopped.Load()
+	// The node claimed carries i's end (see carriedBit), unless a custom
+	// join runs below: it is part of i's end, which the run waits for, and
+	// the node claimed could be unclaimed and ended while it runs. No
+	// other user code runs here once a node is claimed (failFromUpstream
+	// only follows a failure, which readies none; a DefaultValue after
+	// the deadline holds its node in sEnding), so a goroutine that a
+	// custom join ends (see salvage) never leaves an end carried.
+	carry := !r.p.nodes[i].customOut
 	for k := len(out) - 1 - done; k >= 0; k-- {
 		e := &out[k]
 		wl.edge = int32(k)
@@ -249,14 +254,19 @@ func (r *Run) upstreamEndedFrom(i int32, done int, ok bool, ends int32, wl *work
 		// once the run has stopped (it is ended as it is readied).
 		if claim && sp.flow == nil {
 			// s carries i's end, and those i carried, off the run's
-			// remaining count: s has not ended, so the run cannot
-			// complete before s's end is processed, which takes them off
-			// with s's own, whoever processes it (the sweep included).
-			// That saves a chain or a wavefront one locked operation per
-			// node on the run's most written counter.
-			carry := int64(ends)<<countShift | carriedBit
-			if _, moved := sn.arrive(sp.needOK, i, int64(sWorking)|startedBit|carry); moved {
-				wl.carried = true
+			// remaining count: whoever processes s's end (the sweep
+			// included) takes them off with s's own. Until then s has
+			// not ended, so the run waits for it as it would for i's
+			// end; the rest of i's end runs no user code that s's end
+			// could overtake (see carry). That saves one locked
+			// operation per claimed node on the run's most written
+			// counter.
+			to := int64(sWorking) | startedBit
+			if carry {
+				to |= int64(ends)<<countShift | carriedBit
+			}
+			if _, moved := sn.arrive(sp.needOK, i, to); moved {
+				wl.carried = carry
 				if !sp.afterAll {
 					wl.left = append(wl.left, s)
 				}

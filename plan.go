@@ -163,6 +163,10 @@ type pnode struct {
 	// hasCallback is false when the node's callback is the no-op default,
 	// which is then not called at all.
 	hasCallback bool
+	// customOut: a successor has a custom join, which runs as part of
+	// this node's end; the node claimed then carries no end (see
+	// carriedBit).
+	customOut bool
 }
 
 // out returns node i's successors, deduplicated.
@@ -447,6 +451,9 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 		}
 		p.nodes[k].setThresholds()
 		p.nodes[k].hasCallback = p.nodes[k].impl.hasCallback()
+		for _, e := range p.out(int32(k)) {
+			p.nodes[k].customOut = p.nodes[k].customOut || p.nodes[e.to].joinKind == joinCustom
+		}
 	}
 	for k := len(p.roots) - 1; k >= 0; k-- {
 		p.startOrder = append(p.startOrder, p.roots[k])

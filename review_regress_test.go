@@ -51,13 +51,12 @@ func TestGoexitInCustomJoin(t *testing.T) {
 	assert.Equal(t, ResultSuccess, other.Result().State, "the other successors are still updated")
 }
 
-// TestGoexitInCustomJoinCarriesEachEndOnce: the node up's goroutine
-// claims (last) carries up's end off the run's remaining count (see
-// carriedBit). The join's Goexit unclaims it, and the goroutine that
-// carries on updates up's other successors (first): it must not claim
-// first with up's end again, which counted it twice and ended the run
-// before every node had.
-func TestGoexitInCustomJoinCarriesEachEndOnce(t *testing.T) {
+// TestGoexitInCustomJoinWithAClaimedSibling: up's goroutine claims last
+// (its out-edges are looked at last first), then down's join unclaims it
+// and ends the goroutine; the goroutine that carries on updates first.
+// Every end is taken off the run's count once, and the run waits for
+// first.
+func TestGoexitInCustomJoinWithAClaimedSibling(t *testing.T) {
 	a := newAsync(t)
 	up := NewWrapper("up", okWorker(), 0)
 	var firstRan atomic.Bool
@@ -81,6 +80,63 @@ func TestGoexitInCustomJoinCarriesEachEndOnce(t *testing.T) {
 	assert.ErrorIs(t, down.Result().Err, ErrGoexit)
 	assert.Equal(t, ResultSuccess, last.Result().State)
 	assert.Zero(t, up.run.Load().remaining.Load())
+}
+
+// TestRunWaitsForACustomJoinWhileItsClaimedSiblingEnds: a custom join is
+// part of its upstream's end, which the run waits for (see CustomJoin),
+// also past the deadline. up's goroutine claims last before it asks
+// first's join, and unclaims it to do so; last is then ended by someone
+// else, the sweep at the deadline or another goroutine's short-circuit
+// here. Had last carried up's end (see carriedBit), the run would have
+// ended with the join still running (found in review, helper-24).
+func TestRunWaitsForACustomJoinWhileItsClaimedSiblingEnds(t *testing.T) {
+	t.Run("deadline", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := New()
+			defer a.Close()
+			var joinReturned atomic.Bool
+			up := NewWrapper("up", okWorker(), 0)
+			NewWrapper("first", okWorker(), 0).Depend(up, true).
+				Join(CustomJoin(func([]Upstream) Decision {
+					time.Sleep(3 * time.Second)
+					joinReturned.Store(true)
+					return DecideRun
+				}))
+			NewWrapper("last", okWorker(), 0).Depend(up, true)
+			t0 := time.Now()
+			err := a.BeginWork(context.Background(), time.Second, up)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			assert.True(t, joinReturned.Load(), "the run ended while up's custom join was still running")
+			assert.Equal(t, 3*time.Second, time.Since(t0))
+		})
+	})
+	t.Run("short-circuit", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := New()
+			defer a.Close()
+			var joinReturned atomic.Bool
+			entered := make(chan struct{})
+			up := NewWrapper("up", okWorker(), 0)
+			x := NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+				<-entered
+				return 1, nil
+			}), 0)
+			s2 := NewWrapper("s2", okWorker(), 0).Depend(up, true).
+				Join(CustomJoin(func([]Upstream) Decision {
+					close(entered)
+					time.Sleep(3 * time.Second)
+					joinReturned.Store(true)
+					return DecideRun
+				}))
+			s := NewWrapper("s", okWorker(), 0).Depend(up, true)
+			NewWrapper("t", okWorker(), 0).Depend(s, false).Depend(s2, false).Depend(x, false)
+			t0 := time.Now()
+			require.NoError(t, a.BeginWork(context.Background(), time.Minute, up, x))
+			assert.True(t, joinReturned.Load(), "the run ended while up's custom join was still running")
+			assert.Equal(t, 3*time.Second, time.Since(t0))
+			assert.ErrorIs(t, s.Result().Err, ErrSkipped, "s was ended by x's goroutine while the join ran")
+		})
+	})
 }
 
 func TestGoexitInHooks(t *testing.T) {

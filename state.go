@@ -141,8 +141,8 @@ func (n *rnode) arrive(need, by int32, to int64) (count int32, moved bool) {
 	}
 }
 
-// carried returns the ends node n carries (see carriedBit), which has
-// been claimed and has ended.
+// carried returns the ends node n carries (see carriedBit): 0 unless it
+// was claimed.
 func (n *rnode) carried() int32 {
 	w := n.state.Load()
 	if w&carriedBit == 0 {
