@@ -198,16 +198,22 @@ func (n *pnode) setThresholds() {
 func (r *Run) upstreamEndedFrom(i int32, done int, ok bool, ends int32, wl *worklist) int32 {
 	out := r.p.out(i)
 	wl.after = i
-	// The first node readied here is claimed if the goroutine has none.
-	claim := wl.claim == 0 && !r.stopped.Load()
-	// The node claimed carries i's end (see carriedBit), unless a custom
-	// join runs below: it is part of i's end, which the run waits for, and
-	// the node claimed could be unclaimed and ended while it runs. No
-	// other user code runs here once a node is claimed (failFromUpstream
-	// only follows a failure, which readies none; a DefaultValue after
-	// the deadline holds its node in sEnding), so a goroutine that a
-	// custom join ends (see salvage) never leaves an end carried.
-	carry := !r.p.nodes[i].customOut
+	// The first node readied here is claimed if the goroutine has none,
+	// and no node carries i's end yet: a goroutine that a DefaultValue
+	// ended below (see salvage) may have claimed one that still does. The
+	// run has stopped then, which alone keeps it from claiming, but
+	// nothing ties the two together.
+	claim := wl.claim == 0 && !wl.carried && !r.stopped.Load()
+	// The node claimed carries i's end (see carriedBit), so the run may
+	// complete as soon as that node's end is processed, possibly by the
+	// sweep while this loop goes on. So it carries nothing when what is
+	// left of the loop matters to the run: a custom join, which is part
+	// of i's end and which the run waits for, or a timed run's ready
+	// times, which a report read at the run's end must include. Once a
+	// node is claimed (which only a success does), the only other user
+	// code here is the DefaultValue of a successor ended because the run
+	// stopped, and that holds the run while its node is in sEnding.
+	carry := r.times == nil && !r.p.nodes[i].customOut
 	for k := len(out) - 1 - done; k >= 0; k-- {
 		e := &out[k]
 		wl.edge = int32(k)
@@ -255,12 +261,9 @@ func (r *Run) upstreamEndedFrom(i int32, done int, ok bool, ends int32, wl *work
 		if claim && sp.flow == nil {
 			// s carries i's end, and those i carried, off the run's
 			// remaining count: whoever processes s's end (the sweep
-			// included) takes them off with s's own. Until then s has
-			// not ended, so the run waits for it as it would for i's
-			// end; the rest of i's end runs no user code that s's end
-			// could overtake (see carry). That saves one locked
-			// operation per claimed node on the run's most written
-			// counter.
+			// included) takes them off with s's own, and the run
+			// cannot complete before. That saves one locked operation
+			// per claimed node on the run's most written counter.
 			to := int64(sWorking) | startedBit
 			if carry {
 				to |= int64(ends)<<countShift | carriedBit

@@ -164,8 +164,8 @@ type pnode struct {
 	// which is then not called at all.
 	hasCallback bool
 	// customOut: a successor has a custom join, which runs as part of
-	// this node's end; the node claimed then carries no end (see
-	// carriedBit).
+	// this node's end; the node claimed from it then carries no end (see
+	// Run.upstreamEndedFrom).
 	customOut bool
 }
 

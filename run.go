@@ -911,11 +911,13 @@ func (r *Run) continueAfterGoexit(wl *worklist, pe *PanicError) {
 // and a Result callback that did not return is reported and skipped.
 func (r *Run) salvage(wl *worklist, pe *PanicError) *worklist {
 	cont := &worklist{
-		ready:   append([]int32(nil), wl.ready...),
-		batch:   append([]int32(nil), wl.batch...),
-		left:    append([]int32(nil), wl.left...),
-		ended:   append([]int32(nil), wl.ended...),
-		claim:   wl.claim,
+		ready: append([]int32(nil), wl.ready...),
+		batch: append([]int32(nil), wl.batch...),
+		left:  append([]int32(nil), wl.left...),
+		ended: append([]int32(nil), wl.ended...),
+		claim: wl.claim,
+		// A DefaultValue that ended the goroutine in the loop of
+		// upstreamEndedFrom may leave a node carrying that loop's ends.
 		carried: wl.carried,
 		cur:     -1,
 		prop:    -1,
