@@ -65,12 +65,12 @@ func (p *plan) learn() bool {
 	return n <= 4 || n%64 == 0
 }
 
-// timed records how long node n's Action took in a sampled run. It
-// writes only what changed: the node's line is read by every goroutine of
-// every run of the plan, and a store would take it from their caches.
 // learnedQuick reports whether sampled runs found the node quick.
 func (n *pnode) learnedQuick() bool { return n.known.Load() && n.quick.Load() }
 
+// timed records how long node n's Action took in a sampled run. It
+// writes only what changed: the node's line is read by every goroutine of
+// every run of the plan, and a store would take it from their caches.
 func (n *pnode) timed(d time.Duration) {
 	if q := d < quickAction; n.quick.Load() != q {
 		n.quick.Store(q)

@@ -78,7 +78,7 @@ func terminal(s int32) bool { return s == sFinish || s == sError }
 //   - carriedBit: the node was claimed (see worklist.claim), and the same
 //     bits now hold the ends it carries: nodes whose end was processed
 //     but not yet taken off Run.remaining, which whoever processes this
-//     node's end takes off with it (see Run.finishAfterCallback);
+//     node's end takes off with it (see Run.afterCallback);
 //   - bits byShift and up: 1 + the upstream whose end decided the node's
 //     join (set by the transition out of sInit), 0 if none.
 const (
