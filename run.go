@@ -937,15 +937,14 @@ func (r *Run) salvage(wl *worklist, pe *PanicError) *worklist {
 		// A Result callback or an end hook did not return.
 		i := wl.prop
 		r.callbackPanic(r.p.nodes[i].id, "Result", &PanicError{Value: why})
-		r.afterCallback(i, cont)
+		r.afterCallback(i, 0, cont)
 	case wl.after >= 0:
 		// A custom join did not return: fail its node, then go on with
 		// the other successors of the node that ended.
 		i, k := wl.after, wl.edge
 		s := r.p.out(i)[k].to
 		r.failFromUpstream(s, i, fmt.Errorf("asynctool: join of %q: %w", r.p.nodes[s].id, why), cont)
-		ends := 1 + r.nodes[i].carried()
-		r.finishAfterCallback(r.upstreamEndedFrom(i, len(r.p.out(i))-int(k), r.counts(i), ends, cont), cont)
+		r.afterCallback(i, len(r.p.out(i))-int(k), cont)
 	}
 	return cont
 }
@@ -1272,19 +1271,16 @@ func (r *Run) processEnd(i int32, wl *worklist) {
 		r.nodeEnded(i)
 	}
 	wl.prop = -1
-	r.afterCallback(i, wl)
+	r.afterCallback(i, 0, wl)
 }
 
-func (r *Run) afterCallback(i int32, wl *worklist) {
-	ends := 1 + r.nodes[i].carried() // i's and those it carries (see carriedBit)
-	r.finishAfterCallback(r.upstreamEndedFrom(i, 0, r.counts(i), ends, wl), wl)
-}
-
-// finishAfterCallback takes ends, those of a node whose processing is
-// over that no claimed node carries on (see upstreamEndedFrom), off the
-// run's remaining count.
-func (r *Run) finishAfterCallback(ends int32, wl *worklist) {
-	if ends != 0 && r.remaining.Add(-ends) == 0 {
+// afterCallback updates the successors of node i, whose callbacks have
+// run, skipping the last done of its out-edges (see upstreamEndedFrom),
+// and then takes its end, and those it carried, off the run's remaining
+// count, unless the node claimed there carries them on.
+func (r *Run) afterCallback(i int32, done int, wl *worklist) {
+	ends := 1 + r.nodes[i].carried() // see carriedBit
+	if left := r.upstreamEndedFrom(i, done, r.counts(i), ends, wl); left != 0 && r.remaining.Add(-left) == 0 {
 		r.complete(wl.sweep)
 	}
 }
