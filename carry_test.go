@@ -146,11 +146,7 @@ func TestGoexitInDefaultValueAfterACarryingClaim(t *testing.T) {
 			}
 			r.Cancel()
 		}()
-		select {
-		case <-r.Done():
-		case <-time.After(10 * time.Second):
-			t.Fatalf("iter %d: the run did not end, remaining %d", iter, r.remaining.Load())
-		}
+		requireEnds(t, r, "iter %d: the run did not end", iter)
 		require.NoError(t, a.Close())
 		require.Zero(t, r.remaining.Load(), "iter %d", iter)
 		for k := range r.nodes {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -131,6 +132,17 @@ func newAsync(t *testing.T, opts ...Option) *Async {
 }
 
 var errBoom = errors.New("boom")
+
+// requireEnds fails the test unless run r is done within 10 s, with why
+// (a format and its arguments) saying what that would mean.
+func requireEnds(t *testing.T, r *Run, why string, args ...any) {
+	t.Helper()
+	select {
+	case <-r.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatalf(why, args...)
+	}
+}
 
 func ids(n int, prefix string) []string {
 	out := make([]string, n)

@@ -70,11 +70,7 @@ func TestGoexitInCustomJoinWithAClaimedSibling(t *testing.T) {
 	last := NewWrapper("last", okWorker(), 0).Depend(up, true)
 	r, err := a.Start(context.Background(), time.Minute, up)
 	require.NoError(t, err)
-	select {
-	case <-r.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the run did not end: an end was taken off its count twice")
-	}
+	requireEnds(t, r, "the run did not end: an end was taken off its count twice")
 	assert.True(t, firstRan.Load(), "the run waited for first")
 	assert.Equal(t, ResultSuccess, first.Result().State)
 	assert.ErrorIs(t, down.Result().Err, ErrGoexit)
@@ -231,11 +227,7 @@ func TestGoexitInOnRunEnd(t *testing.T) {
 	x := NewWrapper("x", okWorker(), 0)
 	r, err := a.Start(context.Background(), time.Minute, x)
 	require.NoError(t, err)
-	select {
-	case <-r.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("run never done after Goexit in OnRunEnd")
-	}
+	requireEnds(t, r, "run never done after Goexit in OnRunEnd")
 	require.NoError(t, a.Close())
 }
 
@@ -250,11 +242,7 @@ func TestGoexitInDefaultValue(t *testing.T) {
 	next := NewWrapper("next", okWorker(), 0).Depend(w, true)
 	r, err := a.Start(context.Background(), time.Minute, w)
 	require.NoError(t, err)
-	select {
-	case <-r.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatalf("run never done after Goexit in DefaultValue, state %v", w.State())
-	}
+	requireEnds(t, r, "run never done after Goexit in DefaultValue, state %v", w.State())
 	var cpe *CallbackPanicError
 	assert.ErrorAs(t, r.Wait(context.Background()), &cpe)
 	assert.Equal(t, WorkResult[int]{State: ResultException, Err: errBoom}, w.Result())
