@@ -45,7 +45,7 @@ func TestCustomOutThroughDuplicateEdges(t *testing.T) {
 			require.ErrorIs(t, err, context.DeadlineExceeded)
 			assert.True(t, joinReturned.Load())
 			assert.Equal(t, 3*time.Second, time.Since(t0))
-			r := up.run.Load()
+			r := up.singleRun()
 			assert.True(t, r.p.nodes[up.idx].customOut)
 			assert.Len(t, r.p.out(up.idx), 3, "duplicate edges deduplicated")
 			assert.Zero(t, r.remaining.Load())
@@ -245,7 +245,7 @@ func TestCarriedEndsDoNotHoldTheRunPastItsDeadline(t *testing.T) {
 				assert.Equal(t, ResultSuccess, w.Result().State, w.ID())
 			}
 			assert.Equal(t, ResultTimeout, stuck.Result().State)
-			r := stuck.run.Load()
+			r := stuck.singleRun()
 			assert.EqualValues(t, before, r.nodes[stuck.idx].carried(), "stuck carried the chain's ends")
 			assert.Zero(t, r.remaining.Load())
 			time.Sleep(5 * time.Second) // let the worker return before Close

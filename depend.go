@@ -38,13 +38,19 @@ func link(from, to *nodeCore, must bool, method string) {
 		err = graphErr(ErrReused, []string{from.id, to.id},
 			"%s linking %q -> %q: %q was used in a run", method, from.id, to.id, used.id)
 	default:
+		if len(from.out) == len(from.outBuf) && cap(from.out) == len(from.outBuf) {
+			// Out of the inline buffer: room for a node of up to eight
+			// successors in one allocation, as append's doubling would
+			// take two.
+			from.out = append(make([]edge, 0, 8), from.out...)
+		}
 		from.out = append(from.out, edge{to: to, must: must})
 		to.inEdges++
 		return
 	}
 	for _, c := range [2]*nodeCore{from, to} {
-		if c != nil && c.buildErr == nil && c.owner.Load() == nil {
-			c.buildErr = err
+		if c != nil && c.owner.Load() == nil {
+			c.misused(err)
 		}
 	}
 }

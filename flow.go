@@ -130,7 +130,7 @@ func (w *WorkerWrapper[P, R]) Join(j Join) *WorkerWrapper[P, R] {
 	return w
 }
 
-// flowSpec holds a node's flow rules; nil for a node that has none.
+// flowSpec holds a node's flow rules (see nodeCore.spec).
 type flowSpec struct {
 	join    Join
 	timeout time.Duration
@@ -139,10 +139,11 @@ type flowSpec struct {
 }
 
 func (c *nodeCore) flow() *flowSpec {
-	if c.spec == nil {
-		c.spec = &flowSpec{}
+	if c.extra == nil {
+		c.extra = &nodeExtra{}
 	}
-	return c.spec
+	c.extra.hasFlow = true
+	return &c.extra.flow
 }
 
 // Resumption says how [Run.Resume] resumes a pending node: build one with

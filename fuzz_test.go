@@ -115,7 +115,7 @@ func (g *randomDAG) check() error {
 	}
 	// Every end was taken off the run's count exactly once, whether by
 	// the goroutine that processed it or carried by a claimed node.
-	if left := ws[g.starts[0]].run.Load().remaining.Load(); left != 0 {
+	if left := ws[g.starts[0]].singleRun().remaining.Load(); left != 0 {
 		return fmt.Errorf("the run ended with a remaining count of %d", left)
 	}
 	hasSucc := make([]bool, g.n)

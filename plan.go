@@ -23,12 +23,13 @@ type plan struct {
 	// which the shared queue hands out last in, first out, so the roots
 	// start in order.
 	startOrder []int32
-	outs       []pedge       // every node's successors: see pnode.out0
-	ins        []int32       // every node's predecessors: see pnode.in0
-	insMust    []bool        // insMust[k]: is ins[k] a must dependency
-	index      idindex.Index // id → node index, for ids other than ""
-	runs       sync.Pool     // *Run, for a Plan's runs
-	started    atomic.Uint64 // runs started, for learn
+	outs       []pedge             // every node's successors: see pnode.out0
+	ins        []int32             // every node's predecessors: see pnode.in0
+	insMust    []bool              // insMust[k]: is ins[k] a must dependency
+	index      idindex.Index       // id → node index, for ids other than ""
+	runs       sync.Pool           // *Run, for a Plan's runs
+	single     atomic.Pointer[Run] // the run of a single-use graph, once it starts
+	started    atomic.Uint64       // runs started, for learn
 	// scalar[i]: node i's result type holds no pointer (see
 	// scalarResults); made by the first recycled run.
 	scalarOnce sync.Once
@@ -321,8 +322,8 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 
 	for _, c := range cores {
 		switch {
-		case c.buildErr != nil:
-			return nil, c.buildErr
+		case c.buildErr() != nil:
+			return nil, c.buildErr()
 		case !c.impl.hasWorker():
 			return nil, graphErr(ErrNilWorker, []string{c.id}, "node %q", c.id)
 		}
@@ -422,9 +423,9 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 				return nil, graphErr(ErrDuplicateID, []string{c.id}, "two different nodes have id %q", c.id)
 			}
 		}
-		if c.spec != nil {
-			n.flow = c.spec
-			n.joinKind = c.spec.join.kind
+		if spec := c.spec(); spec != nil {
+			n.flow = spec
+			n.joinKind = spec.join.kind
 		}
 		n.out0 = int32(len(outs))
 		for k, j := range succ(i) {
@@ -489,14 +490,15 @@ func unreachableErr(cores []*nodeCore, j, missing int32, posOf func(*nodeCore) (
 // dependency under c's join: the declared flag for the default join,
 // always for AllSucceeded, membership for NamedSucceeded.
 func effectiveMust(c *nodeCore, id string, declared bool) bool {
-	if c.spec == nil {
+	spec := c.spec()
+	if spec == nil {
 		return declared
 	}
-	switch c.spec.join.kind {
+	switch spec.join.kind {
 	case joinAll:
 		return true
 	case joinNamed:
-		for _, n := range c.spec.join.ids {
+		for _, n := range spec.join.ids {
 			if n == id {
 				return true
 			}

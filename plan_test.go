@@ -102,7 +102,7 @@ func TestReuseIsRejected(t *testing.T) {
 
 	// Changing a used wrapper is reported too.
 	x.Callback(nil)
-	assert.ErrorIs(t, x.buildErr, ErrReused)
+	assert.ErrorIs(t, x.buildErr(), ErrReused)
 
 	// An edge with a used end, declared on either end, is refused: the
 	// used wrapper is left as it was, and a run that starts from the

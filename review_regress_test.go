@@ -75,7 +75,7 @@ func TestGoexitInCustomJoinWithAClaimedSibling(t *testing.T) {
 	assert.Equal(t, ResultSuccess, first.Result().State)
 	assert.ErrorIs(t, down.Result().Err, ErrGoexit)
 	assert.Equal(t, ResultSuccess, last.Result().State)
-	assert.Zero(t, up.run.Load().remaining.Load())
+	assert.Zero(t, up.singleRun().remaining.Load())
 }
 
 // TestRunWaitsForACustomJoinWhileItsClaimedSiblingEnds: a custom join is

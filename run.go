@@ -262,9 +262,7 @@ func (r *Run) reset() {
 // refused run would read their indexes while that Start rewrites them.
 func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration) {
 	if !r.pooled {
-		for i := range r.p.nodes {
-			r.p.nodes[i].core.run.Store(r)
-		}
+		r.p.single.Store(r)
 	}
 	r.a = a
 	r.hooks = r.hooks[:0]

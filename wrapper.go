@@ -112,7 +112,7 @@ func (w *WorkerWrapper[P, R]) Next(down Wrapper, must bool) *WorkerWrapper[P, R]
 // concurrently with the run; inside a worker, read other nodes through
 // [ResultOf] instead.
 func (w *WorkerWrapper[P, R]) Result() WorkResult[R] {
-	return w.ResultIn(w.run.Load()) // a single-use run is bound like a plan's
+	return w.ResultIn(w.singleRun()) // a single-use run is bound like a plan's
 }
 
 // ResultIn returns the node's result in r, a run of the [Plan] the node was
@@ -136,7 +136,7 @@ func (w *WorkerWrapper[P, R]) State() State {
 	if w == nil {
 		return StateInit
 	}
-	r := w.run.Load()
+	r := w.singleRun()
 	if r == nil {
 		return StateInit
 	}
@@ -161,15 +161,14 @@ func (w *WorkerWrapper[P, R]) String() string { return fmt.Sprintf("node %q", w.
 // reached. A wrapper is the bulk of what building a graph allocates, so
 // it is kept small.
 type nodeCore struct {
-	id       string
-	out      []edge      // edges out of this node, as declared
-	outBuf   [3]edge     // the first three of out, without an allocation
-	spec     *flowSpec   // flow rules, nil if none
-	buildErr *GraphError // first misuse seen while building, reported by BeginWork
+	id     string
+	out    []edge     // edges out of this node, as declared
+	outBuf [2]edge    // the first two of out, without an allocation
+	extra  *nodeExtra // what few nodes have; nil if none of it
 	// owner is the plan that claimed the node: while it is being
 	// compiled, and for good once compiled. nil while the node is free.
+	// A single-use run is owner's single.
 	owner atomic.Pointer[plan]
-	run   atomic.Pointer[Run] // its single-use run, if any; stored after idx
 	impl  nodeImpl
 	// idx is the node's position while it is being compiled, then its
 	// index in plan.nodes.
@@ -180,6 +179,49 @@ type nodeCore struct {
 	hasDef         bool // the typed wrapper has a default value
 }
 
+// singleRun returns the node's single-use run, nil if it has none. The
+// run is stored after the node's idx (see Run.start).
+func (c *nodeCore) singleRun() *Run {
+	if p := c.owner.Load(); p != nil {
+		return p.single.Load()
+	}
+	return nil
+}
+
+// nodeExtra is the part of a node that few nodes have, kept out of
+// nodeCore so that a wrapper stays in a smaller size class.
+type nodeExtra struct {
+	flow     flowSpec
+	hasFlow  bool        // flow holds flow rules
+	buildErr *GraphError // first misuse seen while building, reported by BeginWork
+}
+
+// spec returns the node's flow rules, nil if it has none.
+func (c *nodeCore) spec() *flowSpec {
+	if c.extra == nil || !c.extra.hasFlow {
+		return nil
+	}
+	return &c.extra.flow
+}
+
+// buildErr returns the first misuse seen while building the node.
+func (c *nodeCore) buildErr() *GraphError {
+	if c.extra == nil {
+		return nil
+	}
+	return c.extra.buildErr
+}
+
+// misused records err as the node's build error, unless it has one.
+func (c *nodeCore) misused(err *GraphError) {
+	if c.extra == nil {
+		c.extra = &nodeExtra{}
+	}
+	if c.extra.buildErr == nil {
+		c.extra.buildErr = err
+	}
+}
+
 // checkBuildable reports whether the node may still be changed. A node
 // that is part of a run or a plan may not: the change is refused and
 // reported by the next BeginWork or Compile that includes the node.
@@ -187,8 +229,8 @@ func (c *nodeCore) checkBuildable(method string) bool {
 	if c.owner.Load() == nil {
 		return true
 	}
-	if c.buildErr == nil {
-		c.buildErr = graphErr(ErrReused, []string{c.id}, "%s called on node %q after it was used in a run", method, c.id)
+	if c.buildErr() == nil {
+		c.misused(graphErr(ErrReused, []string{c.id}, "%s called on node %q after it was used in a run", method, c.id))
 	}
 	return false
 }
