@@ -306,7 +306,7 @@ func reached(c *atomic.Int32, need int32) bool {
 
 func (r *Run) upstreamErr(i int32) error {
 	pn := &r.p.nodes[i]
-	return &UpstreamError{ID: pn.id, Err: pn.impl.resultErr(r.slots[i], r.nodes[i].st())}
+	return &UpstreamError{ID: pn.core.id, Err: pn.impl.resultErr(r.slots[i], r.nodes[i].st())}
 }
 
 // allUpstreamErr joins the errors of the upstreams of s that ended without
@@ -330,7 +330,7 @@ func (r *Run) counts(j int32) bool {
 
 func (r *Run) joinImpossible(s int32) error {
 	pn := &r.p.nodes[s]
-	return fmt.Errorf("asynctool: join %v of %q cannot be met: %w", pn.flow.join, pn.id, r.allUpstreamErr(s))
+	return fmt.Errorf("asynctool: join %v of %q cannot be met: %w", pn.flow.join, pn.core.id, r.allUpstreamErr(s))
 }
 
 // customJoin asks node s's custom join, after upstream from ended.
@@ -354,13 +354,13 @@ func (r *Run) customJoin(s, from int32, wl *worklist) {
 	case d == DecideRun:
 		r.trigger(s, from, wl)
 	case d == DecideFail:
-		r.failFromUpstream(s, from, fmt.Errorf("%w: node %q", ErrJoinFailed, pn.id), wl)
+		r.failFromUpstream(s, from, fmt.Errorf("%w: node %q", ErrJoinFailed, pn.core.id), wl)
 	case d == DecideSuspend:
 		if sn.move(sInit, sPending, 0) {
 			wl.left = append(wl.left, s)
 		}
 	case all:
-		r.failFromUpstream(s, from, fmt.Errorf("%w: node %q", ErrJoinUndecided, pn.id), wl)
+		r.failFromUpstream(s, from, fmt.Errorf("%w: node %q", ErrJoinUndecided, pn.core.id), wl)
 	}
 }
 
@@ -379,7 +379,7 @@ func (r *Run) askJoin(s int32) (d Decision, perr error, ok bool) {
 	ups := make([]Upstream, len(in))
 	for k, j := range in {
 		up := &ups[k]
-		up.ID = r.p.nodes[j].id
+		up.ID = r.p.nodes[j].core.id
 		st := r.nodes[j].st()
 		up.Pending = st == sPending
 		if terminal(st) {

@@ -235,7 +235,7 @@ func (r *Run) nodeTimedOut(i int32) {
 	}
 	pn := &r.p.nodes[i]
 	wl := r.a.getWorklist()
-	if r.end(i, sWorking, ResultTimeout, &NodeTimeoutError{ID: pn.id, Timeout: pn.flow.timeout}, -1, wl) {
+	if r.end(i, sWorking, ResultTimeout, &NodeTimeoutError{ID: pn.core.id, Timeout: pn.flow.timeout}, -1, wl) {
 		r.loop(-1, wl) // settles and runs what became ready; returns wl
 		return
 	}
@@ -353,7 +353,7 @@ func (r *Run) failedFinally(i int32) {
 
 // endRun stops the run because node i failed under PolicyEnd.
 func (r *Run) endRun(i int32, err error) {
-	if r.endErr.CompareAndSwap(nil, &EndError{ID: r.p.nodes[i].id, Err: err}) {
+	if r.endErr.CompareAndSwap(nil, &EndError{ID: r.p.nodes[i].core.id, Err: err}) {
 		r.cancel()
 	}
 }
@@ -431,7 +431,7 @@ func (r *Run) notPending(i int32, id string) error {
 			for _, k := range in {
 				switch st := r.nodes[k].st(); {
 				case st == sPending:
-					return fmt.Errorf("%w: %q waits on pending node %q: resume that one", ErrNotPending, id, r.p.nodes[k].id)
+					return fmt.Errorf("%w: %q waits on pending node %q: resume that one", ErrNotPending, id, r.p.nodes[k].core.id)
 				case st == sInit && !seen[k]:
 					seen[k] = true
 					stack = append(stack, k)

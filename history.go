@@ -38,10 +38,10 @@ func (h *history) sample() bool {
 // the only time a node's history matters, so that a run that shares few
 // nodes (a chain) looks up few ids.
 func (h *history) recall(n *pnode) {
-	if n.id == "" || h.size.Load() == 0 {
+	if n.core.id == "" || h.size.Load() == 0 {
 		return
 	}
-	if v, ok := h.byID.Load(n.id); ok {
+	if v, ok := h.byID.Load(n.core.id); ok {
 		n.quick.Store(v.(*timing).quick.Load())
 		n.known.Store(true)
 	}
@@ -51,16 +51,16 @@ func (h *history) recall(n *pnode) {
 func (h *history) record(p *plan) {
 	for k := range p.nodes {
 		n := &p.nodes[k]
-		if n.id == "" || !n.known.Load() {
+		if n.core.id == "" || !n.known.Load() {
 			continue
 		}
-		v, ok := h.byID.Load(n.id)
+		v, ok := h.byID.Load(n.core.id)
 		if !ok {
 			if h.size.Add(1) > maxHistory { // a place reserved, or none left
 				h.size.Add(-1)
 				continue
 			}
-			if v, ok = h.byID.LoadOrStore(n.id, &timing{}); ok {
+			if v, ok = h.byID.LoadOrStore(n.core.id, &timing{}); ok {
 				h.size.Add(-1) // another run stored it first
 			}
 		}

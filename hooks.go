@@ -102,7 +102,7 @@ func (r *Run) hooked(name string, id string, f func()) {
 func (r *Run) event(i int32) NodeEvent {
 	pn, n := &r.p.nodes[i], &r.nodes[i]
 	st := n.st()
-	ev := NodeEvent{ID: pn.id, Index: int(i), State: publicState(st), Attempt: int(r.attemptsOf(i))}
+	ev := NodeEvent{ID: pn.core.id, Index: int(i), State: publicState(st), Attempt: int(r.attemptsOf(i))}
 	if terminal(st) {
 		ev.Result, ev.Err = pn.impl.resultMeta(r.slots[i], st)
 		ev.Reason = r.reason(i)

@@ -140,14 +140,16 @@ func (p *plan) getRun() *Run {
 	return r
 }
 
+// pnode is a node of a plan. Its id is core.id, read where errors,
+// reports and lookups need it: a copy would cost every plan 16 bytes a
+// node.
 type pnode struct {
-	id   string
 	impl nodeImpl
 	core *nodeCore
 	flow *flowSpec // nil for a node without flow rules
 	// The node's successors are plan.outs[out0:out1] and its
 	// predecessors plan.ins[in0:in1] (see plan.out and plan.in): offsets
-	// instead of three slice headers keep a node at 96 bytes.
+	// instead of three slice headers keep a node at 80 bytes.
 	out0, out1, in0, in1 int32
 	nMust, nOpt          int32
 	// needOK and needFail are the counted upstream ends that trigger and
@@ -187,7 +189,7 @@ func (p *plan) in(i int32) ([]int32, []bool) {
 func (p *plan) lookup(id string) (int32, bool) { return p.index.Lookup(id, p.nodeID) }
 
 // nodeID returns the id of node k.
-func (p *plan) nodeID(k int32) string { return p.nodes[k].id }
+func (p *plan) nodeID(k int32) string { return p.nodes[k].core.id }
 
 // nIn is the node's number of predecessors.
 func (n *pnode) nIn() int { return int(n.in1 - n.in0) }
@@ -415,7 +417,7 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 	for _, i := range order {
 		c := cores[i]
 		n := &p.nodes[idx[i]]
-		n.id, n.impl, n.core, n.shortCircuit = c.id, c.impl, c, !c.noShortCircuit
+		n.impl, n.core, n.shortCircuit = c.impl, c, !c.noShortCircuit
 		// Ids are indexed here, under the nodes' final indexes, so that
 		// duplicates are found after the graph's shape is checked.
 		if c.id != "" {
@@ -514,38 +516,38 @@ func (n *pnode) validateFlow(p *plan) error {
 	if f == nil {
 		return nil
 	}
-	ids := []string{n.id}
+	ids := []string{n.core.id}
 	switch j := f.join; j.kind {
 	case joinAtLeast:
 		if j.n < 1 || j.n > n.nIn() {
-			return graphErr(ErrBadJoin, ids, "node %q: AtLeast(%d) with %d upstreams", n.id, j.n, n.nIn())
+			return graphErr(ErrBadJoin, ids, "node %q: AtLeast(%d) with %d upstreams", n.core.id, j.n, n.nIn())
 		}
 	case joinNamed:
 		if len(j.ids) == 0 {
-			return graphErr(ErrBadJoin, ids, "node %q: NamedSucceeded with no ids", n.id)
+			return graphErr(ErrBadJoin, ids, "node %q: NamedSucceeded with no ids", n.core.id)
 		}
 		for _, id := range j.ids {
 			found := false
 			for _, k := range p.ins[n.in0:n.in1] {
-				found = found || p.nodes[k].id == id
+				found = found || p.nodes[k].core.id == id
 			}
 			if !found {
-				return graphErr(ErrBadJoin, []string{n.id, id}, "node %q: %q is not one of its upstreams", n.id, id)
+				return graphErr(ErrBadJoin, []string{n.core.id, id}, "node %q: %q is not one of its upstreams", n.core.id, id)
 			}
 		}
 	case joinCustom:
 		if j.fn == nil {
-			return graphErr(ErrBadJoin, ids, "node %q: CustomJoin(nil)", n.id)
+			return graphErr(ErrBadJoin, ids, "node %q: CustomJoin(nil)", n.core.id)
 		}
 	}
 	if f.retry != nil && f.retry.Attempts < 1 {
-		return graphErr(ErrBadRetry, ids, "node %q: %d attempts", n.id, f.retry.Attempts)
+		return graphErr(ErrBadRetry, ids, "node %q: %d attempts", n.core.id, f.retry.Attempts)
 	}
 	if f.timeout < 0 {
-		return graphErr(ErrBadTimeout, ids, "node %q: Timeout(%v)", n.id, f.timeout)
+		return graphErr(ErrBadTimeout, ids, "node %q: Timeout(%v)", n.core.id, f.timeout)
 	}
 	if f.policy < 0 || f.policy > PolicySuspend {
-		return graphErr(ErrBadPolicy, ids, "node %q: OnFailure(%v)", n.id, f.policy)
+		return graphErr(ErrBadPolicy, ids, "node %q: OnFailure(%v)", n.core.id, f.policy)
 	}
 	return nil
 }

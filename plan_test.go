@@ -154,7 +154,7 @@ func TestPlanIsTopological(t *testing.T) {
 	require.NoError(t, err)
 	pos := map[string]int{}
 	for i := range p.nodes {
-		pos[p.nodes[i].id] = i
+		pos[p.nodes[i].core.id] = i
 	}
 	assert.Less(t, pos["y"], pos["z"])
 	assert.Less(t, pos["x"], pos["z"])

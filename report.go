@@ -80,7 +80,7 @@ func (r *Run) Report() *Report {
 	for i := range r.nodes {
 		pn, n := &r.p.nodes[i], &r.nodes[i]
 		nr := &rep.Nodes[i]
-		nr.ID, nr.Index = pn.id, i
+		nr.ID, nr.Index = pn.core.id, i
 		in, must := r.p.in(int32(i))
 		nr.Deps = make([]int, len(in))
 		nr.Must = make([]bool, len(in))
@@ -107,7 +107,7 @@ func (r *Run) Report() *Report {
 			nr.Value, nr.Result, nr.Err = pn.impl.resultAny(r.slots[i], st)
 			nr.Reason = r.reason(int32(i))
 			if by := n.decidedBy(); by >= 0 {
-				nr.DecidedBy = r.p.nodes[by].id
+				nr.DecidedBy = r.p.nodes[by].core.id
 			}
 		}
 		if r.times != nil {

@@ -533,7 +533,7 @@ func (r *Run) drive(first int32, wl *worklist) (again bool) {
 				again = true
 				return
 			}
-			r.callbackPanic(r.p.nodes[max(wl.cur, wl.prop, wl.after, 0)].id, "internal", pe)
+			r.callbackPanic(r.p.nodes[max(wl.cur, wl.prop, wl.after, 0)].core.id, "internal", pe)
 		}
 		// The goroutine's work goes on elsewhere.
 		r.continueAfterGoexit(wl, pe)
@@ -934,14 +934,14 @@ func (r *Run) salvage(wl *worklist, pe *PanicError) *worklist {
 	case wl.prop >= 0:
 		// A Result callback or an end hook did not return.
 		i := wl.prop
-		r.callbackPanic(r.p.nodes[i].id, "Result", &PanicError{Value: why})
+		r.callbackPanic(r.p.nodes[i].core.id, "Result", &PanicError{Value: why})
 		r.afterCallback(i, 0, cont)
 	case wl.after >= 0:
 		// A custom join did not return: fail its node, then go on with
 		// the other successors of the node that ended.
 		i, k := wl.after, wl.edge
 		s := r.p.out(i)[k].to
-		r.failFromUpstream(s, i, fmt.Errorf("asynctool: join of %q: %w", r.p.nodes[s].id, why), cont)
+		r.failFromUpstream(s, i, fmt.Errorf("asynctool: join of %q: %w", r.p.nodes[s].core.id, why), cont)
 		r.afterCallback(i, len(r.p.out(i))-int(k), cont)
 	}
 	return cont
@@ -992,7 +992,7 @@ func (r *Run) expiredNode(i int32) (ResultState, error, bool) {
 	ctx := ext.ctx
 	ext.mu.Unlock()
 	if ctx != nil && ctx.Err() != nil {
-		return ResultTimeout, &NodeTimeoutError{ID: r.p.nodes[i].id, Timeout: r.p.nodes[i].flow.timeout}, true
+		return ResultTimeout, &NodeTimeoutError{ID: r.p.nodes[i].core.id, Timeout: r.p.nodes[i].flow.timeout}, true
 	}
 	return 0, nil, false
 }
@@ -1261,7 +1261,7 @@ func (r *Run) processEnd(i int32, wl *worklist) {
 	if pn.hasCallback {
 		wl.fresh = false // user code ran: look at the deadline again
 		if p := pn.impl.fireResult(r.slots[i], n.st()); p != nil {
-			r.callbackPanic(pn.id, "Result", p)
+			r.callbackPanic(pn.core.id, "Result", p)
 		}
 	}
 	if len(r.hooks) > 0 {
