@@ -399,7 +399,7 @@ func (r *Run) Resume(id string, how Resumption) error {
 			r.taskDone()
 			return r.notPending(i, id)
 		}
-		pn.impl.setSuccess(r.slots[i], how.value)
+		pn.impl.setSuccess(r.slot(i), how.value)
 		r.settleResumed(i, sFinish)
 		return nil
 	case resumeFail:
@@ -411,7 +411,7 @@ func (r *Run) Resume(id string, how Resumption) error {
 			r.taskDone()
 			return r.notPending(i, id)
 		}
-		pn.impl.setFailure(r, i, r.slots[i], ResultException, how.err)
+		pn.impl.setFailure(r, i, r.slot(i), ResultException, how.err)
 		r.settleResumed(i, sError)
 		return nil
 	}

@@ -22,7 +22,7 @@ type Run struct {
 	stopSweep func() bool
 	ctxDone   <-chan struct{} // ctx.Done(), cached
 	nodes     []rnode
-	slots     []any        // slots[i] is node i's *slot[R]
+	slots     []any        // slots[i] is node i's *slot[R] in a pooled run (see slot)
 	first     func()       // the task that starts the run; built once per Run value
 	helper    func()       // a task that drains the shared queue
 	queued    func()       // helper, queued on the pool when none could start (see queueHelper)
@@ -157,19 +157,28 @@ func (a *Async) putWorklist(wl *worklist) {
 	a.worklists.Put(wl)
 }
 
+// slot returns node i's result slot: a pooled run's own, or the one in
+// the wrapper for a single-use run, which keeps no slice of them.
+func (r *Run) slot(i int32) any {
+	if r.pooled {
+		return r.slots[i]
+	}
+	return r.p.nodes[i].impl.ownSlot()
+}
+
 // newRun allocates the state of one run of p.
 func newRun(p *plan, pooled bool) *Run {
 	r := &Run{
 		p:      p,
 		nodes:  make([]rnode, len(p.nodes)),
-		slots:  make([]any, len(p.nodes)),
 		pooled: pooled,
+	}
+	if pooled {
+		r.slots = make([]any, len(p.nodes))
 	}
 	for i := range p.nodes {
 		if pooled {
 			r.slots[i] = p.nodes[i].impl.newSlot()
-		} else {
-			r.slots[i] = p.nodes[i].impl.ownSlot()
 		}
 		if p.nodes[i].flow != nil {
 			if r.exts == nil {
@@ -1155,7 +1164,7 @@ func (r *Run) end(i int32, from int32, st ResultState, err error, by int32, wl *
 	if ownTimeout {
 		r.failedFinally(i) // PolicyContinue applies to the node's own timeout
 	}
-	r.p.nodes[i].impl.setFailure(r, i, r.slots[i], st, err)
+	r.p.nodes[i].impl.setFailure(r, i, r.slot(i), st, err)
 	r.finish(i, sError, wl)
 	if ownTimeout {
 		if f := r.p.nodes[i].flow; f != nil && f.policy == PolicyEnd {
@@ -1260,7 +1269,7 @@ func (r *Run) processEnd(i int32, wl *worklist) {
 	wl.prop = i
 	if pn.hasCallback {
 		wl.fresh = false // user code ran: look at the deadline again
-		if p := pn.impl.fireResult(r.slots[i], n.st()); p != nil {
+		if p := pn.impl.fireResult(r.slot(i), n.st()); p != nil {
 			r.callbackPanic(pn.core.id, "Result", p)
 		}
 	}

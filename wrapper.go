@@ -123,7 +123,7 @@ func (w *WorkerWrapper[P, R]) ResultIn(r *Run) WorkResult[R] {
 		return WorkResult[R]{}
 	}
 	if st := r.nodes[w.idx].st(); terminal(st) {
-		return r.slots[w.idx].(*slot[R]).get(st)
+		return r.slot(w.idx).(*slot[R]).get(st)
 	}
 	return WorkResult[R]{}
 }
@@ -347,7 +347,10 @@ func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *Run, i int32, wl *
 		}
 	}
 	n := &r.nodes[i]
-	s := r.slots[i].(*slot[R])
+	s := &w.res // a single-use run's slot (see Run.slot)
+	if r.pooled {
+		s = r.slots[i].(*slot[R])
+	}
 	if err == nil {
 		s.val = v
 		if n.move(sWorking, sFinish, 0) {
@@ -500,7 +503,7 @@ func ResultOf[R any](all Wrappers, id string) (WorkResult[R], error) {
 		return WorkResult[R]{}, fmt.Errorf("%w: %q", ErrUnknownID, id)
 	}
 	n := &all.r.nodes[i]
-	s, ok := all.r.slots[i].(*slot[R])
+	s, ok := all.r.slot(i).(*slot[R])
 	if !ok {
 		return WorkResult[R]{}, fmt.Errorf("%w: node %q produces %v, not %v",
 			ErrResultType, id, all.r.p.nodes[i].impl.resultType(), reflect.TypeFor[R]())
