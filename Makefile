@@ -3,7 +3,7 @@
 MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \; | sort)
 GO ?= go
 
-.PHONY: test vet race allocs norace fmtcheck bench benchcmp fuzz example
+.PHONY: test vet race allocs norace fmtcheck bench benchcmp benchab fuzz example
 
 ## test: what CI runs — formatting, vet, the race-enabled test suite of every
 ## module, and the tests the race detector would distort: the allocation
@@ -33,6 +33,16 @@ bench:
 ## benchcmp: a benchstat table of bench.txt.
 benchcmp:
 	$(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20251208221838-04cf7a2dca90 bench.txt
+
+## benchab: an A/B run against git revision BASE (required): ROUNDS rounds
+## (8) in alternating order of the benchmarks matching BENCH (run of a
+## plan on the 1,000-node shapes), medians of the per-round differences;
+## raw output in ab-raw.txt. See benchmarks/ab.sh.
+ROUNDS ?= 8
+BENCH ?= Graph///impl=library-run$$
+benchab:
+	@test -n "$(BASE)" || { echo "usage: make benchab BASE=<git revision> [ROUNDS=8] [BENCH=pattern]"; exit 2; }
+	bash benchmarks/ab.sh '$(BASE)' '$(ROUNDS)' '$(BENCH)'
 
 ## fuzz: a short fuzzing session over the graph builder.
 fuzz:
