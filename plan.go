@@ -81,17 +81,24 @@ func (n *pnode) timed(d time.Duration) {
 	}
 }
 
-// notQuick counts the nodes in nodes that are not known to be quick. h is
-// the history of the Async running a single-use graph, nil for a plan: a
-// node the graph knows nothing of is looked up there.
+// quick reports whether node i is known to be quick. h is the history of
+// the Async running a single-use graph, nil for a plan: a node the graph
+// knows nothing of is looked up there.
+func (p *plan) quick(i int32, h *history) bool {
+	n := &p.nodes[i]
+	if h != nil && !n.known.Load() {
+		h.recall(n)
+	}
+	return n.learnedQuick()
+}
+
+// notQuick counts the nodes in nodes that are not known to be quick (see
+// quick).
 func (p *plan) notQuick(nodes []int32, h *history) int {
 	c := 0
 	for _, i := range nodes {
-		n := &p.nodes[i]
-		if h != nil && !n.known.Load() {
-			h.recall(n)
-		}
-		if !n.learnedQuick() {
+		// learnedQuick first, inline: quick, with its lookup, is a call.
+		if !p.nodes[i].learnedQuick() && !p.quick(i, h) {
 			c++
 		}
 	}

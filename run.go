@@ -157,6 +157,15 @@ func (a *Async) putWorklist(wl *worklist) {
 	a.worklists.Put(wl)
 }
 
+// history returns what the Async remembers of single-use graphs' nodes
+// (see plan.quick), nil for a run of a Plan, which learns by itself.
+func (r *Run) history() *history {
+	if r.pooled {
+		return nil
+	}
+	return &r.a.hist
+}
+
 // slot returns node i's result slot: a pooled run's own, or the one in
 // the wrapper for a single-use run, which keeps no slice of them.
 func (r *Run) slot(i int32) any {
@@ -654,11 +663,7 @@ func (r *Run) share(nodes []int32, roots bool) {
 	// helper that found the queue empty cannot be counted as looking.
 	idle := r.searching.Load() == 0
 	r.sharedMu.Unlock()
-	var h *history
-	if !r.pooled {
-		h = &r.a.hist
-	}
-	slow := r.p.notQuick(nodes, h)
+	slow := r.p.notQuick(nodes, r.history())
 	for range slow {
 		if r.startHelper() {
 			continue
@@ -767,11 +772,8 @@ func (r *Run) queueBeforeBlocking(i int32) {
 	if !r.starved.Load() || r.searching.Load() != 0 || r.waiting.Load() {
 		return
 	}
-	if pn := &r.p.nodes[i]; !r.pooled && !pn.known.Load() {
-		// A single-use graph's node: its id's history may know better.
-		if r.a.hist.recall(pn); pn.learnedQuick() {
-			return
-		}
+	if r.p.quick(i, r.history()) { // a single-use graph's node: its id's history may know better
+		return
 	}
 	r.sharedMu.Lock()
 	left := len(r.shared) - r.sharedHead

@@ -123,7 +123,7 @@ func (w *WorkerWrapper[P, R]) ResultIn(r *Run) WorkResult[R] {
 		return WorkResult[R]{}
 	}
 	if st := r.nodes[w.idx].st(); terminal(st) {
-		return r.slot(w.idx).(*slot[R]).get(st)
+		return w.slotIn(r).get(st)
 	}
 	return WorkResult[R]{}
 }
@@ -292,6 +292,16 @@ func (w *WorkerWrapper[P, R]) newSlot() any { return new(slot[R]) }
 
 func (w *WorkerWrapper[P, R]) ownSlot() any { return &w.res }
 
+// slotIn returns the node's result slot in r, a run of the plan it was
+// compiled into: Run.slot, typed, without an interface call for a
+// single-use run.
+func (w *WorkerWrapper[P, R]) slotIn(r *Run) *slot[R] {
+	if r.pooled {
+		return r.slots[w.idx].(*slot[R])
+	}
+	return &w.res
+}
+
 // defaultValue returns the node's default value. A panic in the worker's
 // DefaultValue is recovered: the zero value is used and the panic is
 // reported as a *CallbackPanicError of method "DefaultValue".
@@ -347,10 +357,7 @@ func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *Run, i int32, wl *
 		}
 	}
 	n := &r.nodes[i]
-	s := &w.res // a single-use run's slot (see Run.slot)
-	if r.pooled {
-		s = r.slots[i].(*slot[R])
-	}
+	s := w.slotIn(r)
 	if err == nil {
 		s.val = v
 		if n.move(sWorking, sFinish, 0) {
