@@ -136,7 +136,7 @@ func TestGoexitInDefaultValueAfterACarryingClaim(t *testing.T) {
 		r, err := a.Start(context.Background(), time.Minute, up)
 		require.NoError(t, err)
 		out := r.p.out(up.idx)
-		c := out[len(out)-1].to // claimed: readied first (edges go last first)
+		c := out[len(out)-1].node // claimed: readied first (edges go last first)
 		claimed.Store(c)
 		rp.Store(r)
 		go func() {
@@ -184,7 +184,7 @@ func TestTimedRunWritesNoReadyTimeAfterItsEnd(t *testing.T) {
 		r, err := a.Start(context.Background(), time.Minute, up)
 		require.NoError(t, err)
 		out := r.p.out(up.idx)
-		c := out[len(out)-1].to
+		c := out[len(out)-1].node
 		go func() {
 			close(release)
 			for r.nodes[c].st() == sInit {

@@ -223,7 +223,7 @@ func (r *Run) upstreamEndedFrom(i int32, done int, ok bool, ends int32, wl *work
 	for k := len(out) - 1 - done; k >= 0; k-- {
 		e := &out[k]
 		wl.edge = int32(k)
-		s := e.to
+		s := e.node
 		sn, sp := &r.nodes[s], &r.p.nodes[s]
 		if sn.st() != sInit {
 			continue // already decided
@@ -312,9 +312,10 @@ func (r *Run) upstreamErr(i int32) error {
 // allUpstreamErr joins the errors of the upstreams of s that ended without
 // counting as a success.
 func (r *Run) allUpstreamErr(s int32) error {
-	in, _ := r.p.in(s)
+	in := r.p.in(s)
 	errs := make([]error, 0, len(in))
-	for _, j := range in {
+	for _, e := range in {
+		j := e.node
 		if st := r.nodes[j].st(); terminal(st) && !r.counts(j) {
 			errs = append(errs, r.upstreamErr(j))
 		}
@@ -375,9 +376,10 @@ func (r *Run) askJoin(s int32) (d Decision, perr error, ok bool) {
 	if ext.decided || sn.st() != sInit {
 		return 0, nil, false
 	}
-	in, _ := r.p.in(s)
+	in := r.p.in(s)
 	ups := make([]Upstream, len(in))
-	for k, j := range in {
+	for k, e := range in {
+		j := e.node
 		up := &ups[k]
 		up.ID = r.p.nodes[j].core.id
 		st := r.nodes[j].st()

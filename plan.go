@@ -24,8 +24,7 @@ type plan struct {
 	// start in order.
 	startOrder []int32
 	outs       []pedge             // every node's successors: see pnode.out0
-	ins        []int32             // every node's predecessors: see pnode.in0
-	insMust    []bool              // insMust[k]: is ins[k] a must dependency
+	ins        []pedge             // every node's predecessors: see pnode.in0
 	index      idindex.Index       // id → node index, for ids other than ""
 	runs       sync.Pool           // *Run, for a Plan's runs
 	single     atomic.Pointer[Run] // the run of a single-use graph, once it starts
@@ -185,11 +184,10 @@ func (p *plan) out(i int32) []pedge {
 	return p.outs[n.out0:n.out1]
 }
 
-// in returns node i's predecessors, deduplicated, and whether each is a
-// must dependency.
-func (p *plan) in(i int32) ([]int32, []bool) {
+// in returns node i's predecessors, deduplicated.
+func (p *plan) in(i int32) []pedge {
 	n := &p.nodes[i]
-	return p.ins[n.in0:n.in1], p.insMust[n.in0:n.in1]
+	return p.ins[n.in0:n.in1]
 }
 
 // lookup returns the index of the node with the given id.
@@ -201,8 +199,11 @@ func (p *plan) nodeID(k int32) string { return p.nodes[k].core.id }
 // nIn is the node's number of predecessors.
 func (n *pnode) nIn() int { return int(n.in1 - n.in0) }
 
+// pedge is an edge of a plan, kept by both of its ends: node is the
+// other end (the successor in plan.outs, the predecessor in plan.ins),
+// must whether the edge is a must dependency.
 type pedge struct {
-	to   int32
+	node int32
 	must bool
 }
 
@@ -403,23 +404,44 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 		idx[i] = int32(k)
 	}
 	p = tok
-	p.nodes, p.index = make([]pnode, n), idindex.New(len(cores))
+	p.nodes = make([]pnode, n)
 	indeg := seen
 	clear(indeg)
 	for _, j := range flat {
 		indeg[idx[j]]++
 	}
-	// Flat arrays for every node's out, in and inMust; each node's in
-	// range starts empty at its offset and grows as its upstreams are
-	// met below.
-	outs := make([]pedge, 0, len(flat))
-	p.ins = make([]int32, len(flat))
-	p.insMust = make([]bool, len(flat))
+	// The plan's arrays come in two allocations, the edges and the
+	// int32s, whatever the graph's size (see
+	// TestCompileWithScratchAllocates): the out-edges and in-edges share
+	// one array, the roots, their start order and the id index's table
+	// the other. Each node's in range starts empty at its offset and
+	// grows as its upstreams are met below.
+	edges := make([]pedge, 2*len(flat))
+	outs, ins := edges[:0:len(flat)], edges[len(flat):]
+	nRoots, named := 0, 0
 	off := int32(0)
 	for k := range p.nodes {
 		n := &p.nodes[k]
 		n.in0, n.in1 = off, off
 		off += indeg[k]
+		if indeg[k] == 0 {
+			nRoots++
+		}
+	}
+	for _, c := range cores {
+		if c.id != "" {
+			named++
+		}
+	}
+	nSlots := 0
+	if named > 0 {
+		nSlots = idindex.Slots(named)
+	}
+	ints32 := make([]int32, 2*nRoots+nSlots)
+	p.roots = ints32[:0:nRoots]
+	p.startOrder = ints32[nRoots : 2*nRoots : 2*nRoots]
+	if named > 0 {
+		p.index = idindex.In(ints32[2*nRoots:])
 	}
 	for _, i := range order {
 		c := cores[i]
@@ -439,9 +461,9 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 		n.out0 = int32(len(outs))
 		for k, j := range succ(i) {
 			m := effectiveMust(cores[j], c.id, flatMust[first[i]+int32(k)])
-			outs = append(outs, pedge{to: idx[j], must: m})
+			outs = append(outs, pedge{node: idx[j], must: m})
 			to := &p.nodes[idx[j]]
-			p.ins[to.in1], p.insMust[to.in1] = idx[i], m
+			ins[to.in1] = pedge{node: idx[i], must: m}
 			to.in1++
 			if m {
 				to.nMust++
@@ -451,7 +473,7 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 		}
 		n.out1 = int32(len(outs))
 	}
-	p.outs = outs
+	p.outs, p.ins = outs, ins
 	for k := range p.nodes {
 		if p.nodes[k].nIn() == 0 {
 			p.roots = append(p.roots, int32(k))
@@ -462,11 +484,11 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 		p.nodes[k].setThresholds()
 		p.nodes[k].hasCallback = p.nodes[k].impl.hasCallback()
 		for _, e := range p.out(int32(k)) {
-			p.nodes[k].customOut = p.nodes[k].customOut || p.nodes[e.to].joinKind == joinCustom
+			p.nodes[k].customOut = p.nodes[k].customOut || p.nodes[e.node].joinKind == joinCustom
 		}
 	}
 	for k := len(p.roots) - 1; k >= 0; k-- {
-		p.startOrder = append(p.startOrder, p.roots[k])
+		p.startOrder[len(p.roots)-1-k] = p.roots[k]
 	}
 	return p, nil
 }
@@ -535,8 +557,8 @@ func (n *pnode) validateFlow(p *plan) error {
 		}
 		for _, id := range j.ids {
 			found := false
-			for _, k := range p.ins[n.in0:n.in1] {
-				found = found || p.nodes[k].core.id == id
+			for _, e := range p.ins[n.in0:n.in1] {
+				found = found || p.nodes[e.node].core.id == id
 			}
 			if !found {
 				return graphErr(ErrBadJoin, []string{n.core.id, id}, "node %q: %q is not one of its upstreams", n.core.id, id)

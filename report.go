@@ -81,12 +81,11 @@ func (r *Run) Report() *Report {
 		pn, n := &r.p.nodes[i], &r.nodes[i]
 		nr := &rep.Nodes[i]
 		nr.ID, nr.Index = pn.core.id, i
-		in, must := r.p.in(int32(i))
+		in := r.p.in(int32(i))
 		nr.Deps = make([]int, len(in))
 		nr.Must = make([]bool, len(in))
-		for k, j := range in {
-			nr.Deps[k] = int(j)
-			nr.Must[k] = must[k]
+		for k, e := range in {
+			nr.Deps[k], nr.Must[k] = int(e.node), e.must
 		}
 		st := n.st()
 		nr.State = publicState(st)
@@ -219,9 +218,8 @@ func (r *Run) status(i int32, st int32, rep *Report) Status {
 		}
 		return StatusFailed
 	}
-	in, _ := r.p.in(int32(i))
-	for _, j := range in {
-		if rep.Nodes[j].Status == StatusPending {
+	for _, e := range r.p.in(int32(i)) {
+		if rep.Nodes[e.node].Status == StatusPending {
 			return StatusPending
 		}
 	}

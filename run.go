@@ -951,7 +951,7 @@ func (r *Run) salvage(wl *worklist, pe *PanicError) *worklist {
 		// A custom join did not return: fail its node, then go on with
 		// the other successors of the node that ended.
 		i, k := wl.after, wl.edge
-		s := r.p.out(i)[k].to
+		s := r.p.out(i)[k].node
 		r.failFromUpstream(s, i, fmt.Errorf("asynctool: join of %q: %w", r.p.nodes[s].core.id, why), cont)
 		r.afterCallback(i, len(r.p.out(i))-int(k), cont)
 	}
@@ -1248,8 +1248,8 @@ func (r *Run) settle(wl *worklist) {
 // it has been triggered or has ended without starting. A predecessor that
 // no successor needs any more is skipped (the short-circuit rule).
 func (r *Run) release(i int32, wl *worklist) {
-	in, _ := r.p.in(i)
-	for _, x := range in {
+	for _, e := range r.p.in(i) {
+		x := e.node
 		xn, xp := &r.nodes[x], &r.p.nodes[x]
 		if terminal(xn.st()) {
 			continue // ended: nothing left to skip, no need to count

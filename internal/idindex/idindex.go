@@ -21,12 +21,25 @@ type Index struct {
 
 // New returns an empty Index with room for n ids. Its table has at least
 // twice as many slots as ids, so probes stay short.
-func New(n int) Index {
-	size := 8
+func New(n int) Index { return In(make([]int32, Slots(n))) }
+
+// Slots returns the size of the table New(n) makes: a power of two, at
+// least 8 and at least twice n.
+func Slots(n int) int {
 	if n > 2 {
-		size = 1 << bits.Len(uint(2*n-1))
+		return 1 << bits.Len(uint(2*n-1))
 	}
-	return Index{seed: maphash.MakeSeed(), slots: make([]int32, size), mask: uint64(size - 1)}
+	return 8
+}
+
+// In returns an empty Index whose table is slots, for a caller that
+// allocates it with other arrays. slots must be zeroed, and its length a
+// power of two; Slots(n) gives the length that holds n ids as New's does.
+func In(slots []int32) Index {
+	if len(slots) == 0 || len(slots)&(len(slots)-1) != 0 {
+		panic("idindex: table length not a power of two")
+	}
+	return Index{seed: maphash.MakeSeed(), slots: slots, mask: uint64(len(slots) - 1)}
 }
 
 // Insert adds id at pos, unless the Index already has id: then it leaves

@@ -90,3 +90,35 @@ func TestInsertIntoZeroIndexPanics(t *testing.T) {
 		x.Insert("a", 0, func(int32) string { return "a" })
 	})
 }
+
+// TestInUsesTheCallersTable checks that an Index made by In on a table
+// the caller allocated works as one made by New, in that table, and
+// that In refuses a table whose length is not a power of two.
+func TestInUsesTheCallersTable(t *testing.T) {
+	ids := []string{"a", "b", "c"}
+	idOf := func(p int32) string { return ids[p] }
+	for n, want := range map[int]int{0: 8, 1: 8, 2: 8, 3: 8, 4: 8, 5: 16, 8: 16, 9: 32} {
+		assert.Equal(t, want, Slots(n), "Slots(%d)", n)
+	}
+	block := make([]int32, 2+Slots(len(ids)))
+	x := In(block[2:])
+	for p, id := range ids {
+		_, dup := x.Insert(id, int32(p), idOf)
+		require.False(t, dup, id)
+	}
+	for p, id := range ids {
+		got, ok := x.Lookup(id, idOf)
+		require.True(t, ok, id)
+		assert.Equal(t, int32(p), got, id)
+	}
+	assert.Equal(t, []int32{0, 0}, block[:2], "the Index writes only its own part of the block")
+	filled := 0
+	for _, s := range block[2:] {
+		if s != 0 {
+			filled++
+		}
+	}
+	assert.Equal(t, len(ids), filled, "the ids are in the caller's table")
+	assert.PanicsWithValue(t, "idindex: table length not a power of two", func() { In(make([]int32, 12)) })
+	assert.PanicsWithValue(t, "idindex: table length not a power of two", func() { In(nil) })
+}
