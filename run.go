@@ -22,10 +22,15 @@ type Run struct {
 	stopSweep func() bool
 	ctxDone   <-chan struct{} // ctx.Done(), cached
 	nodes     []rnode
-	slots     []any        // slots[i] is node i's *slot[R] in a pooled run (see slot)
-	first     func()       // the task that starts the run; built once per Run value
-	helper    func()       // a task that drains the shared queue
-	queued    func()       // helper, queued on the pool when none could start (see queueHelper)
+	slots     []any // slots[i] is node i's *slot[R] in a pooled run (see slot)
+	// helper is the run's task, built once per Run value: its first call
+	// in a run starts the run, later calls drain the shared queue (see
+	// newRun).
+	helper func()
+	// begun is set by helper's first call in a run, which every later
+	// call happens after: they are started by tasks of the run.
+	begun     bool
+	queued    func()       // helper, queued on the pool when none could start (see queueHelper); made on first use
 	searching atomic.Int32 // helpers started that have not taken a node yet
 	starved   atomic.Bool  // a helper was refused for want of a goroutine (see retryHelper)
 	waiting   atomic.Bool  // a helper waits in the pool's queue (see queueHelper)
@@ -196,18 +201,22 @@ func newRun(p *plan, pooled bool) *Run {
 			r.exts[i] = &nodeExt{}
 		}
 	}
-	r.first = func() {
-		defer r.taskDone()
-		// The roots go in the worklist before anything can start a
-		// helper, so that the loop's salvage keeps them if a helper run
-		// inline by the executor ends this goroutine (runtime.Goexit).
-		wl := r.a.getWorklist()
-		wl.ready = append(wl.ready, r.p.startOrder...)
-		wl.roots = true
-		r.loop(-1, wl)
-	}
+	// One closure serves as the first task and as every helper: a run of
+	// single-use wrappers makes one instead of two.
 	r.helper = func() {
 		defer r.taskDone()
+		if !r.begun {
+			r.begun = true
+			// The roots go in the worklist before anything can start a
+			// helper, so that the loop's salvage keeps them if a helper
+			// run inline by the executor ends this goroutine
+			// (runtime.Goexit).
+			wl := r.a.getWorklist()
+			wl.ready = append(wl.ready, r.p.startOrder...)
+			wl.roots = true
+			r.loop(-1, wl)
+			return
+		}
 		// The first take is from the back, where the goroutine that
 		// shared takes too, so that the roots (and every node that gets a
 		// helper of its own) start in the order they were shared; the
@@ -217,17 +226,12 @@ func newRun(p *plan, pooled bool) *Run {
 			return
 		}
 		// Node i goes in the worklist before the wake-up, for the same
-		// reason as the roots in first.
+		// reason as the roots.
 		wl := r.a.getWorklist()
 		wl.ready = append(wl.ready, i)
 		wl.wake = left > 0 // keep one helper looking while work is queued
 		wl.front = true
 		r.loop(-1, wl)
-	}
-	r.queued = func() {
-		r.busy.Add(1)          // counted as busy only from now (see queueHelper)
-		r.waiting.Store(false) // a refusal may queue another from now
-		r.helper()
 	}
 	return r
 }
@@ -251,6 +255,7 @@ func (r *Run) reset() {
 	r.searching.Store(0)
 	r.starved.Store(false)
 	r.waiting.Store(false)
+	r.begun = false
 	r.sample = r.pooled && r.p.learn()
 	for _, e := range r.exts {
 		if e != nil {
@@ -321,7 +326,7 @@ func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration) {
 	r.ctxDone = r.ctx.Done()
 	a.inflight.Add(1) // the run itself, until its sweep is resolved: Close waits for open runs
 	r.stopSweep = context.AfterFunc(r.ctx, r.sweep)
-	r.dispatch(r.first)
+	r.dispatch(r.helper) // its first call in the run: it starts the run
 }
 
 // startTimes turns on timestamps for this run.
@@ -752,6 +757,16 @@ func (r *Run) queueHelper() {
 	r.a.inflight.Add(1)
 	r.refs.Add(1)
 	r.searching.Add(1)
+	if r.queued == nil {
+		// Made here, where the CAS above lets one goroutine at a time:
+		// most runs never queue a helper. The next one to pass that
+		// CAS happens after this write (the Store that reopens it).
+		r.queued = func() {
+			r.busy.Add(1)          // counted as busy only from now (see queueHelper)
+			r.waiting.Store(false) // a refusal may queue another from now
+			r.helper()
+		}
+	}
 	if r.a.try(r.queued) {
 		return
 	}
