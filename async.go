@@ -174,7 +174,8 @@ func (a *Async) Start(ctx context.Context, timeout time.Duration, starts ...Wrap
 		return nil, err
 	}
 	bind(p)
-	r := newRun(p, false)
+	r := &p.one
+	r.init(p, false)
 	r.reset()
 	r.sample = a.hist.sample()
 	if err := a.launch(ctx, r, timeout); err != nil {

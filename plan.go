@@ -28,7 +28,10 @@ type plan struct {
 	index      idindex.Index       // id → node index, for ids other than ""
 	runs       sync.Pool           // *Run, for a Plan's runs
 	single     atomic.Pointer[Run] // the run of a single-use graph, once it starts
-	started    atomic.Uint64       // runs started, for learn
+	// one is the run of a single-use graph (single, once it starts),
+	// allocated with its plan. A Plan does not use it.
+	one     Run
+	started atomic.Uint64 // runs started, for learn
 	// scalar[i]: node i's result type holds no pointer (see
 	// scalarResults); made by the first recycled run.
 	scalarOnce sync.Once

@@ -592,6 +592,41 @@ func TestSingleUseRunAllocatesLittle(t *testing.T) {
 	assert.LessOrEqual(t, per, 1.0, "allocs per node")
 }
 
+// TestDiamondBeginWorkAllocatesFixedCost guards the fixed cost of a small
+// single-use graph: what BeginWork allocates for a diamond (a → b, c → d)
+// once the Async's pools are warm, the wrappers excluded. Most of it is
+// the plan and the run's context; see docs/perf.md.
+func TestDiamondBeginWorkAllocatesFixedCost(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	a := newAsync(t)
+	w := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil })
+	build := func() *WorkerWrapper[int, int] {
+		root := NewWrapper("a", w, 0)
+		b, c := NewWrapper("b", w, 0).Depend(root, true), NewWrapper("c", w, 0).Depend(root, true)
+		NewWrapper("d", w, 0).Depend(b, true).Depend(c, true)
+		return root
+	}
+	ctx := context.Background()
+	for range 20 {
+		require.NoError(t, a.BeginWork(ctx, time.Minute, build())) // warm the pools
+	}
+	var before, after runtime.MemStats
+	var total uint64
+	const runs = 200
+	for range runs {
+		root := build()
+		runtime.ReadMemStats(&before)
+		require.NoError(t, a.BeginWork(ctx, time.Minute, root))
+		runtime.ReadMemStats(&after)
+		total += after.Mallocs - before.Mallocs
+	}
+	per := float64(total) / runs
+	t.Logf("%.2f allocs per BeginWork of a diamond, the build excluded", per)
+	assert.LessOrEqual(t, per, 17.5, "allocs per BeginWork")
+}
+
 // The roots start in order even though helpers take later work from the
 // front of the shared queue: a helper's first take is the next root.
 // With a pool of two goroutines as the executor, the run's first task runs

@@ -40,7 +40,8 @@ type Run struct {
 	// run itself; helpers and that goroutine take from it.
 	sharedMu   sync.Mutex
 	shared     []int32
-	sharedHead int // shared[:sharedHead] were taken by helpers (see takeShared)
+	sharedHead int      // shared[:sharedHead] were taken by helpers (see takeShared)
+	sharedBuf  [4]int32 // shared's first array: a small graph's run shares without an allocation
 	// lent lists the nodes goroutines took in batches (see takeBatch),
 	// which others take when the queue is empty; an entry whose node was
 	// started since is dropped when found.
@@ -182,11 +183,15 @@ func (r *Run) slot(i int32) any {
 
 // newRun allocates the state of one run of p.
 func newRun(p *plan, pooled bool) *Run {
-	r := &Run{
-		p:      p,
-		nodes:  make([]rnode, len(p.nodes)),
-		pooled: pooled,
-	}
+	r := &Run{}
+	r.init(p, pooled)
+	return r
+}
+
+// init makes r, which is zero, the state of one run of p.
+func (r *Run) init(p *plan, pooled bool) {
+	r.p, r.nodes, r.pooled = p, make([]rnode, len(p.nodes)), pooled
+	r.shared = r.sharedBuf[:0]
 	if pooled {
 		r.slots = make([]any, len(p.nodes))
 	}
@@ -233,7 +238,6 @@ func newRun(p *plan, pooled bool) *Run {
 		wl.front = true
 		r.loop(-1, wl)
 	}
-	return r
 }
 
 // nodeTask returns a task that runs node i (if it is ready) and whatever
