@@ -595,7 +595,10 @@ func TestSingleUseRunAllocatesLittle(t *testing.T) {
 // TestDiamondBeginWorkAllocatesFixedCost guards the fixed cost of a small
 // single-use graph: what BeginWork allocates for a diamond (a → b, c → d)
 // once the Async's pools are warm, the wrappers excluded. Most of it is
-// the plan and the run's context; see docs/perf.md.
+// the plan and the run's context; see docs/perf.md. The median over many
+// runs is guarded: MemStats counts every goroutine's allocations, and a
+// collection that empties the pools, or a pool worker that retires, adds
+// a few to the odd run.
 func TestDiamondBeginWorkAllocatesFixedCost(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
@@ -613,18 +616,18 @@ func TestDiamondBeginWorkAllocatesFixedCost(t *testing.T) {
 		require.NoError(t, a.BeginWork(ctx, time.Minute, build())) // warm the pools
 	}
 	var before, after runtime.MemStats
-	var total uint64
-	const runs = 200
-	for range runs {
+	counts := make([]uint64, 201)
+	for k := range counts {
 		root := build()
 		runtime.ReadMemStats(&before)
 		require.NoError(t, a.BeginWork(ctx, time.Minute, root))
 		runtime.ReadMemStats(&after)
-		total += after.Mallocs - before.Mallocs
+		counts[k] = after.Mallocs - before.Mallocs
 	}
-	per := float64(total) / runs
-	t.Logf("%.2f allocs per BeginWork of a diamond, the build excluded", per)
-	assert.LessOrEqual(t, per, 17.5, "allocs per BeginWork")
+	slices.Sort(counts)
+	median := counts[len(counts)/2]
+	t.Logf("allocs per BeginWork of a diamond, the build excluded: median %d, lowest %d, highest %d", median, counts[0], counts[len(counts)-1])
+	assert.LessOrEqual(t, median, uint64(17), "median allocs per BeginWork")
 }
 
 // The roots start in order even though helpers take later work from the
