@@ -314,8 +314,8 @@ func (r *Run) upstreamErr(i int32) error {
 func (r *Run) allUpstreamErr(s int32) error {
 	in := r.p.in(s)
 	errs := make([]error, 0, len(in))
-	for _, e := range in {
-		j := e.node
+	for _, v := range in {
+		j, _ := upstream(v)
 		if st := r.nodes[j].st(); terminal(st) && !r.counts(j) {
 			errs = append(errs, r.upstreamErr(j))
 		}
@@ -378,8 +378,8 @@ func (r *Run) askJoin(s int32) (d Decision, perr error, ok bool) {
 	}
 	in := r.p.in(s)
 	ups := make([]Upstream, len(in))
-	for k, e := range in {
-		j := e.node
+	for k, v := range in {
+		j, _ := upstream(v)
 		up := &ups[k]
 		up.ID = r.p.nodes[j].core.id
 		st := r.nodes[j].st()

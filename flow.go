@@ -427,8 +427,8 @@ func (r *Run) notPending(i int32, id string) error {
 		for len(stack) > 0 {
 			j := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
-			for _, e := range r.p.in(j) {
-				k := e.node
+			for _, v := range r.p.in(j) {
+				k, _ := upstream(v)
 				switch st := r.nodes[k].st(); {
 				case st == sPending:
 					return fmt.Errorf("%w: %q waits on pending node %q: resume that one", ErrNotPending, id, r.p.nodes[k].core.id)

@@ -24,7 +24,7 @@ type plan struct {
 	// start in order.
 	startOrder []int32
 	outs       []pedge             // every node's successors: see pnode.out0
-	ins        []pedge             // every node's predecessors: see pnode.in0
+	ins        []int32             // every node's predecessors (see upstream): see pnode.in0
 	index      idindex.Index       // id → node index, for ids other than ""
 	runs       sync.Pool           // *Run, for a Plan's runs
 	single     atomic.Pointer[Run] // the run of a single-use graph, once it starts
@@ -187,11 +187,25 @@ func (p *plan) out(i int32) []pedge {
 	return p.outs[n.out0:n.out1]
 }
 
-// in returns node i's predecessors, deduplicated.
-func (p *plan) in(i int32) []pedge {
+// in returns node i's predecessors, deduplicated, each with its must flag
+// (see upstream).
+func (p *plan) in(i int32) []int32 {
 	n := &p.nodes[i]
 	return p.ins[n.in0:n.in1]
 }
+
+// inEdge encodes a predecessor and the must flag of its edge as an entry
+// of plan.ins, the flag in the sign bit: node indexes are below maxNodes,
+// and an in-edge costs four bytes.
+func inEdge(node int32, must bool) int32 {
+	if must {
+		return node | math.MinInt32
+	}
+	return node
+}
+
+// upstream decodes an entry of plan.ins.
+func upstream(v int32) (node int32, must bool) { return v & math.MaxInt32, v < 0 }
 
 // lookup returns the index of the node with the given id.
 func (p *plan) lookup(id string) (int32, bool) { return p.index.Lookup(id, p.nodeID) }
@@ -202,9 +216,8 @@ func (p *plan) nodeID(k int32) string { return p.nodes[k].core.id }
 // nIn is the node's number of predecessors.
 func (n *pnode) nIn() int { return int(n.in1 - n.in0) }
 
-// pedge is an edge of a plan, kept by both of its ends: node is the
-// other end (the successor in plan.outs, the predecessor in plan.ins),
-// must whether the edge is a must dependency.
+// pedge is an out-edge of a plan: node is the successor, must whether
+// the edge is a must dependency.
 type pedge struct {
 	node int32
 	must bool
@@ -413,14 +426,12 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 	for _, j := range flat {
 		indeg[idx[j]]++
 	}
-	// The plan's arrays come in two allocations, the edges and the
-	// int32s, whatever the graph's size (see
-	// TestCompileWithScratchAllocates): the out-edges and in-edges share
-	// one array, the roots, their start order and the id index's table
-	// the other. Each node's in range starts empty at its offset and
+	// The plan's arrays come in two allocations whatever the graph's
+	// size (see TestCompileWithScratchAllocates): the out-edges, and the
+	// int32s: the in-edges, the roots, their start order and the id
+	// index's table. Each node's in range starts empty at its offset and
 	// grows as its upstreams are met below.
-	edges := make([]pedge, 2*len(flat))
-	outs, ins := edges[:0:len(flat)], edges[len(flat):]
+	outs := make([]pedge, 0, len(flat))
 	nRoots, named := 0, 0
 	off := int32(0)
 	for k := range p.nodes {
@@ -440,11 +451,13 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 	if named > 0 {
 		nSlots = idindex.Slots(named)
 	}
-	ints32 := make([]int32, 2*nRoots+nSlots)
-	p.roots = ints32[:0:nRoots]
-	p.startOrder = ints32[nRoots : 2*nRoots : 2*nRoots]
+	nIns := len(flat)
+	ints32 := make([]int32, nIns+2*nRoots+nSlots)
+	ins := ints32[:nIns:nIns]
+	p.roots = ints32[nIns : nIns : nIns+nRoots]
+	p.startOrder = ints32[nIns+nRoots : nIns+2*nRoots : nIns+2*nRoots]
 	if named > 0 {
-		p.index = idindex.In(ints32[2*nRoots:])
+		p.index = idindex.In(ints32[nIns+2*nRoots:])
 	}
 	for _, i := range order {
 		c := cores[i]
@@ -466,7 +479,7 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 			m := effectiveMust(cores[j], c.id, flatMust[first[i]+int32(k)])
 			outs = append(outs, pedge{node: idx[j], must: m})
 			to := &p.nodes[idx[j]]
-			ins[to.in1] = pedge{node: idx[i], must: m}
+			ins[to.in1] = inEdge(idx[i], m)
 			to.in1++
 			if m {
 				to.nMust++
@@ -560,8 +573,9 @@ func (n *pnode) validateFlow(p *plan) error {
 		}
 		for _, id := range j.ids {
 			found := false
-			for _, e := range p.ins[n.in0:n.in1] {
-				found = found || p.nodes[e.node].core.id == id
+			for _, v := range p.ins[n.in0:n.in1] {
+				k, _ := upstream(v)
+				found = found || p.nodes[k].core.id == id
 			}
 			if !found {
 				return graphErr(ErrBadJoin, []string{n.core.id, id}, "node %q: %q is not one of its upstreams", n.core.id, id)

@@ -209,3 +209,15 @@ func TestCompileWithScratchAllocates(t *testing.T) {
 		}
 	}
 }
+
+// TestInEdgeKeepsNodeAndFlag checks the encoding of plan.ins: the must
+// flag in the sign bit, any node index up to maxNodes kept whole.
+func TestInEdgeKeepsNodeAndFlag(t *testing.T) {
+	for _, node := range []int32{0, 1, 7, 1 << 20, maxNodes} {
+		for _, must := range []bool{false, true} {
+			gotNode, gotMust := upstream(inEdge(node, must))
+			assert.Equal(t, node, gotNode, "node %d must %v", node, must)
+			assert.Equal(t, must, gotMust, "node %d must %v", node, must)
+		}
+	}
+}

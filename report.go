@@ -84,8 +84,9 @@ func (r *Run) Report() *Report {
 		in := r.p.in(int32(i))
 		nr.Deps = make([]int, len(in))
 		nr.Must = make([]bool, len(in))
-		for k, e := range in {
-			nr.Deps[k], nr.Must[k] = int(e.node), e.must
+		for k, v := range in {
+			j, must := upstream(v)
+			nr.Deps[k], nr.Must[k] = int(j), must
 		}
 		st := n.st()
 		nr.State = publicState(st)
@@ -218,8 +219,8 @@ func (r *Run) status(i int32, st int32, rep *Report) Status {
 		}
 		return StatusFailed
 	}
-	for _, e := range r.p.in(int32(i)) {
-		if rep.Nodes[e.node].Status == StatusPending {
+	for _, v := range r.p.in(int32(i)) {
+		if j, _ := upstream(v); rep.Nodes[j].Status == StatusPending {
 			return StatusPending
 		}
 	}

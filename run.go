@@ -1267,8 +1267,8 @@ func (r *Run) settle(wl *worklist) {
 // it has been triggered or has ended without starting. A predecessor that
 // no successor needs any more is skipped (the short-circuit rule).
 func (r *Run) release(i int32, wl *worklist) {
-	for _, e := range r.p.in(i) {
-		x := e.node
+	for _, v := range r.p.in(i) {
+		x, _ := upstream(v)
 		xn, xp := &r.nodes[x], &r.p.nodes[x]
 		if terminal(xn.st()) {
 			continue // ended: nothing left to skip, no need to count
