@@ -24,7 +24,7 @@ type plan struct {
 	// start in order.
 	startOrder []int32
 	outs       []pedge             // every node's successors: see pnode.out0
-	ins        []int32             // every node's predecessors (see upstream): see pnode.in0
+	ins        []int32             // every node's predecessors with their must flags: see pnode.in0, upstream
 	index      idindex.Index       // id → node index, for ids other than ""
 	runs       sync.Pool           // *Run, for a Plan's runs
 	single     atomic.Pointer[Run] // the run of a single-use graph, once it starts

@@ -25,7 +25,7 @@ type Run struct {
 	slots     []any // slots[i] is node i's *slot[R] in a pooled run (see slot)
 	// helper is the run's task, built once per Run value: its first call
 	// in a run starts the run, later calls drain the shared queue (see
-	// newRun).
+	// init).
 	helper func()
 	// begun is set by helper's first call in a run, which every later
 	// call happens after: they are started by tasks of the run.
