@@ -334,9 +334,10 @@ func (p *Pool) offer(task func(), queue bool) offerResult {
 }
 
 // place decides, with mu held, where task goes. It returns the idle
-// worker to hand it to, or a new worker to start with it (spawn), or
-// neither when it queued the task or refused it; the caller then calls
-// deliver, preferably after releasing mu.
+// worker to hand it to, or spawn for a new worker to start with it (its
+// slot is counted here; deliver makes it, outside mu), or neither when it
+// queued the task or refused it; the caller then calls deliver,
+// preferably after releasing mu.
 func (p *Pool) place(task func(), queue bool) (res offerResult, w *poolWorker, spawn bool) {
 	if p.closed.Load() {
 		return offerClosed, nil, false
@@ -350,7 +351,7 @@ func (p *Pool) place(task func(), queue bool) (res offerResult, w *poolWorker, s
 	if p.workers.Load() < p.size {
 		p.workers.Add(1)
 		p.live.Add(1)
-		return offerOK, &poolWorker{ch: make(chan func(), 1)}, true
+		return offerOK, nil, true
 	}
 	if !queue || int(p.queued.Load()) >= p.qcap {
 		return offerFull, nil, false
@@ -371,7 +372,7 @@ func (p *Pool) place(task func(), queue bool) (res offerResult, w *poolWorker, s
 func (p *Pool) deliver(task func(), w *poolWorker, spawn bool) {
 	switch {
 	case spawn:
-		go p.worker(w, task)
+		go p.worker(&poolWorker{ch: make(chan func(), 1)}, task)
 	case w != nil:
 		w.ch <- task
 	}
