@@ -306,7 +306,7 @@ func reached(c *atomic.Int32, need int32) bool {
 
 func (r *Run) upstreamErr(i int32) error {
 	pn := &r.p.nodes[i]
-	return &UpstreamError{ID: pn.core.id, Err: pn.impl.resultErr(r.slot(i), r.nodes[i].st())}
+	return &UpstreamError{ID: pn.core.id, Err: pn.core.impl.resultErr(r.slot(i), r.nodes[i].st())}
 }
 
 // allUpstreamErr joins the errors of the upstreams of s that ended without
@@ -386,7 +386,7 @@ func (r *Run) askJoin(s int32) (d Decision, perr error, ok bool) {
 		up.Pending = st == sPending
 		if terminal(st) {
 			up.Ended, up.OK = true, r.counts(j)
-			up.Value, up.Result, up.Err = r.p.nodes[j].impl.resultAny(r.slot(j), st)
+			up.Value, up.Result, up.Err = r.p.nodes[j].core.impl.resultAny(r.slot(j), st)
 		}
 	}
 	d, perr = callJoin(pn.flow.join.fn, ups)

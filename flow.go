@@ -391,7 +391,7 @@ func (r *Run) Resume(id string, how Resumption) error {
 		}
 		return nil
 	case resumeSucceed:
-		if err := pn.impl.checkValue(how.value); err != nil {
+		if err := pn.core.impl.checkValue(how.value); err != nil {
 			return fmt.Errorf("%w: node %q: %v", ErrResultType, id, err)
 		}
 		r.taskStart() // handed to settleResumed; taken before the node is ending
@@ -399,7 +399,7 @@ func (r *Run) Resume(id string, how Resumption) error {
 			r.taskDone()
 			return r.notPending(i, id)
 		}
-		pn.impl.setSuccess(r.slot(i), how.value)
+		pn.core.impl.setSuccess(r.slot(i), how.value)
 		r.settleResumed(i, sFinish)
 		return nil
 	case resumeFail:
@@ -411,7 +411,7 @@ func (r *Run) Resume(id string, how Resumption) error {
 			r.taskDone()
 			return r.notPending(i, id)
 		}
-		pn.impl.setFailure(r, i, r.slot(i), ResultException, how.err)
+		pn.core.impl.setFailure(r, i, r.slot(i), ResultException, how.err)
 		r.settleResumed(i, sError)
 		return nil
 	}

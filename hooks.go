@@ -104,7 +104,7 @@ func (r *Run) event(i int32) NodeEvent {
 	st := n.st()
 	ev := NodeEvent{ID: pn.core.id, Index: int(i), State: publicState(st), Attempt: int(r.attemptsOf(i))}
 	if terminal(st) {
-		ev.Result, ev.Err = pn.impl.resultMeta(r.slot(i), st)
+		ev.Result, ev.Err = pn.core.impl.resultMeta(r.slot(i), st)
 		ev.Reason = r.reason(i)
 	}
 	if r.times != nil {

@@ -45,7 +45,7 @@ func (p *plan) scalarResults() []bool {
 	p.scalarOnce.Do(func() {
 		p.scalar = make([]bool, len(p.nodes))
 		for i := range p.nodes {
-			switch p.nodes[i].impl.resultType().Kind() {
+			switch p.nodes[i].core.impl.resultType().Kind() {
 			case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 				reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
 				reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
@@ -149,16 +149,17 @@ func (p *plan) getRun() *Run {
 	return r
 }
 
-// pnode is a node of a plan. Its id is core.id, read where errors,
-// reports and lookups need it: a copy would cost every plan 16 bytes a
-// node.
+// pnode is a node of a plan, 64 bytes: one cache line in a plan's array
+// (TestPlanNodeSize). Its id is core.id, read where errors, reports and
+// lookups need it, and its typed half is core.impl, read next to the
+// worker it calls (the wrapper's line that holds the worker holds impl
+// too): a copy of either would cost every plan 16 bytes a node.
 type pnode struct {
-	impl nodeImpl
 	core *nodeCore
 	flow *flowSpec // nil for a node without flow rules
 	// The node's successors are plan.outs[out0:out1] and its
 	// predecessors plan.ins[in0:in1] (see plan.out and plan.in): offsets
-	// instead of three slice headers keep a node at 80 bytes.
+	// instead of three slice headers.
 	out0, out1, in0, in1 int32
 	nMust, nOpt          int32
 	// needOK and needFail are the counted upstream ends that trigger and
@@ -462,7 +463,7 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 	for _, i := range order {
 		c := cores[i]
 		n := &p.nodes[idx[i]]
-		n.impl, n.core, n.shortCircuit = c.impl, c, !c.noShortCircuit
+		n.core, n.shortCircuit = c, !c.noShortCircuit
 		// Ids are indexed here, under the nodes' final indexes, so that
 		// duplicates are found after the graph's shape is checked.
 		if c.id != "" {
@@ -498,7 +499,7 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 			return nil, err
 		}
 		p.nodes[k].setThresholds()
-		p.nodes[k].hasCallback = p.nodes[k].impl.hasCallback()
+		p.nodes[k].hasCallback = p.nodes[k].core.impl.hasCallback()
 		for _, e := range p.out(int32(k)) {
 			p.nodes[k].customOut = p.nodes[k].customOut || p.nodes[e.node].joinKind == joinCustom
 		}

@@ -104,7 +104,7 @@ func (r *Run) Report() *Report {
 			}
 		}
 		if terminal(st) {
-			nr.Value, nr.Result, nr.Err = pn.impl.resultAny(r.slot(int32(i)), st)
+			nr.Value, nr.Result, nr.Err = pn.core.impl.resultAny(r.slot(int32(i)), st)
 			nr.Reason = r.reason(int32(i))
 			if by := n.decidedBy(); by >= 0 {
 				nr.DecidedBy = r.p.nodes[by].core.id
@@ -210,7 +210,7 @@ func (r *Run) status(i int32, st int32, rep *Report) Status {
 	case sFinish:
 		return StatusSucceeded
 	case sError:
-		rs, err := r.p.nodes[i].impl.resultMeta(r.slot(i), st)
+		rs, err := r.p.nodes[i].core.impl.resultMeta(r.slot(i), st)
 		switch {
 		case rs == ResultTimeout:
 			return StatusTimedOut
@@ -230,7 +230,7 @@ func (r *Run) status(i int32, st int32, rep *Report) Status {
 // reason explains why node i, which has ended, did not succeed.
 func (r *Run) reason(i int32) string {
 	pn := &r.p.nodes[i]
-	st, err := pn.impl.resultMeta(r.slot(i), r.nodes[i].st())
+	st, err := pn.core.impl.resultMeta(r.slot(i), r.nodes[i].st())
 	switch st {
 	case ResultSuccess:
 		return ""

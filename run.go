@@ -178,7 +178,7 @@ func (r *Run) slot(i int32) any {
 	if r.pooled {
 		return r.slots[i]
 	}
-	return r.p.nodes[i].impl.ownSlot()
+	return r.p.nodes[i].core.impl.ownSlot()
 }
 
 // newRun allocates the state of one run of p.
@@ -197,7 +197,7 @@ func (r *Run) init(p *plan, pooled bool) {
 	}
 	for i := range p.nodes {
 		if pooled {
-			r.slots[i] = p.nodes[i].impl.newSlot()
+			r.slots[i] = p.nodes[i].core.impl.newSlot()
 		}
 		if p.nodes[i].flow != nil {
 			if r.exts == nil {
@@ -394,7 +394,7 @@ func (r *Run) recycle() {
 			if scalar[i] && r.nodes[i].st() == sFinish {
 				continue // its slot holds a number, no error: nothing to keep alive
 			}
-			r.p.nodes[i].impl.clearSlot(r.slots[i])
+			r.p.nodes[i].core.impl.clearSlot(r.slots[i])
 		}
 		r.a, r.ctx, r.cancel, r.stopSweep, r.ctxDone = nil, nil, nil, nil, nil
 		r.p.runs.Put(r)
@@ -1084,10 +1084,10 @@ func (r *Run) attempt(i int32, wl *worklist) {
 	}
 	if r.sample {
 		t0 := time.Since(r.a.epoch)
-		r.p.nodes[i].impl.execute(ctx, r, i, wl)
+		r.p.nodes[i].core.impl.execute(ctx, r, i, wl)
 		r.p.nodes[i].timed(time.Since(r.a.epoch) - t0)
 	} else {
-		r.p.nodes[i].impl.execute(ctx, r, i, wl)
+		r.p.nodes[i].core.impl.execute(ctx, r, i, wl)
 	}
 	wl.cur = -1
 }
@@ -1185,7 +1185,7 @@ func (r *Run) end(i int32, from int32, st ResultState, err error, by int32, wl *
 	if ownTimeout {
 		r.failedFinally(i) // PolicyContinue applies to the node's own timeout
 	}
-	r.p.nodes[i].impl.setFailure(r, i, r.slot(i), st, err)
+	r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), st, err)
 	r.finish(i, sError, wl)
 	if ownTimeout {
 		if f := r.p.nodes[i].flow; f != nil && f.policy == PolicyEnd {
@@ -1290,7 +1290,7 @@ func (r *Run) processEnd(i int32, wl *worklist) {
 	wl.prop = i
 	if pn.hasCallback {
 		wl.fresh = false // user code ran: look at the deadline again
-		if p := pn.impl.fireResult(r.slot(i), n.st()); p != nil {
+		if p := pn.core.impl.fireResult(r.slot(i), n.st()); p != nil {
 			r.callbackPanic(pn.core.id, "Result", p)
 		}
 	}

@@ -513,7 +513,7 @@ func ResultOf[R any](all Wrappers, id string) (WorkResult[R], error) {
 	s, ok := all.r.slot(i).(*slot[R])
 	if !ok {
 		return WorkResult[R]{}, fmt.Errorf("%w: node %q produces %v, not %v",
-			ErrResultType, id, all.r.p.nodes[i].impl.resultType(), reflect.TypeFor[R]())
+			ErrResultType, id, all.r.p.nodes[i].core.impl.resultType(), reflect.TypeFor[R]())
 	}
 	if st := n.st(); terminal(st) {
 		return s.get(st), nil

@@ -117,6 +117,13 @@ func TestWrapperSize(t *testing.T) {
 	assert.LessOrEqual(t, unsafe.Sizeof(WorkerWrapper[*int, *int]{}), uintptr(208))
 }
 
+// TestPlanNodeSize guards the size of a plan node: one cache line, which
+// a run reads for every node, and 64 bytes a node of what compiling a
+// graph allocates.
+func TestPlanNodeSize(t *testing.T) {
+	assert.Equal(t, uintptr(64), unsafe.Sizeof(pnode{}))
+}
+
 // TestBuildAllocatesOneObjectPerNode guards the size of the edge lists: a
 // node allocates only its wrapper as long as it has at most two
 // successors, however many upstreams it has (a downstream node keeps only
