@@ -442,9 +442,7 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 		if indeg[k] == 0 {
 			nRoots++
 		}
-	}
-	for _, c := range cores {
-		if c.id != "" {
+		if cores[k].id != "" {
 			named++
 		}
 	}
@@ -459,6 +457,13 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 	p.startOrder = ints32[nIns+nRoots : nIns+2*nRoots : nIns+2*nRoots]
 	if named > 0 {
 		p.index = idindex.In(ints32[nIns+2*nRoots:])
+	}
+	// The roots in index order, and their start order, last first.
+	for k := range p.nodes {
+		if indeg[k] == 0 {
+			p.startOrder[nRoots-1-len(p.roots)] = int32(k)
+			p.roots = append(p.roots, int32(k))
+		}
 	}
 	for _, i := range order {
 		c := cores[i]
@@ -492,9 +497,6 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 	}
 	p.outs, p.ins = outs, ins
 	for k := range p.nodes {
-		if p.nodes[k].nIn() == 0 {
-			p.roots = append(p.roots, int32(k))
-		}
 		if err := p.nodes[k].validateFlow(p); err != nil {
 			return nil, err
 		}
@@ -503,9 +505,6 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 		for _, e := range p.out(int32(k)) {
 			p.nodes[k].customOut = p.nodes[k].customOut || p.nodes[e.node].joinKind == joinCustom
 		}
-	}
-	for k := len(p.roots) - 1; k >= 0; k-- {
-		p.startOrder[len(p.roots)-1-k] = p.roots[k]
 	}
 	return p, nil
 }
