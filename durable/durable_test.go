@@ -389,13 +389,17 @@ func TestSaveEachFailureRetriesTheSaveNotTheWorker(t *testing.T) {
 
 // TestSavesAreOneAtATimeAndEndWithTheRun checks SaveEach's promises: no
 // two saves overlap, and a worker that ignores its ctx and succeeds after
-// the run ended saves nothing.
+// the run ended saves nothing. The run ends when stop, under PolicyEnd,
+// fails once the 20 quick nodes have saved and late has started; late
+// returns success only after the test has seen the attempt fail. Nothing
+// here races a deadline: an earlier form ended the run with a 150 ms group
+// deadline, which a slow machine reached after 6 of the 20 saves.
 func TestSavesAreOneAtATimeAndEndWithTheRun(t *testing.T) {
 	db := openSQLite(t)
-	var inSave, overlaps, saves atomic.Int32
+	var inSave, overlaps, saves, committed atomic.Int32
 	var runEnded atomic.Bool
-	lateDone := make(chan struct{})
-	worker := mustWorker(t, newAsync(t), 150*time.Millisecond, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+	allSaved, lateStarted, release, lateDone := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
+	worker := mustWorker(t, newAsync(t), 30*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
 		var starts []asynctool.Wrapper
 		for k := range 20 {
 			var n atomic.Int32
@@ -403,11 +407,16 @@ func TestSavesAreOneAtATimeAndEndWithTheRun(t *testing.T) {
 		}
 		starts = append(starts, Node(cp, "late", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
 			defer close(lateDone)
-			time.Sleep(600 * time.Millisecond) // ignores its ctx
-			runEnded.Store(true)
+			close(lateStarted)
+			<-release // ignores its ctx
 			return 1, nil
 		}), 0))
-		return starts, nil
+		stop := Node(cp, "stop", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			<-allSaved
+			<-lateStarted
+			return 0, errors.New("stop")
+		}), 0).OnFailure(asynctool.PolicyEnd)
+		return append(starts, stop), nil
 	}).SaveEach(sqliteSave(db, func() error {
 		if inSave.Add(1) > 1 {
 			overlaps.Add(1)
@@ -419,15 +428,46 @@ func TestSavesAreOneAtATimeAndEndWithTheRun(t *testing.T) {
 			return errors.New("saved after the run ended")
 		}
 		return nil
+	}, func() {
+		if committed.Add(1) == 20 {
+			close(allSaved)
+		}
+	}))
+	evs := runWorker(t, db, worker, sumArgs{}, 1)
+	require.Len(t, evs, 1)
+	runEnded.Store(true)
+	close(release)
+	<-lateDone
+	time.Sleep(50 * time.Millisecond) // a late save, if any, would have begun
+	assert.Equal(t, river.EventKindJobFailed, evs[0].Kind, "stop ended the run")
+	assert.Equal(t, int32(20), saves.Load(), "the 20 quick nodes saved; late did not")
+	assert.Zero(t, overlaps.Load())
+}
+
+// TestNoSaveAfterTheDeadline checks the same promise when the group
+// deadline ends the run: late, which ignores its ctx, returns success
+// only after the test has seen the attempt fail, and saves nothing.
+func TestNoSaveAfterTheDeadline(t *testing.T) {
+	db := openSQLite(t)
+	var saves atomic.Int32
+	release, lateDone := make(chan struct{}), make(chan struct{})
+	worker := mustWorker(t, newAsync(t), 50*time.Millisecond, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		return []asynctool.Wrapper{Node(cp, "late", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			defer close(lateDone)
+			<-release // ignores its ctx
+			return 1, nil
+		}), 0)}, nil
+	}).SaveEach(sqliteSave(db, func() error {
+		saves.Add(1)
+		return nil
 	}, nil))
 	evs := runWorker(t, db, worker, sumArgs{}, 1)
 	require.Len(t, evs, 1)
-	ev := evs[0]
+	close(release)
 	<-lateDone
 	time.Sleep(50 * time.Millisecond) // a late save, if any, would have begun
-	assert.Equal(t, river.EventKindJobFailed, ev.Kind, "late is a sink and timed out")
-	assert.Equal(t, int32(20), saves.Load(), "the 20 quick nodes saved; late did not")
-	assert.Zero(t, overlaps.Load())
+	assert.Equal(t, river.EventKindJobFailed, evs[0].Kind, "late is a sink and timed out")
+	assert.Zero(t, saves.Load(), "late succeeded after the run ended")
 }
 
 // TestTimedOutSinkFailsTheAttempt checks that the group deadline applies:
