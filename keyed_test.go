@@ -125,6 +125,7 @@ func TestKeyedCloseDropsQueuedAndWaitsForRunning(t *testing.T) {
 	}
 	closed := make(chan struct{})
 	go func() { k.Close(); close(closed) }()
+	require.Eventually(t, k.closed.Load, 10*time.Second, time.Millisecond, "Close has begun")
 	select {
 	case <-closed:
 		t.Fatal("Close returned while a task was running")

@@ -127,6 +127,7 @@ func TestPoolCloseRunsQueuedTasks(t *testing.T) {
 	}
 	closed := make(chan struct{})
 	go func() { assert.NoError(t, p.Close()); close(closed) }()
+	require.Eventually(t, p.closed.Load, 10*time.Second, time.Millisecond, "Close has begun")
 	select {
 	case <-closed:
 		t.Fatal("Close returned before the running task finished")

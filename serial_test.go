@@ -163,6 +163,7 @@ func TestSerialCloseDropsQueuedAndWaitsForRunning(t *testing.T) {
 	}
 	closed := make(chan struct{})
 	go func() { s.Close(); close(closed) }()
+	require.Eventually(t, s.closed.Load, 10*time.Second, time.Millisecond, "Close has begun")
 	select {
 	case <-closed:
 		t.Fatal("Close returned while a task was running")

@@ -182,6 +182,7 @@ func TestStreamCloseWaitsForTail(t *testing.T) {
 	ran := runStream(t.Context(), s)
 	closed := make(chan error)
 	go func() { closed <- s.Close() }()
+	require.Eventually(t, s.closing.Load, 10*time.Second, time.Millisecond, "Close has begun")
 	select {
 	case <-closed:
 		t.Fatal("Close returned before the tail ended")
