@@ -819,28 +819,30 @@ func TestCancelFromTheSinkReturnsWithIt(t *testing.T) {
 // its node's own Timeout by ignoring its ctx keeps the run busy: the run
 // is not reported stalled until the worker returns.
 func TestSuspendedWaitsForALateWorker(t *testing.T) {
-	a := newAsync(t)
-	release := make(chan struct{})
-	x := NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-		return 0, errBoom
-	}), 0).OnFailure(PolicySuspend)
-	z := NewWrapper("z", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-		<-release // ignores its ctx
-		return 1, nil
-	}), 0).Timeout(time.Millisecond)
-	r, err := a.Start(context.Background(), time.Minute, x, z)
-	require.NoError(t, err)
-	t.Cleanup(r.Cancel)
-	require.Eventually(t, func() bool {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		release := make(chan struct{})
+		x := NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			return 0, errBoom
+		}), 0).OnFailure(PolicySuspend)
+		z := NewWrapper("z", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			<-release // ignores its ctx
+			return 1, nil
+		}), 0).Timeout(time.Millisecond)
+		r, err := a.Start(context.Background(), time.Minute, x, z)
+		require.NoError(t, err)
+		defer r.Cancel()
+		time.Sleep(time.Millisecond) // z's own timeout passes (fake time: only once z's worker blocks)
+		synctest.Wait()
 		rep := r.Report()
-		return rep.Nodes[0].Status == StatusPending && rep.Nodes[1].Status == StatusTimedOut ||
-			rep.Nodes[1].Status == StatusPending && rep.Nodes[0].Status == StatusTimedOut
-	}, 10*time.Second, time.Millisecond, "x pending, z timed out")
-	stall := r.Suspended()
-	time.Sleep(20 * time.Millisecond)
-	assert.False(t, isClosed(stall), "z's worker is still running")
-	close(release)
-	waitClosed(t, stall, "z's worker returned, but Suspended was not closed")
+		require.Equal(t, StatusPending, rep.Nodes[0].Status, "x pending")
+		require.Equal(t, StatusTimedOut, rep.Nodes[1].Status, "z timed out")
+		assert.False(t, isClosed(r.Suspended()), "z's worker is still running")
+		close(release)
+		synctest.Wait()
+		assert.True(t, isClosed(r.Suspended()), "z's worker returned, but Suspended was not closed")
+	})
 }
 
 // holdExec runs each task on a new goroutine or, while hold is set, keeps

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/asynctool-go/asynctool"
@@ -77,7 +78,7 @@ func TestSpans(t *testing.T) {
 
 	ctx, parent := tracer.Start(context.Background(), "request")
 	a := asynctool.New(asynctool.WithHooks(h))
-	require.NoError(t, a.BeginWork(ctx, time.Second, user, bad))
+	require.NoError(t, a.BeginWork(ctx, 10*time.Second, user, bad))
 	require.NoError(t, a.Close())
 	parent.End()
 
@@ -128,43 +129,48 @@ func TestSpans(t *testing.T) {
 // TestSkipAndTimeout checks the outcomes that only the deadline and
 // short-circuit produce.
 func TestSkipAndTimeout(t *testing.T) {
-	h, exp, _, _ := setup(t)
-	// The stuck workers ignore their context and return only once the run
-	// is over, so the run ends by its deadline, on the goroutine that
-	// sweeps it.
-	release := make(chan struct{})
-	stuck := func() *asynctooltest.Fake[int, int] {
-		return asynctooltest.Func(func(context.Context, int) (int, error) { <-release; return 1, nil })
-	}
-	first := asynctool.NewWrapper("first", asynctooltest.Returns[int](1), 0)
-	upSlow := asynctool.NewWrapper("up-slow", stuck(), 0)
-	spare := asynctool.NewWrapper("spare", asynctooltest.Returns[int](1), 0).Depend(upSlow, true)
-	asynctool.NewWrapper("any", asynctooltest.Returns[int](1), 0).Depend(first, false).Depend(spare, false)
-	slow := asynctool.NewWrapper("slow", stuck(), 0)
+	// In a synctest bubble the 50 ms deadline is fake time: it passes
+	// only once every goroutine is blocked, so first and any have ended
+	// and slow has started, however slow the machine.
+	synctest.Test(t, func(t *testing.T) {
+		h, exp, _, _ := setup(t)
+		// The stuck workers ignore their context and return only once the run
+		// is over, so the run ends by its deadline, on the goroutine that
+		// sweeps it.
+		release := make(chan struct{})
+		stuck := func() *asynctooltest.Fake[int, int] {
+			return asynctooltest.Func(func(context.Context, int) (int, error) { <-release; return 1, nil })
+		}
+		first := asynctool.NewWrapper("first", asynctooltest.Returns[int](1), 0)
+		upSlow := asynctool.NewWrapper("up-slow", stuck(), 0)
+		spare := asynctool.NewWrapper("spare", asynctooltest.Returns[int](1), 0).Depend(upSlow, true)
+		asynctool.NewWrapper("any", asynctooltest.Returns[int](1), 0).Depend(first, false).Depend(spare, false)
+		slow := asynctool.NewWrapper("slow", stuck(), 0)
 
-	a := asynctool.New(asynctool.WithHooks(h))
-	err := a.BeginWork(context.Background(), 50*time.Millisecond, first, upSlow, slow)
-	close(release)
-	require.NoError(t, a.Close())
-	assert.ErrorIs(t, err, context.DeadlineExceeded)
+		a := asynctool.New(asynctool.WithHooks(h))
+		err := a.BeginWork(context.Background(), 50*time.Millisecond, first, upSlow, slow)
+		close(release)
+		require.NoError(t, a.Close())
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
 
-	spans := map[string]tracetest.SpanStub{}
-	for _, s := range exp.GetSpans() {
-		spans[s.Name] = s
-	}
-	sp := attrs(spans["asynctool.node spare"].Attributes)
-	assert.Equal(t, "skipped", sp["asynctool.node.outcome"].AsString())
-	assert.Equal(t, "no successor needed it any more", sp["asynctool.node.reason"].AsString())
+		spans := map[string]tracetest.SpanStub{}
+		for _, s := range exp.GetSpans() {
+			spans[s.Name] = s
+		}
+		sp := attrs(spans["asynctool.node spare"].Attributes)
+		assert.Equal(t, "skipped", sp["asynctool.node.outcome"].AsString())
+		assert.Equal(t, "no successor needed it any more", sp["asynctool.node.reason"].AsString())
 
-	s := spans["asynctool.node slow"]
-	assert.Equal(t, "timeout", attrs(s.Attributes)["asynctool.node.outcome"].AsString())
-	assert.True(t, attrs(s.Attributes)["asynctool.node.ran"].AsBool())
-	require.NotEmpty(t, s.Events)
-	assert.Equal(t, "timeout", s.Events[0].Name)
-	assert.Equal(t, codes.Error, s.Status.Code)
+		s := spans["asynctool.node slow"]
+		assert.Equal(t, "timeout", attrs(s.Attributes)["asynctool.node.outcome"].AsString())
+		assert.True(t, attrs(s.Attributes)["asynctool.node.ran"].AsBool())
+		require.NotEmpty(t, s.Events)
+		assert.Equal(t, "timeout", s.Events[0].Name)
+		assert.Equal(t, codes.Error, s.Status.Code)
 
-	run := spans["asynctool.run"]
-	assert.Equal(t, codes.Error, run.Status.Code, "the run was cut short")
+		run := spans["asynctool.run"]
+		assert.Equal(t, codes.Error, run.Status.Code, "the run was cut short")
+	})
 }
 
 // TestConcurrentRuns checks that runs sharing the hooks keep their spans
@@ -177,7 +183,7 @@ func TestConcurrentRuns(t *testing.T) {
 		wg.Go(func() {
 			x := asynctool.NewWrapper("x", asynctooltest.Sleeps[int](time.Millisecond, 1), 0)
 			asynctool.NewWrapper("y", asynctooltest.Returns[int](2), 0).Depend(x, true)
-			assert.NoError(t, a.BeginWork(context.Background(), time.Second, x))
+			assert.NoError(t, a.BeginWork(context.Background(), 10*time.Second, x))
 		})
 	}
 	wg.Wait()
@@ -209,7 +215,7 @@ func TestMetrics(t *testing.T) {
 	bad := asynctool.NewWrapper("bad", asynctooltest.Fails[int, int](errDown), 0)
 	asynctool.NewWrapper("after", asynctooltest.Returns[int](1), 0).Depend(bad, true)
 	a := asynctool.New(asynctool.WithHooks(h))
-	require.NoError(t, a.BeginWork(context.Background(), time.Second, ok, bad))
+	require.NoError(t, a.BeginWork(context.Background(), 10*time.Second, ok, bad))
 	require.NoError(t, a.Close())
 
 	var rm metricdata.ResourceMetrics
