@@ -167,6 +167,6 @@ func TestAcceptanceResultsByID(t *testing.T) {
 		}), "second").Depend(first, true)
 	// The one-liner, without Close: the Async's idle workers exit
 	// on their own, which goleak in TestMain checks.
-	require.NoError(t, asynctool.New(asynctool.WithMaxWorkers(64)).BeginWork(context.Background(), time.Second, first))
+	require.NoError(t, asynctool.New(asynctool.WithMaxWorkers(64)).BeginWork(context.Background(), 10*time.Second, first))
 	assert.Equal(t, "result of first then second", second.Result().Value)
 }

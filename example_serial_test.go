@@ -35,8 +35,8 @@ func ExampleSerial_SubmitAfter() {
 	defer s.Close()
 	done := make(chan struct{})
 	cancel, _ := s.SubmitAfter(time.Hour, func() { fmt.Println("never") })
-	_, _ = s.SubmitAfter(time.Millisecond, func() { fmt.Println("later"); close(done) })
 	fmt.Println("cancelled:", cancel())
+	_, _ = s.SubmitAfter(time.Millisecond, func() { fmt.Println("later"); close(done) })
 	<-done
 	// Output:
 	// cancelled: true

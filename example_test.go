@@ -35,7 +35,7 @@ func Example() {
 
 	a := asynctool.New()
 	defer a.Close()
-	err := a.BeginWork(context.Background(), 200*time.Millisecond, user, cart)
+	err := a.BeginWork(context.Background(), time.Second, user, cart)
 
 	fmt.Println(err)
 	fmt.Println(page.Result().Value)

@@ -525,7 +525,7 @@ func TestClaimedNodeCanBeSkipped(t *testing.T) {
 	y.Depend(p, true)  // p's edge 0
 	x.Depend(p, true)  // p's edge 1: looked at first, claimed
 	y.Depend(x, false) // y's trigger releases x, which nothing needs any more
-	require.NoError(t, a.BeginWork(context.Background(), time.Second, p))
+	require.NoError(t, a.BeginWork(context.Background(), 10*time.Second, p))
 	assert.ErrorIs(t, x.Result().Err, ErrSkipped)
 	assert.False(t, xRan.Load())
 	assert.Equal(t, ResultSuccess, y.Result().State)

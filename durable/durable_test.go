@@ -320,7 +320,7 @@ func TestCancelFromAToleratedNode(t *testing.T) {
 func TestDeadlineOnANodeNoSinkNeeds(t *testing.T) {
 	var sink atomic.Int32
 	slowStarted := make(chan struct{})
-	evs := runJob(t, 1, 200*time.Millisecond, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+	evs := runJob(t, 1, 2*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
 		slow := Node(cp, "slow", asynctool.WorkerFunc[int, int](func(ctx context.Context, _ int, _ asynctool.Wrappers) (int, error) {
 			close(slowStarted)
 			<-ctx.Done()

@@ -73,7 +73,7 @@ func serve(t *testing.T, timeout time.Duration, b Backends) *httptest.ResponseRe
 }
 
 func TestUserDownIs502(t *testing.T) {
-	rec := serve(t, time.Second, Backends{
+	rec := serve(t, 10*time.Second, Backends{
 		User: asynctooltest.Fails[int64, string](errDown),
 		Cart: asynctooltest.Returns[int64](3),
 		Recs: asynctooltest.Returns[int64]([]string{"lamp"}),
