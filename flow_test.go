@@ -838,10 +838,11 @@ func TestSuspendedWaitsForALateWorker(t *testing.T) {
 		rep := r.Report()
 		require.Equal(t, StatusPending, rep.Nodes[0].Status, "x pending")
 		require.Equal(t, StatusTimedOut, rep.Nodes[1].Status, "z timed out")
-		assert.False(t, isClosed(r.Suspended()), "z's worker is still running")
+		stall := r.Suspended() // taken before z returns, so the run must close it
+		assert.False(t, isClosed(stall), "z's worker is still running")
 		close(release)
 		synctest.Wait()
-		assert.True(t, isClosed(r.Suspended()), "z's worker returned, but Suspended was not closed")
+		assert.True(t, isClosed(stall), "z's worker returned, but Suspended was not closed")
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -399,7 +400,7 @@ func TestSavesAreOneAtATimeAndEndWithTheRun(t *testing.T) {
 	var inSave, overlaps, saves, committed atomic.Int32
 	var runEnded atomic.Bool
 	allSaved, lateStarted, release, lateDone := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
-	worker := mustWorker(t, newAsync(t), 30*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+	worker := mustWorker(t, newAsync(t), 10*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
 		var starts []asynctool.Wrapper
 		for k := range 20 {
 			var n atomic.Int32
@@ -411,8 +412,12 @@ func TestSavesAreOneAtATimeAndEndWithTheRun(t *testing.T) {
 			<-release // ignores its ctx
 			return 1, nil
 		}), 0))
-		stop := Node(cp, "stop", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
-			<-allSaved
+		stop := Node(cp, "stop", asynctool.WorkerFunc[int, int](func(ctx context.Context, _ int, _ asynctool.Wrappers) (int, error) {
+			select {
+			case <-allSaved:
+			case <-ctx.Done(): // a save failed: the deadline ends the run
+				return 0, ctx.Err()
+			}
 			<-lateStarted
 			return 0, errors.New("stop")
 		}), 0).OnFailure(asynctool.PolicyEnd)
@@ -433,13 +438,20 @@ func TestSavesAreOneAtATimeAndEndWithTheRun(t *testing.T) {
 			close(allSaved)
 		}
 	}))
+	// If the test fails before it releases late, the Async's Close in an
+	// earlier cleanup would wait for late forever.
+	releaseLate := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseLate)
 	evs := runWorker(t, db, worker, sumArgs{}, 1)
 	require.Len(t, evs, 1)
 	runEnded.Store(true)
-	close(release)
+	releaseLate()
 	<-lateDone
 	time.Sleep(50 * time.Millisecond) // a late save, if any, would have begun
 	assert.Equal(t, river.EventKindJobFailed, evs[0].Kind, "stop ended the run")
+	require.NotEmpty(t, evs[0].Job.Errors)
+	assert.Contains(t, evs[0].Job.Errors[0].Error, `"stop"`, "stop's failure ended the run, not the deadline")
+	assert.Equal(t, int32(20), committed.Load(), "the 20 quick nodes' saves committed")
 	assert.Equal(t, int32(20), saves.Load(), "the 20 quick nodes saved; late did not")
 	assert.Zero(t, overlaps.Load())
 }
@@ -450,10 +462,11 @@ func TestSavesAreOneAtATimeAndEndWithTheRun(t *testing.T) {
 func TestNoSaveAfterTheDeadline(t *testing.T) {
 	db := openSQLite(t)
 	var saves atomic.Int32
-	release, lateDone := make(chan struct{}), make(chan struct{})
-	worker := mustWorker(t, newAsync(t), 50*time.Millisecond, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+	lateStarted, release, lateDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	worker := mustWorker(t, newAsync(t), time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
 		return []asynctool.Wrapper{Node(cp, "late", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
 			defer close(lateDone)
+			close(lateStarted)
 			<-release // ignores its ctx
 			return 1, nil
 		}), 0)}, nil
@@ -461,9 +474,18 @@ func TestNoSaveAfterTheDeadline(t *testing.T) {
 		saves.Add(1)
 		return nil
 	}, nil))
+	releaseLate := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseLate) // see TestSavesAreOneAtATimeAndEndWithTheRun
 	evs := runWorker(t, db, worker, sumArgs{}, 1)
 	require.Len(t, evs, 1)
-	close(release)
+	releaseLate()
+	// A node that has not started when the deadline passes never starts;
+	// then there is no late success to test.
+	select {
+	case <-lateStarted:
+	case <-time.After(10 * time.Second):
+		t.Skip("late had not started when the 1 s deadline passed")
+	}
 	<-lateDone
 	time.Sleep(50 * time.Millisecond) // a late save, if any, would have begun
 	assert.Equal(t, river.EventKindJobFailed, evs[0].Kind, "late is a sink and timed out")
