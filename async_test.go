@@ -257,6 +257,8 @@ func TestIsolation(t *testing.T) {
 	busy := newAsync(t, WithMaxWorkers(1))
 	free := newAsync(t, WithMaxWorkers(1))
 	gate := make(chan struct{})
+	releaseGate := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(releaseGate) // after busy's Close: blocker ignores its ctx
 	blocker := NewWrapper("blocker", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
 		<-gate
 		return 0, nil
@@ -266,7 +268,7 @@ func TestIsolation(t *testing.T) {
 	quick := NewWrapper("quick", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil }), 0)
 	require.NoError(t, free.BeginWork(context.Background(), 0, quick))
 	assert.Equal(t, ResultSuccess, quick.Result().State)
-	close(gate)
+	releaseGate()
 	require.NoError(t, r.Wait(context.Background()))
 }
 

@@ -3,6 +3,7 @@ package asynctool
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -80,6 +81,8 @@ func TestMustFailureFailsAtOnce(t *testing.T) {
 		a := newAsync(t)
 		rec := newRecorder()
 		gate, slowRunning := make(chan struct{}), make(chan struct{})
+		releaseGate := sync.OnceFunc(func() { close(gate) })
+		t.Cleanup(releaseGate) // after this iteration's Close: the run has no deadline
 		slow := rec.node("slow", func(ctx context.Context, w Wrappers) (int, error) {
 			close(slowRunning)
 			return gated(gate, 1)(ctx, w)
@@ -99,7 +102,7 @@ func TestMustFailureFailsAtOnce(t *testing.T) {
 		require.Eventually(t, func() bool { return rec.count(rec.results, "c") == 1 }, 10*time.Second, time.Millisecond)
 		assert.Equal(t, StateWorking, slow.State(), "slow is still running when c fails")
 		assert.ErrorIs(t, c.Result().Err, errBoom)
-		close(gate)
+		releaseGate()
 		require.NoError(t, r.Wait(context.Background()))
 		assert.Equal(t, 0, rec.count(rec.actions, "c"))
 	}
@@ -111,16 +114,20 @@ func TestOptionalDoesNotBlock(t *testing.T) {
 	a := newAsync(t)
 	rec := newRecorder()
 	gate, slowRunning := make(chan struct{}), make(chan struct{})
+	releaseGate := sync.OnceFunc(func() { close(gate) })
+	releaseFast := sync.OnceFunc(func() { close(slowRunning) })
+	t.Cleanup(releaseGate) // after Close: the run has no deadline
+	t.Cleanup(releaseFast)
 	slow := rec.node("slow", gated(gate, 1))
 	fast := rec.node("fast", gated(slowRunning, 2))
 	c := rec.node("c", ok(3)).Depend(fast, true).Depend(slow, false)
 	r, err := a.Start(context.Background(), 0, fast, slow)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return slow.State() == StateWorking }, 10*time.Second, time.Millisecond)
-	close(slowRunning)
+	releaseFast()
 	require.Eventually(t, func() bool { return c.State() == StateFinish }, 10*time.Second, time.Millisecond)
 	assert.Equal(t, StateWorking, slow.State())
-	close(gate)
+	releaseGate()
 	require.NoError(t, r.Wait(context.Background()))
 	assert.Equal(t, ResultSuccess, slow.Result().State, "a started optional dependency is not cancelled")
 }

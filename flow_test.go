@@ -430,6 +430,7 @@ func TestSuspendAndResume(t *testing.T) {
 			sus, down, down2, other := build(rec, &calls)
 			r, err := a.Start(context.Background(), 0, sus, other)
 			require.NoError(t, err)
+			t.Cleanup(r.Cancel) // a failed test leaves sus pending: Close would wait for it
 			require.Eventually(t, func() bool {
 				rep := r.Report()
 				return rep.Nodes[0].Status == StatusPending && other.State() == StateFinish
@@ -461,6 +462,7 @@ func TestSuspendAndResume(t *testing.T) {
 		sus, down, _, other := build(rec, &calls)
 		r, err := a.Start(context.Background(), 0, sus, other)
 		require.NoError(t, err)
+		t.Cleanup(r.Cancel) // a failed test leaves sus pending: Close would wait for it
 		require.Eventually(t, func() bool { return r.Report().Nodes[0].Status == StatusPending }, 10*time.Second, time.Millisecond)
 		gaveUp := errors.New("operator gave up")
 		assert.ErrorIs(t, r.Resume("sus", SucceedWith("not an int")), ErrResultType)
@@ -528,6 +530,7 @@ func TestCustomJoinSuspend(t *testing.T) {
 	}))
 	r, err := a.Start(context.Background(), 0, up)
 	require.NoError(t, err)
+	t.Cleanup(r.Cancel) // a failed test leaves c pending: Close would wait for it
 	require.Eventually(t, func() bool { return r.Report().Nodes[1].Status == StatusPending }, 10*time.Second, time.Millisecond)
 	require.NoError(t, r.Resume("c", Rerun()))
 	require.NoError(t, r.Wait(context.Background()))
@@ -671,6 +674,8 @@ func TestSuspendedSignalsAStall(t *testing.T) {
 	}).OnFailure(PolicySuspend)
 	down := rec.node("down", ok(1)).Depend(sus, true)
 	gate := make(chan struct{})
+	releaseGate := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(releaseGate) // after Close: slow ignores its ctx, so r.Cancel does not free it
 	slow := rec.node("slow", func(context.Context, Wrappers) (int, error) {
 		<-gate
 		return 2, nil
@@ -681,7 +686,7 @@ func TestSuspendedSignalsAStall(t *testing.T) {
 	stall := r.Suspended()
 	require.Eventually(t, func() bool { return r.Report().Nodes[0].Status == StatusPending }, 10*time.Second, time.Millisecond)
 	assert.False(t, isClosed(stall), "slow still runs: the run has not stalled")
-	close(gate)
+	releaseGate()
 	waitClosed(t, stall, "the run stalled on sus, but Suspended was not closed")
 	assert.Equal(t, StateFinish, slow.State(), "every branch that does not need sus ended first")
 	assert.True(t, isClosed(r.Suspended()), "a stalled run's Suspended is closed at once")

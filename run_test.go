@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -59,6 +60,10 @@ func TestShortCircuitSparesStartedNodes(t *testing.T) {
 	a := newAsync(t)
 	rec := newRecorder()
 	gateB, gateD := make(chan struct{}), make(chan struct{})
+	releaseB := sync.OnceFunc(func() { close(gateB) })
+	releaseD := sync.OnceFunc(func() { close(gateD) })
+	t.Cleanup(releaseB) // after Close: the run has no deadline
+	t.Cleanup(releaseD)
 	w := map[string]*WorkerWrapper[int, int]{
 		"a": rec.node("a", ok(1)), "b": rec.node("b", gated(gateB, 1)), "c": rec.node("c", ok(1)),
 		"d": rec.node("d", gated(gateD, 1)), "e": rec.node("e", ok(1)), "f": rec.node("f", ok(1)),
@@ -69,6 +74,8 @@ func TestShortCircuitSparesStartedNodes(t *testing.T) {
 	w["f"].Depend(w["e"], true)
 	// a must wait until b and d are running.
 	started := make(chan struct{})
+	releaseA := sync.OnceFunc(func() { close(started) })
+	t.Cleanup(releaseA) // a ignores its ctx
 	w["a"] = rec.node("a", func(ctx context.Context, _ Wrappers) (int, error) { <-started; return 1, nil })
 	w["g"].Depend(w["a"], false).Depend(w["c"], false).Depend(w["f"], false)
 	r, err := a.Start(context.Background(), 0, w["a"], w["b"], w["d"])
@@ -76,13 +83,13 @@ func TestShortCircuitSparesStartedNodes(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return w["b"].State() == StateWorking && w["d"].State() == StateWorking
 	}, 10*time.Second, time.Millisecond)
-	close(started)
+	releaseA()
 	require.Eventually(t, func() bool { return w["g"].State() == StateFinish }, 10*time.Second, time.Millisecond)
 	for _, id := range []string{"c", "e", "f"} {
 		assert.ErrorIs(t, w[id].Result().Err, ErrSkipped, id)
 	}
-	close(gateB)
-	close(gateD)
+	releaseB()
+	releaseD()
 	require.NoError(t, r.Wait(context.Background()))
 	assert.Equal(t, ResultSuccess, w["b"].Result().State, "a started node finishes normally")
 	assert.Equal(t, ResultSuccess, w["d"].Result().State)

@@ -120,10 +120,10 @@ func TestSerialSubmitFromTask(t *testing.T) {
 	done := make(chan struct{})
 	require.NoError(t, s.Submit(func() {
 		order = append(order, "outer start")
-		require.NoError(t, s.Submit(func() { order = append(order, "inner"); close(done) }))
+		assert.NoError(t, s.Submit(func() { order = append(order, "inner"); close(done) }))
 		order = append(order, "outer end")
 	}))
-	<-done
+	waitClosed(t, done, "the task submitted from a task did not run")
 	s.Close()
 	assert.Equal(t, []string{"outer start", "outer end", "inner"}, order)
 }
