@@ -413,12 +413,13 @@ func TestSavesAreOneAtATimeAndEndWithTheRun(t *testing.T) {
 			return 1, nil
 		}), 0))
 		stop := Node(cp, "stop", asynctool.WorkerFunc[int, int](func(ctx context.Context, _ int, _ asynctool.Wrappers) (int, error) {
-			select {
-			case <-allSaved:
-			case <-ctx.Done(): // a save failed: the deadline ends the run
-				return 0, ctx.Err()
+			for _, ch := range []chan struct{}{allSaved, lateStarted} {
+				select {
+				case <-ch:
+				case <-ctx.Done(): // a save failed: the deadline ends the run
+					return 0, ctx.Err()
+				}
 			}
-			<-lateStarted
 			return 0, errors.New("stop")
 		}), 0).OnFailure(asynctool.PolicyEnd)
 		return append(starts, stop), nil
