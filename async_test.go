@@ -257,8 +257,7 @@ func TestIsolation(t *testing.T) {
 	busy := newAsync(t, WithMaxWorkers(1))
 	free := newAsync(t, WithMaxWorkers(1))
 	gate := make(chan struct{})
-	releaseGate := sync.OnceFunc(func() { close(gate) })
-	t.Cleanup(releaseGate) // after busy's Close: blocker ignores its ctx
+	releaseGate := releaser(t, gate) // blocker ignores its ctx
 	blocker := NewWrapper("blocker", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
 		<-gate
 		return 0, nil

@@ -3,7 +3,6 @@ package asynctool
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -81,8 +80,7 @@ func TestMustFailureFailsAtOnce(t *testing.T) {
 		a := newAsync(t)
 		rec := newRecorder()
 		gate, slowRunning := make(chan struct{}), make(chan struct{})
-		releaseGate := sync.OnceFunc(func() { close(gate) })
-		t.Cleanup(releaseGate) // after this iteration's Close: the run has no deadline
+		releaseGate := releaser(t, gate) // the run has no deadline
 		slow := rec.node("slow", func(ctx context.Context, w Wrappers) (int, error) {
 			close(slowRunning)
 			return gated(gate, 1)(ctx, w)
@@ -114,10 +112,7 @@ func TestOptionalDoesNotBlock(t *testing.T) {
 	a := newAsync(t)
 	rec := newRecorder()
 	gate, slowRunning := make(chan struct{}), make(chan struct{})
-	releaseGate := sync.OnceFunc(func() { close(gate) })
-	releaseFast := sync.OnceFunc(func() { close(slowRunning) })
-	t.Cleanup(releaseGate) // after Close: the run has no deadline
-	t.Cleanup(releaseFast)
+	releaseGate, releaseFast := releaser(t, gate), releaser(t, slowRunning) // the run has no deadline
 	slow := rec.node("slow", gated(gate, 1))
 	fast := rec.node("fast", gated(slowRunning, 2))
 	c := rec.node("c", ok(3)).Depend(fast, true).Depend(slow, false)

@@ -131,6 +131,17 @@ func newAsync(t *testing.T, opts ...Option) *Async {
 	return a
 }
 
+// releaser returns a function that closes gate once, and also closes it
+// when the test ends. A worker that waits for gate and ignores its ctx
+// would otherwise keep the cleanup that closes its Async (see newAsync)
+// waiting for good when a require fails before the test releases it. Call
+// it after newAsync: cleanups run last registered first.
+func releaser(t *testing.T, gate chan struct{}) func() {
+	release := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(release)
+	return release
+}
+
 var errBoom = errors.New("boom")
 
 // requireEnds fails the test unless run r is done within 10 s, with why

@@ -674,8 +674,7 @@ func TestSuspendedSignalsAStall(t *testing.T) {
 	}).OnFailure(PolicySuspend)
 	down := rec.node("down", ok(1)).Depend(sus, true)
 	gate := make(chan struct{})
-	releaseGate := sync.OnceFunc(func() { close(gate) })
-	t.Cleanup(releaseGate) // after Close: slow ignores its ctx, so r.Cancel does not free it
+	releaseGate := releaser(t, gate) // slow ignores its ctx, so r.Cancel does not free it
 	slow := rec.node("slow", func(context.Context, Wrappers) (int, error) {
 		<-gate
 		return 2, nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"runtime"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -60,10 +59,7 @@ func TestShortCircuitSparesStartedNodes(t *testing.T) {
 	a := newAsync(t)
 	rec := newRecorder()
 	gateB, gateD := make(chan struct{}), make(chan struct{})
-	releaseB := sync.OnceFunc(func() { close(gateB) })
-	releaseD := sync.OnceFunc(func() { close(gateD) })
-	t.Cleanup(releaseB) // after Close: the run has no deadline
-	t.Cleanup(releaseD)
+	releaseB, releaseD := releaser(t, gateB), releaser(t, gateD) // the run has no deadline
 	w := map[string]*WorkerWrapper[int, int]{
 		"a": rec.node("a", ok(1)), "b": rec.node("b", gated(gateB, 1)), "c": rec.node("c", ok(1)),
 		"d": rec.node("d", gated(gateD, 1)), "e": rec.node("e", ok(1)), "f": rec.node("f", ok(1)),
@@ -74,8 +70,7 @@ func TestShortCircuitSparesStartedNodes(t *testing.T) {
 	w["f"].Depend(w["e"], true)
 	// a must wait until b and d are running.
 	started := make(chan struct{})
-	releaseA := sync.OnceFunc(func() { close(started) })
-	t.Cleanup(releaseA) // a ignores its ctx
+	releaseA := releaser(t, started) // a ignores its ctx
 	w["a"] = rec.node("a", func(ctx context.Context, _ Wrappers) (int, error) { <-started; return 1, nil })
 	w["g"].Depend(w["a"], false).Depend(w["c"], false).Depend(w["f"], false)
 	r, err := a.Start(context.Background(), 0, w["a"], w["b"], w["d"])
