@@ -116,6 +116,22 @@ func TestImplementationsAgree(t *testing.T) {
 				l.close()
 			}
 		})
+		t.Run(name+"/impl=floor", func(t *testing.T) {
+			for _, inline := range []bool{false, true} {
+				for _, workers := range []int{1, 2, 4} {
+					vals := make([]int64, s.n())
+					f := newFloor(s, newLibGraph(s, vals).worker, workers, inline)
+					for run := range 3 {
+						clear(vals)
+						clear(f.results)
+						f.run()
+						assert.Equal(t, ref, vals, "inline=%v workers=%d run %d", inline, workers, run)
+						assert.Equal(t, ref, f.results, "results, inline=%v workers=%d run %d", inline, workers, run)
+					}
+					f.close()
+				}
+			}
+		})
 		t.Run(name+"/impl=library-build+run", func(t *testing.T) {
 			vals := make([]int64, s.n())
 			g := newLibGraph(s, vals)
