@@ -16,46 +16,62 @@ import (
 	"github.com/asynctool-go/asynctool"
 )
 
-// floor is limit plus the least that the library's contract asks of each
-// node, to tell how much of the library's distance from limit that
-// contract costs and how much its implementation does: it is not a
-// baseline of the issue's, and no target is measured against it.
+// floor is limit plus what the library's contract asks of each node, as
+// cheaply as the author could find, to tell how much of the library's
+// distance from limit that contract costs and how much its
+// implementation does. It is not a baseline of the issue's, and no target
+// is measured against it.
 //
-// On top of limit, every node has a state word that moves INIT → WORKING
-// → FINISH by CAS (so that a deadline or a short circuit could take the
-// node instead, and so that a node runs once); its worker is called
-// through the library's Worker interface with the run's context; the run's
-// deadline is checked before the worker starts and after it returns (a
-// flag that context.AfterFunc sets, cheaper than a select on Done); the
-// value is written to a per-run result slot. Each run makes its own
-// context with the group deadline. As in limit, the run ends with its
-// last sink: with no failures and no short circuit every other node has
-// ended by then (the library counts every node, because a failure can
-// end a sink before its other upstreams). Nothing is added that the
-// contract does not need: the state CASes are what a deadline sweep
-// would race, and a successor's state is not looked at before its
-// counter, since exec's CAS decides anyway.
+// On top of limit:
+//   - Every node has a state word, INIT → READY → WORKING → FINISH (or
+//     ERROR), in which, as in the library, the count of upstreams ended
+//     is kept while the node is in INIT: the end that completes the count
+//     moves the node out of INIT in the same CAS, straight to WORKING if
+//     the goroutine runs it next (the library's claim), to READY if it is
+//     handed off, and a handed-off node is moved to WORKING by a CAS when
+//     taken. The worker's end moves it on by another CAS. Those CASes are
+//     what the library's deadline sweep races when it fails leftover
+//     nodes; floor has no sweep, but a state moved by plain stores could
+//     not have one. So a claimed node costs two CASes, one more than
+//     limit's counter add, and a handed-off node three.
+//   - Its worker is called through the library's Worker interface with
+//     the run's context, and its value is written to a per-run result
+//     slot.
+//   - The run's deadline is looked at before the worker starts (a node
+//     not started by then never starts) and after it returns (a late
+//     value is not a result), as a flag that context.AfterFunc sets. That
+//     flag is set by a goroutine some time after the context is done, so
+//     floor is a little cheaper than an exact check, such as the
+//     library's non-blocking receive on Done: it understates the cost.
+//   - Each run makes its own context with the group deadline, and its
+//     own flag.
 //
-// A run of the library returns at its deadline even if a worker blocks,
-// so the caller's goroutine runs no worker: it hands the roots to the
-// pool and waits. limit runs a root on the caller, which for the chain
-// means every node and no hand-off at all. floor does as the library
-// does; with inline set it runs the last root on the caller, as limit
-// does, which shows what the two hand-offs cost.
+// A run of the library returns at its deadline even if a worker ignores
+// its ctx, and Go cannot abandon a goroutine that runs one, so the
+// caller's goroutine runs no worker: it hands the roots to the pool and
+// waits. floor does the same. With inline set it runs the last root on the
+// caller, as limit does (for the chain, every node), which shows what the
+// two hand-offs cost: about nothing with one CPU, and with two the
+// runtime's waking of the idle one.
 //
-// Left out, though the library has them: callbacks, hooks, must and
-// optional dependencies and the other joins (limit's counter is the
-// all-succeeded join), the short-circuit rule, failures and default
-// values, panics, retries, per-node timeouts, several runs of one plan at
-// once, the pool's bounds and blocking nodes.
+// Left out, though the library has them: callbacks, hooks, joins other
+// than all-succeeded, the short-circuit rule, failure handling (a worker's
+// error ends its node in ERROR like a timeout, and its successors still
+// run), default values, panics, retries, per-node timeouts, concurrent
+// runs of one plan, the pool's bounds and blocking nodes. As in limit the
+// run ends with its last sink, which is enough while nothing fails; the
+// library counts every node's end, because a failure can end a sink
+// before its other upstreams (it saves the count for claimed nodes, not
+// for handed-off ones). floor waits for every worker, where the library
+// returns at the deadline and ends the nodes left by a sweep.
 type floor struct {
 	s       *shape
 	worker  asynctool.Worker[int32, int64]
-	state   []atomic.Int32 // fInit, fWorking, fFinish
-	pending []atomic.Int32 // dependencies of each node not done yet
+	need    []int32        // upstreams of each node
+	state   []atomic.Int32 // state (low bits) and, in fInit, upstreams ended
 	results []int64        // each node's value in the current run
 	sinks   atomic.Int32   // sinks not ended yet; the run ends at zero
-	expired atomic.Bool    // set when the run's context is done
+	expired *atomic.Bool   // the current run's, set after its context is done
 	ctx     context.Context
 	buf     []int32
 	cursor  atomic.Int32
@@ -70,23 +86,29 @@ type floor struct {
 
 const (
 	fInit int32 = iota
+	fReady
 	fWorking
 	fFinish
-	fTimeout
+	fError // the deadline, or the worker's error
+
+	fStateBits       = 3
+	fStateMask int32 = 1<<fStateBits - 1
 )
 
 // newFloor starts workers goroutines ready to run s with worker, whose
 // values the run keeps as results. Call close to stop them.
 func newFloor(s *shape, worker asynctool.Worker[int32, int64], workers int, inline bool) *floor {
 	maxOut := 0
-	for _, ss := range s.succ {
+	need := make([]int32, s.n())
+	for i, ss := range s.succ {
 		maxOut = max(maxOut, len(ss))
+		need[i] = int32(len(s.deps[i]))
 	}
 	f := &floor{
 		s:       s,
 		worker:  worker,
+		need:    need,
 		state:   make([]atomic.Int32, s.n()),
-		pending: make([]atomic.Int32, s.n()),
 		results: make([]int64, s.n()),
 		buf:     make([]int32, s.n()),
 		work:    make(chan []int32, s.n()),
@@ -103,7 +125,9 @@ func newFloor(s *shape, worker asynctool.Worker[int32, int64], workers int, inli
 			scratch := make([]int32, 0, maxOut)
 			for batch := range f.work {
 				for _, i := range batch {
-					f.drive(i, &scratch)
+					if f.state[i].CompareAndSwap(fReady, fWorking) {
+						f.drive(i, &scratch)
+					}
 				}
 			}
 		}()
@@ -114,28 +138,37 @@ func newFloor(s *shape, worker asynctool.Worker[int32, int64], workers int, inli
 // run runs the shape once under a group deadline and returns when every
 // node has ended.
 func (f *floor) run() {
-	for i := range f.pending {
-		f.pending[i].Store(int32(len(f.s.deps[i])))
-		f.state[i].Store(fInit)
+	for i := range f.state {
+		w := fInit
+		if f.need[i] == 0 {
+			w = fReady
+		}
+		f.state[i].Store(w)
 	}
 	f.cursor.Store(0)
 	f.sinks.Store(int32(len(f.s.sinks)))
-	f.expired.Store(false)
+	// A flag per run: the AfterFunc of a run whose deadline passed may
+	// set its flag after that run has returned.
+	expired := new(atomic.Bool)
+	f.expired = expired
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
-	stop := context.AfterFunc(ctx, func() { f.expired.Store(true) })
+	stop := context.AfterFunc(ctx, func() { expired.Store(true) })
 	f.ctx = ctx
 	if roots := f.s.roots; f.inline {
 		f.handOff(roots[:len(roots)-1])
-		f.drive(roots[len(roots)-1], &f.scratch)
+		last := roots[len(roots)-1]
+		if f.state[last].CompareAndSwap(fReady, fWorking) {
+			f.drive(last, &f.scratch)
+		}
 		<-f.done
 	} else {
 		f.handOff(roots)
 		select {
 		case <-f.done:
 		case <-ctx.Done():
-			// The library returns here and leaves the nodes to end as
-			// timeouts; floor's are about to, and the next run needs
-			// them to have.
+			// The library returns here and leaves the nodes to its
+			// sweep. floor waits for its workers; a benchmark never gets
+			// here.
 			<-f.done
 		}
 	}
@@ -143,8 +176,29 @@ func (f *floor) run() {
 	cancel()
 }
 
-// drive runs node i, then, for as long as there is one, the last
-// successor it made ready; the others are handed off.
+// arrive counts one upstream end into node s's state word; the end that
+// completes the count moves s to the state to, and arrive reports it.
+func (f *floor) arrive(s, to int32) bool {
+	st := &f.state[s]
+	for {
+		w := st.Load()
+		if w&fStateMask != fInit {
+			return false
+		}
+		c := w>>fStateBits + 1
+		nw := c << fStateBits
+		if c == f.need[s] {
+			nw = to
+		}
+		if st.CompareAndSwap(w, nw) {
+			return nw == to
+		}
+	}
+}
+
+// drive runs node i, which is in fWorking, and then, for as long as there
+// is one, the first successor it made ready, which the same CAS claims;
+// the others are handed off.
 func (f *floor) drive(i int32, scratch *[]int32) {
 	for i >= 0 {
 		f.exec(i)
@@ -156,35 +210,34 @@ func (f *floor) drive(i int32, scratch *[]int32) {
 			return
 		}
 		ready := (*scratch)[:0]
+		next := int32(-1)
 		for _, s := range succ {
-			if f.pending[s].Add(-1) == 0 {
+			if next < 0 {
+				if f.arrive(s, fWorking) {
+					next = s
+				}
+			} else if f.arrive(s, fReady) {
 				ready = append(ready, s)
 			}
 		}
 		*scratch = ready
-		i = -1
-		if n := len(ready); n > 0 {
-			i = ready[n-1]
-			f.handOff(ready[:n-1])
-		}
+		f.handOff(ready)
+		i = next
 	}
 }
 
-// exec runs node i's worker unless the deadline has passed. A node that
-// starts or returns after the deadline ends as a timeout, and so do its
-// successors, each as it is readied; a benchmark run never gets there.
+// exec runs node i's worker unless the deadline has passed; the node is
+// in fWorking. A node that starts or returns after the deadline, or whose
+// worker fails, ends in fError.
 func (f *floor) exec(i int32) {
 	st := &f.state[i]
-	if !st.CompareAndSwap(fInit, fWorking) {
-		return
-	}
 	if f.expired.Load() {
-		st.Store(fTimeout)
+		st.CompareAndSwap(fWorking, fError)
 		return
 	}
 	v, err := f.worker.Action(f.ctx, i, asynctool.Wrappers{})
 	if err != nil || f.expired.Load() {
-		st.Store(fTimeout)
+		st.CompareAndSwap(fWorking, fError)
 		return
 	}
 	f.results[i] = v
@@ -238,9 +291,10 @@ func BenchmarkFloor(b *testing.B) {
 }
 
 // TestFloorDeadline checks floor's deadline path, whose cost BenchmarkFloor
-// counts: nodes that start or return after the deadline end as timeouts,
-// and the run still ends. In a synctest bubble, nodes that do not sleep
-// take no time.
+// counts: nodes that start or return after the deadline end in fError,
+// and the run still ends; the next run on the same floor, whose deadline
+// does not pass, is not touched by the first one's. In a synctest bubble,
+// nodes that do not sleep take no time.
 func TestFloorDeadline(t *testing.T) {
 	s := chainShape(20)
 	for _, inline := range []bool{false, true} {
@@ -253,17 +307,26 @@ func TestFloorDeadline(t *testing.T) {
 				return 1, nil
 			})
 			f := newFloor(s, worker, 2, inline)
+			defer f.close()
 			f.timeout = time.Millisecond
 			f.run()
-			f.close()
-			var got []int32
-			for i := range f.state {
-				got = append(got, f.state[i].Load())
-			}
-			want := slices.Repeat([]int32{fTimeout}, s.n())
+			want := slices.Repeat([]int32{fError}, s.n())
 			want[0], want[1] = fFinish, fFinish
-			assert.Equal(t, want, got, "inline=%v", inline)
+			assert.Equal(t, want, states(f), "inline=%v", inline)
 			assert.Equal(t, int32(3), calls.Load(), "inline=%v: no worker starts after the deadline", inline)
+
+			f.timeout = time.Minute
+			f.run()
+			assert.Equal(t, slices.Repeat([]int32{fFinish}, s.n()), states(f), "inline=%v: the next run", inline)
 		})
 	}
+}
+
+// states returns the state of each of f's nodes.
+func states(f *floor) []int32 {
+	out := make([]int32, len(f.state))
+	for i := range f.state {
+		out[i] = f.state[i].Load() & fStateMask
+	}
+	return out
 }

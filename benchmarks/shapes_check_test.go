@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -110,7 +111,7 @@ func TestImplementationsAgree(t *testing.T) {
 				l := newLimit(s, vals, workers)
 				for run := range 3 {
 					clear(vals)
-					l.run()
+					within(t, l.run)
 					assert.Equal(t, ref, vals, "workers=%d run %d", workers, run)
 				}
 				l.close()
@@ -124,9 +125,10 @@ func TestImplementationsAgree(t *testing.T) {
 					for run := range 3 {
 						clear(vals)
 						clear(f.results)
-						f.run()
+						within(t, f.run)
 						assert.Equal(t, ref, vals, "inline=%v workers=%d run %d", inline, workers, run)
 						assert.Equal(t, ref, f.results, "results, inline=%v workers=%d run %d", inline, workers, run)
+						assert.Equal(t, slices.Repeat([]int32{fFinish}, s.n()), states(f), "states, inline=%v workers=%d run %d", inline, workers, run)
 					}
 					f.close()
 				}
@@ -225,5 +227,22 @@ func checkPlanRuns(t *testing.T, a *asynctool.Async, s *shape, ref []int64) {
 		}
 		assert.Equal(t, ref, got, "results, run %d", run)
 		r.Release()
+	}
+}
+
+// within calls run and fails the test if it has not returned in 10 s: a
+// scheduler that loses a node would otherwise hang the package until go
+// test's timeout, without saying where.
+func within(t *testing.T, run func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		run()
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run did not end within 10 s")
 	}
 }
