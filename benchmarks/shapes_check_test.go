@@ -114,7 +114,7 @@ func TestImplementationsAgree(t *testing.T) {
 					within(t, l.run)
 					assert.Equal(t, ref, vals, "workers=%d run %d", workers, run)
 				}
-				l.close()
+				within(t, l.close)
 			}
 		})
 		t.Run(name+"/impl=floor", func(t *testing.T) {
@@ -130,7 +130,7 @@ func TestImplementationsAgree(t *testing.T) {
 						assert.Equal(t, ref, f.results, "results, inline=%v workers=%d run %d", inline, workers, run)
 						assert.Equal(t, slices.Repeat([]int32{fFinish}, s.n()), states(f), "states, inline=%v workers=%d run %d", inline, workers, run)
 					}
-					f.close()
+					within(t, f.close)
 				}
 			}
 		})
