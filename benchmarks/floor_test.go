@@ -17,10 +17,9 @@ import (
 )
 
 // floor is limit plus what the library's contract asks of each node, as
-// cheaply as we found, to tell how much of the library's
-// distance from limit that contract costs and how much its
-// implementation does. It is not a baseline of the issue's, and no target
-// is measured against it.
+// cheaply as we found, to tell how much of the library's distance from
+// limit that contract costs and how much its implementation does. It is
+// not a baseline of the issue's, and no target is measured against it.
 //
 // On top of limit:
 //   - Every node has a state word, INIT → READY → WORKING → FINISH (or
