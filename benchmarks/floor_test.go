@@ -64,9 +64,9 @@ import (
 // run ends with its last sink, which is enough while nothing fails; the
 // library counts every node's end, because a failure can end a sink
 // before its other upstreams (a node that claims its successor hands its
-// end on to it, so the count costs nothing on a chain, but about one add
-// per node on the fan, 0.6 on the layered DAG and 0.5 on the tree), and
-// floor understates that cost. floor waits for every worker, where the
+// end on to it, so the count costs nothing on a chain, but an add for
+// each node that claims none: the fan's middle nodes, the tree's leaves),
+// and floor understates that cost. floor waits for every worker, where the
 // library returns at the deadline and ends the nodes left by a sweep.
 type floor struct {
 	s       *shape
