@@ -1,0 +1,72 @@
+package benchmarks
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/asynctool-go/asynctool"
+)
+
+// BenchmarkBuildPhases splits library-build+run, the target's "build +
+// run", into its phases on the five 1,000-node shapes, to tell what its
+// distance from run of a plan is made of:
+//
+//   - alloc: one zero wrapper allocated per node and kept until the next
+//     iteration, as build keeps its wrappers: what the builder API's one
+//     object per node costs before anything is written into it;
+//   - build: NewWrapper and Depend for every node and edge (libGraph.build),
+//     without a run;
+//   - build+compile: build, then the public Compile, which allocates its
+//     working arrays and binds the plan; BeginWork compiles with arrays
+//     its Async pools and does not bind, so this overstates its compile;
+//   - library-build+run and library-run as in BenchmarkGraph.
+//
+// build+run − build is what BeginWork adds to building: compiling the
+// graph and running it once.
+func BenchmarkBuildPhases(b *testing.B) {
+	for _, s := range graphShapes() {
+		b.Run(fmt.Sprintf("shape=%s/n=%d", s.name, s.n()), func(b *testing.B) {
+			b.Run("impl=alloc", func(b *testing.B) {
+				nodes := make([]*node, s.n())
+				measure(b, s.n(), func() {
+					for i := range nodes {
+						nodes[i] = new(node)
+					}
+				}, func() error {
+					for i, w := range nodes {
+						if w == nil {
+							return fmt.Errorf("node %d not allocated", i)
+						}
+					}
+					return nil
+				})
+			})
+			vals := make([]int64, s.n())
+			g := newLibGraph(s, vals)
+			b.Run("impl=build", func(b *testing.B) {
+				var roots []asynctool.Wrapper
+				measure(b, s.n(), func() { roots = g.build() }, func() error {
+					if len(roots) != len(s.roots) {
+						return fmt.Errorf("build returned %d roots, want %d", len(roots), len(s.roots))
+					}
+					return nil
+				})
+			})
+			b.Run("impl=build+compile", func(b *testing.B) {
+				var p *asynctool.Plan
+				measure(b, s.n(), func() {
+					var err error
+					if p, err = asynctool.Compile(g.build()...); err != nil {
+						b.Fatal(err)
+					}
+				}, func() error {
+					if p.Len() != s.n() {
+						return fmt.Errorf("plan has %d nodes, want %d", p.Len(), s.n())
+					}
+					return nil
+				})
+			})
+			runImpls(b, s, []impl{implLibraryBuildRun, implLibraryRun})
+		})
+	}
+}
