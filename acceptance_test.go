@@ -170,3 +170,53 @@ func TestAcceptanceResultsByID(t *testing.T) {
 	require.NoError(t, asynctool.New(asynctool.WithMaxWorkers(64)).BeginWork(context.Background(), 10*time.Second, first))
 	assert.Equal(t, "result of first then second", second.Result().Value)
 }
+
+// TestDefaultAsyncDoesNotCapBlockingWorkAtTheCPUCount is issue 5's
+// "blocking work must never be capped at the CPU count by default": 100
+// nodes that each block for a second, between a source and a sink, take
+// one second with the default Async, whatever GOMAXPROCS is. A pool of
+// GOMAXPROCS goroutines would take 100 / GOMAXPROCS seconds. It holds for
+// graphs built per request, on their first runs and once their node ids
+// have a history, and for a plan, before and after its timed runs.
+func TestDefaultAsyncDoesNotCapBlockingWorkAtTheCPUCount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := asynctool.New()
+		defer a.Close()
+		quick := asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			return 0, nil
+		})
+		blocking := asynctool.WorkerFunc[int, int](func(ctx context.Context, k int, _ asynctool.Wrappers) (int, error) {
+			select {
+			case <-time.After(time.Second):
+				return k, nil
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		})
+		var sink *asynctool.WorkerWrapper[int, int]
+		build := func() asynctool.Wrapper {
+			src := asynctool.NewWrapper("source", quick, 0)
+			sink = asynctool.NewWrapper("sink", quick, 0)
+			for k := range 100 {
+				w := asynctool.NewWrapper(fmt.Sprintf("rpc%d", k), blocking, k).Depend(src, true)
+				sink.Depend(w, true)
+			}
+			return src
+		}
+		for k := range 6 {
+			start := time.Now()
+			require.NoError(t, a.BeginWork(context.Background(), time.Minute, build()))
+			assert.Equal(t, time.Second, time.Since(start), "single-use run %d", k)
+			assert.Equal(t, asynctool.StateFinish, sink.State())
+		}
+		pl, err := asynctool.Compile(build())
+		require.NoError(t, err)
+		for k := range 70 { // past the plan's first timed runs and its 64th
+			start := time.Now()
+			r, err := a.RunPlan(context.Background(), pl, time.Minute)
+			require.NoError(t, err)
+			assert.Equal(t, time.Second, time.Since(start), "run %d of the plan", k)
+			r.Release()
+		}
+	})
+}
