@@ -36,6 +36,16 @@ import (
 //   - Its worker is called through the library's Worker interface with
 //     the run's context, and its value is written to a per-run result
 //     slot.
+//   - The worker and its parameter are the node's own, read from a dense
+//     array of per-node records, and the result slot is the node's own
+//     too, reached through an interface (an *int64 in an any): the
+//     library's API gives every node its own worker, parameter and
+//     result type (NewWrapper(id, worker, param)), so an implementation
+//     reads them per node and cannot keep results in one typed array.
+//     With shared set, floor is the fourteenth session's version instead:
+//     one worker for every node, called with the node's index as its
+//     parameter, and results in one []int64, which no implementation of
+//     that API could do.
 //   - The run's deadline is looked at before the worker starts (a node
 //     not started by then never starts) and after it returns (a late
 //     value is not a result), as a flag that context.AfterFunc sets. As
@@ -70,10 +80,13 @@ import (
 // library returns at the deadline and ends the nodes left by a sweep.
 type floor struct {
 	s       *shape
+	nodes   []fnode // each node's worker and parameter
+	slots   []any   // each node's result slot in the current run, an *int64
+	shared  bool    // the fourteenth session's floor: worker and results, not nodes and slots
 	worker  asynctool.Worker[int32, int64]
+	results []int64        // with shared, each node's value in the current run
 	need    []int32        // upstreams of each node
 	state   []atomic.Int32 // state (low bits) and, in fInit, upstreams ended
-	results []int64        // each node's value in the current run
 	sinks   atomic.Int32   // sinks not ended yet; the run ends at zero
 	expired *atomic.Bool   // the current run's, set after its context is done
 	ctx     context.Context
@@ -99,8 +112,16 @@ const (
 	fStateMask int32 = 1<<fStateBits - 1
 )
 
-// newFloor starts workers goroutines ready to run s with worker, whose
-// values the run keeps as results. Call close to stop them.
+// fnode is a node's own worker and parameter.
+type fnode struct {
+	worker asynctool.Worker[int32, int64]
+	param  int32
+}
+
+// newFloor starts workers goroutines ready to run s with worker as every
+// node's worker, called with the node's index as its parameter, whose
+// values the run keeps as results. Call close to stop them. shared is set
+// before the first run, if at all.
 func newFloor(s *shape, worker asynctool.Worker[int32, int64], workers int, inline bool) *floor {
 	maxOut := 0
 	need := make([]int32, s.n())
@@ -108,8 +129,16 @@ func newFloor(s *shape, worker asynctool.Worker[int32, int64], workers int, inli
 		maxOut = max(maxOut, len(ss))
 		need[i] = int32(len(s.deps[i]))
 	}
+	nodes := make([]fnode, s.n())
+	slots := make([]any, s.n())
+	for i := range nodes {
+		nodes[i] = fnode{worker: worker, param: int32(i)}
+		slots[i] = new(int64)
+	}
 	f := &floor{
 		s:       s,
+		nodes:   nodes,
+		slots:   slots,
 		worker:  worker,
 		need:    need,
 		state:   make([]atomic.Int32, s.n()),
@@ -243,7 +272,14 @@ func (f *floor) exec(i int32, fresh bool) bool {
 		st.CompareAndSwap(fWorking, fError)
 		return false
 	}
-	v, err := f.worker.Action(f.ctx, i, asynctool.Wrappers{})
+	var v int64
+	var err error
+	if f.shared {
+		v, err = f.worker.Action(f.ctx, i, asynctool.Wrappers{})
+	} else {
+		n := &f.nodes[i]
+		v, err = n.worker.Action(f.ctx, n.param, asynctool.Wrappers{})
+	}
 	if f.expired.Load() {
 		st.CompareAndSwap(fWorking, fError)
 		return false
@@ -252,9 +288,33 @@ func (f *floor) exec(i int32, fresh bool) bool {
 		st.CompareAndSwap(fWorking, fError)
 		return true
 	}
-	f.results[i] = v
+	if f.shared {
+		f.results[i] = v
+	} else {
+		*f.slots[i].(*int64) = v
+	}
 	st.CompareAndSwap(fWorking, fFinish)
 	return true
+}
+
+// values returns each node's result in the last run.
+func (f *floor) values() []int64 {
+	if f.shared {
+		return slices.Clone(f.results)
+	}
+	out := make([]int64, len(f.slots))
+	for i, sl := range f.slots {
+		out[i] = *sl.(*int64)
+	}
+	return out
+}
+
+// clearValues zeroes every node's result.
+func (f *floor) clearValues() {
+	clear(f.results)
+	for _, sl := range f.slots {
+		*sl.(*int64) = 0
+	}
 }
 
 // handOff is limit.handOff.
@@ -280,13 +340,17 @@ func (f *floor) close() {
 	f.wg.Wait()
 }
 
-func implFloor(inline bool) impl {
+func implFloor(inline, shared bool) impl {
 	name := "floor"
 	if inline {
-		name = "floor-inline"
+		name += "-inline"
+	}
+	if shared {
+		name += "-shared"
 	}
 	return impl{name, func(b *testing.B, s *shape, vals []int64) func() {
 		f := newFloor(s, newLibGraph(s, vals).worker, runtime.GOMAXPROCS(0), inline)
+		f.shared = shared
 		b.Cleanup(f.close)
 		return f.run
 	}}
@@ -295,7 +359,7 @@ func implFloor(inline bool) impl {
 // BenchmarkFloor puts floor between limit and the library's run of a
 // plan on the 1,000-node shapes (see floor).
 func BenchmarkFloor(b *testing.B) {
-	impls := []impl{implLimit, implFloor(true), implFloor(false), implLibraryRun}
+	impls := []impl{implLimit, implFloor(true, false), implFloor(false, false), implFloor(false, true), implLibraryRun}
 	for _, s := range graphShapes() {
 		b.Run(fmt.Sprintf("shape=%s/n=%d", s.name, s.n()), func(b *testing.B) {
 			runImpls(b, s, impls)
@@ -312,7 +376,8 @@ func BenchmarkFloor(b *testing.B) {
 // take no time.
 func TestFloorDeadline(t *testing.T) {
 	s := chainShape(20)
-	for _, inline := range []bool{false, true} {
+	for _, c := range []struct{ inline, shared bool }{{false, false}, {true, false}, {false, true}} {
+		inline := c.inline
 		synctest.Test(t, func(t *testing.T) {
 			var calls atomic.Int32
 			var stale atomic.Pointer[atomic.Bool]
@@ -326,6 +391,7 @@ func TestFloorDeadline(t *testing.T) {
 				return 1, nil
 			})
 			f := newFloor(s, worker, 2, inline)
+			f.shared = c.shared
 			defer f.close()
 			f.timeout = time.Millisecond
 			f.run()

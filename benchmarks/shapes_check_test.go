@@ -118,19 +118,23 @@ func TestImplementationsAgree(t *testing.T) {
 			}
 		})
 		t.Run(name+"/impl=floor", func(t *testing.T) {
-			for _, inline := range []bool{false, true} {
-				for _, workers := range []int{1, 2, 4} {
-					vals := make([]int64, s.n())
-					f := newFloor(s, newLibGraph(s, vals).worker, workers, inline)
-					for run := range 3 {
-						clear(vals)
-						clear(f.results)
-						within(t, f.run)
-						assert.Equal(t, ref, vals, "inline=%v workers=%d run %d", inline, workers, run)
-						assert.Equal(t, ref, f.results, "results, inline=%v workers=%d run %d", inline, workers, run)
-						assert.Equal(t, slices.Repeat([]int32{fFinish}, s.n()), states(f), "states, inline=%v workers=%d run %d", inline, workers, run)
+			for _, shared := range []bool{false, true} {
+				for _, inline := range []bool{false, true} {
+					for _, workers := range []int{1, 2, 4} {
+						vals := make([]int64, s.n())
+						f := newFloor(s, newLibGraph(s, vals).worker, workers, inline)
+						f.shared = shared
+						for run := range 3 {
+							clear(vals)
+							f.clearValues()
+							within(t, f.run)
+							how := fmt.Sprintf("shared=%v inline=%v workers=%d run %d", shared, inline, workers, run)
+							assert.Equal(t, ref, vals, how)
+							assert.Equal(t, ref, f.values(), "results, "+how)
+							assert.Equal(t, slices.Repeat([]int32{fFinish}, s.n()), states(f), "states, "+how)
+						}
+						within(t, f.close)
 					}
-					within(t, f.close)
 				}
 			}
 		})
