@@ -36,16 +36,21 @@ import (
 //   - Its worker is called through the library's Worker interface with
 //     the run's context, and its value is written to a per-run result
 //     slot.
-//   - The worker and its parameter are the node's own, read from a dense
-//     array of per-node records, and the result slot is the node's own
-//     too, reached through an interface (an *int64 in an any): the
-//     library's API gives every node its own worker, parameter and
-//     result type (NewWrapper(id, worker, param)), so an implementation
-//     reads them per node and cannot keep results in one typed array.
-//     With shared set, floor is the fourteenth session's version instead:
-//     one worker for every node, called with the node's index as its
-//     parameter, and results in one []int64, which no implementation of
-//     that API could do.
+//   - The worker, its parameter and the result are the node's own, and
+//     of the node's own types: the library's API gives every node its
+//     own (NewWrapper(id, worker, param), for any P and R), so the
+//     type-blind scheduler reaches them through code for the node's
+//     types, which it can only call indirectly. floor does it as cheaply
+//     as we found: the nodes of one (P, R) form a group (fgroup) that
+//     keeps their workers, parameters and results in dense typed arrays,
+//     and each node has a dense record of its group and its index there.
+//     So a node costs one call through its group's interface, and then
+//     the call through the Worker interface. The library instead keeps
+//     them in each node's wrapper, a separate object, and calls its
+//     execute method. In the benchmarks every node is of one type, so
+//     floor has one group. The fourteenth session's floor called one
+//     worker for every node directly, with the node's index as its
+//     parameter, and kept results in one []int64 (see docs/perf.md).
 //   - The run's deadline is looked at before the worker starts (a node
 //     not started by then never starts) and after it returns (a late
 //     value is not a result), as a flag that context.AfterFunc sets. As
@@ -80,15 +85,12 @@ import (
 // library returns at the deadline and ends the nodes left by a sweep.
 type floor struct {
 	s       *shape
-	nodes   []fnode // each node's worker and parameter
-	slots   []any   // each node's result slot in the current run, an *int64
-	shared  bool    // the fourteenth session's floor: worker and results, not nodes and slots
-	worker  asynctool.Worker[int32, int64]
-	results []int64        // with shared, each node's value in the current run
-	need    []int32        // upstreams of each node
-	state   []atomic.Int32 // state (low bits) and, in fInit, upstreams ended
-	sinks   atomic.Int32   // sinks not ended yet; the run ends at zero
-	expired *atomic.Bool   // the current run's, set after its context is done
+	nodes   []fnode               // each node's group and its index there
+	group   *fgroup[int32, int64] // the benchmarks' one group, for the tests
+	need    []int32               // upstreams of each node
+	state   []atomic.Int32        // state (low bits) and, in fInit, upstreams ended
+	sinks   atomic.Int32          // sinks not ended yet; the run ends at zero
+	expired *atomic.Bool          // the current run's, set after its context is done
 	ctx     context.Context
 	buf     []int32
 	cursor  atomic.Int32
@@ -112,16 +114,42 @@ const (
 	fStateMask int32 = 1<<fStateBits - 1
 )
 
-// fnode is a node's own worker and parameter.
+// fnode is a node's group and its index in the group.
 type fnode struct {
-	worker asynctool.Worker[int32, int64]
-	param  int32
+	g fexec
+	k int32
+}
+
+// fexec runs node k of a group: its worker with its parameter, and, unless
+// the run has expired by the time the worker returns, writes its value
+// as the node's result. late says that the run had expired; err is the
+// worker's error.
+type fexec interface {
+	exec(ctx context.Context, k int32, expired *atomic.Bool) (late bool, err error)
+}
+
+// fgroup holds the workers, parameters and results of the nodes of one
+// (P, R), in dense arrays.
+type fgroup[P, R any] struct {
+	workers []asynctool.Worker[P, R]
+	params  []P
+	results []R // in the current run
+}
+
+func (g *fgroup[P, R]) exec(ctx context.Context, k int32, expired *atomic.Bool) (bool, error) {
+	v, err := g.workers[k].Action(ctx, g.params[k], asynctool.Wrappers{})
+	if expired.Load() {
+		return true, nil // a late value is not a result
+	}
+	if err == nil {
+		g.results[k] = v
+	}
+	return false, err
 }
 
 // newFloor starts workers goroutines ready to run s with worker as every
 // node's worker, called with the node's index as its parameter, whose
-// values the run keeps as results. Call close to stop them. shared is set
-// before the first run, if at all.
+// values the run keeps as results. Call close to stop them.
 func newFloor(s *shape, worker asynctool.Worker[int32, int64], workers int, inline bool) *floor {
 	maxOut := 0
 	need := make([]int32, s.n())
@@ -129,20 +157,22 @@ func newFloor(s *shape, worker asynctool.Worker[int32, int64], workers int, inli
 		maxOut = max(maxOut, len(ss))
 		need[i] = int32(len(s.deps[i]))
 	}
+	g := &fgroup[int32, int64]{
+		workers: make([]asynctool.Worker[int32, int64], s.n()),
+		params:  make([]int32, s.n()),
+		results: make([]int64, s.n()),
+	}
 	nodes := make([]fnode, s.n())
-	slots := make([]any, s.n())
 	for i := range nodes {
-		nodes[i] = fnode{worker: worker, param: int32(i)}
-		slots[i] = new(int64)
+		g.workers[i], g.params[i] = worker, int32(i)
+		nodes[i] = fnode{g: g, k: int32(i)}
 	}
 	f := &floor{
 		s:       s,
 		nodes:   nodes,
-		slots:   slots,
-		worker:  worker,
+		group:   g,
 		need:    need,
 		state:   make([]atomic.Int32, s.n()),
-		results: make([]int64, s.n()),
 		buf:     make([]int32, s.n()),
 		work:    make(chan []int32, s.n()),
 		done:    make(chan struct{}, 1),
@@ -272,15 +302,9 @@ func (f *floor) exec(i int32, fresh bool) bool {
 		st.CompareAndSwap(fWorking, fError)
 		return false
 	}
-	var v int64
-	var err error
-	if f.shared {
-		v, err = f.worker.Action(f.ctx, i, asynctool.Wrappers{})
-	} else {
-		n := &f.nodes[i]
-		v, err = n.worker.Action(f.ctx, n.param, asynctool.Wrappers{})
-	}
-	if f.expired.Load() {
+	n := &f.nodes[i]
+	late, err := n.g.exec(f.ctx, n.k, f.expired)
+	if late {
 		st.CompareAndSwap(fWorking, fError)
 		return false
 	}
@@ -288,33 +312,8 @@ func (f *floor) exec(i int32, fresh bool) bool {
 		st.CompareAndSwap(fWorking, fError)
 		return true
 	}
-	if f.shared {
-		f.results[i] = v
-	} else {
-		*f.slots[i].(*int64) = v
-	}
 	st.CompareAndSwap(fWorking, fFinish)
 	return true
-}
-
-// values returns each node's result in the last run.
-func (f *floor) values() []int64 {
-	if f.shared {
-		return slices.Clone(f.results)
-	}
-	out := make([]int64, len(f.slots))
-	for i, sl := range f.slots {
-		out[i] = *sl.(*int64)
-	}
-	return out
-}
-
-// clearValues zeroes every node's result.
-func (f *floor) clearValues() {
-	clear(f.results)
-	for _, sl := range f.slots {
-		*sl.(*int64) = 0
-	}
 }
 
 // handOff is limit.handOff.
@@ -340,17 +339,13 @@ func (f *floor) close() {
 	f.wg.Wait()
 }
 
-func implFloor(inline, shared bool) impl {
+func implFloor(inline bool) impl {
 	name := "floor"
 	if inline {
-		name += "-inline"
-	}
-	if shared {
-		name += "-shared"
+		name = "floor-inline"
 	}
 	return impl{name, func(b *testing.B, s *shape, vals []int64) func() {
 		f := newFloor(s, newLibGraph(s, vals).worker, runtime.GOMAXPROCS(0), inline)
-		f.shared = shared
 		b.Cleanup(f.close)
 		return f.run
 	}}
@@ -359,7 +354,7 @@ func implFloor(inline, shared bool) impl {
 // BenchmarkFloor puts floor between limit and the library's run of a
 // plan on the 1,000-node shapes (see floor).
 func BenchmarkFloor(b *testing.B) {
-	impls := []impl{implLimit, implFloor(true, false), implFloor(false, false), implFloor(false, true), implLibraryRun}
+	impls := []impl{implLimit, implFloor(true), implFloor(false), implLibraryRun}
 	for _, s := range graphShapes() {
 		b.Run(fmt.Sprintf("shape=%s/n=%d", s.name, s.n()), func(b *testing.B) {
 			runImpls(b, s, impls)
@@ -376,8 +371,7 @@ func BenchmarkFloor(b *testing.B) {
 // take no time.
 func TestFloorDeadline(t *testing.T) {
 	s := chainShape(20)
-	for _, c := range []struct{ inline, shared bool }{{false, false}, {true, false}, {false, true}} {
-		inline := c.inline
+	for _, inline := range []bool{false, true} {
 		synctest.Test(t, func(t *testing.T) {
 			var calls atomic.Int32
 			var stale atomic.Pointer[atomic.Bool]
@@ -391,7 +385,6 @@ func TestFloorDeadline(t *testing.T) {
 				return 1, nil
 			})
 			f := newFloor(s, worker, 2, inline)
-			f.shared = c.shared
 			defer f.close()
 			f.timeout = time.Millisecond
 			f.run()
@@ -399,14 +392,21 @@ func TestFloorDeadline(t *testing.T) {
 			want[0], want[1] = fFinish, fFinish
 			assert.Equal(t, want, states(f), "inline=%v", inline)
 			assert.Equal(t, int32(3), calls.Load(), "inline=%v: no worker starts after the deadline", inline)
+			values := make([]int64, s.n())
+			values[0], values[1] = 1, 1 // node 2's value came late: not a result
+			assert.Equal(t, values, f.values(), "inline=%v: results", inline)
 
 			stale.Store(f.expired)
 			f.timeout = time.Minute
 			f.run()
 			assert.Equal(t, slices.Repeat([]int32{fFinish}, s.n()), states(f), "inline=%v: the next run", inline)
+			assert.Equal(t, slices.Repeat([]int64{1}, s.n()), f.values(), "inline=%v: the next run's results", inline)
 		})
 	}
 }
+
+// values returns each node's result in the last run.
+func (f *floor) values() []int64 { return slices.Clone(f.group.results) }
 
 // states returns the state of each of f's nodes.
 func states(f *floor) []int32 {
