@@ -44,13 +44,23 @@ import (
 //     as we found: the nodes of one (P, R) form a group (fgroup) that
 //     keeps their workers, parameters and results in dense typed arrays,
 //     and each node has a dense record of its group and its index there.
-//     So a node costs one call through its group's interface, and then
-//     the call through the Worker interface. The library instead keeps
-//     them in each node's wrapper, a separate object, and calls its
-//     execute method. In the benchmarks every node is of one type, so
-//     floor has one group. The fourteenth session's floor called one
-//     worker for every node directly, with the node's index as its
-//     parameter, and kept results in one []int64 (see docs/perf.md).
+//     The scheduler calls into a group's typed code (fgroup.drive) for a
+//     node, and that code goes on with the next node the goroutine runs
+//     for as long as it is of the same group, calling the type-blind
+//     step between nodes (floor.after) directly. So a graph of one type
+//     costs no indirect call per node but the worker's, and a graph whose
+//     types change from node to node one more per change. The library
+//     keeps them in each node's wrapper, a separate object, and calls its
+//     execute method through an interface for every node. In the
+//     benchmarks every node is of one type: floor has one group, and
+//     floor-2groups puts the nodes in two groups by the parity of their
+//     index, which is what a change of type at every step costs (both
+//     groups are of one Go type, so the indirect call always goes to the
+//     same code and is predicted; different types would cost more). The
+//     fourteenth session's floor called one worker for every node, with
+//     the node's index as its parameter, and kept results in one []int64;
+//     the fifteenth's first two versions read typed records per node and
+//     called one group's method per node (see docs/perf.md).
 //   - The run's deadline is looked at before the worker starts (a node
 //     not started by then never starts) and after it returns (a late
 //     value is not a result), as a flag that context.AfterFunc sets. As
@@ -85,12 +95,12 @@ import (
 // library returns at the deadline and ends the nodes left by a sweep.
 type floor struct {
 	s       *shape
-	nodes   []fnode               // each node's group and its index there
-	group   *fgroup[int32, int64] // the benchmarks' one group, for the tests
-	need    []int32               // upstreams of each node
-	state   []atomic.Int32        // state (low bits) and, in fInit, upstreams ended
-	sinks   atomic.Int32          // sinks not ended yet; the run ends at zero
-	expired *atomic.Bool          // the current run's, set after its context is done
+	nodes   []fnode                 // each node's group and its index there
+	groups  []*fgroup[int32, int64] // node i is in groups[i%len(groups)], for the tests
+	need    []int32                 // upstreams of each node
+	state   []atomic.Int32          // state (low bits) and, in fInit, upstreams ended
+	sinks   atomic.Int32            // sinks not ended yet; the run ends at zero
+	expired *atomic.Bool            // the current run's, set after its context is done
 	ctx     context.Context
 	buf     []int32
 	cursor  atomic.Int32
@@ -114,63 +124,102 @@ const (
 	fStateMask int32 = 1<<fStateBits - 1
 )
 
-// fnode is a node's group and its index in the group.
+// fnode is a node's group, the group's id and the node's index in it.
 type fnode struct {
-	g fexec
-	k int32
+	g  fdriver
+	gi int32
+	k  int32
 }
 
-// fexec runs node k of a group: its worker with its parameter, and, unless
-// the run has expired by the time the worker returns, writes its value
-// as the node's result. late says that the run had expired; err is the
-// worker's error.
-type fexec interface {
-	exec(ctx context.Context, k int32, expired *atomic.Bool) (late bool, err error)
+// fdriver is the typed code of a group, which the scheduler calls
+// through this interface.
+type fdriver interface {
+	// drive runs node i, which is in fWorking and of this group, and
+	// then the next node this goroutine runs for as long as it is of this
+	// group too. It returns the next node, of another group, or -1, and
+	// fresh (see exec).
+	drive(f *floor, i int32, fresh bool, scratch *[]int32) (next int32, isFresh bool)
 }
 
 // fgroup holds the workers, parameters and results of the nodes of one
 // (P, R), in dense arrays.
 type fgroup[P, R any] struct {
+	id      int32
 	workers []asynctool.Worker[P, R]
 	params  []P
 	results []R // in the current run
 }
 
-func (g *fgroup[P, R]) exec(ctx context.Context, k int32, expired *atomic.Bool) (bool, error) {
-	v, err := g.workers[k].Action(ctx, g.params[k], asynctool.Wrappers{})
-	if expired.Load() {
-		return true, nil // a late value is not a result
+func (g *fgroup[P, R]) drive(f *floor, i int32, fresh bool, scratch *[]int32) (int32, bool) {
+	for {
+		fresh = g.exec(f, i, fresh)
+		next := f.after(i, scratch)
+		if next < 0 || f.nodes[next].gi != g.id {
+			return next, fresh
+		}
+		i = next
 	}
-	if err == nil {
-		g.results[k] = v
+}
+
+// exec runs node i's worker unless the deadline has passed; the node is
+// in fWorking. A node that starts or returns after the deadline, or whose
+// worker fails, ends in fError, and a late value is not a result. fresh
+// says that this goroutine found the run alive a moment ago, after the
+// previous node's worker returned, so the look before the start is
+// skipped. exec reports whether it looked after the worker returned and
+// found the run alive.
+func (g *fgroup[P, R]) exec(f *floor, i int32, fresh bool) bool {
+	st := &f.state[i]
+	if !fresh && f.expired.Load() {
+		st.CompareAndSwap(fWorking, fError)
+		return false
 	}
-	return false, err
+	k := f.nodes[i].k
+	v, err := g.workers[k].Action(f.ctx, g.params[k], asynctool.Wrappers{})
+	if f.expired.Load() {
+		st.CompareAndSwap(fWorking, fError)
+		return false
+	}
+	if err != nil {
+		st.CompareAndSwap(fWorking, fError)
+		return true
+	}
+	g.results[k] = v
+	st.CompareAndSwap(fWorking, fFinish)
+	return true
 }
 
 // newFloor starts workers goroutines ready to run s with worker as every
 // node's worker, called with the node's index as its parameter, whose
-// values the run keeps as results. Call close to stop them.
-func newFloor(s *shape, worker asynctool.Worker[int32, int64], workers int, inline bool) *floor {
+// values the run keeps as results. Node i is in group i%groups. Call
+// close to stop them.
+func newFloor(s *shape, worker asynctool.Worker[int32, int64], workers int, inline bool, groups int) *floor {
 	maxOut := 0
 	need := make([]int32, s.n())
 	for i, ss := range s.succ {
 		maxOut = max(maxOut, len(ss))
 		need[i] = int32(len(s.deps[i]))
 	}
-	g := &fgroup[int32, int64]{
-		workers: make([]asynctool.Worker[int32, int64], s.n()),
-		params:  make([]int32, s.n()),
-		results: make([]int64, s.n()),
+	gs := make([]*fgroup[int32, int64], groups)
+	for gi := range gs {
+		size := (s.n() - gi + groups - 1) / groups
+		gs[gi] = &fgroup[int32, int64]{
+			id:      int32(gi),
+			workers: make([]asynctool.Worker[int32, int64], size),
+			params:  make([]int32, size),
+			results: make([]int64, size),
+		}
 	}
 	nodes := make([]fnode, s.n())
 	for i := range nodes {
-		g.workers[i], g.params[i] = worker, int32(i)
-		nodes[i] = fnode{g: g, k: int32(i)}
+		g, k := gs[i%groups], i/groups
+		g.workers[k], g.params[k] = worker, int32(i)
+		nodes[i] = fnode{g: g, gi: g.id, k: int32(k)}
 	}
 	f := &floor{
 		s:       s,
 		nodes:   nodes,
-		group:   g,
+		groups:  gs,
 		need:    need,
 		state:   make([]atomic.Int32, s.n()),
 		buf:     make([]int32, s.n()),
@@ -261,59 +310,40 @@ func (f *floor) arrive(s, to int32) bool {
 
 // drive runs node i, which is in fWorking, and then, for as long as there
 // is one, the first successor it made ready, which the same CAS claims;
-// the others are handed off.
+// the others are handed off. Each node runs in its group's typed code,
+// which goes on by itself while the next node is of the same group.
 func (f *floor) drive(i int32, scratch *[]int32) {
 	fresh := false
 	for i >= 0 {
-		fresh = f.exec(i, fresh)
-		succ := f.s.succ[i]
-		if len(succ) == 0 {
-			if f.sinks.Add(-1) == 0 {
-				f.done <- struct{}{}
-			}
-			return
-		}
-		ready := (*scratch)[:0]
-		next := int32(-1)
-		for _, s := range succ {
-			if next < 0 {
-				if f.arrive(s, fWorking) {
-					next = s
-				}
-			} else if f.arrive(s, fReady) {
-				ready = append(ready, s)
-			}
-		}
-		*scratch = ready
-		f.handOff(ready)
-		i = next
+		i, fresh = f.nodes[i].g.drive(f, i, fresh, scratch)
 	}
 }
 
-// exec runs node i's worker unless the deadline has passed; the node is
-// in fWorking. A node that starts or returns after the deadline, or whose
-// worker fails, ends in fError. fresh says that this goroutine found the
-// run alive a moment ago, after the previous node's worker returned, so
-// the look before the start is skipped. exec reports whether it looked
-// after the worker returned and found the run alive.
-func (f *floor) exec(i int32, fresh bool) bool {
-	st := &f.state[i]
-	if !fresh && f.expired.Load() {
-		st.CompareAndSwap(fWorking, fError)
-		return false
+// after counts node i's end into its successors, hands off those it made
+// ready but the first, and returns that one, which the same CAS claimed
+// for this goroutine, or -1. The end of a sink may end the run.
+func (f *floor) after(i int32, scratch *[]int32) int32 {
+	succ := f.s.succ[i]
+	if len(succ) == 0 {
+		if f.sinks.Add(-1) == 0 {
+			f.done <- struct{}{}
+		}
+		return -1
 	}
-	n := &f.nodes[i]
-	late, err := n.g.exec(f.ctx, n.k, f.expired)
-	if late {
-		st.CompareAndSwap(fWorking, fError)
-		return false
+	ready := (*scratch)[:0]
+	next := int32(-1)
+	for _, s := range succ {
+		if next < 0 {
+			if f.arrive(s, fWorking) {
+				next = s
+			}
+		} else if f.arrive(s, fReady) {
+			ready = append(ready, s)
+		}
 	}
-	if err != nil {
-		st.CompareAndSwap(fWorking, fError)
-		return true
-	}
-	st.CompareAndSwap(fWorking, fFinish)
-	return true
+	*scratch = ready
+	f.handOff(ready)
+	return next
 }
 
 // handOff is limit.handOff.
@@ -339,13 +369,16 @@ func (f *floor) close() {
 	f.wg.Wait()
 }
 
-func implFloor(inline bool) impl {
+func implFloor(inline bool, groups int) impl {
 	name := "floor"
 	if inline {
-		name = "floor-inline"
+		name += "-inline"
+	}
+	if groups > 1 {
+		name += fmt.Sprintf("-%dgroups", groups)
 	}
 	return impl{name, func(b *testing.B, s *shape, vals []int64) func() {
-		f := newFloor(s, newLibGraph(s, vals).worker, runtime.GOMAXPROCS(0), inline)
+		f := newFloor(s, newLibGraph(s, vals).worker, runtime.GOMAXPROCS(0), inline, groups)
 		b.Cleanup(f.close)
 		return f.run
 	}}
@@ -354,7 +387,7 @@ func implFloor(inline bool) impl {
 // BenchmarkFloor puts floor between limit and the library's run of a
 // plan on the 1,000-node shapes (see floor).
 func BenchmarkFloor(b *testing.B) {
-	impls := []impl{implLimit, implFloor(true), implFloor(false), implLibraryRun}
+	impls := []impl{implLimit, implFloor(true, 1), implFloor(false, 1), implFloor(false, 2), implLibraryRun}
 	for _, s := range graphShapes() {
 		b.Run(fmt.Sprintf("shape=%s/n=%d", s.name, s.n()), func(b *testing.B) {
 			runImpls(b, s, impls)
@@ -371,7 +404,11 @@ func BenchmarkFloor(b *testing.B) {
 // take no time.
 func TestFloorDeadline(t *testing.T) {
 	s := chainShape(20)
-	for _, inline := range []bool{false, true} {
+	for _, c := range []struct {
+		inline bool
+		groups int
+	}{{false, 1}, {true, 1}, {false, 2}} {
+		inline := c.inline
 		synctest.Test(t, func(t *testing.T) {
 			var calls atomic.Int32
 			var stale atomic.Pointer[atomic.Bool]
@@ -384,29 +421,48 @@ func TestFloorDeadline(t *testing.T) {
 				}
 				return 1, nil
 			})
-			f := newFloor(s, worker, 2, inline)
+			f := newFloor(s, worker, 2, inline, c.groups)
 			defer f.close()
 			f.timeout = time.Millisecond
 			f.run()
 			want := slices.Repeat([]int32{fError}, s.n())
 			want[0], want[1] = fFinish, fFinish
-			assert.Equal(t, want, states(f), "inline=%v", inline)
-			assert.Equal(t, int32(3), calls.Load(), "inline=%v: no worker starts after the deadline", inline)
+			assert.Equal(t, want, states(f), "inline=%v groups=%d", inline, c.groups)
+			assert.Equal(t, int32(3), calls.Load(), "inline=%v groups=%d: no worker starts after the deadline", inline, c.groups)
 			values := make([]int64, s.n())
 			values[0], values[1] = 1, 1 // node 2's value came late: not a result
-			assert.Equal(t, values, f.values(), "inline=%v: results", inline)
+			assert.Equal(t, values, f.values(), "inline=%v groups=%d: results", inline, c.groups)
 
 			stale.Store(f.expired)
 			f.timeout = time.Minute
 			f.run()
-			assert.Equal(t, slices.Repeat([]int32{fFinish}, s.n()), states(f), "inline=%v: the next run", inline)
-			assert.Equal(t, slices.Repeat([]int64{1}, s.n()), f.values(), "inline=%v: the next run's results", inline)
+			assert.Equal(t, slices.Repeat([]int32{fFinish}, s.n()), states(f), "inline=%v groups=%d: the next run", inline, c.groups)
+			assert.Equal(t, slices.Repeat([]int64{1}, s.n()), f.values(), "inline=%v groups=%d: the next run's results", inline, c.groups)
 		})
 	}
 }
 
 // values returns each node's result in the last run.
-func (f *floor) values() []int64 { return slices.Clone(f.group.results) }
+func (f *floor) values() []int64 {
+	out := make([]int64, len(f.nodes))
+	for i := range out {
+		out[i] = f.groups[i%len(f.groups)].results[f.nodes[i].k]
+	}
+	return out
+}
+
+// set makes worker node i's worker and param its parameter.
+func (f *floor) set(i int, worker asynctool.Worker[int32, int64], param int32) {
+	g, k := f.groups[i%len(f.groups)], f.nodes[i].k
+	g.workers[k], g.params[k] = worker, param
+}
+
+// clearValues zeroes every node's result.
+func (f *floor) clearValues() {
+	for _, g := range f.groups {
+		clear(g.results)
+	}
+}
 
 // states returns the state of each of f's nodes.
 func states(f *floor) []int32 {

@@ -119,29 +119,35 @@ func TestImplementationsAgree(t *testing.T) {
 		})
 		t.Run(name+"/impl=floor", func(t *testing.T) {
 			last := int32(s.n() - 1)
-			for _, inline := range []bool{false, true} {
-				for _, workers := range []int{1, 2, 4} {
-					vals := make([]int64, s.n())
-					// Node i's parameter is last-i, which its worker maps
-					// back: a floor that ran node i with another node's
-					// parameter would compute another node's value.
-					inner := newLibGraph(s, vals).worker
-					f := newFloor(s, asynctool.WorkerFunc[int32, int64](func(ctx context.Context, p int32, all asynctool.Wrappers) (int64, error) {
-						return inner.Action(ctx, last-p, all)
-					}), workers, inline)
-					for i := range f.group.params {
-						f.group.params[i] = last - int32(i)
+			for _, groups := range []int{1, 2} {
+				for _, inline := range []bool{false, true} {
+					for _, workers := range []int{1, 2, 4} {
+						vals := make([]int64, s.n())
+						f := newFloor(s, nil, workers, inline, groups)
+						// Each node has a worker of its own, which checks its
+						// parameter, last-i: a floor that ran node i with
+						// another node's worker or parameter would fail it.
+						inner := newLibGraph(s, vals).worker
+						for i := range s.n() {
+							want := last - int32(i)
+							f.set(i, asynctool.WorkerFunc[int32, int64](func(ctx context.Context, p int32, all asynctool.Wrappers) (int64, error) {
+								if p != want {
+									return 0, fmt.Errorf("node %d ran with parameter %d, want %d", i, p, want)
+								}
+								return inner.Action(ctx, int32(i), all)
+							}), want)
+						}
+						for run := range 3 {
+							clear(vals)
+							f.clearValues()
+							within(t, f.run)
+							how := fmt.Sprintf("groups=%d inline=%v workers=%d run %d", groups, inline, workers, run)
+							assert.Equal(t, ref, vals, how)
+							assert.Equal(t, ref, f.values(), "results, "+how)
+							assert.Equal(t, slices.Repeat([]int32{fFinish}, s.n()), states(f), "states, "+how)
+						}
+						within(t, f.close)
 					}
-					for run := range 3 {
-						clear(vals)
-						clear(f.group.results)
-						within(t, f.run)
-						how := fmt.Sprintf("inline=%v workers=%d run %d", inline, workers, run)
-						assert.Equal(t, ref, vals, how)
-						assert.Equal(t, ref, f.values(), "results, "+how)
-						assert.Equal(t, slices.Repeat([]int32{fFinish}, s.n()), states(f), "states, "+how)
-					}
-					within(t, f.close)
 				}
 			}
 		})
