@@ -47,16 +47,17 @@ import (
 //     The scheduler calls into a group's typed code (fgroup.drive) for a
 //     node, and that code goes on with the next node the goroutine runs
 //     for as long as it is of the same group, calling the type-blind
-//     step between nodes (floor.after) directly. So a graph of one type
-//     costs no indirect call per node but the worker's, and a graph whose
-//     types change from node to node one more per change. The library
+//     step between nodes (floor.after) directly. So a node its goroutine
+//     runs right after a predecessor of the same group costs no indirect
+//     call but the worker's, and a node taken from the queue, or of
+//     another group than the node before, one more. The library
 //     keeps them in each node's wrapper, a separate object, and calls its
 //     execute method through an interface for every node. In the
 //     benchmarks every node is of one type: floor has one group, and
 //     floor-2groups puts the nodes in two groups by the parity of their
-//     index, which is what a change of type at every step costs (both
-//     groups are of one Go type, so the indirect call always goes to the
-//     same code and is predicted; different types would cost more). The
+//     index, which on the chain changes group at every step (both groups
+//     are of one Go type, so the indirect call always reaches the same
+//     code, which groups of different types would not). The
 //     fourteenth session's floor called one worker for every node, with
 //     the node's index as its parameter, and kept results in one []int64;
 //     the fifteenth's first two versions read typed records per node and
