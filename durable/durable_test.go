@@ -141,6 +141,17 @@ func newAsync(t *testing.T) *asynctool.Async {
 	return a
 }
 
+// releaser returns a function that closes gate once, and also closes it
+// when the test ends: a worker that waits for gate and ignores its ctx
+// would otherwise keep the Async's Close, in an earlier cleanup (see
+// newAsync), waiting forever when the test fails before it releases the
+// worker. Call it after newAsync: cleanups run last registered first.
+func releaser(t *testing.T, gate chan struct{}) func() {
+	release := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(release)
+	return release
+}
+
 // waitFor waits for n events.
 func waitFor(t *testing.T, events <-chan *river.Event, n int) []*river.Event {
 	t.Helper()
@@ -439,10 +450,7 @@ func TestSavesAreOneAtATimeAndEndWithTheRun(t *testing.T) {
 			close(allSaved)
 		}
 	}))
-	// If the test fails before it releases late, the Async's Close in an
-	// earlier cleanup would wait for late forever.
-	releaseLate := sync.OnceFunc(func() { close(release) })
-	t.Cleanup(releaseLate)
+	releaseLate := releaser(t, release)
 	evs := runWorker(t, db, worker, sumArgs{}, 1)
 	require.Len(t, evs, 1)
 	runEnded.Store(true)
@@ -475,8 +483,7 @@ func TestNoSaveAfterTheDeadline(t *testing.T) {
 		saves.Add(1)
 		return nil
 	}, nil))
-	releaseLate := sync.OnceFunc(func() { close(release) })
-	t.Cleanup(releaseLate) // see TestSavesAreOneAtATimeAndEndWithTheRun
+	releaseLate := releaser(t, release)
 	evs := runWorker(t, db, worker, sumArgs{}, 1)
 	require.Len(t, evs, 1)
 	releaseLate()
