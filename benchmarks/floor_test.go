@@ -125,11 +125,10 @@ const (
 	fStateMask int32 = 1<<fStateBits - 1
 )
 
-// fnode is a node's group, the group's id and the node's index in it.
+// fnode is a node's group and its index in the group.
 type fnode struct {
-	g  fdriver
-	gi int32
-	k  int32
+	g fdriver
+	k int32
 }
 
 // fdriver is the typed code of a group, which the scheduler calls
@@ -145,7 +144,6 @@ type fdriver interface {
 // fgroup holds the workers, parameters and results of the nodes of one
 // (P, R), in dense arrays.
 type fgroup[P, R any] struct {
-	id      int32
 	workers []asynctool.Worker[P, R]
 	params  []P
 	results []R // in the current run
@@ -155,7 +153,7 @@ func (g *fgroup[P, R]) drive(f *floor, i int32, fresh bool, scratch *[]int32) (i
 	for {
 		fresh = g.exec(f, i, fresh)
 		next := f.after(i, scratch)
-		if next < 0 || f.nodes[next].gi != g.id {
+		if next < 0 || f.nodes[next].g != fdriver(g) {
 			return next, fresh
 		}
 		i = next
@@ -205,7 +203,6 @@ func newFloor(s *shape, worker asynctool.Worker[int32, int64], workers int, inli
 	for gi := range gs {
 		size := (s.n() - gi + groups - 1) / groups
 		gs[gi] = &fgroup[int32, int64]{
-			id:      int32(gi),
 			workers: make([]asynctool.Worker[int32, int64], size),
 			params:  make([]int32, size),
 			results: make([]int64, size),
@@ -215,7 +212,7 @@ func newFloor(s *shape, worker asynctool.Worker[int32, int64], workers int, inli
 	for i := range nodes {
 		g, k := gs[i%groups], i/groups
 		g.workers[k], g.params[k] = worker, int32(i)
-		nodes[i] = fnode{g: g, gi: g.id, k: int32(k)}
+		nodes[i] = fnode{g: g, k: int32(k)}
 	}
 	f := &floor{
 		s:       s,
