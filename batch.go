@@ -80,11 +80,18 @@ func (e *BatchItemError) Unwrap() error { return e.Err }
 // [BatchReport.Failures], and a panic in process is recovered into a
 // [*PanicError]. Items not yet started when ctx ends are skipped. The
 // returned error is nil, the fetch error (wrapped with its page number),
-// or context.Cause(ctx); item failures are only in the report.
+// or context.Cause(ctx); item failures are only in the report. A nil
+// fetch or process is an error, returned before anything runs.
 func RunBatches[T any](ctx context.Context, exec Executor,
 	fetch func(ctx context.Context, page int) ([]T, error),
 	process func(ctx context.Context, item T) error,
 ) (BatchReport, error) {
+	switch {
+	case fetch == nil:
+		return BatchReport{}, errors.New("asynctool: RunBatches with a nil fetch")
+	case process == nil:
+		return BatchReport{}, errors.New("asynctool: RunBatches with a nil process")
+	}
 	if exec == nil {
 		p := NewPool()
 		defer p.Close()

@@ -197,3 +197,14 @@ func TestRunBatchesSkippedAfterLastPageReportsCause(t *testing.T) {
 		t.Fatalf("got err %v with %d skipped, want context.Canceled", err, rep.Skipped)
 	}
 }
+
+func TestRunBatchesRejectsNilFunctions(t *testing.T) {
+	fetch := func(context.Context, int) ([]int, error) { return nil, nil }
+	process := func(context.Context, int) error { return nil }
+	_, err := RunBatches(context.Background(), GoExecutor{}, nil, process)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "nil fetch")
+	_, err = RunBatches(context.Background(), GoExecutor{}, fetch, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "nil process")
+}

@@ -136,8 +136,13 @@ func Compile(starts ...Wrapper) (*Plan, error) {
 	return &Plan{p: p}, nil
 }
 
-// Len returns the number of nodes in the plan.
-func (pl *Plan) Len() int { return len(pl.p.nodes) }
+// Len returns the number of nodes in the plan: 0 for a nil or zero Plan.
+func (pl *Plan) Len() int {
+	if pl == nil || pl.p == nil {
+		return 0
+	}
+	return len(pl.p.nodes)
+}
 
 // getRun returns a reset run of p, recycled when possible.
 func (p *plan) getRun() *Run {
@@ -268,7 +273,7 @@ func grow[T any](s []T, n int) []T {
 // so it may run concurrently with anything else that reads them.
 func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, err error) {
 	if len(starts) == 0 {
-		return nil, ErrNoStart
+		return nil, &GraphError{Err: ErrNoStart}
 	}
 	if sc == nil {
 		sc = &compileScratch{}

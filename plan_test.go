@@ -73,9 +73,9 @@ func TestValidation(t *testing.T) {
 			err := a.BeginWork(context.Background(), 0, tt.build()...)
 			require.ErrorIs(t, err, tt.target)
 			assert.Contains(t, err.Error(), tt.msg)
+			var ge *GraphError
+			require.ErrorAs(t, err, &ge, "every validation error is a *GraphError")
 			if tt.nodes != nil {
-				var ge *GraphError
-				require.ErrorAs(t, err, &ge)
 				assert.Equal(t, tt.nodes, ge.Nodes)
 			}
 		})
@@ -219,5 +219,15 @@ func TestInEdgeKeepsNodeAndFlag(t *testing.T) {
 			assert.Equal(t, node, gotNode, "node %d must %v", node, must)
 			assert.Equal(t, must, gotMust, "node %d must %v", node, must)
 		}
+	}
+}
+
+func TestNilAndZeroPlanAreEmpty(t *testing.T) {
+	for _, pl := range []*Plan{nil, {}} {
+		assert.Equal(t, 0, pl.Len())
+		rep := pl.Describe()
+		require.NotNil(t, rep)
+		assert.Empty(t, rep.Nodes)
+		assert.NotPanics(t, func() { _ = rep.DOT(); _ = rep.Mermaid(); _ = rep.String(); _ = rep.CriticalPath() })
 	}
 }

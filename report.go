@@ -274,7 +274,11 @@ func Describe(starts ...Wrapper) (*Report, error) {
 	return newRun(p, false).Report(), nil
 }
 
-// Describe returns a report of the plan's static shape, as [Describe].
+// Describe returns a report of the plan's static shape, as [Describe]:
+// a report without nodes for a nil or zero Plan.
 func (pl *Plan) Describe() *Report {
+	if pl == nil || pl.p == nil {
+		return &Report{Nodes: []NodeReport{}}
+	}
 	return newRun(pl.p, false).Report()
 }
