@@ -56,7 +56,8 @@ type NodeEvent struct {
 	// State and Result are the node's state and result state at the event.
 	State  State
 	Result ResultState
-	// Err is the node's error, for OnNodeEnd, OnNodeSkip and OnNodeTimeout.
+	// Err is the node's error, for OnNodeEnd, OnNodeSkip and OnNodeTimeout,
+	// and the failed attempt's error for OnNodeRetry.
 	Err error
 	// Reason explains, in words, why a node did not succeed.
 	Reason string
@@ -64,8 +65,8 @@ type NodeEvent struct {
 	// first start).
 	Attempt int
 	// Wait is how long the node waited for a goroutine once ready
-	// (OnNodeStart), Duration how long it ran (OnNodeEnd; zero for nodes
-	// that never ran).
+	// (OnNodeStart) or the backoff before its next attempt (OnNodeRetry);
+	// Duration how long it ran (OnNodeEnd; zero for nodes that never ran).
 	Wait, Duration time.Duration
 }
 

@@ -24,15 +24,23 @@
 //	asynctool.node.index     its index in the run's report
 //	asynctool.node.state     finish or error
 //	asynctool.node.result    success, exception or timeout
-//	asynctool.node.outcome   success, failed, upstream_failed, skipped or timeout
+//	asynctool.node.outcome   success, failed, upstream_failed, skipped, timeout or retried
 //	asynctool.node.ran       whether its worker was called
 //	asynctool.node.attempts  how many times its worker was started
 //	asynctool.node.reason    why it did not succeed, in words
 //	asynctool.node.wait_ms   how long it waited for a goroutine once ready
+//	asynctool.node.retry_in_ms  the backoff before the next attempt (retried attempts only)
 //
 // A node that did not succeed has its error recorded on the span
 // (RecordError) and the span's status set to Error; a node ended by the
-// deadline while running also gets a "timeout" event. The run's span
+// deadline while running also gets a "timeout" event.
+//
+// A node with a retry policy gets one span per attempt, all with the same
+// name. An attempt that failed and is retried ends its span with the
+// attempt's error recorded, status Error, asynctool.node.attempts set to
+// that attempt's number, asynctool.node.outcome = "retried" and
+// asynctool.node.retry_in_ms the backoff before the next attempt. The last
+// attempt's span carries the node's outcome, as above. The run's span
 // carries asynctool.run.nodes, asynctool.run.failed (the number of nodes
 // that did not succeed) and, if the run was cut short, its error.
 //
@@ -76,6 +84,7 @@ const (
 	KeyNodeAttempts = attribute.Key("asynctool.node.attempts")
 	KeyNodeReason   = attribute.Key("asynctool.node.reason")
 	KeyNodeWaitMS   = attribute.Key("asynctool.node.wait_ms")
+	KeyNodeRetryMS  = attribute.Key("asynctool.node.retry_in_ms")
 	KeyRunNodes     = attribute.Key("asynctool.run.nodes")
 	KeyRunFailed    = attribute.Key("asynctool.run.failed")
 	KeyRunOutcome   = attribute.Key("asynctool.run.outcome")
@@ -129,6 +138,7 @@ func Hooks(tp trace.TracerProvider, mp metric.MeterProvider) *asynctool.Hooks {
 		OnRunStart:  in.runStart,
 		OnNodeStart: in.nodeStart,
 		OnNodeEnd:   in.nodeEnd,
+		OnNodeRetry: in.nodeRetry,
 		OnRunEnd:    in.runEnd,
 	}
 }
@@ -155,11 +165,39 @@ func (in *instruments) nodeStart(ctx context.Context, ev asynctool.NodeEvent) co
 	))
 	st.mu.Lock()
 	if old := st.nodes[ev.Index]; old != nil {
-		old.End() // an earlier attempt
+		old.End() // an earlier attempt that nodeRetry did not end: a suspended node rerun by Resume
 	}
 	st.nodes[ev.Index] = span
 	st.mu.Unlock()
 	return ctx
+}
+
+// nodeRetry ends the span of an attempt that failed and will be retried,
+// with the attempt's error; the next attempt starts a span of its own.
+func (in *instruments) nodeRetry(ctx context.Context, ev asynctool.NodeEvent) {
+	st, _ := ctx.Value(runKey{}).(*runState)
+	if st == nil {
+		return
+	}
+	st.mu.Lock()
+	span := st.nodes[ev.Index]
+	delete(st.nodes, ev.Index)
+	st.mu.Unlock()
+	if span == nil {
+		return
+	}
+	now := time.Now()
+	span.SetAttributes(
+		KeyNodeOutcome.String("retried"),
+		KeyNodeRan.Bool(true),
+		KeyNodeAttempts.Int(ev.Attempt),
+		KeyNodeRetryMS.Float64(float64(ev.Wait)/float64(time.Millisecond)),
+	)
+	if ev.Err != nil {
+		span.RecordError(ev.Err, trace.WithTimestamp(now))
+		span.SetStatus(codes.Error, ev.Err.Error())
+	}
+	span.End(trace.WithTimestamp(now))
 }
 
 // outcome names how a node ended, for spans and metrics.

@@ -3,7 +3,9 @@ package asynctoolotel_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -170,6 +172,46 @@ func TestSkipAndTimeout(t *testing.T) {
 
 		run := spans["asynctool.run"]
 		assert.Equal(t, codes.Error, run.Status.Code, "the run was cut short")
+	})
+}
+
+// TestRetriedAttemptsHaveTheirOwnSpans checks that each attempt of a
+// retried node is a span, and that the failed ones carry their error.
+func TestRetriedAttemptsHaveTheirOwnSpans(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, exp, _, _ := setup(t)
+		var calls atomic.Int32
+		flaky := asynctool.NewWrapper("flaky", asynctooltest.Func(func(context.Context, int) (int, error) {
+			if calls.Add(1) < 3 {
+				return 0, errDown
+			}
+			return 7, nil
+		}), 0).Retry(asynctool.RetryPolicy{Attempts: 3, Backoff: asynctool.ConstantBackoff(5 * time.Millisecond)})
+		a := asynctool.New(asynctool.WithHooks(h))
+		require.NoError(t, a.BeginWork(context.Background(), time.Second, flaky))
+		require.NoError(t, a.Close())
+
+		var attempts []tracetest.SpanStub
+		for _, s := range exp.GetSpans() {
+			if s.Name == "asynctool.node flaky" {
+				attempts = append(attempts, s)
+			}
+		}
+		require.Len(t, attempts, 3, "one span per attempt")
+		slices.SortFunc(attempts, func(x, y tracetest.SpanStub) int { return x.StartTime.Compare(y.StartTime) })
+		for k, s := range attempts[:2] {
+			at := attrs(s.Attributes)
+			assert.Equal(t, "retried", at["asynctool.node.outcome"].AsString(), "attempt %d", k+1)
+			assert.Equal(t, int64(k+1), at["asynctool.node.attempts"].AsInt64(), "attempt %d", k+1)
+			assert.Equal(t, 5.0, at["asynctool.node.retry_in_ms"].AsFloat64(), "attempt %d", k+1)
+			assert.Equal(t, codes.Error, s.Status.Code, "attempt %d", k+1)
+			require.Len(t, s.Events, 1, "attempt %d", k+1)
+			assert.Equal(t, "exception", s.Events[0].Name, "attempt %d: RecordError", k+1)
+		}
+		last := attrs(attempts[2].Attributes)
+		assert.Equal(t, "success", last["asynctool.node.outcome"].AsString())
+		assert.Equal(t, int64(3), last["asynctool.node.attempts"].AsInt64())
+		assert.Equal(t, codes.Unset, attempts[2].Status.Code)
 	})
 }
 
