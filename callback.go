@@ -8,8 +8,9 @@ package asynctool
 //
 // Result runs before the node's successors are triggered, so it may be
 // used to log or to adjust shared state they read. Callbacks should be
-// quick: Result for nodes ended by the group deadline runs on the goroutine
-// that returns from BeginWork. A panic in a callback is recovered and
+// quick: Result for nodes ended by the group deadline runs on a goroutine
+// started when the deadline passes, and BeginWork returns only after it
+// has run for each of them. A panic in a callback is recovered and
 // reported as a [*CallbackPanicError] by BeginWork; a panic in Begin also
 // fails the node.
 type Callback[P, R any] interface {

@@ -137,6 +137,7 @@ func CustomJoin(fn func(ups []Upstream) Decision) Join { return Join{kind: joinC
 
 // Upstream is one upstream node as a custom join sees it.
 type Upstream struct {
+	// ID is the upstream's id.
 	ID string
 	// Ended reports whether the upstream has a final result; OK whether it
 	// counts as a success for joins (it succeeded, or failed under
@@ -144,9 +145,13 @@ type Upstream struct {
 	Ended, OK bool
 	// Pending reports whether the upstream is suspended.
 	Pending bool
-	Result  ResultState
-	Err     error
-	Value   any
+	// Result, Err and Value are the upstream's result once it ended:
+	// its result state, its error (nil on success) and its value (the
+	// worker's, or its default when it did not succeed). Before it ended
+	// they are zero.
+	Result ResultState
+	Err    error
+	Value  any
 }
 
 // Decision is a custom join's answer.

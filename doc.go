@@ -89,9 +89,11 @@
 // result as it was. A panic in a Defaulter's DefaultValue makes the zero
 // value stand in; a panic in a RetryPolicy's Retryable or Backoff ends the
 // retries and becomes the node's *PanicError; a panic in a custom join
-// fails the join's node; a panic in a hook is recovered. Every one of these
-// callback panics is also returned by BeginWork as a [*CallbackPanicError],
-// so none is lost. User code that ends its goroutine with runtime.Goexit
+// fails the join's node; a panic in a hook is recovered. A panic in Begin,
+// Result, DefaultValue or a hook is also returned by BeginWork as a
+// [*CallbackPanicError], so none is lost; a panic in Retryable, Backoff or
+// a custom join is, like a worker's, the node's failure, found in its
+// result and not returned by BeginWork. User code that ends its goroutine with runtime.Goexit
 // (t.FailNow in a test), in a worker, a callback, a custom join or a hook,
 // fails the node it was working for with [ErrGoexit] instead of hanging
 // the run. The library itself never panics on bad input: it returns

@@ -172,13 +172,18 @@ func newPanicError(v any) *PanicError {
 	return &PanicError{Value: v, Stack: debug.Stack()}
 }
 
-// CallbackPanicError reports a panic in a node's [Callback]. It does not
-// change the node's result; [Async.BeginWork] returns it (joined with any
-// other error) so that the panic is never lost.
+// CallbackPanicError reports a panic in a node's [Callback], in its
+// [Defaulter]'s DefaultValue or in a [Hooks] function. [Async.BeginWork]
+// returns it (joined with any other error) so that the panic is never
+// lost. Only a panic in Begin changes the node's result: the node fails
+// with the [*PanicError] and its Action is not called.
 type CallbackPanicError struct {
-	// ID is the node whose callback panicked.
+	// ID is the node whose callback panicked; empty for a hook called for
+	// the whole run.
 	ID string
-	// Method is "Begin" or "Result".
+	// Method is what panicked: "Begin", "Result", "DefaultValue", the
+	// name of a Hooks field (such as "OnNodeEnd"), or "internal" for a
+	// panic that escaped the library's own code, which is a bug.
 	Method string
 	// Panic is the recovered panic.
 	Panic *PanicError

@@ -10,26 +10,8 @@ import (
 )
 
 // This file renders a Report as pictures: Graphviz DOT and Mermaid for the
-// graph, Chrome trace-event JSON for the timeline.
-//
-// Both graph formats follow one convention. Nodes are listed in report
-// order and named by their index (n0, n1, ...), so any id, including the
-// empty one, quotes, spaces and any Unicode, appears only inside an escaped
-// label. Edges go from upstream to downstream: solid for must dependencies,
-// dashed for optional ones, and thick for the edges of the critical path.
-// A node's fill colour is its outcome:
-//
-//	finish (success)                  green   #a6d96a
-//	error: exception (failed, panic,  red     #f4a582
-//	       upstream failed)
-//	error: skipped (ErrSkipped)       grey    #d9d9d9
-//	error: timeout                    orange  #fdae61
-//	working (a snapshot of a run)     blue    #abd9e9
-//	init (never ran, not ended)       white   #ffffff
-//
-// A static report (every node in StateInit with no result, as from
-// [Describe] or [Plan.Describe]) is drawn as the plain graph: no colours, no
-// outcomes, no durations, no critical path.
+// graph, Chrome trace-event JSON for the timeline. The graph formats'
+// conventions are in DOT's doc comment.
 
 // Fill colours, shared by the DOT and Mermaid exports.
 const (
@@ -136,11 +118,29 @@ func (rep *Report) criticalEdges() map[[2]int]bool {
 	return set
 }
 
-// DOT renders the report as a Graphviz digraph, laid out left to right,
-// with the colours and edge styles described above. Durations appear on
-// the nodes when the run recorded times ([WithTimings] or hooks), and the
-// critical path's edges (see [Report.CriticalPath]) are drawn bold and
-// thick. Render it with, for example, dot -Tsvg.
+// DOT renders the report as a Graphviz digraph, laid out left to right.
+// Render it with, for example, dot -Tsvg.
+//
+// DOT and [Report.Mermaid] follow one convention. Nodes are listed in
+// report order and named by their index (n0, n1, ...), so any id,
+// including the empty one, quotes, spaces and any Unicode, appears only
+// inside an escaped label. Edges go from upstream to downstream: solid
+// for must dependencies, dashed for optional ones, and thick for the
+// edges of the critical path (see [Report.CriticalPath]). Durations
+// appear on the nodes when the run recorded times ([WithTimings] or
+// hooks). A node's fill colour is its outcome:
+//
+//	finish (success)                  green   #a6d96a
+//	error: exception (failed, panic,  red     #f4a582
+//	       upstream failed)
+//	error: skipped (ErrSkipped)       grey    #d9d9d9
+//	error: timeout                    orange  #fdae61
+//	working (a snapshot of a run)     blue    #abd9e9
+//	init (never ran, not ended)       white   #ffffff
+//
+// A static report (every node in StateInit with no result, as from
+// [Describe] or [Plan.Describe]) is drawn as the plain graph: no colours,
+// no outcomes, no durations, no critical path.
 func (rep *Report) DOT() string {
 	static := rep.isStatic()
 	var b strings.Builder

@@ -31,8 +31,11 @@ func (k EventKind) String() string {
 // Event is one callback call seen by a [Recorder]. For a Begin event only
 // ID and Kind are set.
 type Event struct {
-	ID      string
-	Kind    EventKind
+	// ID is the node's id; Kind is Begin or Result.
+	ID   string
+	Kind EventKind
+	// Success, State, Value and Err are what the Result callback got:
+	// its success flag and the result's state, value and error.
 	Success bool
 	State   asynctool.ResultState
 	Value   any
