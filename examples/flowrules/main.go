@@ -57,6 +57,13 @@ func run(title string, starts ...asynctool.Wrapper) {
 }
 
 func main() {
+	// The default join: every must upstream succeeds; an optional one
+	// does not hold the node back.
+	user := asynctool.NewWrapper("user", rpc(10*time.Millisecond, 1, nil), "")
+	recs := asynctool.NewWrapper("recs", rpc(50*time.Millisecond, 2, nil), "").Default(-1)
+	asynctool.NewWrapper("page", rpc(0, 3, nil), "").Depend(user, true).Depend(recs, false)
+	run("(default): page runs once user (must) succeeded, without waiting for recs (optional)", user, recs)
+
 	joins := []struct {
 		title    string
 		outcomes string
@@ -100,7 +107,18 @@ func main() {
 		Timeout(200 * time.Millisecond)
 	run("Retry: succeeds on the third attempt", flaky)
 
+	// A node timeout: the node ends at 20 ms with its default, while the
+	// group deadline is a second.
+	stuck := asynctool.NewWrapper("stuck", rpc(time.Second, 1, nil), "").
+		Timeout(20 * time.Millisecond).Default(-1)
+	run("Timeout(20ms): the node times out with its default", stuck)
+
 	// Failure policies.
+	failed := asynctool.NewWrapper("inventory", rpc(5*time.Millisecond, 0, errDown), "").
+		OnFailure(asynctool.PolicyFail)
+	asynctool.NewWrapper("checkout", rpc(0, 1, nil), "").Depend(failed, true)
+	run("PolicyFail (the default): the node fails, and so does checkout, which must have it", failed)
+
 	cont := asynctool.NewWrapper("optional-enrich", rpc(5*time.Millisecond, 0, errDown), "").
 		OnFailure(asynctool.PolicyContinue).Default(-1)
 	after := asynctool.NewWrapper("render", rpc(0, 1, nil), "").Depend(cont, true)

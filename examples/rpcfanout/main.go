@@ -2,13 +2,15 @@
 // one request fans out to several RPCs with dependencies between them,
 // fallbacks for the optional ones, and one deadline for the whole group.
 //
-//	user ─────────────────────────────┐ must
-//	cart ──must──▶ inventory ──must──▶ pricing ──must──▶ page
-//	recs (slow, fallback) ────────────────── optional ──▶ page
+//	user ──────────────────────────────────────── must ──▶ page
+//	cart ──must──▶ inventory ──must──▶ pricing ── must ──▶ page
+//	recs (slow, fallback) ─────────────────── optional ──▶ page
 //	reviews-a (down) ─┐ optional
-//	reviews-b ────────┴──▶ reviews ───────── optional ──▶ page
+//	reviews-b ────────┴──▶ reviews ────────── optional ──▶ page
 //
-// The RPCs are simulated with sleeps so the program runs anywhere.
+// user, cart, inventory, recs, reviews-a and reviews-b are the six RPCs;
+// pricing, reviews and page are computed locally. The RPCs are simulated
+// with sleeps so the program runs anywhere.
 package main
 
 import (

@@ -1,6 +1,7 @@
 // Command runpicture runs a product page's fan-out once and prints its
 // report as a picture: a Mermaid flowchart (the default), Graphviz DOT,
-// or a Chrome trace for Perfetto. docs/observability.md shows its output.
+// or a Chrome trace for Perfetto. The README's "Seeing a run" section
+// shows its output.
 //
 //	go run ./examples/runpicture                        # Mermaid
 //	go run ./examples/runpicture -format dot | dot -Tpng > run.png
@@ -11,7 +12,8 @@
 //	user ──must──▶ page, and ──must──▶ recs (slow: cut by the 100ms deadline)
 //	cart ──must──▶ inventory ──must──▶ pricing ──must──▶ page
 //	recs ──optional──▶ page
-//	reviews-a (down), reviews-b, mirror ──must──▶ reviews-c: any of them ──▶ reviews ──optional──▶ page
+//	mirror ──must──▶ reviews-c
+//	reviews-a (down), reviews-b, reviews-c ──optional──▶ reviews (the first success) ──optional──▶ page
 package main
 
 import (
