@@ -105,8 +105,9 @@ type Serial struct {
 	dropped   atomic.Uint64
 	panicked  atomic.Uint64
 
-	dmu       sync.Mutex // guards delayed
-	delayed   map[*delayedTask]struct{}
+	dmu       sync.Mutex     // guards delayed and seq
+	delayed   delayHeap      // tasks waiting for their timers
+	seq       uint64         // SubmitAfter calls so far
 	timers    sync.WaitGroup // timer callbacks that have not finished
 	closeOnce sync.Once
 }
@@ -149,11 +150,14 @@ func (s *Serial) Submit(task func()) error {
 }
 
 // SubmitAfter queues task once d has passed; it then runs in order with
-// the tasks submitted by then. No goroutine waits meanwhile (the delay is
-// a runtime timer). cancel stops the task from being queued and reports
-// whether it did so; it is safe to call more than once and from any
-// goroutine. A d <= 0 submits task at once, and cancel then always
-// reports false. SubmitAfter returns the same errors as [Serial.Submit].
+// the tasks submitted by then. Delayed tasks are queued in the order of
+// their due times, and tasks due at the same time (the same d from one
+// goroutine, or equal due times) in the order SubmitAfter was called. No
+// goroutine waits meanwhile (the delay is a runtime timer). cancel stops
+// the task from being queued and reports whether it did so; it is safe to
+// call more than once and from any goroutine. A d <= 0 submits task at
+// once, and cancel then always reports false. SubmitAfter returns the
+// same errors as [Serial.Submit].
 func (s *Serial) SubmitAfter(d time.Duration, task func()) (cancel func() bool, err error) {
 	if task == nil {
 		return nil, ErrNilTask
@@ -166,46 +170,142 @@ func (s *Serial) SubmitAfter(d time.Duration, task func()) (cancel func() bool, 
 	if s.closed.Load() {
 		return nil, ErrSerialClosed
 	}
-	t := &delayedTask{s: s, fn: task}
-	if s.delayed == nil {
-		s.delayed = make(map[*delayedTask]struct{})
-	}
-	s.delayed[t] = struct{}{}
+	s.seq++
+	t := &delayedTask{s: s, fn: task, when: time.Now().Add(d), seq: s.seq}
+	s.delayed.push(t)
 	s.timers.Add(1)
 	t.timer = time.AfterFunc(d, t.fire)
 	return t.cancel, nil
 }
 
 // delayedTask is a task waiting for its timer. It is in s.delayed until
-// it fires, is cancelled or is dropped by Close, whichever comes first.
+// it is queued, is cancelled or is dropped by Close, whichever comes
+// first.
 type delayedTask struct {
 	s     *Serial
 	fn    func()
 	timer *time.Timer
+	when  time.Time // due time
+	seq   uint64    // SubmitAfter's order, for tasks due at the same time
+	idx   int       // position in s.delayed, -1 once out of it
 }
 
+// before orders delayed tasks by due time, then by submission.
+func (t *delayedTask) before(u *delayedTask) bool {
+	if c := t.when.Compare(u.when); c != 0 {
+		return c < 0
+	}
+	return t.seq < u.seq
+}
+
+// fire queues t and every delayed task due no later than t, in their
+// order. Timers due together call fire on goroutines of their own, in no
+// particular order: a fire queues the tasks due before its own (which
+// their fires then find gone), so that they keep their order. The tasks
+// are appended under dmu, which orders one fire's batch against the
+// next, and the drain loop is started after dmu is released, since an
+// executor may run it right here (CallerRuns) and a task may call
+// SubmitAfter.
 func (t *delayedTask) fire() {
-	defer t.s.timers.Done()
-	t.s.dmu.Lock()
-	_, ok := t.s.delayed[t]
-	delete(t.s.delayed, t)
-	t.s.dmu.Unlock()
-	if ok {
-		t.s.push(serialItem{fn: t.fn})
+	s := t.s
+	defer s.timers.Done()
+	s.dmu.Lock()
+	if t.idx < 0 {
+		s.dmu.Unlock()
+		return // queued by an earlier fire, cancelled or dropped
+	}
+	s.mu.Lock()
+	for len(s.delayed) > 0 && !t.before(s.delayed[0]) {
+		u := s.delayed.pop()
+		if u != t && u.timer.Stop() {
+			s.timers.Done() // u's fire will not run
+		}
+		s.queue = append(s.queue, serialItem{fn: u.fn})
+	}
+	start := !s.running
+	s.running = true
+	s.mu.Unlock()
+	s.dmu.Unlock()
+	if start {
+		s.schedule()
 	}
 }
 
 func (t *delayedTask) cancel() bool {
 	t.s.dmu.Lock()
 	defer t.s.dmu.Unlock()
-	if _, ok := t.s.delayed[t]; !ok {
+	if t.idx < 0 {
 		return false
 	}
-	delete(t.s.delayed, t)
+	t.s.delayed.remove(t)
 	if t.timer.Stop() {
 		t.s.timers.Done() // fire will not run
 	}
 	return true
+}
+
+// delayHeap is a binary min-heap of delayed tasks by delayedTask.before,
+// each knowing its index, so that cancel removes it in O(log n).
+type delayHeap []*delayedTask
+
+func (h *delayHeap) push(t *delayedTask) {
+	t.idx = len(*h)
+	*h = append(*h, t)
+	h.up(t.idx)
+}
+
+func (h *delayHeap) pop() *delayedTask {
+	t := (*h)[0]
+	h.remove(t)
+	return t
+}
+
+func (h *delayHeap) remove(t *delayedTask) {
+	old := *h
+	i, last := t.idx, len(old)-1
+	if i != last {
+		old[i] = old[last]
+		old[i].idx = i
+	}
+	old[last] = nil
+	*h = old[:last]
+	t.idx = -1
+	if i != last {
+		h.down(i)
+		h.up(i)
+	}
+}
+
+func (h delayHeap) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h[i].before(h[p]) {
+			return
+		}
+		h.swap(i, p)
+		i = p
+	}
+}
+
+func (h delayHeap) down(i int) {
+	for {
+		m := i
+		for _, c := range [2]int{2*i + 1, 2*i + 2} {
+			if c < len(h) && h[c].before(h[m]) {
+				m = c
+			}
+		}
+		if m == i {
+			return
+		}
+		h.swap(i, m)
+		i = m
+	}
+}
+
+func (h delayHeap) swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].idx, h[j].idx = i, j
 }
 
 // push queues it and starts the drain loop if none is running.
@@ -305,13 +405,14 @@ func (s *Serial) Close() {
 	s.closeOnce.Do(func() {
 		s.dmu.Lock()
 		s.closed.Store(true)
-		for t := range s.delayed {
-			delete(s.delayed, t)
+		for _, t := range s.delayed {
+			t.idx = -1
 			if t.timer.Stop() {
 				s.timers.Done()
 			}
 			s.dropped.Add(1)
 		}
+		s.delayed = nil
 		s.dmu.Unlock()
 		s.timers.Wait() // timer callbacks that were already running
 		done := make(chan struct{})

@@ -1,8 +1,10 @@
 package asynctool
 
 import (
+	"cmp"
 	"errors"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -331,4 +333,57 @@ func TestSerialNilTask(t *testing.T) {
 	assert.ErrorIs(t, s.Submit(nil), ErrNilTask)
 	_, err := s.SubmitAfter(time.Second, nil)
 	assert.ErrorIs(t, err, ErrNilTask)
+}
+
+// TestSerialSubmitAfterKeepsOrder submits delayed tasks with equal and
+// with different delays, cancels some, and checks that the others run in
+// the order of their due times, ties in submission order. Timers due
+// together fire on goroutines of their own, in no particular order.
+func TestSerialSubmitAfterKeepsOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := NewSerial(nil)
+		defer s.Close()
+		type key struct{ due, seq int }
+		var got []key
+		var want []key
+		var wg sync.WaitGroup
+		for k := range 300 {
+			due := []int{3, 1, 2}[k%3] // seconds
+			wg.Add(1)
+			cancel, err := s.SubmitAfter(time.Duration(due)*time.Second, func() {
+				got = append(got, key{due, k})
+				wg.Done()
+			})
+			require.NoError(t, err)
+			if k%7 == 0 {
+				require.True(t, cancel())
+				wg.Done()
+				continue
+			}
+			want = append(want, key{due, k})
+		}
+		wg.Wait()
+		slices.SortFunc(want, func(a, b key) int {
+			return cmp.Or(cmp.Compare(a.due, b.due), cmp.Compare(a.seq, b.seq))
+		})
+		require.Equal(t, want, got)
+		assert.Zero(t, s.Stats().Delayed)
+	})
+}
+
+// TestSerialSubmitAfterOrderOnARealClock checks the order of tasks with
+// one delay on the real clock, where their due times differ by the time
+// between the calls.
+func TestSerialSubmitAfterOrderOnARealClock(t *testing.T) {
+	s := NewSerial(nil)
+	defer s.Close()
+	var got []int
+	var wg sync.WaitGroup
+	for k := range 2000 {
+		wg.Add(1)
+		_, err := s.SubmitAfter(time.Millisecond, func() { got = append(got, k); wg.Done() })
+		require.NoError(t, err)
+	}
+	wg.Wait()
+	assert.True(t, slices.IsSorted(got), "delayed tasks ran out of submission order")
 }
