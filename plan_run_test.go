@@ -595,7 +595,9 @@ func TestSingleUseRunAllocatesLittle(t *testing.T) {
 // TestDiamondBeginWorkAllocatesFixedCost guards the fixed cost of a small
 // single-use graph: what BeginWork allocates for a diamond (a → b, c → d)
 // once the Async's pools are warm, the wrappers excluded. Most of it is
-// the plan and the run's context; see docs/perf.md. The median over many
+// the plan and the run's contexts: the deadline's, and since the
+// sixteenth session the mark that tells a run started from inside a
+// worker (see Run.dispatch); see docs/perf.md. The median over many
 // runs is guarded: MemStats counts every goroutine's allocations, and a
 // collection that empties the pools, or a pool worker that retires, adds
 // a few to the odd run.
@@ -628,7 +630,7 @@ func TestDiamondBeginWorkAllocatesFixedCost(t *testing.T) {
 	slices.Sort(counts)
 	median := counts[len(counts)/2]
 	t.Logf("allocs per BeginWork of a diamond, the build excluded: median %d, lowest %d, highest %d", median, counts[0], counts[len(counts)-1])
-	assert.LessOrEqual(t, median, uint64(17), "median allocs per BeginWork")
+	assert.LessOrEqual(t, median, uint64(18), "median allocs per BeginWork")
 }
 
 // waitAllIdle waits until every worker of p is idle. A worker that ran

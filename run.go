@@ -322,6 +322,10 @@ func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration) {
 	} else {
 		r.times, r.began = nil, time.Time{}
 	}
+	parent := ctx
+	// Workers' contexts say they are in a run, for runs they start (see
+	// dispatch).
+	ctx = context.WithValue(ctx, inRunKey{}, true)
 	if timeout > 0 {
 		r.ctx, r.cancel = context.WithTimeout(ctx, timeout)
 	} else {
@@ -330,8 +334,11 @@ func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration) {
 	r.ctxDone = r.ctx.Done()
 	a.inflight.Add(1) // the run itself, until its sweep is resolved: Close waits for open runs
 	r.stopSweep = context.AfterFunc(r.ctx, r.sweep)
-	r.dispatch(r.helper) // its first call in the run: it starts the run
+	r.dispatch(parent, r.helper) // its first call in the run: it starts the run
 }
+
+// inRunKey marks the contexts that workers receive.
+type inRunKey struct{}
 
 // startTimes turns on timestamps for this run.
 func (r *Run) startTimes() {
@@ -977,12 +984,20 @@ func (r *Run) salvage(wl *worklist, pe *PanicError) *worklist {
 	return cont
 }
 
-// dispatch hands task, which runs a node, to the executor, or to a new
-// goroutine if the executor has no room: never to the caller's goroutine,
-// so that Start returns at once and BeginWork stays prompt.
-func (r *Run) dispatch(task func()) {
+// dispatch hands task, the run's first, to a goroutine: never to the
+// caller's, so that Start returns at once and BeginWork stays prompt. It
+// goes to an idle or new goroutine of the Async's pool if there is one,
+// else to the executor's queue, or to a new goroutine if the queue is
+// full. A run started from inside a worker (ctx, the one passed to
+// Start, comes from a run) is never queued: the worker may hold the
+// goroutine the queue waits for, as every worker of a busy pool may, so
+// that task gets a goroutine of its own, past the pool's bound.
+func (r *Run) dispatch(ctx context.Context, task func()) {
 	r.taskStart()
-	if !r.a.trySubmit(task) {
+	if r.a.owned != nil && r.a.owned.tryStart(task) {
+		return
+	}
+	if nested, _ := ctx.Value(inRunKey{}).(bool); nested || !r.a.trySubmit(task) {
 		go task()
 	}
 }
