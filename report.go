@@ -164,7 +164,11 @@ func (rep *Report) String() string {
 	return b.String()
 }
 
-func isSkip(err error) bool { return errors.Is(err, ErrSkipped) }
+// isSkip reports whether err is a short-circuited node's: the engine
+// stores ErrSkipped itself. An error that only wraps it is a worker's
+// (one that returned the error of a skipped upstream it read), and that
+// node ran.
+func isSkip(err error) bool { return err == ErrSkipped }
 
 // Status is a node's state as a [Report] shows it. The zero value means
 // unknown.

@@ -208,7 +208,7 @@ func outcome(ev asynctool.NodeEvent) string {
 		return "success"
 	case ev.Result == asynctool.ResultTimeout:
 		return "timeout"
-	case errors.Is(ev.Err, asynctool.ErrSkipped):
+	case ev.Err == asynctool.ErrSkipped: // not errors.Is: a worker's error may wrap a skipped upstream's
 		return "skipped"
 	case ev.Attempt == 0 && errors.As(ev.Err, &up):
 		return "upstream_failed"

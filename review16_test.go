@@ -1,0 +1,64 @@
+package asynctool
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Regression tests for the sixteenth session's reviews (helpers 38-42).
+
+// TestRanNodeIsNotReportedSkipped: a node that ran and failed with an
+// error wrapping ErrSkipped (it returned the error of a skipped optional
+// upstream it read, as the README suggests reading one) was reported as
+// skipped, and so was its must successor: OnNodeSkip fired for both and
+// their reasons said no successor needed them.
+func TestRanNodeIsNotReportedSkipped(t *testing.T) {
+	var mu sync.Mutex
+	var skipped []string
+	a := newAsync(t, WithHooks(&Hooks{OnNodeSkip: func(_ context.Context, ev NodeEvent) {
+		mu.Lock()
+		skipped = append(skipped, ev.ID)
+		mu.Unlock()
+	}}))
+	one := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil })
+	gate := make(chan struct{})
+	release := releaser(t, gate)
+	must := NewWrapper("must", one, 0)
+	slow := NewWrapper("slow", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { <-gate; return 1, nil }), 0).
+		ShortCircuit(false) // runs whatever happens, so only opt can be skipped
+	opt := NewWrapper("opt", one, 0).Depend(slow, true) // not started while slow runs
+	page := NewWrapper("page", WorkerFunc[int, int](func(_ context.Context, _ int, all Wrappers) (int, error) {
+		defer release()
+		r, _ := ResultOf[int](all, "opt")
+		if r.State != ResultSuccess {
+			return 0, fmt.Errorf("page needs opt: %w", r.Err)
+		}
+		return 1, nil
+	}), 0).Depend(must, true).Depend(opt, false)
+	NewWrapper("sink", one, 0).Depend(page, true)
+
+	r, err := a.Start(context.Background(), time.Minute, must, slow)
+	require.NoError(t, err)
+	require.NoError(t, r.Wait(context.Background()))
+	require.ErrorIs(t, opt.Result().Err, ErrSkipped, "precondition: opt was short-circuited")
+	require.ErrorIs(t, page.Result().Err, ErrSkipped, "precondition: page's own error wraps it")
+
+	mu.Lock()
+	assert.Equal(t, []string{"opt"}, skipped, "only opt was short-circuited")
+	mu.Unlock()
+	reasons := map[string]string{}
+	for _, n := range r.Report().Nodes {
+		reasons[n.ID] = n.Reason
+		if n.ID == "page" {
+			assert.Equal(t, StatusFailed, n.Status)
+		}
+	}
+	assert.Equal(t, "worker failed", reasons["page"])
+	assert.Equal(t, `must upstream "page" failed`, reasons["sink"])
+}
