@@ -356,6 +356,8 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 		switch {
 		case c.buildErr() != nil:
 			return nil, c.buildErr()
+		case c.impl == nil:
+			return nil, graphErr(ErrNilWorker, []string{c.id}, "node %q is a zero WorkerWrapper: make nodes with NewWrapper", c.id)
 		case !c.impl.hasWorker():
 			return nil, graphErr(ErrNilWorker, []string{c.id}, "node %q", c.id)
 		}
