@@ -165,6 +165,8 @@ const (
 	// DecideFail: fail the node with ErrJoinFailed.
 	DecideFail
 	// DecideSuspend: make the node pending, to be resumed by Run.Resume.
+	// The node has not fired: its upstreams go on (none is
+	// short-circuited for it) until Resume reruns or ends it.
 	DecideSuspend
 )
 
@@ -362,8 +364,12 @@ func (r *Run) customJoin(s, from int32, wl *worklist) {
 	case d == DecideFail:
 		r.failFromUpstream(s, from, fmt.Errorf("%w: node %q", ErrJoinFailed, pn.core.id), wl)
 	case d == DecideSuspend:
-		if sn.move(sInit, sPending, 0) {
-			wl.left = append(wl.left, s)
+		// The node has not fired: its upstreams are not released (their
+		// results are what a Rerun reads) until Resume decides.
+		ext := r.exts[s]
+		ext.joinSuspended.Store(true) // before the move: Resume reads it once the node is pending
+		if !sn.move(sInit, sPending, 0) {
+			ext.joinSuspended.Store(false)
 		}
 	case all:
 		r.failFromUpstream(s, from, fmt.Errorf("%w: node %q", ErrJoinUndecided, pn.core.id), wl)

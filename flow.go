@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -179,14 +180,17 @@ type nodeExt struct {
 	// mu: the join is user code, and the sweep, which takes mu to stop
 	// the node's timers, must not wait for it.
 	join    sync.Mutex
-	decided bool       // the custom join has decided
-	mu      sync.Mutex // guards the fields below
-	ctx     context.Context
-	cancel  context.CancelFunc
-	stop    func() bool // stops the timeout's AfterFunc
-	base    int32       // attempts before the current round (Rerun starts a new one)
-	lastErr error       // the failure that made the node pending
-	retries *time.Timer
+	decided bool // the custom join has decided
+	// joinSuspended: the custom join suspended the node, which has not
+	// released its upstreams yet; Resume does (see customJoin).
+	joinSuspended atomic.Bool
+	mu            sync.Mutex // guards the fields below
+	ctx           context.Context
+	cancel        context.CancelFunc
+	stop          func() bool // stops the timeout's AfterFunc
+	base          int32       // attempts before the current round (Rerun starts a new one)
+	lastErr       error       // the failure that made the node pending
+	retries       *time.Timer
 }
 
 // arm starts node i's own timeout, when it has one, for the round that is
@@ -380,13 +384,26 @@ func (r *Run) Resume(id string, how Resumption) error {
 			r.taskDone()
 			return r.notPending(i, id)
 		}
+		release := false
 		if ext := r.exts[i]; ext != nil {
 			ext.mu.Lock()
 			ext.base = n.attempts.Load()
 			ext.lastErr = nil
 			ext.mu.Unlock()
+			release = ext.joinSuspended.Swap(false)
 		}
-		if task := r.nodeTask(i); !r.a.trySubmit(task) {
+		task := r.nodeTask(i)
+		if release {
+			// Released now that it runs, as a triggered node is; then run.
+			wl := r.a.getWorklist()
+			wl.left = append(wl.left, i)
+			wl.ready = append(wl.ready, i)
+			task = func() {
+				defer r.taskDone()
+				r.loop(-1, wl)
+			}
+		}
+		if !r.a.trySubmit(task) {
 			go task()
 		}
 		return nil
@@ -444,9 +461,13 @@ func (r *Run) notPending(i int32, id string) error {
 
 // settleResumed publishes the final state of node i, which Resume holds
 // in sEnding, and processes its consequences on the pool, with the
-// reference Resume took.
+// reference Resume took. A node its custom join suspended releases its
+// upstreams now, as a node that ends before it started does.
 func (r *Run) settleResumed(i int32, final int32) {
 	wl := r.a.getWorklist()
+	if ext := r.exts[i]; ext != nil && ext.joinSuspended.Swap(false) {
+		wl.left = append(wl.left, i)
+	}
 	r.finish(i, final, wl)
 	task := func() {
 		defer r.taskDone()

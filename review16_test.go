@@ -86,3 +86,71 @@ func TestZeroWrapperIsAnError(t *testing.T) {
 	require.ErrorIs(t, err, ErrNilWorker)
 	assert.NotPanics(t, func() { _, _, _ = w.Result(), w.State(), w.String() })
 }
+
+// TestCustomJoinSuspendKeepsUpstreams: a node its custom join suspended
+// has not fired, so its upstreams that have not started must not be
+// short-circuited: a Rerun reads them (helper-40's review: they were
+// skipped at the suspension). Once Resume decides the node with a value,
+// they are released, as for a node that ended without starting.
+func TestCustomJoinSuspendKeepsUpstreams(t *testing.T) {
+	for _, how := range []string{"rerun", "succeed"} {
+		t.Run(how, func(t *testing.T) {
+			a := newAsync(t)
+			gate := make(chan struct{})
+			release := releaser(t, gate)
+			value := func(v int) WorkerFunc[int, int] {
+				return func(context.Context, int, Wrappers) (int, error) { return v, nil }
+			}
+			x := NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+				<-gate
+				return 1, nil
+			}), 0)
+			b := NewWrapper("b", value(2), 0).Depend(x, true) // not started while x runs
+			up := NewWrapper("a", value(3), 0)
+			c := NewWrapper("c", WorkerFunc[int, int](func(_ context.Context, _ int, all Wrappers) (int, error) {
+				rb, _ := ResultOf[int](all, "b")
+				if rb.State != ResultSuccess {
+					return 0, fmt.Errorf("c reads b: %w", rb.Err)
+				}
+				return 10 * rb.Value, nil
+			}), 0).Depend(up, true).Depend(b, true).Join(CustomJoin(func(ups []Upstream) Decision {
+				for _, u := range ups {
+					if u.ID == "a" && u.Ended {
+						return DecideSuspend // a person looks before c runs
+					}
+				}
+				return DecideWait
+			}))
+			r, err := a.Start(context.Background(), time.Minute, x, up)
+			require.NoError(t, err)
+			require.Eventually(t, func() bool { return r.Report().Nodes[indexOf(r, "c")].Status == StatusPending },
+				10*time.Second, time.Millisecond)
+			switch how {
+			case "rerun":
+				release() // b runs now that x ended
+				<-r.Suspended()
+				assert.Equal(t, ResultSuccess, b.Result().State, "b was not skipped: %v", b.Result().Err)
+				require.NoError(t, r.Resume("c", Rerun()))
+				require.NoError(t, r.Wait(context.Background()))
+				assert.Equal(t, ResultSuccess, c.Result().State, "%v", c.Result().Err)
+				assert.Equal(t, 20, c.Result().Value)
+			case "succeed":
+				require.NoError(t, r.Resume("c", SucceedWith(5)))
+				require.Eventually(t, func() bool { return b.State() == StateError }, 10*time.Second, time.Millisecond,
+					"b, which only c needed, is released once c is decided")
+				release()
+				require.NoError(t, r.Wait(context.Background()))
+				assert.ErrorIs(t, b.Result().Err, ErrSkipped)
+				assert.Equal(t, 5, c.Result().Value)
+			}
+		})
+	}
+}
+
+func indexOf(r *Run, id string) int {
+	i, ok := r.p.lookup(id)
+	if !ok {
+		panic("no node " + id)
+	}
+	return int(i)
+}
