@@ -157,13 +157,16 @@ func (s *Serial) Submit(task func()) error {
 // the task from being queued and reports whether it did so; it is safe to
 // call more than once and from any goroutine. A d <= 0 submits task at
 // once, and cancel then always reports false. SubmitAfter returns the
-// same errors as [Serial.Submit].
+// same errors as [Serial.Submit], with a nil cancel.
 func (s *Serial) SubmitAfter(d time.Duration, task func()) (cancel func() bool, err error) {
 	if task == nil {
 		return nil, ErrNilTask
 	}
 	if d <= 0 {
-		return func() bool { return false }, s.Submit(task)
+		if err := s.Submit(task); err != nil {
+			return nil, err
+		}
+		return func() bool { return false }, nil
 	}
 	s.dmu.Lock()
 	defer s.dmu.Unlock()

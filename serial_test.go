@@ -387,3 +387,18 @@ func TestSerialSubmitAfterOrderOnARealClock(t *testing.T) {
 	wg.Wait()
 	assert.True(t, slices.IsSorted(got), "delayed tasks ran out of submission order")
 }
+
+// TestSerialSubmitAfterErrorsGiveNoCancel: every error of SubmitAfter
+// comes with a nil cancel, whatever the delay.
+func TestSerialSubmitAfterErrorsGiveNoCancel(t *testing.T) {
+	s := NewSerial(nil)
+	s.Close()
+	for _, d := range []time.Duration{-time.Second, 0, time.Second} {
+		cancel, err := s.SubmitAfter(d, func() {})
+		assert.ErrorIs(t, err, ErrSerialClosed, "d=%v", d)
+		assert.Nil(t, cancel, "d=%v", d)
+		cancel, err = s.SubmitAfter(d, nil)
+		assert.ErrorIs(t, err, ErrNilTask, "d=%v", d)
+		assert.Nil(t, cancel, "d=%v", d)
+	}
+}
