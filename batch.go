@@ -78,7 +78,8 @@ func (e *BatchItemError) Unwrap() error { return e.Err }
 //
 // A failing item does not stop the run: it is counted and reported in
 // [BatchReport.Failures], and a panic in process is recovered into a
-// [*PanicError]. Items not yet started when ctx ends are skipped. The
+// [*PanicError]; a process that calls runtime.Goexit fails its item with
+// [ErrGoexit]. Items not yet started when ctx ends are skipped. The
 // returned error is nil, the fetch error (wrapped with its page number),
 // or context.Cause(ctx); item failures are only in the report. A nil
 // fetch or process is an error, returned before anything runs.
@@ -149,7 +150,15 @@ pages:
 					record(page, i, nil, true)
 					return
 				}
-				record(page, i, processItem(ctx, process, item), false)
+				returned := false
+				defer func() {
+					if !returned { // process called runtime.Goexit
+						record(page, i, ErrGoexit, false)
+					}
+				}()
+				err := processItem(ctx, process, item)
+				returned = true
+				record(page, i, err, false)
 			}
 			if exec.Submit(task) != nil {
 				task()

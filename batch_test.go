@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -207,4 +208,25 @@ func TestRunBatchesRejectsNilFunctions(t *testing.T) {
 	_, err = RunBatches(context.Background(), GoExecutor{}, fetch, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "nil process")
+}
+
+// TestRunBatchesCountsAnItemWhoseProcessCallsGoexit: an item whose
+// process ended its goroutine with runtime.Goexit (t.FailNow) was in no
+// count of the report (helper-39's review).
+func TestRunBatchesCountsAnItemWhoseProcessCallsGoexit(t *testing.T) {
+	src := &pagedSource{total: 4, size: 2}
+	// GoExecutor: process never runs on RunBatches' own goroutine, which
+	// Goexit would end.
+	rep, err := RunBatches(context.Background(), GoExecutor{}, src.fetch, func(_ context.Context, item int) error {
+		if item == 1 {
+			runtime.Goexit()
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 4, rep.Items)
+	assert.Equal(t, 3, rep.Succeeded)
+	assert.Equal(t, 1, rep.Failed)
+	require.Len(t, rep.Failures, 1)
+	assert.ErrorIs(t, rep.Failures[0], ErrGoexit)
 }

@@ -44,7 +44,8 @@ var (
 	ErrClosed = errors.New("asynctool: async is closed")
 
 	// ErrGoexit is the Err of a node whose worker called runtime.Goexit
-	// (as t.FailNow does in a test) instead of returning.
+	// (as t.FailNow does in a test) instead of returning, and of a
+	// [RunBatches] item whose process did.
 	ErrGoexit = errors.New("asynctool: worker called runtime.Goexit")
 	// ErrSkipped is the Err of a node that was short-circuited: it had not
 	// started and none of its successors needed its result any more.
