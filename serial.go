@@ -403,7 +403,11 @@ func (s *Serial) drain() {
 // races Close may still return nil; its task is then dropped and counted,
 // possibly just after Close returns. Close is idempotent. It must not be
 // called from inside one of the Serial's tasks, which would wait for
-// itself.
+// itself. A Serial satisfies [Executor], but dropping queued tasks breaks
+// that interface's run-exactly-once contract: a Serial passed as an
+// Executor (to an Async, a Stream or RunBatches) must be closed only once
+// they are done with it, or the tasks it drops are theirs, which then
+// never run.
 func (s *Serial) Close() {
 	s.closeOnce.Do(func() {
 		s.dmu.Lock()
