@@ -419,13 +419,15 @@ func writeNodes(b *strings.Builder, nodes []NodeFailure, sep string) {
 }
 
 // Unwrap returns the suspended nodes' errors and the run's, for
-// errors.Is. The errors of Failed are left out: one of them may be
-// river.JobSnooze, which River would obey over the cancellation that
-// parks the job.
+// errors.Is. The errors of Failed are left out, and so is a suspended
+// node's river.JobSnooze: River looks for a snooze anywhere in the
+// error it is given before it looks for a cancellation, so it would obey
+// the snooze over the cancellation that parks the job.
 func (e *SuspendedError) Unwrap() []error {
 	var errs []error
 	for _, f := range e.Suspended {
-		if f.Err != nil {
+		var snooze *rivertype.JobSnoozeError
+		if f.Err != nil && !errors.As(f.Err, &snooze) {
 			errs = append(errs, f.Err)
 		}
 	}
