@@ -208,9 +208,10 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 	cp.close() // a worker that outlived the run saves nothing now
 	// Park unless the deadline came first (nothing suspended any more),
 	// the job's own ctx ended (River cancelled or timed out the job), or
-	// a node asked River to cancel the job, which a park would leave
-	// resumable.
-	if parked != nil && len(parked.Suspended) > 0 && ctx.Err() == nil && !asksCancel(parked.Failed) {
+	// a node, a suspended one included, asked River to cancel the job,
+	// which a park would leave resumable.
+	if parked != nil && len(parked.Suspended) > 0 && ctx.Err() == nil &&
+		!asksCancel(parked.Failed) && !asksCancel(parked.Suspended) {
 		// The run's error is the Cancel above, unless a callback panicked.
 		parked.RunErr = errors.Join(callbackPanics(err)...)
 		if err := river.ResumableSetCursor(ctx, cp.parkedSnapshot(parked)); err != nil {
@@ -231,8 +232,18 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 		if ok(n.Status) {
 			continue
 		}
-		failed = append(failed, NodeFailure{ID: n.ID, Status: n.Status, Err: n.Err})
-		fails = fails || !hasSucc[i] || forRiver(n.Err)
+		f := NodeFailure{ID: n.ID, Status: n.Status, Err: n.Err}
+		if parked != nil {
+			// A node that was suspended when the run stalled keeps the
+			// error its worker failed with, not the Cancel's that ended
+			// it: that error may be the river.JobCancel that kept the
+			// attempt from parking the job.
+			if k := slices.IndexFunc(parked.Suspended, func(s NodeFailure) bool { return s.ID == n.ID }); k >= 0 {
+				f = parked.Suspended[k]
+			}
+		}
+		failed = append(failed, f)
+		fails = fails || !hasSucc[i] || forRiver(f.Err)
 	}
 	if !fails {
 		return nil
@@ -299,8 +310,7 @@ func runFails(err error) bool {
 	return errors.As(err, &end) || errors.As(err, &panicked)
 }
 
-// asksCancel reports whether one of the failed nodes returned
-// river.JobCancel.
+// asksCancel reports whether one of the nodes returned river.JobCancel.
 func asksCancel(failed []NodeFailure) bool {
 	return slices.ContainsFunc(failed, func(f NodeFailure) bool { return isJobCancel(f.Err) })
 }

@@ -2,6 +2,7 @@ package durable
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -53,4 +54,21 @@ func TestSuspendedNodeSnoozeStillParks(t *testing.T) {
 	assert.Equal(t, river.EventKindJobCancelled, ev.Kind, "the suspension parks the job")
 	time.Sleep(500 * time.Millisecond) // a snoozed job would have run again by now
 	assert.Equal(t, int32(1), s.Load(), "nobody resumed the job: s must not run again")
+}
+
+// TestSuspendedNodeCancelIsNotParked guards the package doc's rule that a
+// river.JobCancel outranks the suspension even when the suspended node
+// itself returned it: the job is cancelled, not parked, so Resume
+// refuses it.
+func TestSuspendedNodeCancelIsNotParked(t *testing.T) {
+	var s atomic.Int32
+	client, id, _ := runParked(t, suspendingOn(&s, func(int32) error {
+		return river.JobCancel(errors.New("order withdrawn"))
+	}))
+	row, err := client.JobGet(context.Background(), id)
+	require.NoError(t, err)
+	assert.Contains(t, row.Errors[len(row.Errors)-1].Error, "order withdrawn")
+	assert.NotContains(t, row.Errors[len(row.Errors)-1].Error, "suspended", "not a park")
+	_, err = Resume(context.Background(), client, id, nil)
+	assert.ErrorIs(t, err, ErrNotParked, "the job was cancelled by a node, not parked")
 }
