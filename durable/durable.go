@@ -214,7 +214,7 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 		!asksCancel(parked.Failed) && !asksCancel(parked.Suspended) {
 		// The run's error is the Cancel above, unless a callback panicked.
 		parked.RunErr = errors.Join(callbackPanics(err)...)
-		if err := river.ResumableSetCursor(ctx, cp.parkedSnapshot(parked)); err != nil {
+		if err := river.ResumableSetCursor(ctx, cp.parkedSnapshot(parked, job.Attempt)); err != nil {
 			return river.JobCancel(errors.Join(parked, fmt.Errorf("durable: storing the checkpoint: %w", err)))
 		}
 		return river.JobCancel(parked)
@@ -479,6 +479,12 @@ type parkMark struct {
 	// for which Resume takes values.
 	Suspended []string `json:"suspended,omitempty"`
 	Nodes     []string `json:"nodes,omitempty"`
+	// Attempt is the attempt that parked the job. The mark stays in the
+	// row when a later attempt ends before it stores a checkpoint (its
+	// BuildFunc fails, or the graph cannot start, after a
+	// Client.JobRetry), so Resume takes the job for parked only if its
+	// last attempt is this one.
+	Attempt int `json:"attempt,omitempty"`
 	// Decided are the nodes whose stored value Resume gave: one that does
 	// not decode fails its node instead of running the worker again. They
 	// stay decided in every later checkpoint, for as long as the value is
@@ -502,12 +508,12 @@ func newCheckpoint(saved map[string]json.RawMessage) *Checkpoint {
 	return cp
 }
 
-// parkedSnapshot is snapshot with the mark of an attempt that parks the
+// parkedSnapshot is snapshot with the mark of attempt, which parks the
 // job on the nodes e names.
-func (cp *Checkpoint) parkedSnapshot(e *SuspendedError) map[string]json.RawMessage {
+func (cp *Checkpoint) parkedSnapshot(e *SuspendedError, attempt int) map[string]json.RawMessage {
 	all := cp.snapshot()
 	cp.mu.Lock()
-	m := parkMark{Decided: cp.stillDecided(), Nodes: slices.Sorted(maps.Keys(cp.ids))}
+	m := parkMark{Decided: cp.stillDecided(), Nodes: slices.Sorted(maps.Keys(cp.ids)), Attempt: attempt}
 	cp.mu.Unlock()
 	for _, f := range e.Suspended {
 		m.Suspended = append(m.Suspended, f.ID)

@@ -278,11 +278,11 @@ func parkedOnly(t *testing.T) (*pgxpool.Pool, string, *river.Client[pgx.Tx], int
 	res, err := client.Insert(context.Background(), sumArgs{Base: 1}, nil)
 	require.NoError(t, err)
 	mark, err := json.Marshal(map[string]any{cursorKey: map[string]any{stepName: map[string]any{
-		parkKey: parkMark{Suspended: []string{"s"}, Nodes: []string{"s", "x"}},
+		parkKey: parkMark{Suspended: []string{"s"}, Nodes: []string{"s", "x"}, Attempt: 1},
 	}}})
 	require.NoError(t, err)
 	_, err = pool.Exec(context.Background(), "UPDATE "+pgx.Identifier{schema, "river_job"}.Sanitize()+
-		" SET state = 'cancelled', finalized_at = now(), metadata = $2 WHERE id = $1", res.Job.ID, mark)
+		" SET state = 'cancelled', attempt = 1, finalized_at = now(), metadata = $2 WHERE id = $1", res.Job.ID, mark)
 	require.NoError(t, err)
 	return pool, schema, client, res.Job.ID
 }

@@ -79,7 +79,9 @@ func Resume[TTx any](ctx context.Context, client *river.Client[TTx], jobID int64
 	if err != nil {
 		return nil, fmt.Errorf("durable: Resume of job %d: %w", jobID, err)
 	}
-	if row.State != rivertype.JobStateCancelled || mark == nil || len(mark.Suspended) == 0 {
+	// The mark must be the last attempt's: one that ended before it
+	// stored a checkpoint leaves an earlier attempt's in the row.
+	if row.State != rivertype.JobStateCancelled || mark == nil || len(mark.Suspended) == 0 || mark.Attempt != row.Attempt {
 		return nil, fmt.Errorf("%w: job %d is %s", ErrNotParked, jobID, row.State)
 	}
 	update, err := withValues(cursors, cp, mark, values)
@@ -156,7 +158,7 @@ func withValues(cursors, cp map[string]json.RawMessage, mark *parkMark, values m
 	}
 	// Resumed: no longer parked (a later cancellation for another
 	// reason must not look parked); Decided stays.
-	mark.Suspended, mark.Nodes = nil, nil
+	mark.Suspended, mark.Nodes, mark.Attempt = nil, nil, 0
 	b, err := json.Marshal(mark)
 	if err != nil {
 		return nil, err

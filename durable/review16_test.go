@@ -72,3 +72,28 @@ func TestSuspendedNodeCancelIsNotParked(t *testing.T) {
 	_, err = Resume(context.Background(), client, id, nil)
 	assert.ErrorIs(t, err, ErrNotParked, "the job was cancelled by a node, not parked")
 }
+
+// TestJobRetryThenCancelIsNotParked guards Resume's rule that a job is
+// parked only if its last attempt parked it: after a Client.JobRetry of a
+// parked job, an attempt whose BuildFunc cancels the job stores no
+// checkpoint, so the row keeps the park mark of the attempt before; the
+// mark names its attempt, and Resume refuses the job.
+func TestJobRetryThenCancelIsNotParked(t *testing.T) {
+	var s atomic.Int32
+	var approved, cancelled atomic.Bool
+	inner := gatedApproval(&s, &approved, func(int32) error { return nil })
+	client, id, events := runParked(t, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		if cancelled.Load() {
+			return nil, river.JobCancel(errors.New("order deleted"))
+		}
+		return inner(ctx, job, cp)
+	})
+	cancelled.Store(true)
+	_, err := client.JobRetry(context.Background(), id)
+	require.NoError(t, err)
+	ev := untilParkedOrDone(t, events)
+	require.Equal(t, river.EventKindJobCancelled, ev.Kind)
+	require.Contains(t, ev.Job.Errors[len(ev.Job.Errors)-1].Error, "order deleted")
+	_, err = Resume(context.Background(), client, id, nil)
+	assert.ErrorIs(t, err, ErrNotParked, "the last attempt cancelled the job for another reason")
+}
