@@ -35,18 +35,21 @@
 // suspended one, from outside the job.
 //
 // A checkpointed result is stored as JSON, so a node's result type must
-// encode and decode with encoding/json. Checkpoints are stored when an
-// attempt ends with an error (a suspension included) or a snooze (River
-// stores a resumable step's cursor whenever Work returns an error). When
-// an attempt's process dies, River rescues the job later and retries it
-// from whatever checkpoint its row holds: the previous attempt's, unless
-// the Worker saves each node as it succeeds ([Worker.SaveEach]); no test
-// in this package kills a process. A checkpoint stays in the job's row
-// after the job succeeds, so retrying a completed job by hand
-// (Client.JobRetry) replays what the last stored checkpoint holds.
+// encode and decode with encoding/json, with no NUL character in its
+// strings, which PostgreSQL's jsonb cannot store ([ErrNulInJSON]).
+// Checkpoints are stored when an attempt ends with an error (a suspension
+// included) or a snooze (River stores a resumable step's cursor whenever
+// Work returns an error). When an attempt's process dies, River rescues
+// the job later and retries it from whatever checkpoint its row holds:
+// the previous attempt's, unless the Worker saves each node as it
+// succeeds ([Worker.SaveEach]); no test in this package kills a process.
+// A checkpoint stays in the job's row after the job succeeds, so retrying
+// a completed job by hand (Client.JobRetry) replays what the last stored
+// checkpoint holds.
 package durable
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -600,7 +603,10 @@ func (cp *Checkpoint) stillDecided() []string {
 // When the worker succeeds, its result is added to cp. The id must not be
 // empty: it is the key of the stored result.
 //
-// A result that does not encode as JSON fails the node. A stored result
+// A result that does not encode as JSON fails the node, and so does one
+// whose JSON holds \u0000, a string with a NUL character, which
+// PostgreSQL cannot store ([ErrNulInJSON]): encode such bytes as a
+// []byte (base64) instead. A stored result
 // that does not decode into R (a string stored where R is an int) makes
 // the node run its worker again; but JSON decoding ignores unknown fields
 // and leaves missing ones zero, so when the shape of R changes between
@@ -663,7 +669,7 @@ func (c *checkpointed[P, R]) Action(ctx context.Context, p P, all asynctool.Wrap
 	if err != nil {
 		return v, err
 	}
-	raw, err = json.Marshal(v)
+	raw, err = checkpointJSON(v)
 	if err != nil {
 		return v, fmt.Errorf("durable: node %q: result cannot be checkpointed: %w", c.id, err)
 	}
@@ -671,6 +677,44 @@ func (c *checkpointed[P, R]) Action(ctx context.Context, p P, all asynctool.Wrap
 	c.cp.done[c.id] = raw
 	c.cp.mu.Unlock()
 	return v, c.save()
+}
+
+// ErrNulInJSON is the error, wrapped, of a checkpointed result or a
+// Resume value whose JSON holds the escape \u0000 (a NUL character in a
+// string): River keeps a job's checkpoint in its metadata, which
+// PostgreSQL stores as jsonb, and jsonb cannot store \u0000. PostgreSQL
+// would reject the update that ends the attempt, and the job would stay
+// running until River's rescuer; the node fails (or Resume refuses the
+// value) on SQLite too, so that a job behaves the same on both.
+var ErrNulInJSON = errors.New(`the JSON holds \u0000 (a NUL character), which PostgreSQL's jsonb, where River stores the checkpoint, cannot store`)
+
+// checkpointJSON encodes v, a result to store in a checkpoint.
+func checkpointJSON(v any) ([]byte, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	if holdsNul(raw) {
+		return nil, ErrNulInJSON
+	}
+	return raw, nil
+}
+
+// holdsNul reports whether raw, JSON that json.Marshal wrote, holds the
+// escape \u0000. In JSON a backslash starts an escape, and an escaped
+// backslash is skipped whole: `\\u0000`, a backslash and "u0000", holds
+// none.
+func holdsNul(raw []byte) bool {
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		i++ // the escaped character
+		if i < len(raw) && raw[i] == 'u' && bytes.HasPrefix(raw[i+1:], []byte("0000")) {
+			return true
+		}
+	}
+	return false
 }
 
 // save stores the checkpoint at once if the Worker saves each node.

@@ -47,11 +47,12 @@ var ErrNotParked = errors.New("durable: the job is not parked by a suspended nod
 // [ErrNotParked]; a running job is refused with [ErrJobRunning]; a job
 // Resume does not find, with River's rivertype.ErrNotFound; and every id
 // in values must name a checkpointed node of the graph that parked the
-// job, or the error names it. What it cannot check is a value's type:
-// the value must encode as JSON into the node's result type, and one that
-// does not fails the node on the next attempt (with PolicySuspend, it
-// parks the job again, with the decoding error), rather than running its
-// worker again.
+// job, or the error names it; a value must encode as JSON, with no NUL
+// character in a string ([ErrNulInJSON]). What it cannot check is a
+// value's type: the value must decode into the node's result type, and
+// one that does not fails the node on the next attempt (with
+// PolicySuspend, it parks the job again, with the decoding error), rather
+// than running its worker again.
 func Resume[TTx any](ctx context.Context, client *river.Client[TTx], jobID int64, values map[string]any) (*rivertype.JobRow, error) {
 	drv := client.Driver()
 	execTx, err := drv.GetExecutor().Begin(ctx)
@@ -147,7 +148,7 @@ func withValues(cursors, cp map[string]json.RawMessage, mark *parkMark, values m
 			return nil, fmt.Errorf("no checkpointed node %q in the graph that parked the job (checkpointed: %s; suspended: %s)",
 				id, strings.Join(mark.Nodes, ", "), strings.Join(mark.Suspended, ", "))
 		}
-		b, err := json.Marshal(values[id])
+		b, err := checkpointJSON(values[id])
 		if err != nil {
 			return nil, fmt.Errorf("the value of node %q: %w", id, err)
 		}

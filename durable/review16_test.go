@@ -2,14 +2,18 @@ package durable
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/asynctool-go/asynctool"
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -96,4 +100,102 @@ func TestJobRetryThenCancelIsNotParked(t *testing.T) {
 	require.Contains(t, ev.Job.Errors[len(ev.Job.Errors)-1].Error, "order deleted")
 	_, err = Resume(context.Background(), client, id, nil)
 	assert.ErrorIs(t, err, ErrNotParked, "the last attempt cancelled the job for another reason")
+}
+
+// nulResult builds a → b, a checkpointed and returning a string with a
+// NUL character, b failing: the attempt fails and stores a's result, if a
+// succeeded.
+func nulResult(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+	a := Node(cp, "a", asynctool.WorkerFunc[int, string](func(context.Context, int, asynctool.Wrappers) (string, error) {
+		return "raw\x00bytes", nil
+	}), 0)
+	asynctool.NewWrapper("b", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+		return 0, errors.New("b is down")
+	}), 0).Depend(a, true)
+	return []asynctool.Wrapper{a}, nil
+}
+
+// TestNulResultFailsTheNode guards Node's promise that a result that
+// cannot be checkpointed fails the node, for a result whose JSON holds
+// \u0000, which PostgreSQL's jsonb cannot store: on SQLite, which could
+// store it, the node fails all the same, with ErrNulInJSON, so that a job
+// behaves the same on both databases.
+func TestNulResultFailsTheNode(t *testing.T) {
+	events := runJob(t, 1, time.Minute, nulResult)
+	require.Len(t, events, 1)
+	ev := events[0]
+	require.Equal(t, rivertype.JobStateDiscarded, ev.Job.State)
+	msg := ev.Job.Errors[len(ev.Job.Errors)-1].Error
+	assert.Contains(t, msg, `"a" failed (durable: node "a": result cannot be checkpointed: `+ErrNulInJSON.Error())
+	assert.NotContains(t, msg, "b is down", "b never ran: its upstream failed")
+}
+
+// TestHoldsNul checks the scan for \u0000 in encoded JSON: a NUL
+// character anywhere in a string, keys included, is found; a backslash
+// followed by the text u0000 is not one, nor are other escapes.
+func TestHoldsNul(t *testing.T) {
+	for _, tc := range []struct {
+		v    any
+		want bool
+	}{
+		{"raw\x00bytes", true},
+		{"\x00", true},
+		{map[string]int{"k\x00": 1}, true},
+		{[]string{"ok", "\\\x00"}, true}, // a backslash, then a NUL
+		{`\u0000`, false},                // a backslash and the text u0000
+		{`\\u0000`, false},
+		{"\x01\u2028\t\"", false},
+		{[]byte("raw\x00bytes"), false}, // base64
+		{42, false},
+	} {
+		raw, err := json.Marshal(tc.v)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, holdsNul(raw), "%s", raw)
+		_, err = checkpointJSON(tc.v)
+		if tc.want {
+			assert.ErrorIs(t, err, ErrNulInJSON, "%s", raw)
+		} else {
+			assert.NoError(t, err, "%s", raw)
+		}
+	}
+}
+
+// TestResumeRefusesANulValue guards Resume's check that a value's JSON
+// holds no \u0000, which would make PostgreSQL reject the checkpoint:
+// Resume refuses it, and the job stays parked.
+func TestResumeRefusesANulValue(t *testing.T) {
+	var a, s atomic.Int32
+	var approved atomic.Bool
+	var got atomic.Int64
+	client, id, _ := parkApproval(t, &a, &s, &approved, &got)
+	_, err := Resume(context.Background(), client, id, map[string]any{"s": "ok\x00"})
+	require.ErrorIs(t, err, ErrNulInJSON)
+	assert.Contains(t, err.Error(), `node "s"`)
+	_, err = Resume(context.Background(), client, id, map[string]any{"s": 7})
+	assert.NoError(t, err, "still parked")
+}
+
+// TestNulResultDoesNotWedgeTheJobOnPostgres is TestNulResultFailsTheNode
+// on PostgreSQL, where the fault showed: the checkpoint of the failed
+// attempt held "\u0000", jsonb rejected River's update that records the
+// attempt, and the job stayed running until River's rescuer (an hour by
+// default), which also kept the client's Stop waiting.
+func TestNulResultDoesNotWedgeTheJobOnPostgres(t *testing.T) {
+	url, schema := pgSchema(t)
+	workers := river.NewWorkers()
+	river.AddWorker(workers, mustWorker(t, newAsync(t), 5*time.Second, nulResult))
+	client := newClientIn[pgx.Tx](t, riverpgxv5.New(newPool(t, url)), schema, workers, retryNow{})
+	events, cancel := client.Subscribe(river.EventKindJobFailed, river.EventKindJobCompleted, river.EventKindJobCancelled)
+	defer cancel()
+	res, err := client.Insert(context.Background(), sumArgs{Base: 1}, &river.InsertOpts{MaxAttempts: 1})
+	require.NoError(t, err)
+	select {
+	case ev := <-events:
+		assert.Equal(t, river.EventKindJobFailed, ev.Kind)
+		assert.Contains(t, ev.Job.Errors[len(ev.Job.Errors)-1].Error, ErrNulInJSON.Error())
+	case <-time.After(30 * time.Second):
+		row, err := client.JobGet(context.Background(), res.Job.ID)
+		require.NoError(t, err)
+		t.Fatalf("the failed attempt was never recorded: after 30 s the job is %s (attempt %d)", row.State, row.Attempt)
+	}
 }
