@@ -169,7 +169,10 @@ func (w *Worker[A]) Timeout(*river.Job[A]) time.Duration {
 // then leaves the job cancelled, with that error in its row, until
 // someone resumes it with [Resume] (or Client.JobRetry): the next attempt
 // replays the checkpointed nodes and runs the suspended ones again,
-// unless Resume gave them values.
+// unless Resume gave them values. A checkpointed node that a custom join
+// suspends again on that attempt (its upstreams still failing) succeeds
+// with its stored result, if it has one, once the run stalls on it, and
+// the run goes on; the job parks only on suspended nodes without one.
 func (w *Worker[A]) Work(ctx context.Context, job *river.Job[A]) error {
 	var err error
 	river.ResumableStepCursor(ctx, stepName, nil, func(ctx context.Context, saved map[string]json.RawMessage) error {
@@ -197,15 +200,7 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 	if err != nil {
 		return err
 	}
-	var parked *SuspendedError
-	select {
-	case <-run.Done():
-	case <-run.Suspended():
-		// Nothing else can happen in this attempt: only a person can
-		// decide about the suspended nodes, after the attempt ends.
-		parked = stalledAt(run.Report())
-		run.Cancel()
-	}
+	parked := await(run, cp)
 	err = run.Wait(ctx)
 	endSaves()
 	cp.close() // a worker that outlived the run saves nothing now
@@ -259,6 +254,52 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 	return &GraphFailedError{Failed: failed, RunErr: err}
 }
 
+// await waits for run to end or to stall. When it stalls, each suspended
+// node with a stored result (an earlier attempt's, or a value Resume
+// gave) succeeds with it, and the run goes on: a node that a custom join
+// suspended needs this, since the join, asked again on every attempt,
+// never lets the node's Action, which would replay the result, run. When
+// a suspended node without one remains, await cancels the run and
+// returns what stalled it: nothing else can happen in this attempt, as
+// only a person can decide about the node, after the attempt ends.
+func await(run *asynctool.Run, cp *Checkpoint) *SuspendedError {
+	tried := make(map[string]error) // each node's stored result is tried once
+	for {
+		select {
+		case <-run.Done():
+			return nil
+		case <-run.Suspended():
+		}
+		rep := run.Report()
+		resumed := false
+		for _, n := range rep.Nodes {
+			if _, seen := tried[n.ID]; seen || !suspended(n) {
+				continue
+			}
+			ok, err := cp.replay(run, n.ID)
+			tried[n.ID] = err
+			resumed = resumed || ok
+		}
+		if resumed {
+			continue // Suspended, asked again, tells whether it stalls again
+		}
+		parked := stalledAt(rep)
+		for k, f := range parked.Suspended {
+			if f.Err == nil { // suspended by a custom join
+				parked.Suspended[k].Err = tried[f.ID]
+			}
+		}
+		run.Cancel()
+		return parked
+	}
+}
+
+// suspended reports whether n, a node of a stalled run's report, is
+// suspended (not one that waits on a suspended node).
+func suspended(n asynctool.NodeReport) bool {
+	return n.Status == asynctool.StatusPending && n.State == asynctool.StateWorking
+}
+
 // stalledAt lists, from the report of a run that stalled, the nodes that
 // suspended and the nodes that had already failed. None is suspended if
 // the deadline came first.
@@ -266,7 +307,7 @@ func stalledAt(rep *asynctool.Report) *SuspendedError {
 	e := &SuspendedError{}
 	for _, n := range rep.Nodes {
 		switch {
-		case n.Status == asynctool.StatusPending && n.State == asynctool.StateWorking:
+		case suspended(n):
 			e.Suspended = append(e.Suspended, NodeFailure{ID: n.ID, Status: n.Status, Err: n.Err})
 		case n.Status == asynctool.StatusFailed || n.Status == asynctool.StatusTimedOut:
 			e.Failed = append(e.Failed, NodeFailure{ID: n.ID, Status: n.Status, Err: n.Err})
@@ -390,7 +431,10 @@ func (e *GraphFailedError) Unwrap() []error {
 // that the job waits, cancelled, for [Resume] (or Client.JobRetry).
 type SuspendedError struct {
 	// Suspended are the nodes that suspended, each with the error its
-	// worker failed with (nil for a node a custom join suspended).
+	// worker failed with; for a node a custom join suspended, nil, or
+	// why the value Resume gave it does not decode. A checkpointed node
+	// that a custom join suspended is listed only when it has no stored
+	// result: one it has ends the node instead (see [Worker.Work]).
 	Suspended []NodeFailure
 	// Failed are the nodes that had failed or timed out when the graph
 	// stalled: failures it tolerated, or that the suspended nodes' own
@@ -460,6 +504,9 @@ type Checkpoint struct {
 	done    map[string]json.RawMessage // produced in this attempt
 	ids     map[string]bool            // the checkpointed nodes of this attempt's graph
 	hits    int
+	// replays, by node id, end a suspended checkpointed node of run with
+	// its stored result: see await.
+	replays map[string]func(run *asynctool.Run) (bool, error)
 
 	// save stores a snapshot at once (Worker.SaveEach), nil if not.
 	// saveMu orders the saves and the close after which none is made.
@@ -613,15 +660,31 @@ func (cp *Checkpoint) stillDecided() []string {
 // deployments, change the node's id too (say "price/v2"), or the new code
 // replays results of the old shape.
 func Node[P, R any](cp *Checkpoint, id string, worker asynctool.Worker[P, R], param P) *asynctool.WorkerWrapper[P, R] {
+	c := &checkpointed[P, R]{cp: cp, id: id, worker: worker}
 	if id != "" { // an anonymous node fails in Action and is never checkpointed
 		cp.mu.Lock()
 		if cp.ids == nil {
 			cp.ids = make(map[string]bool)
+			cp.replays = make(map[string]func(*asynctool.Run) (bool, error))
 		}
 		cp.ids[id] = true
+		cp.replays[id] = c.replay
 		cp.mu.Unlock()
 	}
-	return asynctool.NewWrapper[P, R](id, &checkpointed[P, R]{cp: cp, id: id, worker: worker}, param)
+	return asynctool.NewWrapper[P, R](id, c, param)
+}
+
+// replay ends the node with id, suspended in run, with its stored
+// result, if it has one: see await. It reports whether it did; the error
+// says why a value Resume gave could not be used.
+func (cp *Checkpoint) replay(run *asynctool.Run, id string) (bool, error) {
+	cp.mu.Lock()
+	f := cp.replays[id]
+	cp.mu.Unlock()
+	if f == nil {
+		return false, nil // not checkpointed
+	}
+	return f(run)
 }
 
 type checkpointed[P, R any] struct {
@@ -715,6 +778,31 @@ func holdsNul(raw []byte) bool {
 		}
 	}
 	return false
+}
+
+// replay is Checkpoint.replay for this node: it does for a node that a
+// custom join suspended what Action does for one that runs. A stored
+// result that does not decode leaves the node suspended, for a person to
+// decide; if Resume gave it, the error says so.
+func (c *checkpointed[P, R]) replay(run *asynctool.Run) (bool, error) {
+	raw, ok := c.cp.saved[c.id]
+	if !ok {
+		return false, nil
+	}
+	var v R
+	if err := json.Unmarshal(raw, &v); err != nil {
+		if c.cp.decided[c.id] {
+			return false, fmt.Errorf("durable: node %q: the value Resume gave does not decode into %T: %w", c.id, v, err)
+		}
+		return false, nil // a stale result: running the worker is not the join's decision
+	}
+	if err := run.Resume(c.id, asynctool.SucceedWith(v)); err != nil {
+		return false, fmt.Errorf("durable: node %q: replaying its stored result: %w", c.id, err)
+	}
+	c.cp.mu.Lock()
+	c.cp.hits++
+	c.cp.mu.Unlock()
+	return true, nil
 }
 
 // save stores the checkpoint at once if the Worker saves each node.

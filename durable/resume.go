@@ -37,10 +37,14 @@ var ErrNotParked = errors.New("durable: the job is not parked by a suspended nod
 // On the next attempt, a node given a value is replayed with it instead
 // of running, as if an earlier attempt had returned it: this is how a
 // person decides a suspended node's result (the seed's special API for a
-// PENDING node; asynctool.SucceedWith within one process). Nodes given no
-// value run again, as on any retry, unless an earlier attempt
-// checkpointed them: with no values at all, the suspended nodes run
-// again. To end a parked job instead, leave it cancelled, or delete it.
+// PENDING node; asynctool.SucceedWith within one process). A node that a
+// custom join suspended (DecideSuspend) is suspended again by its join
+// while its upstreams still fail; the attempt then ends it with the value
+// (by asynctool.Run.Resume) once the run stalls, and the nodes after it
+// run. Nodes given no value run again, as on any retry, unless an earlier
+// attempt checkpointed them: with no values at all, the suspended nodes
+// run again (a node a custom join suspends again parks the job again).
+// To end a parked job instead, leave it cancelled, or delete it.
 //
 // Resume checks what it can before it writes: the job must be parked (its
 // last attempt cancelled it on a suspension), or it returns
@@ -51,8 +55,8 @@ var ErrNotParked = errors.New("durable: the job is not parked by a suspended nod
 // character in a string ([ErrNulInJSON]). What it cannot check is a
 // value's type: the value must decode into the node's result type, and
 // one that does not fails the node on the next attempt (with
-// PolicySuspend, it parks the job again, with the decoding error), rather
-// than running its worker again.
+// PolicySuspend, or suspended by a custom join, it parks the job again,
+// with the decoding error), rather than running its worker again.
 func Resume[TTx any](ctx context.Context, client *river.Client[TTx], jobID int64, values map[string]any) (*rivertype.JobRow, error) {
 	drv := client.Driver()
 	execTx, err := drv.GetExecutor().Begin(ctx)
