@@ -307,12 +307,15 @@ func mermaidEscape(lines []string) string {
 
 // CriticalPath returns the indexes, in [Report.Nodes], of the run's
 // critical path, first node first. It is defined as the chain of nodes
-// that ran, each one a dependency (must or optional) of the next, that
-// ends at the node whose run ended last and whose durations add up to the
-// most; ties go to the dependency listed first. The node that ended last
+// that ran, each one a dependency (must or optional) of the next that
+// ended before the next started, that ends at the node whose run ended
+// last and whose durations add up to the most; ties go to the dependency
+// listed first. A dependency still running when the node started (the
+// slower of racing replicas under an any-of join, say) is not one the
+// node waited for, so it is not on the chain. The node that ended last
 // bounds the run's length, and the chain is the work that had to happen
-// one after another before it, so shortening any node on it is what can
-// make the run faster.
+// one after another before it, so its durations add up to no more than
+// the run and shortening any node on it is what can make the run faster.
 //
 // CriticalPath returns nil when no node ran with recorded times: for a
 // static report, or a run without [WithTimings] or hooks.
@@ -348,6 +351,9 @@ func (rep *Report) CriticalPath() []int {
 			j, ok := pos[d]
 			if !ok || j >= i || !rep.Nodes[j].Ran {
 				continue
+			}
+			if up := &rep.Nodes[j]; up.Ended.IsZero() || up.Ended.After(n.Started) {
+				continue // n did not wait for it
 			}
 			if prev[i] < 0 || best[j] > best[prev[i]] {
 				prev[i] = j

@@ -1,0 +1,64 @@
+package asynctool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Regression tests for the report and export defects of helper-40's
+// review.
+
+var errReview = errors.New("review boom")
+
+// reportIndex returns the index in run's report of the node with id.
+func reportIndex(t *testing.T, run *Run, id string) int {
+	t.Helper()
+	i, ok := run.p.lookup(id)
+	require.True(t, ok, "no node %q", id)
+	return int(i)
+}
+
+// TestCriticalPathSkipsDependenciesStillRunning guards CriticalPath and
+// the thick edges of the pictures against going through a dependency the
+// node never waited for: with racing optional replicas (any-of), the slow
+// loser, still running when the sink started, is not on the path, and
+// the path's durations fit in the run.
+func TestCriticalPathSkipsDependenciesStillRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New(WithTimings(true))
+		defer a.Close()
+		sleeper := func(d time.Duration) WorkerFunc[int, int] {
+			return func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+				time.Sleep(d)
+				return 1, nil
+			}
+		}
+		fast := NewWrapper("fast", sleeper(10*time.Millisecond), 0)
+		slow := NewWrapper("slow", sleeper(50*time.Millisecond), 0)
+		sink := NewWrapper("sink", sleeper(50*time.Millisecond), 0).
+			Depend(fast, false).Depend(slow, false) // any of the replicas
+		run, err := a.Start(context.Background(), time.Second, fast, slow)
+		require.NoError(t, err)
+		require.NoError(t, run.Wait(context.Background()))
+		rep := run.Report()
+		require.Equal(t, ResultSuccess, sink.Result().State)
+		var path []string
+		var sum time.Duration
+		for _, i := range rep.CriticalPath() {
+			path = append(path, rep.Nodes[i].ID)
+			sum += rep.Nodes[i].Duration()
+		}
+		assert.Equal(t, []string{"fast", "sink"}, path)
+		assert.LessOrEqual(t, sum, rep.End.Sub(rep.Start), "a chain run one after another fits in the run")
+		fastI, slowI, sinkI := reportIndex(t, run, "fast"), reportIndex(t, run, "slow"), reportIndex(t, run, "sink")
+		assert.Contains(t, rep.Mermaid(), fmt.Sprintf("n%d ==> n%d\n", fastI, sinkI))
+		assert.Contains(t, rep.Mermaid(), fmt.Sprintf("n%d -.-> n%d\n", slowI, sinkI), "the loser's edge is not thick")
+	})
+}
