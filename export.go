@@ -395,11 +395,16 @@ type traceEvent struct {
 // its start to its end, on the track of the goroutine lane that ran it
 // (tid = [NodeReport].Lane; a thread_name metadata event names each track
 // "lane N"). Timestamps and durations are in microseconds from
-// [Report].Start. The event's args hold the node's state, result,
+// [Report].Start. The event's args hold the node's status, state, result,
 // attempts, wait for a goroutine, reason and error. A node that never ran
 // but ended (skipped, failed upstream, stopped by the deadline) is an
 // instant ("i") event at its end time on a track of its own, tid 0, named
 // "not run"; a node that neither ran nor ended is left out.
+//
+// In a snapshot of a run that is going on ([Run.Report] before the run
+// ended), a node that started but has not ended (its status is running,
+// or pending after a failed attempt) is a begin ("B") event at its start
+// on its lane, without an end: viewers draw it to the end of the trace.
 //
 // It returns an error, and writes nothing, if a node ran but the report
 // has no times for it: record them with [WithTimings] or hooks.
@@ -415,6 +420,9 @@ func (rep *Report) WriteChromeTrace(w io.Writer) error {
 	for i := range rep.Nodes {
 		n := &rep.Nodes[i]
 		args := map[string]any{"state": n.State.String(), "result": n.Result.String(), "attempts": n.Attempts}
+		if n.Status != 0 {
+			args["status"] = n.Status.String()
+		}
 		if n.Reason != "" {
 			args["reason"] = n.Reason
 		}
@@ -426,12 +434,18 @@ func (rep *Report) WriteChromeTrace(w io.Writer) error {
 		}
 		switch {
 		case n.Ran:
-			if n.Started.IsZero() || n.Ended.IsZero() || rep.Start.IsZero() {
+			if n.Started.IsZero() || rep.Start.IsZero() {
 				return fmt.Errorf("asynctool: node %q ran but the report has no times for it; run with WithTimings or hooks", n.ID)
 			}
 			args["wait_us"] = float64(n.Wait) / float64(time.Microsecond)
-			dur := float64(n.Duration()) / float64(time.Microsecond)
-			nodes = append(nodes, traceEvent{Name: n.ID, Cat: "node", Ph: "X", Ts: us(n.Started), Dur: &dur, Pid: 1, Tid: n.Lane, Args: args})
+			ev := traceEvent{Name: n.ID, Cat: "node", Ph: "X", Ts: us(n.Started), Pid: 1, Tid: n.Lane, Args: args}
+			if n.Ended.IsZero() {
+				ev.Ph = "B" // a snapshot: the node has not ended
+			} else {
+				dur := float64(n.Duration()) / float64(time.Microsecond)
+				ev.Dur = &dur
+			}
+			nodes = append(nodes, ev)
 			lanes[n.Lane] = true
 		case !n.Ended.IsZero() && !rep.Start.IsZero():
 			nodes = append(nodes, traceEvent{Name: n.ID, Cat: "node", Ph: "i", Ts: us(n.Ended), Pid: 1, Tid: 0, Scope: "t", Args: args})
