@@ -244,19 +244,19 @@ func (r *Run) reason(i int32) string {
 		}
 		return fmt.Sprintf("stopped before it started: %v", err)
 	}
-	var up *UpstreamError
 	var ee *EndError
 	switch {
 	case errors.As(err, &ee) && err == error(ee):
 		return fmt.Sprintf("stopped: node %q ended the run", ee.ID)
 	case isSkip(err):
 		return "no successor needed it any more"
-	case errors.As(err, &up) && r.attemptsOf(i) == 0:
-		if pn.nMust == 0 {
-			return "every optional upstream failed"
+	}
+	if r.attemptsOf(i) == 0 {
+		if why := joinReason(pn, err); why != "" {
+			return why
 		}
-		return fmt.Sprintf("must upstream %q failed", up.ID)
-	case errors.Is(err, ErrGoexit):
+	}
+	if errors.Is(err, ErrGoexit) {
 		return "worker called runtime.Goexit"
 	}
 	var pe *PanicError
@@ -264,6 +264,40 @@ func (r *Run) reason(i int32) string {
 		return "worker panicked"
 	}
 	return "worker failed"
+}
+
+// joinReason explains how the join of node pn, which never ran, failed
+// it with err, in the words of the engine's errors (see
+// upstreamEndedFrom and customJoin); "" if its join did not.
+func joinReason(pn *pnode, err error) string {
+	var up *UpstreamError
+	switch pn.joinKind {
+	case joinAtLeast:
+		if errors.As(err, &up) {
+			return fmt.Sprintf("join %v cannot be met", pn.flow.join)
+		}
+	case joinCustom:
+		var pe *PanicError
+		switch {
+		case errors.Is(err, ErrJoinFailed):
+			return "custom join decided to fail"
+		case errors.Is(err, ErrJoinUndecided):
+			return "custom join undecided after every upstream ended"
+		case errors.As(err, &pe) && err == error(pe):
+			return "custom join panicked"
+		}
+	default: // the default join, AllSucceeded, NamedSucceeded, AnySucceeded
+		switch {
+		case !errors.As(err, &up):
+		case pn.joinKind == joinAny && pn.nMust > 0:
+			return "every upstream failed" // AnySucceeded ignores the must flags
+		case pn.joinKind == joinAny || pn.nMust == 0:
+			return "every optional upstream failed"
+		default:
+			return fmt.Sprintf("must upstream %q failed", up.ID)
+		}
+	}
+	return ""
 }
 
 // Describe validates the graph reachable from starts, as BeginWork would,

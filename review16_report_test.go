@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -17,8 +16,6 @@ import (
 
 // Regression tests for the report and export defects of helper-40's
 // review.
-
-var errReview = errors.New("review boom")
 
 // reportIndex returns the index in run's report of the node with id.
 func reportIndex(t *testing.T, run *Run, id string) int {
@@ -76,7 +73,7 @@ func TestChromeTraceOfSuspendedRun(t *testing.T) {
 	var calls atomic.Int32
 	p := NewWrapper("p", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
 		if calls.Add(1) == 1 {
-			return 0, errReview
+			return 0, errBoom
 		}
 		return 1, nil
 	}), 0).OnFailure(PolicySuspend)
@@ -112,4 +109,99 @@ func TestChromeTraceOfSuspendedRun(t *testing.T) {
 	require.NoError(t, run.Report().WriteChromeTrace(&buf))
 	assert.Contains(t, buf.String(), `"ph":"X"`)
 	assert.NotContains(t, buf.String(), `"ph":"B"`)
+}
+
+// TestAtLeastReason guards the reason of a node that AtLeast failed: two
+// of three upstreams failed while the third still ran, so the join could
+// no longer be met. The reason said every optional upstream failed (the
+// third had not), or, with must edges, that a must upstream failed
+// (AtLeast ignores the must flag).
+func TestAtLeastReason(t *testing.T) {
+	for _, must := range []bool{false, true} {
+		t.Run(fmt.Sprintf("must=%v", must), func(t *testing.T) {
+			a := newAsync(t)
+			gate, started := make(chan struct{}), make(chan struct{})
+			release := releaser(t, gate)
+			failing := func(id string) *WorkerWrapper[int, int] {
+				return NewWrapper(id, WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+					<-started
+					return 0, errBoom
+				}), 0)
+			}
+			b1, b2 := failing("b1"), failing("b2")
+			b3 := NewWrapper("b3", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+				close(started)
+				<-gate
+				return 3, nil
+			}), 0)
+			q := NewWrapper("quorum", okWorker(), 0).Depend(b1, must).Depend(b2, must).Depend(b3, must).Join(AtLeast(2))
+			run, err := a.Start(context.Background(), 10*time.Second, b1, b2, b3)
+			require.NoError(t, err)
+			require.Eventually(t, func() bool { return q.State() == StateError }, 5*time.Second, time.Millisecond)
+			rep := run.Report()
+			release()
+			require.NoError(t, run.Wait(context.Background()))
+			assert.Equal(t, StateWorking, rep.Nodes[reportIndex(t, run, "b3")].State, "b3 still running when quorum failed")
+			assert.Equal(t, "join at least 2 succeeded cannot be met", rep.Nodes[reportIndex(t, run, "quorum")].Reason)
+		})
+	}
+}
+
+// TestJoinReasons guards the reasons of nodes whose join failed them: a
+// custom join's failures were reported as the worker's ("worker failed",
+// "worker panicked") although the worker never ran, and AnySucceeded with
+// must-flagged edges (which it ignores) named a must upstream.
+func TestJoinReasons(t *testing.T) {
+	custom := func(fn func([]Upstream) Decision) Join { return CustomJoin(fn) }
+	tests := []struct {
+		name string
+		must bool
+		join Join
+		// hold keeps u1 running until n failed, for joins that fail on
+		// u0 alone, so that the reason names u0.
+		hold bool
+		want string
+	}{
+		{"default optional", false, Join{}, false, "every optional upstream failed"},
+		{"default must", true, Join{}, true, `must upstream "u0" failed`},
+		{"any optional", false, AnySucceeded(), false, "every optional upstream failed"},
+		{"any must", true, AnySucceeded(), false, "every upstream failed"},
+		{"all", false, AllSucceeded(), true, `must upstream "u0" failed`},
+		{"named", false, NamedSucceeded("u0"), true, `must upstream "u0" failed`},
+		{"at least", true, AtLeast(1), false, "join at least 1 succeeded cannot be met"},
+		{"custom fail", false, custom(func([]Upstream) Decision { return DecideFail }), false, "custom join decided to fail"},
+		{"custom undecided", false, custom(func([]Upstream) Decision { return DecideWait }), false, "custom join undecided after every upstream ended"},
+		{"custom panic", false, custom(func([]Upstream) Decision { panic("no") }), false, "custom join panicked"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := newAsync(t)
+			gate := make(chan struct{})
+			release := releaser(t, gate)
+			if !tt.hold {
+				release()
+			}
+			fail := func(id string, wait chan struct{}) *WorkerWrapper[int, int] {
+				return NewWrapper(id, WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+					<-wait
+					return 0, errBoom
+				}), 0)
+			}
+			now := make(chan struct{})
+			close(now)
+			u0, u1 := fail("u0", now), fail("u1", gate)
+			n := NewWrapper("n", okWorker(), 0).Depend(u0, tt.must).Depend(u1, tt.must)
+			if tt.join.kind != joinDefault {
+				n.Join(tt.join)
+			}
+			run, err := a.Start(context.Background(), 10*time.Second, u0, u1)
+			require.NoError(t, err)
+			require.Eventually(t, func() bool { return n.State() == StateError }, 5*time.Second, time.Millisecond)
+			release()
+			requireEnds(t, run, "the run did not end")
+			nr := run.Report().Nodes[reportIndex(t, run, "n")]
+			require.False(t, nr.Ran)
+			assert.Equal(t, tt.want, nr.Reason, "err: %v", nr.Err)
+		})
+	}
 }
