@@ -181,7 +181,17 @@ const (
 	StatusReady
 	// StatusRunning: its worker is running, or a retry is scheduled.
 	StatusRunning
-	// StatusPending: suspended, or waiting on a suspended upstream.
+	// StatusPending: suspended, or waiting on a pending upstream it
+	// cannot run without, so that it runs only after a Resume (it may
+	// still fail without one). Which pending upstreams count depends on
+	// the join: for the default join with must dependencies,
+	// AllSucceeded and NamedSucceeded, a pending must (or named)
+	// upstream; for AllDone, any pending upstream; for an any-of join
+	// (the default with optional dependencies only, AnySucceeded) and
+	// AtLeast, pending upstreams once those that succeeded or have not
+	// ended are too few to meet the join; for a custom join, pending
+	// upstreams once every other one has ended. A node that some other
+	// upstream can still decide is StatusWaiting.
 	StatusPending
 	// StatusSucceeded: ended with ResultSuccess.
 	StatusSucceeded
@@ -223,12 +233,41 @@ func (r *Run) status(i int32, st int32, rep *Report) Status {
 		}
 		return StatusFailed
 	}
-	for _, v := range r.p.in(int32(i)) {
-		if j, _ := upstream(v); rep.Nodes[j].Status == StatusPending {
-			return StatusPending
-		}
+	if r.waitsOnPending(i, rep) {
+		return StatusPending
 	}
 	return StatusWaiting
+}
+
+// waitsOnPending reports whether node i, whose join has not decided,
+// cannot run until a pending upstream is resumed (see StatusPending).
+func (r *Run) waitsOnPending(i int32, rep *Report) bool {
+	pn := &r.p.nodes[i]
+	var pending, ok, live int32
+	mustPending := false
+	for _, v := range r.p.in(i) {
+		j, must := upstream(v) // must as the join sees it (see effectiveMust)
+		switch st := r.nodes[j].st(); {
+		case rep.Nodes[j].Status == StatusPending:
+			pending++
+			mustPending = mustPending || must
+		case !terminal(st):
+			live++
+		case r.counts(j):
+			ok++
+		}
+	}
+	switch {
+	case pending == 0:
+		return false
+	case pn.joinKind == joinAllDone:
+		return true
+	case pn.joinKind == joinCustom:
+		return live == 0
+	case pn.nMust > 0 && pn.joinKind != joinAny && pn.joinKind != joinAtLeast:
+		return mustPending // the default join with must edges, AllSucceeded, NamedSucceeded
+	}
+	return ok+live < pn.needOK // any-of joins and AtLeast
 }
 
 // reason explains why node i, which has ended, did not succeed.

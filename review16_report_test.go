@@ -205,3 +205,108 @@ func TestJoinReasons(t *testing.T) {
 		})
 	}
 }
+
+// TestStatusOptionalPendingUpstream guards StatusPending against pending
+// upstreams the node does not wait for: with a must dependency still
+// running and a pending optional one, the node was reported pending
+// although it ran, without any Resume, once the must one succeeded.
+func TestStatusOptionalPendingUpstream(t *testing.T) {
+	a := newAsync(t)
+	gate := make(chan struct{})
+	release := releaser(t, gate)
+	p := NewWrapper("p", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, errBoom }), 0).
+		OnFailure(PolicySuspend)
+	m := NewWrapper("m", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		<-gate
+		return 1, nil
+	}), 0)
+	n := NewWrapper("n", okWorker(), 0).Depend(m, true).Depend(p, false)
+	run, err := a.Start(context.Background(), 10*time.Second, p, m)
+	require.NoError(t, err)
+	pi, ni := reportIndex(t, run, "p"), reportIndex(t, run, "n")
+	require.Eventually(t, func() bool { return run.Report().Nodes[pi].Status == StatusPending }, 5*time.Second, time.Millisecond)
+	st := run.Report().Nodes[ni].Status
+	release()
+	<-run.Suspended()
+	assert.Equal(t, ResultSuccess, n.Result().State, "n never waited on p")
+	assert.Equal(t, StatusWaiting, st, "n waits on its must dependency m, not on the pending optional p")
+	require.NoError(t, run.Resume("p", FailWith(errBoom)))
+	requireEnds(t, run, "the run did not end once p was resumed")
+}
+
+// TestStatusAnyOfPendingUpstream checks the other side of StatusPending
+// for an any-of join: while another upstream may still succeed the node
+// is waiting; once that one failed, only a Resume of the pending
+// upstream can run it, and it is pending.
+func TestStatusAnyOfPendingUpstream(t *testing.T) {
+	a := newAsync(t)
+	gate := make(chan struct{})
+	release := releaser(t, gate)
+	var calls atomic.Int32
+	p := NewWrapper("p", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		if calls.Add(1) == 1 {
+			return 0, errBoom
+		}
+		return 1, nil
+	}), 0).OnFailure(PolicySuspend)
+	m := NewWrapper("m", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		<-gate
+		return 0, errBoom
+	}), 0)
+	n := NewWrapper("n", okWorker(), 0).Depend(m, false).Depend(p, false)
+	run, err := a.Start(context.Background(), 10*time.Second, p, m)
+	require.NoError(t, err)
+	pi, ni := reportIndex(t, run, "p"), reportIndex(t, run, "n")
+	require.Eventually(t, func() bool { return run.Report().Nodes[pi].Status == StatusPending }, 5*time.Second, time.Millisecond)
+	assert.Equal(t, StatusWaiting, run.Report().Nodes[ni].Status, "m may still succeed")
+	release()
+	<-run.Suspended()
+	assert.Equal(t, StatusPending, run.Report().Nodes[ni].Status, "m failed: n waits on p")
+	require.NoError(t, run.Resume("p", Rerun()))
+	require.NoError(t, run.Wait(context.Background()))
+	assert.Equal(t, ResultSuccess, n.Result().State)
+}
+
+// TestStatusPendingByJoin checks StatusPending's rule for each join, on
+// one snapshot: p is suspended and m still runs (it would succeed).
+func TestStatusPendingByJoin(t *testing.T) {
+	a := newAsync(t)
+	gate := make(chan struct{})
+	release := releaser(t, gate)
+	p := NewWrapper("p", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, errBoom }), 0).
+		OnFailure(PolicySuspend)
+	m := NewWrapper("m", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		<-gate
+		return 1, nil
+	}), 0)
+	want := map[string]Status{
+		"named m":    StatusWaiting, // p is not named
+		"named p":    StatusPending,
+		"all done":   StatusPending,
+		"at least 1": StatusWaiting, // m may meet it
+		"at least 2": StatusPending,
+		"custom":     StatusWaiting, // m has not ended
+	}
+	joins := map[string]Join{
+		"named m": NamedSucceeded("m"), "named p": NamedSucceeded("p"), "all done": AllDone(),
+		"at least 1": AtLeast(1), "at least 2": AtLeast(2),
+		"custom": CustomJoin(func([]Upstream) Decision { return DecideWait }),
+	}
+	for id, j := range joins {
+		NewWrapper(id, okWorker(), 0).Depend(m, false).Depend(p, false).Join(j)
+	}
+	run, err := a.Start(context.Background(), 10*time.Second, p, m)
+	require.NoError(t, err)
+	pi := reportIndex(t, run, "p")
+	require.Eventually(t, func() bool { return run.Report().Nodes[pi].Status == StatusPending }, 5*time.Second, time.Millisecond)
+	rep := run.Report()
+	release()
+	got := map[string]Status{}
+	for id := range want {
+		got[id] = rep.Nodes[reportIndex(t, run, id)].Status
+	}
+	assert.Equal(t, want, got)
+	<-run.Suspended()
+	require.NoError(t, run.Resume("p", FailWith(errBoom)))
+	requireEnds(t, run, "the run did not end once p was resumed")
+}
