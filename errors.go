@@ -89,6 +89,11 @@ var (
 	// ErrSerialClosed is returned by [Serial] and [Keyed] submissions
 	// after Close.
 	ErrSerialClosed = errors.New("asynctool: serial executor is closed")
+	// ErrNaNKey is returned by [Keyed.Submit] for a key that is not
+	// equal to itself: a NaN, or a struct, array or interface holding
+	// one. Such a key would never find its queue, so its tasks would run
+	// concurrently and its queues would never be removed.
+	ErrNaNKey = errors.New("asynctool: keyed: key is not equal to itself (it holds a NaN)")
 	// ErrStreamClosed is the error of a [Stream] node appended after
 	// [Stream.Close].
 	ErrStreamClosed = errors.New("asynctool: stream is closed")

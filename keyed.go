@@ -31,6 +31,11 @@ const keyedFreeQueues = 16
 // [SerialPanicHandler]. As on a Serial, [Keyed.Close] drops the tasks
 // still queued: wait for the work to finish before closing.
 //
+// A key must be equal to itself: a key that holds a floating-point NaN
+// (a NaN float or complex key, or a struct, array or interface key with a
+// NaN in it) never finds its own queue, so [Keyed.Submit] refuses it with
+// [ErrNaNKey].
+//
 // A Keyed is safe for concurrent use. It must be created with [NewKeyed]
 // and must not be copied after first use.
 type Keyed[K comparable] struct {
@@ -81,7 +86,8 @@ func NewKeyed[K comparable](exec Executor, opts ...SerialOption) *Keyed[K] {
 
 // Submit queues task to run after every task submitted before it for the
 // same key. It returns [ErrSerialClosed] after Close, [ErrNilTask] for a
-// nil task, and otherwise nil: the task then runs exactly once, unless
+// nil task, [ErrNaNKey] for a key that is not equal to itself (it
+// holds a NaN), and otherwise nil: the task then runs exactly once, unless
 // Close drops it first. Submit may be called from inside a task, for any
 // key; a task for the same key runs after the current one returns.
 func (k *Keyed[K]) Submit(key K, task func()) error {
@@ -97,6 +103,12 @@ func (k *Keyed[K]) Submit(key K, task func()) error {
 	q := sh.queues[key]
 	start := q == nil
 	if start {
+		// Only a key that finds no queue can be one that never would:
+		// checked here, the common Submit pays nothing for it.
+		if key != key {
+			sh.mu.Unlock()
+			return ErrNaNKey
+		}
 		q = k.newQueue(sh, key)
 		k.active.Add(1)
 		k.keys.Add(1)

@@ -2,6 +2,7 @@ package asynctool
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -194,4 +195,55 @@ func TestKeyedNilTask(t *testing.T) {
 	k := NewKeyed[int](nil)
 	defer k.Close()
 	assert.ErrorIs(t, k.Submit(1, nil), ErrNilTask)
+}
+
+// TestKeyedRejectsNaNKey guards per-key order against keys that are not
+// equal to themselves. A NaN, or a struct or interface key holding one,
+// never finds its own queue: every Submit made a new queue and drain
+// loop, so "same key" tasks ran concurrently, and the queues were never
+// deleted, so the key table grew. Such keys are refused with ErrNaNKey
+// and leave nothing behind; keys that merely look odd (-0 and +0, which
+// are equal) keep working.
+func TestKeyedRejectsNaNKey(t *testing.T) {
+	nan := math.NaN()
+	type pair struct {
+		id string
+		f  float64
+	}
+	k := NewKeyed[float64](nil)
+	ks := NewKeyed[pair](nil)
+	ka := NewKeyed[any](nil)
+	kc := NewKeyed[complex128](nil)
+	ran := func() {}
+	for _, err := range []error{
+		k.Submit(nan, ran),
+		k.Submit(nan, ran),
+		ks.Submit(pair{"a", nan}, ran),
+		ka.Submit(nan, ran),
+		ka.Submit(pair{"a", nan}, ran),
+		kc.Submit(complex(0, nan), ran),
+	} {
+		assert.ErrorIs(t, err, ErrNaNKey)
+	}
+	var wg sync.WaitGroup
+	wg.Add(3)
+	require.NoError(t, k.Submit(0, wg.Done))
+	require.NoError(t, k.Submit(math.Copysign(0, -1), wg.Done))
+	require.NoError(t, ks.Submit(pair{"a", 1}, wg.Done))
+	wg.Wait()
+	for _, c := range []interface {
+		Close()
+		Stats() SerialStats
+	}{k, ks, ka, kc} {
+		c.Close()
+		st := c.Stats()
+		assert.Zero(t, st.Keys)
+		assert.Zero(t, st.Dropped)
+	}
+	assert.Equal(t, uint64(2), k.Stats().Completed)
+	n := 0
+	for i := range k.shards {
+		n += len(k.shards[i].queues)
+	}
+	assert.Zero(t, n, "queues left in the key table")
 }
