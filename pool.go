@@ -69,7 +69,9 @@ func PoolSize(n int) PoolOption {
 
 // PoolQueue sets how many tasks may wait for a worker once every worker
 // is busy. 0 means no queue: a task is handed straight to a worker or the
-// [FullPolicy] applies. The default is 1024. PoolQueue panics if n < 0.
+// [FullPolicy] applies. The default is 1024. The queue's memory grows
+// with the number of tasks waiting, up to n slots (capped at 2^30), and is
+// kept for reuse. PoolQueue panics if n < 0.
 func PoolQueue(n int) PoolOption {
 	if n < 0 {
 		panic(fmt.Sprintf("asynctool: PoolQueue(%d): capacity must not be negative", n))
@@ -173,8 +175,9 @@ type Pool struct {
 	// idlers are the idle workers, each waiting on its own channel; the
 	// most recently idle is last, and the longest idle first.
 	idlers []*poolWorker
-	// queue is a ring of qcap tasks, made on first use; head is the
-	// oldest, and queued.Load() of them are in use.
+	// queue is a ring of at most qcap tasks, grown as tasks are queued
+	// (see enqueue); head is the oldest, and queued.Load() of them are in
+	// use.
 	queue []func()
 	head  int
 	// nblocked counts Submit calls waiting under Block; they wait on
@@ -356,16 +359,32 @@ func (p *Pool) place(task func(), queue bool) (res offerResult, w *poolWorker, s
 	if !queue || int(p.queued.Load()) >= p.qcap {
 		return offerFull, nil, false
 	}
-	if p.queue == nil {
-		p.queue = make([]func(), p.qcap)
+	p.enqueue(task)
+	return offerOK, nil, false
+}
+
+// poolQueueMin is the ring's size when the first task is queued.
+const poolQueueMin = 16
+
+// enqueue adds task at the tail of the queue, which has room for it
+// (fewer than qcap tasks); mu is held. The ring grows as needed, doubling
+// up to qcap, so that a large PoolQueue costs memory only for the tasks
+// that do wait; it never shrinks, so a pool under steady load does not
+// allocate.
+func (p *Pool) enqueue(task func()) {
+	n := int(p.queued.Load())
+	if n == len(p.queue) {
+		ring := make([]func(), min(max(2*n, poolQueueMin), p.qcap))
+		k := copy(ring, p.queue[p.head:])
+		copy(ring[k:], p.queue[:p.head])
+		p.queue, p.head = ring, 0
 	}
-	k := p.head + int(p.queued.Load())
-	if k >= p.qcap {
-		k -= p.qcap
+	k := p.head + n
+	if k >= len(p.queue) {
+		k -= len(p.queue)
 	}
 	p.queue[k] = task
 	p.queued.Add(1)
-	return offerOK, nil, false
 }
 
 // deliver carries out place's decision.
@@ -385,7 +404,7 @@ func (p *Pool) dequeue() func() {
 	}
 	task := p.queue[p.head]
 	p.queue[p.head] = nil
-	if p.head++; p.head == p.qcap {
+	if p.head++; p.head == len(p.queue) {
 		p.head = 0
 	}
 	p.queued.Add(-1)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"runtime"
 	"strings"
@@ -485,3 +486,122 @@ func TestFullPolicyString(t *testing.T) {
 }
 
 var _ Executor = (*Pool)(nil)
+
+// TestPoolQueueGrowsOnDemand guards the memory a large PoolQueue costs:
+// the whole ring of n slots used to be made when the first task was
+// queued, so PoolQueue(math.MaxInt) took 8 GiB (1<<30 slots) for one
+// waiting task, and PoolQueue(1<<24) 128 MiB. The ring now grows with
+// the tasks that wait.
+func TestPoolQueueGrowsOnDemand(t *testing.T) {
+	p := NewPool(PoolSize(1), PoolQueue(1<<24))
+	defer p.Close()
+	release := make(chan struct{})
+	defer close(release)
+	require.NoError(t, p.Submit(func() { <-release })) // the only worker is busy
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	require.NoError(t, p.Submit(func() {})) // queued
+	runtime.ReadMemStats(&after)
+	assert.Equal(t, 1, p.Stats().Queued)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "bytes allocated to queue one task")
+}
+
+// TestPoolQueueRingWrapsAcrossGrowth guards the queue's FIFO order while
+// its ring grows: tasks are queued and taken in a pseudo-random
+// interleaving, so that the ring grows while its head is mid-ring and
+// its tasks wrap around the end, and every take must return the oldest
+// task. The capacity (100, not a power of two) must cap both the ring
+// and the number of tasks queued.
+func TestPoolQueueRingWrapsAcrossGrowth(t *testing.T) {
+	const qcap = 100
+	p := NewPool(PoolSize(1), PoolQueue(qcap))
+	// Pretend the only worker is busy, so that place queues; no worker
+	// goroutine exists, so the test takes tasks itself.
+	p.workers.Store(p.size)
+	defer p.workers.Store(0)
+	var (
+		ran      []int // ids of the tasks taken, in order
+		next     int   // id of the next task to queue
+		want     int   // id the next take must return
+		rng      = rand.New(rand.NewPCG(1, 2))
+		wrapGrow int // growths with the head mid-ring
+	)
+	take := func() {
+		p.mu.Lock()
+		task := p.dequeue()
+		p.mu.Unlock()
+		require.NotNil(t, task)
+		task()
+		require.Equal(t, want, ran[len(ran)-1], "FIFO order")
+		want++
+	}
+	// Head mid-ring before the first growth: 10 in, 7 out, then fill up
+	// past 16 so that the tasks wrap and the ring grows.
+	for step := range 3000 {
+		queued := p.Stats().Queued
+		var doPut bool
+		switch {
+		case step < 10:
+			doPut = true
+		case step < 17:
+			doPut = false
+		case queued == 0:
+			doPut = true
+		case queued == qcap:
+			doPut = false
+		default:
+			doPut = rng.IntN(100) < 55 // drift upwards, so the ring fills
+		}
+		if !doPut {
+			take()
+			continue
+		}
+		if queued == len(p.queue) && p.head != 0 {
+			wrapGrow++
+		}
+		id := next
+		res, w, spawn := p.place(func() { ran = append(ran, id) }, true)
+		require.Equal(t, offerOK, res)
+		require.Nil(t, w)
+		require.False(t, spawn)
+		next++
+		require.LessOrEqual(t, len(p.queue), qcap)
+	}
+	assert.Positive(t, wrapGrow, "the ring grew with its head mid-ring")
+	// Full: the next task is refused.
+	for p.Stats().Queued < qcap {
+		id := next
+		res, _, _ := p.place(func() { ran = append(ran, id) }, true)
+		require.Equal(t, offerOK, res)
+		next++
+	}
+	res, _, _ := p.place(func() { t.Error("refused task ran") }, true)
+	assert.Equal(t, offerFull, res)
+	for p.Stats().Queued > 0 {
+		take()
+	}
+	assert.Equal(t, next, len(ran), "every queued task taken once")
+	assert.Equal(t, qcap, len(p.queue), "ring grew to the capacity and no further")
+}
+
+// TestPoolQueueSteadyStateDoesNotAllocate guards the queue's reuse: once
+// the ring has grown to fit the load, queueing and taking tasks allocate
+// nothing; the ring is kept, not shrunk and regrown.
+func TestPoolQueueSteadyStateDoesNotAllocate(t *testing.T) {
+	p := NewPool(PoolSize(1), PoolQueue(128), PoolWhenFull(Block), PoolIdleTimeout(time.Hour))
+	defer p.Close()
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	blocker := func() { <-gate; wg.Done() }
+	task := func() { wg.Done() }
+	allocs := testing.AllocsPerRun(100, func() {
+		wg.Add(101)
+		_ = p.Submit(blocker) // the worker is busy until gate
+		for range 100 {
+			_ = p.Submit(task) // queued
+		}
+		gate <- struct{}{}
+		wg.Wait()
+	})
+	assert.Zero(t, allocs)
+}
