@@ -286,8 +286,15 @@ func (s *Stream[T]) Run(ctx context.Context) error {
 // returns the resumption, or the cause when ctx ended first.
 func (s *Stream[T]) pause(ctx context.Context, n *StreamNode[T]) (streamResume[T], error) {
 	p := &streamPause[T]{node: n, resumed: make(chan streamResume[T], 1)}
+	// Take the node's channel before publishing the pause: from Store on,
+	// a Resume(Rerun()) may swap in the channel of the next pause, and
+	// closing that one instead would leave this one open (its waiters
+	// hang) and report a pause that never happened. Resume stores the new
+	// channel before it sends on p.resumed, so a pause after a Rerun
+	// loads the new one.
+	ch := *n.suspended.Load()
 	s.paused.Store(p)
-	close(*n.suspended.Load())
+	close(ch)
 	select {
 	case r := <-p.resumed:
 		return r, nil
