@@ -402,3 +402,31 @@ func TestSerialSubmitAfterErrorsGiveNoCancel(t *testing.T) {
 		assert.Nil(t, cancel, "d=%v", d)
 	}
 }
+
+// TestSerialStatsCurrentWithinBatch guards Stats' Completed and Panicked
+// while a batch runs. The drain loop counted in locals and published at
+// the end of each batch, so with a task blocked late in a batch Completed
+// read 1 while 101 tasks had run (Keyed publishes per task). The counters
+// are now published as each task returns.
+func TestSerialStatsCurrentWithinBatch(t *testing.T) {
+	s := NewSerial(nil)
+	defer s.Close()
+	started, gate0 := make(chan struct{}), make(chan struct{})
+	reached, gate1 := make(chan struct{}), make(chan struct{})
+	require.NoError(t, s.Submit(func() { close(started); <-gate0 }))
+	<-started // the loop has taken a batch holding only this task
+	for i := range 100 {
+		require.NoError(t, s.Submit(func() {
+			if i%10 == 0 {
+				panic(i)
+			}
+		}))
+	}
+	require.NoError(t, s.Submit(func() { close(reached); <-gate1 }))
+	close(gate0)
+	<-reached // 101 tasks have returned, 10 of them by panicking
+	st := s.Stats()
+	close(gate1)
+	assert.Equal(t, uint64(101), st.Completed)
+	assert.Equal(t, uint64(10), st.Panicked)
+}
