@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -153,4 +154,47 @@ func indexOf(r *Run, id string) int {
 		panic("no node " + id)
 	}
 	return int(i)
+}
+
+// TestDeadlineEndsUnstartedNodesAsTimeouts: when the group deadline
+// passes, every node that has not ended ends as a timeout, as BeginWork's
+// doc says. The sweep's end of one node released the unstarted upstreams
+// of a successor it failed, and the short-circuit rule skipped them
+// (helper-48 hit it under load: cart and recs ended as skipped, with
+// OnNodeSkip instead of OnNodeTimeout).
+func TestDeadlineEndsUnstartedNodesAsTimeouts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var skips, timeouts []string
+		// A saturated pool: every node waits a second for a goroutine.
+		slow := ExecutorFunc(func(task func()) error {
+			go func() { time.Sleep(time.Second); task() }()
+			return nil
+		})
+		a := New(WithExecutor(slow), WithHooks(&Hooks{
+			OnNodeSkip: func(_ context.Context, ev NodeEvent) {
+				mu.Lock()
+				skips = append(skips, ev.ID)
+				mu.Unlock()
+			},
+			OnNodeTimeout: func(_ context.Context, ev NodeEvent) {
+				mu.Lock()
+				timeouts = append(timeouts, ev.ID)
+				mu.Unlock()
+			},
+		}))
+		defer a.Close()
+		one := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil })
+		user, cart, recs := NewWrapper("user", one, 0), NewWrapper("cart", one, 0), NewWrapper("recs", one, 0)
+		page := NewWrapper("page", one, 0).Depend(user, true).Depend(cart, true).Depend(recs, false)
+		err := a.BeginWork(context.Background(), 100*time.Millisecond, user, cart, recs)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		for _, w := range []*WorkerWrapper[int, int]{user, cart, recs, page} {
+			assert.Equal(t, ResultTimeout, w.Result().State, "%s: %v", w, w.Result().Err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Empty(t, skips)
+		assert.ElementsMatch(t, []string{"user", "cart", "recs", "page"}, timeouts)
+	})
 }

@@ -1280,7 +1280,11 @@ func (r *Run) settle(wl *worklist) {
 
 // release tells the predecessors of node i that i no longer needs them:
 // it has been triggered or has ended without starting. A predecessor that
-// no successor needs any more is skipped (the short-circuit rule).
+// no successor needs any more is skipped (the short-circuit rule), unless
+// the run has been stopped: the sweep then ends it, as a timeout (or with
+// the EndError), like every other node that had not ended. The sweep
+// reaches it later, since a predecessor comes before its successors in
+// the sweep's order and one it has passed has ended.
 func (r *Run) release(i int32, wl *worklist) {
 	for _, v := range r.p.in(i) {
 		x, _ := upstream(v)
@@ -1288,7 +1292,7 @@ func (r *Run) release(i int32, wl *worklist) {
 		if terminal(xn.st()) {
 			continue // ended: nothing left to skip, no need to count
 		}
-		if xn.released.Add(1) == xp.out1-xp.out0 && xp.shortCircuit {
+		if xn.released.Add(1) == xp.out1-xp.out0 && xp.shortCircuit && !r.stopped.Load() {
 			r.skip(x, wl)
 		}
 	}
