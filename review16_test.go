@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -197,4 +198,70 @@ func TestDeadlineEndsUnstartedNodesAsTimeouts(t *testing.T) {
 		assert.Empty(t, skips)
 		assert.ElementsMatch(t, []string{"user", "cart", "recs", "page"}, timeouts)
 	})
+}
+
+// TestReturnWithTheSinkOnAPlan is the README's idiom for returning as soon
+// as the sink has ended while an optional branch still runs, on a plan
+// whose callbacks all runs share: cancel the run's parent context from an
+// OnNodeEnd hook installed for that run only with WithRunHooks.
+func TestReturnWithTheSinkOnAPlan(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		user := NewWrapper("user", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			time.Sleep(10 * time.Millisecond)
+			return 1, nil
+		}), 0)
+		recs := NewWrapper("recs", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			<-ctx.Done() // slower than the page can wait for
+			return 0, ctx.Err()
+		}), 0).ShortCircuit(false)
+		page := NewWrapper("page", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 2, nil }), 0).
+			Depend(user, true).Depend(recs, false)
+		pl, err := Compile(user, recs)
+		require.NoError(t, err)
+		for range 3 {
+			ctx, cancel := context.WithCancel(context.Background())
+			ctx = WithRunHooks(ctx, &Hooks{OnNodeEnd: func(_ context.Context, ev NodeEvent) {
+				if ev.ID == "page" {
+					cancel()
+				}
+			}})
+			began := time.Now()
+			r, err := a.StartPlan(ctx, pl, time.Minute)
+			require.NoError(t, err)
+			require.ErrorIs(t, r.Wait(context.Background()), context.Canceled)
+			assert.Equal(t, 10*time.Millisecond, time.Since(began), "returned with the sink, not at the deadline")
+			assert.Equal(t, 2, page.ResultIn(r).Value)
+			assert.Equal(t, ResultTimeout, recs.ResultIn(r).State)
+			r.Release()
+			cancel()
+		}
+	})
+}
+
+// TestOptionalBranchReadiedWithItsSuccessorIsSkipped pins down what the
+// README says of the enrichment shape user → recs -.-> page ← user: the
+// end of user readies recs and completes page's must dependencies in one
+// step, so recs, not started, is skipped, unless ShortCircuit(false).
+func TestOptionalBranchReadiedWithItsSuccessorIsSkipped(t *testing.T) {
+	for _, short := range []bool{true, false} {
+		a := newAsync(t)
+		one := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil })
+		var calls atomic.Int32
+		user := NewWrapper("user", one, 0)
+		recs := NewWrapper("recs", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			calls.Add(1)
+			return 2, nil
+		}), 0).Depend(user, true).ShortCircuit(short)
+		page := NewWrapper("page", one, 0).Depend(user, true).Depend(recs, false)
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, user))
+		assert.Equal(t, ResultSuccess, page.Result().State)
+		if short {
+			assert.Zero(t, calls.Load(), "recs was skipped")
+			assert.ErrorIs(t, recs.Result().Err, ErrSkipped)
+		} else {
+			assert.Equal(t, int32(1), calls.Load(), "recs ran")
+		}
+	}
 }

@@ -80,9 +80,12 @@ func (w *WorkerWrapper[P, R]) Default(v R) *WorkerWrapper[P, R] {
 // ShortCircuit sets whether the node may be skipped when no successor
 // needs its result any more (the default is true) and returns w. Turn it
 // off for nodes whose side effects must happen whenever their
-// dependencies allow. Start nodes may be skipped too: an optional start
-// node whose successor ran on its must dependencies before the start node
-// got a goroutine is skipped.
+// dependencies allow, and for an optional branch that should run even
+// when its successor does not wait for it: one made ready by the same
+// upstream that completes its successor's must dependencies is skipped
+// in the same step, before it can start. Start nodes may be skipped too:
+// an optional start node whose successor ran on its must dependencies
+// before the start node got a goroutine is skipped.
 func (w *WorkerWrapper[P, R]) ShortCircuit(enabled bool) *WorkerWrapper[P, R] {
 	if !w.checkBuildable("ShortCircuit") {
 		return w
