@@ -338,7 +338,7 @@ func (r *Run) scheduleRetry(i int32, delay time.Duration) {
 			wl.retry = true
 			r.loop(i, wl)
 		}
-		if !r.a.trySubmit(task) {
+		if !r.submit(task) {
 			task()
 		}
 	})
@@ -392,6 +392,12 @@ func (r *Run) Resume(id string, how Resumption) error {
 			ext.mu.Unlock()
 			release = ext.joinSuspended.Swap(false)
 		}
+		if r.times != nil {
+			// A node its custom join suspended becomes ready now; one
+			// that ran keeps its first ready time, as it keeps its
+			// first start time.
+			r.times[i].ready.CompareAndSwap(0, r.clock())
+		}
 		task := r.nodeTask(i)
 		if release {
 			// Released now that it runs, as a triggered node is; then run.
@@ -403,7 +409,7 @@ func (r *Run) Resume(id string, how Resumption) error {
 				r.loop(-1, wl)
 			}
 		}
-		if !r.a.trySubmit(task) {
+		if !r.submit(task) {
 			go task()
 		}
 		return nil
@@ -473,7 +479,7 @@ func (r *Run) settleResumed(i int32, final int32) {
 		defer r.taskDone()
 		r.loop(-1, wl)
 	}
-	if !r.a.trySubmit(task) {
+	if !r.submit(task) {
 		go task()
 	}
 }

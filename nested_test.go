@@ -2,6 +2,8 @@ package asynctool
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -53,3 +55,64 @@ func TestNestedRunOnABusyPool(t *testing.T) {
 		})
 	}
 }
+
+// TestNestedRunRetriesAndResumesOnABusyPool: a nested run's retry and
+// Resume tasks, like its first, must not wait in the pool's queue behind
+// the workers that wait for the run (helper-46's review of the first fix,
+// which covered only the first task).
+func TestNestedRunRetriesAndResumesOnABusyPool(t *testing.T) {
+	for _, how := range []string{"retry", "resume"} {
+		t.Run(how, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := New(WithMaxWorkers(2))
+				defer a.Close()
+				outer := func(id string, v int) *WorkerWrapper[int, int] {
+					return NewWrapper(id, WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+						time.Sleep(time.Millisecond) // both outer nodes hold a goroutine
+						var calls atomic.Int32
+						inner := NewWrapper("inner", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+							if calls.Add(1) == 1 {
+								return 0, errors.New("transient")
+							}
+							return v, nil
+						}), 0)
+						if how == "retry" {
+							inner.Retry(RetryPolicy{Attempts: 2})
+						} else {
+							inner.OnFailure(PolicySuspend)
+						}
+						run, err := a.Start(ctx, time.Second, inner)
+						if err != nil {
+							return 0, err
+						}
+						if how == "resume" {
+							select {
+							case <-run.Suspended():
+								if err := run.Resume("inner", Rerun()); err != nil {
+									return 0, err
+								}
+							case <-run.Done():
+							}
+						}
+						if err := run.Wait(context.Background()); err != nil {
+							return 0, err
+						}
+						return inner.Result().Value, inner.Result().Err
+					}), 0)
+				}
+				x, y := outer("x", 7), outer("y", 8)
+				start := time.Now()
+				require.NoError(t, a.BeginWork(context.Background(), time.Minute, x, y))
+				assert.Equal(t, ResultSuccess, x.Result().State, "%v", x.Result().Err)
+				assert.Equal(t, 7, x.Result().Value)
+				assert.Equal(t, 8, y.Result().Value)
+				assert.Equal(t, time.Millisecond, time.Since(start), "no run waited for a deadline")
+			})
+		})
+	}
+}
+
+// A snapshot taken while a node is being started: its started bit (Ran) is
+// set by the CAS into sWorking (or the claim) before attempt records its
+// start time, so WriteChromeTrace refuses the snapshot of a timed run,
+// saying times were not recorded.

@@ -113,8 +113,14 @@ func (r *Run) Report() *Report {
 		if r.times != nil {
 			t := &r.times[i]
 			nr.Ready, nr.Started, nr.Ended = r.wall(t.ready.Load()), r.wall(t.start.Load()), r.wall(t.end.Load())
-			if !nr.Started.IsZero() {
+			if !nr.Started.IsZero() && !nr.Ready.IsZero() {
 				nr.Wait = nr.Started.Sub(nr.Ready)
+			}
+			if nr.Ran && nr.Started.IsZero() {
+				// Claimed or moved to working, its start time not yet
+				// written: in a snapshot, it is starting; its worker has
+				// not been called.
+				nr.Ran = false
 			}
 			nr.Lane = int(t.lane.Load())
 		}

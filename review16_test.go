@@ -265,3 +265,68 @@ func TestOptionalBranchReadiedWithItsSuccessorIsSkipped(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotTraceOfATimedRun: a snapshot taken while a node starts
+// (its started bit set, its start time not yet written) made
+// WriteChromeTrace fail with "ran but the report has no times for it"
+// (helper-46); the report now shows such a node as not having run yet.
+func TestSnapshotTraceOfATimedRun(t *testing.T) {
+	a := New(WithTimings(true), WithMaxWorkers(4))
+	defer a.Close()
+	var failures, snapshots atomic.Int64
+	var firstErr atomic.Value
+	for round := 0; round < 300 && failures.Load() == 0; round++ {
+		quick := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, nil })
+		root := NewWrapper("root", quick, 0)
+		prev := root
+		for k := 0; k < 64; k++ {
+			n := NewWrapper("n"+string(rune('A'+k%26))+string(rune('a'+k/26)), quick, 0)
+			n.Depend(prev, true)
+			prev = n
+		}
+		run, err := a.Start(context.Background(), time.Minute, root)
+		require.NoError(t, err)
+		for {
+			select {
+			case <-run.Done():
+			default:
+				snapshots.Add(1)
+				rep := run.Report()
+				if err := rep.WriteChromeTrace(discard{}); err != nil {
+					failures.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+				}
+				continue
+			}
+			break
+		}
+	}
+	assert.Zero(t, failures.Load(), "of %d snapshots: %v", snapshots.Load(), firstErr.Load())
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// A node its custom join suspended and Resume(Rerun) runs has no ready
+// time (neither the suspension nor the Rerun records one), so its
+// report's Wait is Started minus the zero time: the saturated maximum
+// duration.
+// TestRerunOfJoinSuspendedNodeHasAReadyTime: a node its custom join
+// suspended had no ready time when Resume reran it, so its report's Wait
+// was the time since the zero time (helper-46).
+func TestRerunOfJoinSuspendedNodeHasAReadyTime(t *testing.T) {
+	a := New(WithTimings(true))
+	defer a.Close()
+	up := NewWrapper("up", okWorker(), 0)
+	NewWrapper("c", okWorker(), 0).Depend(up, true).
+		Join(CustomJoin(func([]Upstream) Decision { return DecideSuspend }))
+	r, err := a.Start(context.Background(), time.Minute, up)
+	require.NoError(t, err)
+	<-r.Suspended()
+	require.NoError(t, r.Resume("c", Rerun()))
+	require.NoError(t, r.Wait(context.Background()))
+	n := r.Report().Nodes[indexOf(r, "c")]
+	assert.False(t, n.Ready.IsZero(), "ready time of a rerun node")
+	assert.Less(t, n.Wait, time.Minute, "wait for a goroutine")
+}

@@ -21,8 +21,12 @@ type Run struct {
 	cancel    context.CancelFunc
 	stopSweep func() bool
 	ctxDone   <-chan struct{} // ctx.Done(), cached
-	nodes     []rnode
-	slots     []any // slots[i] is node i's *slot[R] in a pooled run (see slot)
+	// nested: the run was started from inside a worker (its context
+	// comes from a run's): its tasks never wait in the pool's queue
+	// (see dispatch and submit).
+	nested bool
+	nodes  []rnode
+	slots  []any // slots[i] is node i's *slot[R] in a pooled run (see slot)
 	// helper is the run's task, built once per Run value: its first call
 	// in a run starts the run, later calls drain the shared queue (see
 	// init).
@@ -322,9 +326,8 @@ func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration) {
 	} else {
 		r.times, r.began = nil, time.Time{}
 	}
-	parent := ctx
-	// Workers' contexts say they are in a run, for runs they start (see
-	// dispatch).
+	r.nested, _ = ctx.Value(inRunKey{}).(bool)
+	// Workers' contexts say they are in a run, for runs they start.
 	ctx = context.WithValue(ctx, inRunKey{}, true)
 	if timeout > 0 {
 		r.ctx, r.cancel = context.WithTimeout(ctx, timeout)
@@ -334,7 +337,7 @@ func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration) {
 	r.ctxDone = r.ctx.Done()
 	a.inflight.Add(1) // the run itself, until its sweep is resolved: Close waits for open runs
 	r.stopSweep = context.AfterFunc(r.ctx, r.sweep)
-	r.dispatch(parent, r.helper) // its first call in the run: it starts the run
+	r.dispatch(r.helper) // its first call in the run: it starts the run
 }
 
 // inRunKey marks the contexts that workers receive.
@@ -985,21 +988,28 @@ func (r *Run) salvage(wl *worklist, pe *PanicError) *worklist {
 }
 
 // dispatch hands task, the run's first, to a goroutine: never to the
-// caller's, so that Start returns at once and BeginWork stays prompt. It
-// goes to an idle or new goroutine of the Async's pool if there is one,
-// else to the executor's queue, or to a new goroutine if the queue is
-// full. A run started from inside a worker (ctx, the one passed to
-// Start, comes from a run) is never queued: the worker may hold the
-// goroutine the queue waits for, as every worker of a busy pool may, so
-// that task gets a goroutine of its own, past the pool's bound.
-func (r *Run) dispatch(ctx context.Context, task func()) {
+// caller's, so that Start returns at once and BeginWork stays prompt (see
+// submit), or to a new goroutine.
+func (r *Run) dispatch(task func()) {
 	r.taskStart()
-	if r.a.owned != nil && r.a.owned.tryStart(task) {
-		return
-	}
-	if nested, _ := ctx.Value(inRunKey{}).(bool); nested || !r.a.trySubmit(task) {
+	if !r.submit(task) {
 		go task()
 	}
+}
+
+// submit hands task, which runs nodes of r, to an idle or new goroutine
+// of the Async's pool if there is one, else to the executor's queue; it
+// reports false if neither took it. A nested run's tasks are never
+// queued: the worker that started the run may hold the goroutine the
+// queue waits for, as every worker of a busy pool may, so they are left
+// to the caller's fallback (a goroutine of their own, past the pool's
+// bound, or the calling goroutine). A nested run on an executor of the
+// user's does not use it for them at all, since it may queue.
+func (r *Run) submit(task func()) bool {
+	if r.a.owned != nil && r.a.owned.tryStart(task) {
+		return true
+	}
+	return !r.nested && r.a.trySubmit(task)
 }
 
 // expired reports whether the run's context is done, and if so how nodes
