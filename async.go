@@ -77,9 +77,9 @@ func (f optionFunc) apply(c *config) { f(c) }
 // those it has, and takes one that frees up later while it still has
 // nodes queued. A run started from inside a worker (with a context that
 // comes from the worker's) is the exception: when no goroutine of the
-// pool is free, its first node runs on a goroutine of its own, past the
-// bound, since the workers that would free one may be waiting for such
-// runs. n must be at least 1; a smaller n makes every BeginWork return an
+// pool is free, its first node, and a retry or a resumed node of it, run
+// on a goroutine of their own, past the bound, since the workers that
+// would free one may be waiting for such runs. n must be at least 1; a smaller n makes every BeginWork return an
 // error saying so.
 func WithMaxWorkers(n int) Option {
 	return optionFunc(func(c *config) {
@@ -100,9 +100,9 @@ func WithMaxWorkers(n int) Option {
 // nodes in its queue. An executor whose Submit runs the task on the caller (a
 // caller-runs policy) nests the scheduler's loops on that goroutine and
 // makes Start run work before it returns; prefer one that rejects when
-// full. A run started from inside a worker does not hand its first node
-// to e but to a goroutine of its own, since e might queue it behind the
-// worker that waits for the run.
+// full. A run started from inside a worker does not hand its first node,
+// retries or resumed nodes to e but to goroutines of their own, since e
+// might queue them behind the worker that waits for the run.
 func WithExecutor(e Executor) Option {
 	return optionFunc(func(c *config) {
 		if e == nil {
