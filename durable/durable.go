@@ -35,8 +35,9 @@
 // suspended one, from outside the job.
 //
 // A checkpointed result is stored as JSON, so a node's result type must
-// encode and decode with encoding/json, with no NUL character in its
-// strings, which PostgreSQL's jsonb cannot store ([ErrNulInJSON]).
+// encode and decode with encoding/json, with no NUL character or
+// unpaired surrogate in its strings, which PostgreSQL's jsonb cannot
+// store ([ErrUnstorableJSON]).
 // Checkpoints are stored when an attempt ends with an error (a suspension
 // included) or a snooze (River stores a resumable step's cursor whenever
 // Work returns an error). When an attempt's process dies, River rescues
@@ -49,13 +50,13 @@
 package durable
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -204,11 +205,13 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 	err = run.Wait(ctx)
 	endSaves()
 	cp.close() // a worker that outlived the run saves nothing now
-	// Park unless the deadline came first (nothing suspended any more),
+	// Park unless the deadline came first (nothing suspended any more, or
+	// the sweep ended a node that a replay was deciding),
 	// the job's own ctx ended (River cancelled or timed out the job), or
 	// a node, a suspended one included, asked River to cancel the job,
 	// which a park would leave resumable.
 	if parked != nil && len(parked.Suspended) > 0 && ctx.Err() == nil &&
+		!errors.Is(err, context.DeadlineExceeded) &&
 		!asksCancel(parked.Failed) && !asksCancel(parked.Suspended) {
 		// The run's error is the Cancel above, unless a callback panicked.
 		parked.RunErr = errors.Join(callbackPanics(err)...)
@@ -236,8 +239,14 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 			// error its worker failed with, not the Cancel's that ended
 			// it: that error may be the river.JobCancel that kept the
 			// attempt from parking the job.
+			// A snooze is left out: River obeys a snooze anywhere in the
+			// error before a cancellation, and a suspended node's snooze
+			// must not outrank another node's JobCancel.
 			if k := slices.IndexFunc(parked.Suspended, func(s NodeFailure) bool { return s.ID == n.ID }); k >= 0 {
-				f = parked.Suspended[k]
+				var snooze *rivertype.JobSnoozeError
+				if own := parked.Suspended[k].Err; own != nil && !errors.As(own, &snooze) {
+					f.Err = own
+				}
 			}
 		}
 		failed = append(failed, f)
@@ -651,8 +660,8 @@ func (cp *Checkpoint) stillDecided() []string {
 // empty: it is the key of the stored result.
 //
 // A result that does not encode as JSON fails the node, and so does one
-// whose JSON holds \u0000, a string with a NUL character, which
-// PostgreSQL cannot store ([ErrNulInJSON]): encode such bytes as a
+// whose JSON PostgreSQL cannot store ([ErrUnstorableJSON]: a string with
+// a NUL character, or an unpaired surrogate escape): encode such bytes as a
 // []byte (base64) instead. A stored result
 // that does not decode into R (a string stored where R is an int) makes
 // the node run its worker again; but JSON decoding ignores unknown fields
@@ -742,14 +751,16 @@ func (c *checkpointed[P, R]) Action(ctx context.Context, p P, all asynctool.Wrap
 	return v, c.save()
 }
 
-// ErrNulInJSON is the error, wrapped, of a checkpointed result or a
-// Resume value whose JSON holds the escape \u0000 (a NUL character in a
-// string): River keeps a job's checkpoint in its metadata, which
-// PostgreSQL stores as jsonb, and jsonb cannot store \u0000. PostgreSQL
-// would reject the update that ends the attempt, and the job would stay
-// running until River's rescuer; the node fails (or Resume refuses the
-// value) on SQLite too, so that a job behaves the same on both.
-var ErrNulInJSON = errors.New(`the JSON holds \u0000 (a NUL character), which PostgreSQL's jsonb, where River stores the checkpoint, cannot store`)
+// ErrUnstorableJSON is the error, wrapped, of a checkpointed result or a
+// Resume value whose JSON PostgreSQL's jsonb cannot store: it holds the
+// escape \u0000 (a NUL character in a string) or a surrogate escape
+// without its pair (such as \ud83d alone, from a json.RawMessage or a
+// MarshalJSON that cut an emoji in two). River keeps a job's checkpoint
+// in its metadata, which PostgreSQL stores as jsonb: PostgreSQL would
+// reject the update that ends the attempt, and the job would stay running
+// until River's rescuer. The node fails (or Resume refuses the value) on
+// SQLite too, so that a job behaves the same on both.
+var ErrUnstorableJSON = errors.New(`the JSON holds \u0000 (a NUL character) or an unpaired surrogate escape, which PostgreSQL's jsonb, where River stores the checkpoint, cannot store`)
 
 // checkpointJSON encodes v, a result to store in a checkpoint.
 func checkpointJSON(v any) ([]byte, error) {
@@ -757,27 +768,52 @@ func checkpointJSON(v any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if holdsNul(raw) {
-		return nil, ErrNulInJSON
+	if jsonbRejects(raw) {
+		return nil, ErrUnstorableJSON
 	}
 	return raw, nil
 }
 
-// holdsNul reports whether raw, JSON that json.Marshal wrote, holds the
-// escape \u0000. In JSON a backslash starts an escape, and an escaped
-// backslash is skipped whole: `\\u0000`, a backslash and "u0000", holds
-// none.
-func holdsNul(raw []byte) bool {
+// jsonbRejects reports whether raw, valid JSON, holds an escape that
+// jsonb refuses: \u0000, a low surrogate (\udc00-\udfff) not right after
+// a high one, or a high surrogate (\ud800-\udbff) not followed by a low
+// one. In JSON a backslash starts an escape, and an escaped backslash is
+// skipped whole: `\\u0000`, a backslash and "u0000", holds none.
+func jsonbRejects(raw []byte) bool {
 	for i := 0; i < len(raw); i++ {
 		if raw[i] != '\\' {
 			continue
 		}
 		i++ // the escaped character
-		if i < len(raw) && raw[i] == 'u' && bytes.HasPrefix(raw[i+1:], []byte("0000")) {
-			return true
+		u, ok := hexEscape(raw, i)
+		if !ok {
+			continue
 		}
+		switch {
+		case u == 0, u >= 0xdc00 && u <= 0xdfff:
+			return true
+		case u >= 0xd800 && u <= 0xdbff:
+			if i+6 >= len(raw) || raw[i+5] != '\\' {
+				return true
+			}
+			if lo, ok := hexEscape(raw, i+6); !ok || lo < 0xdc00 || lo > 0xdfff {
+				return true
+			}
+			i += 6 // the pair's low half
+		}
+		i += 4
 	}
 	return false
+}
+
+// hexEscape returns the code unit of the escape uXXXX at raw[i:], if it
+// is one.
+func hexEscape(raw []byte, i int) (uint16, bool) {
+	if i+5 > len(raw) || raw[i] != 'u' {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(raw[i+1:i+5]), 16, 16)
+	return uint16(v), err == nil
 }
 
 // replay is Checkpoint.replay for this node: it does for a node that a

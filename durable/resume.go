@@ -51,8 +51,8 @@ var ErrNotParked = errors.New("durable: the job is not parked by a suspended nod
 // [ErrNotParked]; a running job is refused with [ErrJobRunning]; a job
 // Resume does not find, with River's rivertype.ErrNotFound; and every id
 // in values must name a checkpointed node of the graph that parked the
-// job, or the error names it; a value must encode as JSON, with no NUL
-// character in a string ([ErrNulInJSON]). What it cannot check is a
+// job, or the error names it; a value must encode as JSON that
+// PostgreSQL can store ([ErrUnstorableJSON]). What it cannot check is a
 // value's type: the value must decode into the node's result type, and
 // one that does not fails the node on the next attempt (with
 // PolicySuspend, or suspended by a custom join, it parks the job again,

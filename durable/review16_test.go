@@ -118,7 +118,7 @@ func nulResult(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]
 // TestNulResultFailsTheNode guards Node's promise that a result that
 // cannot be checkpointed fails the node, for a result whose JSON holds
 // \u0000, which PostgreSQL's jsonb cannot store: on SQLite, which could
-// store it, the node fails all the same, with ErrNulInJSON, so that a job
+// store it, the node fails all the same, with ErrUnstorableJSON, so that a job
 // behaves the same on both databases.
 func TestNulResultFailsTheNode(t *testing.T) {
 	events := runJob(t, 1, time.Minute, nulResult)
@@ -126,14 +126,15 @@ func TestNulResultFailsTheNode(t *testing.T) {
 	ev := events[0]
 	require.Equal(t, rivertype.JobStateDiscarded, ev.Job.State)
 	msg := ev.Job.Errors[len(ev.Job.Errors)-1].Error
-	assert.Contains(t, msg, `"a" failed (durable: node "a": result cannot be checkpointed: `+ErrNulInJSON.Error())
+	assert.Contains(t, msg, `"a" failed (durable: node "a": result cannot be checkpointed: `+ErrUnstorableJSON.Error())
 	assert.NotContains(t, msg, "b is down", "b never ran: its upstream failed")
 }
 
-// TestHoldsNul checks the scan for \u0000 in encoded JSON: a NUL
+// TestJSONBRejects checks the scan for what jsonb refuses in encoded
+// JSON: \u0000 and unpaired surrogate escapes. A NUL
 // character anywhere in a string, keys included, is found; a backslash
 // followed by the text u0000 is not one, nor are other escapes.
-func TestHoldsNul(t *testing.T) {
+func TestJSONBRejects(t *testing.T) {
 	for _, tc := range []struct {
 		v    any
 		want bool
@@ -147,13 +148,22 @@ func TestHoldsNul(t *testing.T) {
 		{"\x01\u2028\t\"", false},
 		{[]byte("raw\x00bytes"), false}, // base64
 		{42, false},
+		{"caf\U0001F600", false}, // json.Marshal writes the emoji as UTF-8
+		{json.RawMessage(`"\ud83d\ude00"`), false},
+		{json.RawMessage(`"\ud83d"`), true}, // a high surrogate alone
+		{json.RawMessage(`"\ude00"`), true}, // a low surrogate alone
+		{json.RawMessage(`"\ud83d\u0041"`), true},
+		{json.RawMessage(`"\ud83dx\ude00"`), true},
+		{json.RawMessage(`"\\ud83d"`), false}, // a backslash and the text ud83d
+		{json.RawMessage(`"\\\u0000"`), true}, // a backslash, then a NUL
+		{json.RawMessage(`{"\u0000":1}`), true},
 	} {
 		raw, err := json.Marshal(tc.v)
 		require.NoError(t, err)
-		assert.Equal(t, tc.want, holdsNul(raw), "%s", raw)
+		assert.Equal(t, tc.want, jsonbRejects(raw), "%s", raw)
 		_, err = checkpointJSON(tc.v)
 		if tc.want {
-			assert.ErrorIs(t, err, ErrNulInJSON, "%s", raw)
+			assert.ErrorIs(t, err, ErrUnstorableJSON, "%s", raw)
 		} else {
 			assert.NoError(t, err, "%s", raw)
 		}
@@ -169,7 +179,7 @@ func TestResumeRefusesANulValue(t *testing.T) {
 	var got atomic.Int64
 	client, id, _ := parkApproval(t, &a, &s, &approved, &got)
 	_, err := Resume(context.Background(), client, id, map[string]any{"s": "ok\x00"})
-	require.ErrorIs(t, err, ErrNulInJSON)
+	require.ErrorIs(t, err, ErrUnstorableJSON)
 	assert.Contains(t, err.Error(), `node "s"`)
 	_, err = Resume(context.Background(), client, id, map[string]any{"s": 7})
 	assert.NoError(t, err, "still parked")
@@ -192,7 +202,7 @@ func TestNulResultDoesNotWedgeTheJobOnPostgres(t *testing.T) {
 	select {
 	case ev := <-events:
 		assert.Equal(t, river.EventKindJobFailed, ev.Kind)
-		assert.Contains(t, ev.Job.Errors[len(ev.Job.Errors)-1].Error, ErrNulInJSON.Error())
+		assert.Contains(t, ev.Job.Errors[len(ev.Job.Errors)-1].Error, ErrUnstorableJSON.Error())
 	case <-time.After(30 * time.Second):
 		row, err := client.JobGet(context.Background(), res.Job.ID)
 		require.NoError(t, err)
@@ -260,4 +270,136 @@ func TestResumeDecidesANodeACustomJoinSuspended(t *testing.T) {
 		require.Equal(t, river.EventKindJobCompleted, untilParkedOrDone(t, events).Kind)
 		assert.Equal(t, int64(6), got.Load())
 	})
+}
+
+// TestSuspendedSnoozeAndACancelElsewhere: a suspended node's snooze must
+// not override another node's river.JobCancel: the job is cancelled, and
+// the suspended node does not run again (helper-47: the GraphFailedError
+// carried the snooze, which River obeys first).
+func TestSuspendedSnoozeAndACancelElsewhere(t *testing.T) {
+	var s atomic.Int32
+	build := func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		x := asynctool.NewWrapper("x", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			return 0, river.JobCancel(errors.New("order withdrawn"))
+		}), 0)
+		ns := Node(cp, "s", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			s.Add(1)
+			return 0, river.JobSnooze(time.Millisecond)
+		}), 0).OnFailure(asynctool.PolicySuspend)
+		return []asynctool.Wrapper{x, ns}, nil
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, mustWorker(t, newAsync(t), time.Minute, build))
+	client := newClient(t, riversqlite.New(openSQLite(t)), workers)
+	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobCancelled, river.EventKindJobFailed, river.EventKindJobSnoozed)
+	defer cancel()
+	_, err := client.Insert(context.Background(), sumArgs{Base: 1}, nil)
+	require.NoError(t, err)
+	ev := waitFor(t, events, 1)[0]
+	assert.Equal(t, river.EventKindJobCancelled, ev.Kind, "x's JobCancel must cancel the job")
+	time.Sleep(300 * time.Millisecond)
+	assert.Equal(t, int32(1), s.Load(), "s must not run again")
+}
+
+// slowInt is an int whose first decoding takes a while, standing for a
+// deadline that passes between the stall and await's replay.
+type slowInt struct{ V int }
+
+var slowDecodes atomic.Int32
+
+func (s *slowInt) UnmarshalJSON(b []byte) error {
+	if slowDecodes.Add(1) == 1 {
+		time.Sleep(600 * time.Millisecond)
+	}
+	return json.Unmarshal(b, &s.V)
+}
+func (s slowInt) MarshalJSON() ([]byte, error) { return json.Marshal(s.V) }
+
+// R2-2. Worker.attempt: "Park unless the deadline came first". await takes
+// the report when the run stalls, then replays; if the group deadline
+// ends the join-suspended node in between, run.Resume fails with
+// ErrNotPending, await still returns the stale report's suspension, and
+// the job is parked again (with "replaying its stored result") although a
+// person had already decided c: it should fail the attempt and retry.
+// TestDeadlineDuringReplayDoesNotPark: when the group deadline passes
+// while an attempt replays a decided value into a node its custom join
+// suspended, the attempt fails (River retries it) rather than parking the
+// job again, as a person already decided the node (helper-47).
+func TestDeadlineDuringReplayDoesNotPark(t *testing.T) {
+	slowDecodes.Store(0)
+	var got atomic.Int64
+	build := func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		up := asynctool.NewWrapper("up", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			return 0, errors.New("down")
+		}), 0)
+		nc := Node(cp, "c", asynctool.WorkerFunc[int, slowInt](func(context.Context, int, asynctool.Wrappers) (slowInt, error) {
+			return slowInt{1}, nil
+		}), 0).Depend(up, true).Join(asynctool.CustomJoin(func(ups []asynctool.Upstream) asynctool.Decision {
+			if !ups[0].OK {
+				return asynctool.DecideSuspend
+			}
+			return asynctool.DecideRun
+		}))
+		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+			r, err := asynctool.ResultOf[slowInt](all, "c")
+			got.Store(int64(r.Value.V))
+			return r.Value.V, err
+		}), 0).Depend(nc, true)
+		return []asynctool.Wrapper{up}, nil
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, mustWorker(t, newAsync(t), 200*time.Millisecond, build))
+	client := newClient(t, riversqlite.New(openSQLite(t)), workers)
+	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobCancelled, river.EventKindJobFailed, river.EventKindJobSnoozed)
+	defer cancel()
+	res, err := client.Insert(context.Background(), sumArgs{Base: 1}, nil)
+	require.NoError(t, err)
+	require.Equal(t, river.EventKindJobCancelled, waitFor(t, events, 1)[0].Kind, "parked on c")
+	_, err = Resume(context.Background(), client, res.Job.ID, map[string]any{"c": 5})
+	require.NoError(t, err)
+	ev := untilParkedOrDone(t, events)
+	if !assert.Equal(t, river.EventKindJobCompleted, ev.Kind, "c was decided; the deadline must retry, not park") {
+		t.Logf("last error: %s", ev.Job.Errors[len(ev.Job.Errors)-1].Error)
+	}
+}
+
+// R2-3. holdsNul looks only for \u0000, but jsonb rejects any escape it
+// cannot turn into a character, such as a lone surrogate (\ud83d, half an
+// emoji, as a truncated string from a JavaScript API holds). A
+// json.RawMessage result passes json.Marshal and holdsNul, and the job
+// wedges on PostgreSQL exactly as the NUL did.
+// TestLoneSurrogateDoesNotWedgeTheJobOnPostgres: jsonb refuses an
+// unpaired surrogate escape as it refuses \u0000, so such a result must
+// fail its node, not leave the job running (helper-47).
+func TestLoneSurrogateDoesNotWedgeTheJobOnPostgres(t *testing.T) {
+	_, err := checkpointJSON(json.RawMessage(`"\ud83d"`))
+	assert.Error(t, err, "checkpointJSON accepts what jsonb refuses")
+
+	url, schema := pgSchema(t)
+	build := func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		a := Node(cp, "a", asynctool.WorkerFunc[int, json.RawMessage](func(context.Context, int, asynctool.Wrappers) (json.RawMessage, error) {
+			return json.RawMessage(`{"name":"caf\ud83d"}`), nil
+		}), 0)
+		asynctool.NewWrapper("b", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			return 0, errors.New("b is down")
+		}), 0).Depend(a, true)
+		return []asynctool.Wrapper{a}, nil
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, mustWorker(t, newAsync(t), 5*time.Second, build))
+	client := newClientIn[pgx.Tx](t, riverpgxv5.New(newPool(t, url)), schema, workers, retryNow{})
+	events, cancel := client.Subscribe(river.EventKindJobFailed, river.EventKindJobCompleted, river.EventKindJobCancelled)
+	defer cancel()
+	res, err := client.Insert(context.Background(), sumArgs{Base: 1}, &river.InsertOpts{MaxAttempts: 1})
+	require.NoError(t, err)
+	select {
+	case ev := <-events:
+		assert.Equal(t, river.EventKindJobFailed, ev.Kind)
+	case <-time.After(15 * time.Second):
+		row, err := client.JobGet(context.Background(), res.Job.ID)
+		require.NoError(t, err)
+		// Let the cleanup's Stop finish: cancel the wedged job's row by hand.
+		_, _ = client.JobCancel(context.Background(), res.Job.ID)
+		t.Errorf("the failed attempt was never recorded: after 15 s the job is %s (attempt %d)", row.State, row.Attempt)
+	}
 }
