@@ -443,7 +443,8 @@ type SuspendedError struct {
 	// worker failed with; for a node a custom join suspended, nil, or
 	// why the value Resume gave it does not decode. A checkpointed node
 	// that a custom join suspended is listed only when it has no stored
-	// result: one it has ends the node instead (see [Worker.Work]).
+	// result that decodes: one that does ends the node instead (see
+	// [Worker.Work]).
 	Suspended []NodeFailure
 	// Failed are the nodes that had failed or timed out when the graph
 	// stalled: failures it tolerated, or that the suspended nodes' own
