@@ -190,6 +190,7 @@ type nodeExt struct {
 	stop          func() bool // stops the timeout's AfterFunc
 	base          int32       // attempts before the current round (Rerun starts a new one)
 	lastErr       error       // the failure that made the node pending
+	resumedFail   bool        // Resume ended the node with FailWith
 	retries       *time.Timer
 }
 
@@ -433,6 +434,11 @@ func (r *Run) Resume(id string, how Resumption) error {
 		if !n.move(sPending, sEnding, 0) {
 			r.taskDone()
 			return r.notPending(i, id)
+		}
+		if ext := r.exts[i]; ext != nil {
+			ext.mu.Lock()
+			ext.resumedFail = true
+			ext.mu.Unlock()
 		}
 		pn.core.impl.setFailure(r, i, r.slot(i), ResultException, how.err)
 		r.settleResumed(i, sError)

@@ -27,7 +27,12 @@ const keyedFreeQueues = 16
 //
 // If the executor refuses a key's drain loop (a closed or full [Pool]
 // under [Reject]), the loop runs on a new goroutine instead, so that no
-// task is lost. Panics are handled as on a [Serial]; see
+// task is lost. If it runs tasks on the caller ([CallerRuns], a [Pool]'s
+// default), a Submit that finds the pool full runs the key's drain loop
+// itself, so the pool's size does not bound how many keys run at once;
+// use a Pool under [Block] for that bound. Keyed has no SubmitAfter: for
+// a delayed task per key, call Submit from a time.AfterFunc, or use a
+// [Serial] per key. Panics are handled as on a [Serial]; see
 // [SerialPanicHandler]. As on a Serial, [Keyed.Close] drops the tasks
 // still queued: wait for the work to finish before closing.
 //

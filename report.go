@@ -289,6 +289,15 @@ func (r *Run) reason(i int32) string {
 		}
 		return fmt.Sprintf("stopped before it started: %v", err)
 	}
+	if r.exts != nil && r.exts[i] != nil {
+		ext := r.exts[i]
+		ext.mu.Lock()
+		failed := ext.resumedFail
+		ext.mu.Unlock()
+		if failed {
+			return "failed by Resume"
+		}
+	}
 	var ee *EndError
 	switch {
 	case errors.As(err, &ee) && err == error(ee):

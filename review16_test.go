@@ -2,6 +2,7 @@ package asynctool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -329,4 +330,28 @@ func TestRerunOfJoinSuspendedNodeHasAReadyTime(t *testing.T) {
 	n := r.Report().Nodes[indexOf(r, "c")]
 	assert.False(t, n.Ready.IsZero(), "ready time of a rerun node")
 	assert.Less(t, n.Wait, time.Minute, "wait for a goroutine")
+}
+
+// TestFailedByResumeReason: a node that Resume ended with FailWith was
+// reported as "worker failed", although for a node its custom join
+// suspended no worker ran (helper-48).
+func TestFailedByResumeReason(t *testing.T) {
+	a := newAsync(t)
+	up := NewWrapper("up", okWorker(), 0)
+	NewWrapper("c", okWorker(), 0).Depend(up, true).Join(CustomJoin(func([]Upstream) Decision { return DecideSuspend }))
+	p := NewWrapper("p", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, errBoom }), 0).
+		OnFailure(PolicySuspend)
+	r, err := a.Start(context.Background(), time.Minute, up, p)
+	require.NoError(t, err)
+	<-r.Suspended()
+	no := errors.New("declined")
+	require.NoError(t, r.Resume("c", FailWith(no)))
+	require.NoError(t, r.Resume("p", FailWith(no)))
+	require.NoError(t, r.Wait(context.Background()))
+	rep := r.Report()
+	for _, id := range []string{"c", "p"} {
+		n := rep.Nodes[indexOf(r, id)]
+		assert.Equal(t, "failed by Resume", n.Reason, id)
+		assert.ErrorIs(t, n.Err, no, id)
+	}
 }
