@@ -380,7 +380,9 @@ func (r *Run) Resume(id string, how Resumption) error {
 	case resumeRerun:
 		// Take the task's reference first: once the node is ready the run
 		// may otherwise end and be recycled before the task is handed on.
-		r.taskStart()
+		if !r.resumeStart() {
+			return r.notPending(i, id)
+		}
 		if !n.move(sPending, sReady, 0) {
 			r.taskDone()
 			return r.notPending(i, id)
@@ -418,7 +420,9 @@ func (r *Run) Resume(id string, how Resumption) error {
 		if err := pn.core.impl.checkValue(how.value); err != nil {
 			return fmt.Errorf("%w: node %q: %v", ErrResultType, id, err)
 		}
-		r.taskStart() // handed to settleResumed; taken before the node is ending
+		if !r.resumeStart() { // handed to settleResumed; taken before the node is ending
+			return r.notPending(i, id)
+		}
 		if !n.move(sPending, sEnding, 0) {
 			r.taskDone()
 			return r.notPending(i, id)
@@ -430,7 +434,9 @@ func (r *Run) Resume(id string, how Resumption) error {
 		if how.err == nil {
 			return fmt.Errorf("asynctool: Resume(%q): FailWith(nil): a failed node needs an error", id)
 		}
-		r.taskStart() // handed to settleResumed; taken before the node is ending
+		if !r.resumeStart() { // handed to settleResumed; taken before the node is ending
+			return r.notPending(i, id)
+		}
 		if !n.move(sPending, sEnding, 0) {
 			r.taskDone()
 			return r.notPending(i, id)
@@ -445,6 +451,18 @@ func (r *Run) Resume(id string, how Resumption) error {
 		return nil
 	}
 	return fmt.Errorf("asynctool: Resume(%q): zero Resumption", id)
+}
+
+// resumeStart takes a task's references for Resume, unless the run has
+// ended (see Run.enter): a late Resume must not add to the Async's
+// inflight count while Close may be waiting for it to reach zero.
+func (r *Run) resumeStart() bool {
+	if !r.enter() {
+		return false
+	}
+	r.taskStart()
+	r.leave()
+	return true
 }
 
 // notPending is Resume's error for node i, which is not pending: it names

@@ -355,3 +355,108 @@ func TestFailedByResumeReason(t *testing.T) {
 		assert.ErrorIs(t, n.Err, no, id)
 	}
 }
+
+// TestLateResumeRacesClose: a Resume that comes after its run ended
+// (ErrNotPending, as documented) while the Async is closing added to the
+// Async's inflight count as Close waited for it to reach zero, a
+// WaitGroup misuse that panicked the process (helper-49).
+func TestLateResumeRacesClose(t *testing.T) {
+	for k := range 100 {
+		a := New(WithMaxWorkers(2))
+		slowDone := make(chan struct{})
+		n := NewWrapper("p", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			return 0, errBoom
+		}), 0).OnFailure(PolicySuspend)
+		slow := NewWrapper("slow", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			<-slowDone // outlives the deadline: keeps Close waiting
+			return 0, nil
+		}), 0)
+		r, err := a.Start(context.Background(), 2*time.Millisecond, n, slow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-r.Done()
+		var stop atomic.Bool
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for !stop.Load() {
+					if err := r.Resume("p", Rerun()); !errors.Is(err, ErrNotPending) {
+						t.Errorf("Resume: %v", err)
+						return
+					}
+				}
+			}()
+		}
+		closed := make(chan struct{})
+		go func() { a.Close(); close(closed) }()
+		time.Sleep(time.Duration(k%5) * 100 * time.Microsecond)
+		close(slowDone)
+		<-closed
+		stop.Store(true)
+		wg.Wait()
+	}
+}
+
+// heldExec runs each task on a goroutine of its own or, while held,
+// keeps it until it is let go.
+type heldExec struct {
+	mu    sync.Mutex
+	hold  bool
+	tasks []func()
+}
+
+func (h *heldExec) Submit(task func()) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.hold {
+		h.tasks = append(h.tasks, task)
+		return nil
+	}
+	go task()
+	return nil
+}
+
+func (h *heldExec) setHold(on bool) {
+	h.mu.Lock()
+	h.hold = on
+	ts := h.tasks
+	h.tasks = nil
+	h.mu.Unlock()
+	for _, t := range ts {
+		go t()
+	}
+}
+
+// TestRerunOfANodeThatRanIsNotSkipped: a PolicySuspend node that ran is
+// made ready again by Resume(Rerun); if its only successor stops needing
+// it before a goroutine starts it, it was skipped (ErrSkipped, although
+// it ran), and the rerun Resume had accepted never happened (helper-49).
+func TestRerunOfANodeThatRanIsNotSkipped(t *testing.T) {
+	ex := &heldExec{}
+	a := New(WithExecutor(ex))
+	defer a.Close()
+	var calls atomic.Int32
+	gate := make(chan struct{})
+	nodeA := NewWrapper("a", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		if calls.Add(1) == 1 {
+			return 0, errBoom // pending
+		}
+		return 1, nil
+	}), 0).OnFailure(PolicySuspend)
+	nodeG := NewWrapper("g", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { <-gate; return 2, nil }), 0)
+	nodeB := NewWrapper("b", okWorker(), 0).Depend(nodeA, false).Depend(nodeG, false) // runs on the first success
+	r, err := a.Start(context.Background(), time.Minute, nodeA, nodeG)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return r.Report().Nodes[indexOf(r, "a")].Status == StatusPending }, 10*time.Second, time.Millisecond)
+	ex.setHold(true)                           // no goroutine for the rerun yet
+	require.NoError(t, r.Resume("a", Rerun())) // a: pending -> ready
+	close(gate)                                // g succeeds: b runs and releases a
+	require.Eventually(t, func() bool { return nodeB.State() == StateFinish }, 10*time.Second, time.Millisecond)
+	ex.setHold(false)
+	require.NoError(t, r.Wait(context.Background()))
+	assert.Equal(t, int32(2), calls.Load(), "a ran again, as Resume promised")
+	assert.Equal(t, ResultSuccess, nodeA.Result().State, "%v", nodeA.Result().Err)
+}

@@ -56,12 +56,15 @@ type Run struct {
 	// carried by a claimed node whose end has not (see carriedBit).
 	remaining atomic.Int32
 	pending   atomic.Int32 // 2 = every node ended + the sweep resolved; done closes at 0
-	refs      atomic.Int32 // owner + sweep + tasks in flight; recycled at 0
-	busy      atomic.Int32 // tasks in flight: 0 with nodes not ended is a stall
-	stopped   atomic.Bool  // the run's context is done: nothing new starts
-	timedOut  atomic.Bool  // some node ended with ResultTimeout
-	cause     error        // context.Cause(ctx), written before stopped is set
-	done      chan struct{}
+	// hold is the run's own share of a.inflight: 1 until the sweep is
+	// resolved, plus the Resumes between enter and leave.
+	hold     atomic.Int32
+	refs     atomic.Int32 // owner + sweep + tasks in flight; recycled at 0
+	busy     atomic.Int32 // tasks in flight: 0 with nodes not ended is a stall
+	stopped  atomic.Bool  // the run's context is done: nothing new starts
+	timedOut atomic.Bool  // some node ended with ResultTimeout
+	cause    error        // context.Cause(ctx), written before stopped is set
+	done     chan struct{}
 
 	mu        sync.Mutex
 	callbacks []error // *CallbackPanicError values
@@ -336,6 +339,7 @@ func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration) {
 	}
 	r.ctxDone = r.ctx.Done()
 	a.inflight.Add(1) // the run itself, until its sweep is resolved: Close waits for open runs
+	r.hold.Store(1)
 	r.stopSweep = context.AfterFunc(r.ctx, r.sweep)
 	r.dispatch(r.helper) // its first call in the run: it starts the run
 }
@@ -1259,8 +1263,12 @@ func (r *Run) skip(x int32, wl *worklist) {
 		r.unclaim(wl) // claimed but not started: skipped like a ready node
 	}
 	for {
-		st := r.nodes[x].st()
-		if st != sInit && st != sReady {
+		w := r.nodes[x].state.Load()
+		st := int32(w & stateMask)
+		if st != sInit && st != sReady || w&startedBit != 0 {
+			// Ended, running, or ready again after it ran (a Rerun of a
+			// pending node, which Resume has promised): only a node that
+			// never started is skipped.
 			return
 		}
 		if r.end(x, st, ResultException, ErrSkipped, -1, wl) {
@@ -1369,8 +1377,35 @@ func (r *Run) complete(inSweep bool) {
 func (r *Run) sweepResolved() {
 	a := r.a
 	r.resolve()
+	last := r.hold.Add(-1) == 0 // before unref, which may recycle r
 	r.unref()
-	a.inflight.Done()
+	if last {
+		a.inflight.Done()
+	}
+}
+
+// enter takes a share of the run's own hold on the Async's inflight
+// count, for a call from outside the run (Resume) that is about to add to
+// that count: it fails once the run has let go of it. Adding to inflight
+// while it may be zero would race Close's Wait (a WaitGroup misuse,
+// which panics). The caller adds to inflight, then calls leave.
+func (r *Run) enter() bool {
+	for {
+		h := r.hold.Load()
+		if h == 0 {
+			return false
+		}
+		if r.hold.CompareAndSwap(h, h+1) {
+			return true
+		}
+	}
+}
+
+// leave gives back what enter took; the caller holds a reference to r.
+func (r *Run) leave() {
+	if r.hold.Add(-1) == 0 {
+		r.a.inflight.Done()
+	}
 }
 
 // sweep runs when the run's context is done before every node ended: it
