@@ -383,7 +383,9 @@ func (r *Run) Resume(id string, how Resumption) error {
 		if !r.resumeStart() {
 			return r.notPending(i, id)
 		}
-		if !n.move(sPending, sReady, 0) {
+		// The started bit, set as for a node that ran, keeps the node
+		// from being skipped once ready: the rerun is promised (see skip).
+		if !n.move(sPending, sReady, startedBit) {
 			r.taskDone()
 			return r.notPending(i, id)
 		}

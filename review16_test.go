@@ -460,3 +460,107 @@ func TestRerunOfANodeThatRanIsNotSkipped(t *testing.T) {
 	assert.Equal(t, int32(2), calls.Load(), "a ran again, as Resume promised")
 	assert.Equal(t, ResultSuccess, nodeA.Result().State, "%v", nodeA.Result().Err)
 }
+
+// TestPolicyEndFailsUnstartedNodesWithEndError: under PolicyEnd every
+// node not yet ended fails with *EndError; unstarted upstreams of the
+// nodes the end failed were skipped instead, before the sweep started
+// (helper-51).
+func TestPolicyEndFailsUnstartedNodesWithEndError(t *testing.T) {
+	var skipped atomic.Int32
+	a := New(WithHooks(&Hooks{OnNodeSkip: func(context.Context, NodeEvent) { skipped.Add(1) }}))
+	defer a.Close()
+	bad := 0
+	const runs = 200
+	for k := range runs {
+		e := NewWrapper("e", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			return 0, errBoom
+		}), 0).OnFailure(PolicyEnd)
+		g := NewWrapper("g", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			<-ctx.Done()
+			return 0, ctx.Err()
+		}), 0)
+		x := NewWrapper("x", okWorker(), 0).Depend(g, true)
+		NewWrapper("s", okWorker(), 0).Depend(e, true).Depend(x, true)
+		err := a.BeginWork(context.Background(), time.Minute, e, g)
+		var ee *EndError
+		require.ErrorAs(t, err, &ee)
+		if xe := x.Result().Err; !errors.As(xe, &ee) {
+			bad++
+			if bad == 1 {
+				t.Logf("run %d: x ended with %v (state %v), want *EndError", k, xe, x.Result().State)
+			}
+		}
+	}
+	assert.Zero(t, bad, "x skipped instead of failing with *EndError in %d of %d runs (OnNodeSkip fired %d times)", bad, runs, skipped.Load())
+}
+
+// R3-1b: the same gap for the deadline, which ef35ccc set out to fix:
+// a worker that returns at the deadline ends as a timeout and fails its
+// successor before the sweep has set r.stopped; the successor's release
+// skips the unstarted upstream x (and could skip its chain), which
+// should end as a timeout ("nodes that had not started end as
+// timeouts").
+// TestDeadlineSkipsNothingBeforeTheSweepStarts: a worker that returns
+// at the deadline fails its successor before the sweep has started; the
+// successor's unstarted upstream must still end as a timeout, not as
+// skipped (helper-51: ef35ccc checked only the sweep's flag).
+func TestDeadlineSkipsNothingBeforeTheSweepStarts(t *testing.T) {
+	var skipped atomic.Int32
+	a := New(WithHooks(&Hooks{OnNodeSkip: func(context.Context, NodeEvent) { skipped.Add(1) }}))
+	defer a.Close()
+	bad := 0
+	const runs = 200
+	for range runs {
+		y := NewWrapper("y", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			<-ctx.Done()
+			return 0, ctx.Err()
+		}), 0)
+		g := NewWrapper("g", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			<-ctx.Done()
+			time.Sleep(time.Millisecond) // x stays unstarted until the sweep
+			return 0, ctx.Err()
+		}), 0)
+		x := NewWrapper("x", okWorker(), 0).Depend(g, true)
+		NewWrapper("s", okWorker(), 0).Depend(y, true).Depend(x, true)
+		err := a.BeginWork(context.Background(), 2*time.Millisecond, y, g)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		if x.Result().State != ResultTimeout {
+			bad++
+		}
+	}
+	assert.Zero(t, bad, "x not a timeout in %d of %d runs (OnNodeSkip fired %d times)", bad, runs, skipped.Load())
+}
+
+// R3-2: 77db72f keeps a Rerun-ed node from being skipped only when its
+// started bit is set. A node its custom join suspended never started, so
+// once Resume(Rerun) has made it ready (and returned nil), the
+// short-circuit can still skip it before a goroutine starts it: the
+// accepted rerun never happens, as in TestRerunOfANodeThatRanIsNotSkipped.
+// TestRerunOfAJoinSuspendedNodeIsNotSkipped: once Resume(Rerun) has
+// accepted a node its custom join suspended (one that never started), it
+// is not skipped when its last successor stops needing it (helper-51).
+func TestRerunOfAJoinSuspendedNodeIsNotSkipped(t *testing.T) {
+	ex := &heldExec{}
+	a := New(WithExecutor(ex))
+	defer a.Close()
+	var calls atomic.Int32
+	gate := make(chan struct{})
+	p := NewWrapper("p", okWorker(), 0)
+	i := NewWrapper("i", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		calls.Add(1)
+		return 1, nil
+	}), 0).Depend(p, true).Join(CustomJoin(func([]Upstream) Decision { return DecideSuspend }))
+	g := NewWrapper("g", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { <-gate; return 2, nil }), 0)
+	s := NewWrapper("s", okWorker(), 0).Depend(i, false).Depend(g, false) // runs on the first success
+	r, err := a.Start(context.Background(), time.Minute, p, g)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return r.Report().Nodes[indexOf(r, "i")].Status == StatusPending }, 10*time.Second, time.Millisecond)
+	ex.setHold(true)
+	require.NoError(t, r.Resume("i", Rerun())) // accepted: i pending -> ready
+	close(gate)                                // g succeeds: s runs and releases i
+	require.Eventually(t, func() bool { return s.State() == StateFinish }, 10*time.Second, time.Millisecond)
+	ex.setHold(false)
+	require.NoError(t, r.Wait(context.Background()))
+	assert.Equal(t, int32(1), calls.Load(), "i ran, as Resume(Rerun) promised")
+	assert.Equal(t, ResultSuccess, i.Result().State, "%v", i.Result().Err)
+}

@@ -1266,9 +1266,9 @@ func (r *Run) skip(x int32, wl *worklist) {
 		w := r.nodes[x].state.Load()
 		st := int32(w & stateMask)
 		if st != sInit && st != sReady || w&startedBit != 0 {
-			// Ended, running, or ready again after it ran (a Rerun of a
-			// pending node, which Resume has promised): only a node that
-			// never started is skipped.
+			// Ended, running, or ready for a Rerun of a pending node,
+			// which Resume has promised (it sets the bit): only a node
+			// that never started is skipped.
 			return
 		}
 		if r.end(x, st, ResultException, ErrSkipped, -1, wl) {
@@ -1299,8 +1299,9 @@ func (r *Run) settle(wl *worklist) {
 // release tells the predecessors of node i that i no longer needs them:
 // it has been triggered or has ended without starting. A predecessor that
 // no successor needs any more is skipped (the short-circuit rule), unless
-// the run has been stopped: the sweep then ends it, as a timeout (or with
-// the EndError), like every other node that had not ended. The sweep
+// the run is stopping (its context is done): the sweep then ends it, as a
+// timeout (or with the EndError), like every other node that had not
+// ended. The sweep
 // reaches it later, since a predecessor comes before its successors in
 // the sweep's order and one it has passed has ended.
 func (r *Run) release(i int32, wl *worklist) {
@@ -1310,9 +1311,24 @@ func (r *Run) release(i int32, wl *worklist) {
 		if terminal(xn.st()) {
 			continue // ended: nothing left to skip, no need to count
 		}
-		if xn.released.Add(1) == xp.out1-xp.out0 && xp.shortCircuit && !r.stopped.Load() {
+		if xn.released.Add(1) == xp.out1-xp.out0 && xp.shortCircuit && !r.stopping() {
 			r.skip(x, wl)
 		}
+	}
+}
+
+// stopping reports whether the run's context is done, the sweep started
+// or not: it will end every node not yet ended, as a timeout or with the
+// EndError of a PolicyEnd node, so nothing is to be skipped any more.
+func (r *Run) stopping() bool {
+	if r.stopped.Load() {
+		return true
+	}
+	select {
+	case <-r.ctxDone:
+		return true
+	default:
+		return false
 	}
 }
 
