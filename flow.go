@@ -367,7 +367,9 @@ func (r *Run) endRun(i int32, err error) {
 // ends it with a value, or fails it, as how says. It returns an error
 // wrapping [ErrUnknownID], [ErrNotPending] (the node is not pending, for
 // example because the deadline ended it first, or it only waits on a
-// pending upstream, which the error then names) or [ErrResultType] (a
+// pending upstream, which the error then names; once the run's context
+// is done, a SucceedWith or FailWith ends the node as a timeout instead,
+// as the sweep would, and returns it too) or [ErrResultType] (a
 // SucceedWith value of the wrong type). FailWith(nil) and a zero
 // Resumption are refused with an error too.
 func (r *Run) Resume(id string, how Resumption) error {
@@ -429,6 +431,9 @@ func (r *Run) Resume(id string, how Resumption) error {
 			r.taskDone()
 			return r.notPending(i, id)
 		}
+		if r.endedLate(i) {
+			return fmt.Errorf("%w: %q: the run was stopped first", ErrNotPending, id)
+		}
 		pn.core.impl.setSuccess(r.slot(i), how.value)
 		r.settleResumed(i, sFinish)
 		return nil
@@ -443,6 +448,9 @@ func (r *Run) Resume(id string, how Resumption) error {
 			r.taskDone()
 			return r.notPending(i, id)
 		}
+		if r.endedLate(i) {
+			return fmt.Errorf("%w: %q: the run was stopped first", ErrNotPending, id)
+		}
 		if ext := r.exts[i]; ext != nil {
 			ext.mu.Lock()
 			ext.resumedFail = true
@@ -453,6 +461,23 @@ func (r *Run) Resume(id string, how Resumption) error {
 		return nil
 	}
 	return fmt.Errorf("asynctool: Resume(%q): zero Resumption", id)
+}
+
+// endedLate ends node i, which Resume holds in sEnding, as the sweep
+// would if the run's context is done (the sweep may not have reached it
+// yet): a timeout, or the EndError of a PolicyEnd node, as a worker that
+// returns then does. It reports whether it did.
+func (r *Run) endedLate(i int32) bool {
+	st, err, late := r.expired()
+	if !late {
+		return false
+	}
+	if st == ResultTimeout {
+		r.timedOut.Store(true)
+	}
+	r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), st, err)
+	r.settleResumed(i, sError)
+	return true
 }
 
 // resumeStart takes a task's references for Resume, unless the run has

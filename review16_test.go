@@ -564,3 +564,36 @@ func TestRerunOfAJoinSuspendedNodeIsNotSkipped(t *testing.T) {
 	assert.Equal(t, int32(1), calls.Load(), "i ran, as Resume(Rerun) promised")
 	assert.Equal(t, ResultSuccess, i.Result().State, "%v", i.Result().Err)
 }
+
+// TestResumeAfterTheDeadlineBeforeTheSweep: a SucceedWith or FailWith
+// that comes after the deadline, while the sweep has not reached the
+// pending node yet, decided the node's result, where a worker returning
+// then ends as a timeout (helper-50). The node now ends as a timeout and
+// Resume returns ErrNotPending.
+func TestResumeAfterTheDeadlineBeforeTheSweep(t *testing.T) {
+	for _, how := range []Resumption{SucceedWith(7), FailWith(errBoom)} {
+		sweeping, resumed, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		a := New(WithHooks(&Hooks{OnNodeTimeout: func(_ context.Context, ev NodeEvent) {
+			if ev.ID == "s" {
+				once.Do(func() { close(sweeping) })
+				<-resumed // holds the sweep at s, before p
+			}
+		}}))
+		s := NewWrapper("s", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { <-release; return 0, nil }), 0)
+		q := NewWrapper("q", okWorker(), 0)
+		p := NewWrapper("p", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, errBoom }), 0).
+			Depend(q, true).OnFailure(PolicySuspend)
+		r, err := a.Start(context.Background(), 50*time.Millisecond, s, q)
+		require.NoError(t, err)
+		<-sweeping
+		rerr := r.Resume("p", how)
+		close(resumed)
+		werr := r.Wait(context.Background())
+		close(release)
+		require.NoError(t, a.Close())
+		require.ErrorIs(t, werr, context.DeadlineExceeded)
+		assert.ErrorIs(t, rerr, ErrNotPending)
+		assert.Equal(t, ResultTimeout, p.Result().State, "%v", p.Result().Err)
+	}
+}
