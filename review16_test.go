@@ -400,42 +400,12 @@ func TestLateResumeRacesClose(t *testing.T) {
 	}
 }
 
-// heldExec runs each task on a goroutine of its own or, while held,
-// keeps it until it is let go.
-type heldExec struct {
-	mu    sync.Mutex
-	hold  bool
-	tasks []func()
-}
-
-func (h *heldExec) Submit(task func()) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.hold {
-		h.tasks = append(h.tasks, task)
-		return nil
-	}
-	go task()
-	return nil
-}
-
-func (h *heldExec) setHold(on bool) {
-	h.mu.Lock()
-	h.hold = on
-	ts := h.tasks
-	h.tasks = nil
-	h.mu.Unlock()
-	for _, t := range ts {
-		go t()
-	}
-}
-
 // TestRerunOfANodeThatRanIsNotSkipped: a PolicySuspend node that ran is
 // made ready again by Resume(Rerun); if its only successor stops needing
 // it before a goroutine starts it, it was skipped (ErrSkipped, although
 // it ran), and the rerun Resume had accepted never happened (helper-49).
 func TestRerunOfANodeThatRanIsNotSkipped(t *testing.T) {
-	ex := &heldExec{}
+	ex := &holdExec{}
 	a := New(WithExecutor(ex))
 	defer a.Close()
 	var calls atomic.Int32
@@ -451,11 +421,11 @@ func TestRerunOfANodeThatRanIsNotSkipped(t *testing.T) {
 	r, err := a.Start(context.Background(), time.Minute, nodeA, nodeG)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return r.Report().Nodes[indexOf(r, "a")].Status == StatusPending }, 10*time.Second, time.Millisecond)
-	ex.setHold(true)                           // no goroutine for the rerun yet
+	ex.hold.Store(true)                           // no goroutine for the rerun yet
 	require.NoError(t, r.Resume("a", Rerun())) // a: pending -> ready
 	close(gate)                                // g succeeds: b runs and releases a
 	require.Eventually(t, func() bool { return nodeB.State() == StateFinish }, 10*time.Second, time.Millisecond)
-	ex.setHold(false)
+	ex.release()
 	require.NoError(t, r.Wait(context.Background()))
 	assert.Equal(t, int32(2), calls.Load(), "a ran again, as Resume promised")
 	assert.Equal(t, ResultSuccess, nodeA.Result().State, "%v", nodeA.Result().Err)
@@ -540,7 +510,7 @@ func TestDeadlineSkipsNothingBeforeTheSweepStarts(t *testing.T) {
 // accepted a node its custom join suspended (one that never started), it
 // is not skipped when its last successor stops needing it (helper-51).
 func TestRerunOfAJoinSuspendedNodeIsNotSkipped(t *testing.T) {
-	ex := &heldExec{}
+	ex := &holdExec{}
 	a := New(WithExecutor(ex))
 	defer a.Close()
 	var calls atomic.Int32
@@ -555,11 +525,11 @@ func TestRerunOfAJoinSuspendedNodeIsNotSkipped(t *testing.T) {
 	r, err := a.Start(context.Background(), time.Minute, p, g)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return r.Report().Nodes[indexOf(r, "i")].Status == StatusPending }, 10*time.Second, time.Millisecond)
-	ex.setHold(true)
+	ex.hold.Store(true)
 	require.NoError(t, r.Resume("i", Rerun())) // accepted: i pending -> ready
 	close(gate)                                // g succeeds: s runs and releases i
 	require.Eventually(t, func() bool { return s.State() == StateFinish }, 10*time.Second, time.Millisecond)
-	ex.setHold(false)
+	ex.release()
 	require.NoError(t, r.Wait(context.Background()))
 	assert.Equal(t, int32(1), calls.Load(), "i ran, as Resume(Rerun) promised")
 	assert.Equal(t, ResultSuccess, i.Result().State, "%v", i.Result().Err)
