@@ -369,7 +369,8 @@ func (r *Run) endRun(i int32, err error) {
 // example because the deadline ended it first, or it only waits on a
 // pending upstream, which the error then names; once the run's context
 // is done, a SucceedWith or FailWith ends the node as a timeout instead,
-// as the sweep would, and returns it too) or [ErrResultType] (a
+// as the sweep would, and a Rerun does not call the worker again, and
+// each returns it too) or [ErrResultType] (a
 // SucceedWith value of the wrong type). FailWith(nil) and a zero
 // Resumption are refused with an error too.
 func (r *Run) Resume(id string, how Resumption) error {
@@ -419,6 +420,11 @@ func (r *Run) Resume(id string, how Resumption) error {
 		if !r.submit(task) {
 			go task()
 		}
+		if _, _, late := r.expired(); late {
+			// The task ends the node without calling its worker (see
+			// attempt), unless the sweep does first.
+			return fmt.Errorf("%w: %q: the run was stopped first", ErrNotPending, id)
+		}
 		return nil
 	case resumeSucceed:
 		if err := pn.core.impl.checkValue(how.value); err != nil {
@@ -456,8 +462,7 @@ func (r *Run) Resume(id string, how Resumption) error {
 			ext.resumedFail = true
 			ext.mu.Unlock()
 		}
-		pn.core.impl.setFailure(r, i, r.slot(i), ResultException, how.err)
-		r.settleResumed(i, sError)
+		r.failResumed(i, ResultException, how.err)
 		return nil
 	}
 	return fmt.Errorf("asynctool: Resume(%q): zero Resumption", id)
@@ -475,9 +480,25 @@ func (r *Run) endedLate(i int32) bool {
 	if st == ResultTimeout {
 		r.timedOut.Store(true)
 	}
-	r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), st, err)
-	r.settleResumed(i, sError)
+	r.failResumed(i, st, err)
 	return true
+}
+
+// failResumed writes a failure into node i, which Resume holds in
+// sEnding, and settles it with the reference Resume took. The failure's
+// default value is user code (DefaultValue): if it ends the goroutine
+// with runtime.Goexit, the node is ended by the rescue in setFailure, and
+// the reference is given back here.
+func (r *Run) failResumed(i int32, st ResultState, err error) {
+	normal := false
+	defer func() {
+		if !normal {
+			r.taskDone()
+		}
+	}()
+	r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), st, err)
+	normal = true
+	r.settleResumed(i, sError)
 }
 
 // resumeStart takes a task's references for Resume, unless the run has

@@ -421,7 +421,7 @@ func TestRerunOfANodeThatRanIsNotSkipped(t *testing.T) {
 	r, err := a.Start(context.Background(), time.Minute, nodeA, nodeG)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return r.Report().Nodes[indexOf(r, "a")].Status == StatusPending }, 10*time.Second, time.Millisecond)
-	ex.hold.Store(true)                           // no goroutine for the rerun yet
+	ex.hold.Store(true)                        // no goroutine for the rerun yet
 	require.NoError(t, r.Resume("a", Rerun())) // a: pending -> ready
 	close(gate)                                // g succeeds: b runs and releases a
 	require.Eventually(t, func() bool { return nodeB.State() == StateFinish }, 10*time.Second, time.Millisecond)
@@ -565,5 +565,102 @@ func TestResumeAfterTheDeadlineBeforeTheSweep(t *testing.T) {
 		require.ErrorIs(t, werr, context.DeadlineExceeded)
 		assert.ErrorIs(t, rerr, ErrNotPending)
 		assert.Equal(t, ResultTimeout, p.Result().State, "%v", p.Result().Err)
+	}
+}
+
+// holdSweepBeforeP starts s (a start node the sweep reaches first, whose
+// OnNodeTimeout hook holds the sweep until release is closed), q, and p
+// after q; p's worker fails once under PolicySuspend. It returns once p
+// is pending and the deadline has passed with the sweep held at s.
+func holdSweepBeforeP(t *testing.T, pw Worker[int, int]) (a *Async, r *Run, p *WorkerWrapper[int, int], release func()) {
+	sweeping, held, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var once, relOnce sync.Once
+	a = New(WithHooks(&Hooks{OnNodeTimeout: func(_ context.Context, ev NodeEvent) {
+		if ev.ID == "s" {
+			once.Do(func() { close(sweeping) })
+			<-held
+		}
+	}}))
+	s := NewWrapper("s", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { <-done; return 0, nil }), 0)
+	q := NewWrapper("q", okWorker(), 0)
+	p = NewWrapper("p", pw, 0).Depend(q, true).OnFailure(PolicySuspend)
+	r, err := a.Start(context.Background(), 100*time.Millisecond, s, q)
+	require.NoError(t, err)
+	<-sweeping
+	require.Equal(t, StatusPending, r.Report().Nodes[indexOf(r, "p")].Status)
+	return a, r, p, func() { relOnce.Do(func() { close(held); close(done) }) }
+}
+
+// TestGoexitInDefaultValueDuringLateSucceedWith (helper-52): endedLate
+// calls the worker's DefaultValue (user code) on the caller's goroutine while Resume holds its task reference. If it ends
+// the goroutine (runtime.Goexit), failResult's rescueEnding ends the node
+// with references of its own, but settleResumed never runs: the
+// reference resumeStart took is never released, and Close waits forever.
+// Before dac8c32 SucceedWith called no user code.
+func TestGoexitInDefaultValueDuringLateSucceedWith(t *testing.T) {
+	a, r, p, release := holdSweepBeforeP(t, Worker[int, int](goexitDefaulter{}))
+	defer release()
+	resumed := make(chan struct{})
+	go func() {
+		defer close(resumed)
+		_ = r.Resume("p", SucceedWith(7)) // ends p late: DefaultValue Goexits
+	}()
+	<-resumed
+	release()
+	requireEnds(t, r, "run never ended")
+	assert.Equal(t, ResultTimeout, p.Result().State)
+	closed := make(chan struct{})
+	go func() { _ = a.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("Close blocked 5s: Resume's task reference leaked (busy=%d refs=%d)", r.busy.Load(), r.refs.Load())
+	}
+}
+
+// TestLateRerunIsNotAcceptedSilently (helper-52): after the deadline, Resume(Rerun) still returns nil (the rerun
+// "is promised") though the worker never runs again and the node ends as
+// a timeout, while SucceedWith/FailWith in the same situation now return
+// ErrNotPending (dac8c32's contract: the run was stopped first).
+func TestLateRerunIsNotAcceptedSilently(t *testing.T) {
+	var calls atomic.Int32
+	_, r, p, release := holdSweepBeforeP(t, WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		calls.Add(1)
+		return 0, errBoom
+	}))
+	rerr := r.Resume("p", Rerun())
+	release()
+	requireEnds(t, r, "run never ended")
+	t.Logf("Resume(Rerun) = %v; p: %v, worker calls %d, report attempts %d", rerr, p.Result().State,
+		calls.Load(), r.Report().Nodes[indexOf(r, "p")].Attempts)
+	if rerr == nil {
+		assert.Equal(t, int32(2), calls.Load(), "Resume(Rerun) returned nil, but p's worker never ran again")
+	} else {
+		assert.ErrorIs(t, rerr, ErrNotPending)
+	}
+}
+
+// TestGoexitInDefaultValueDuringFailWith: Resume(FailWith) writes the
+// node's default value; a DefaultValue that calls runtime.Goexit left
+// Resume's reference held, so Close never returned (helper-52).
+func TestGoexitInDefaultValueDuringFailWith(t *testing.T) {
+	a := New()
+	p := NewWrapper("p", Worker[int, int](goexitDefaulter{}), 0).OnFailure(PolicySuspend)
+	r, err := a.Start(context.Background(), time.Minute, p)
+	require.NoError(t, err)
+	<-r.Suspended()
+	resumed := make(chan struct{})
+	go func() {
+		defer close(resumed)
+		_ = r.Resume("p", FailWith(errBoom)) // DefaultValue ends this goroutine
+	}()
+	<-resumed
+	requireEnds(t, r, "run never ended")
+	closed := make(chan struct{})
+	go func() { _ = a.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close blocked: Resume's task reference leaked")
 	}
 }
