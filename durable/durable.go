@@ -243,8 +243,7 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 			// error before a cancellation, and a suspended node's snooze
 			// must not outrank another node's JobCancel.
 			if k := slices.IndexFunc(parked.Suspended, func(s NodeFailure) bool { return s.ID == n.ID }); k >= 0 {
-				var snooze *rivertype.JobSnoozeError
-				if own := parked.Suspended[k].Err; own != nil && !errors.As(own, &snooze) {
+				if own := parked.Suspended[k].Err; own != nil && !isJobSnooze(own) {
 					f.Err = own
 				}
 			}
@@ -378,8 +377,15 @@ func isJobCancel(err error) bool {
 // (river.JobCancel, river.JobSnooze): it then fails the attempt, so that
 // River sees it, even when the graph tolerated the node.
 func forRiver(err error) bool {
+	return isJobCancel(err) || isJobSnooze(err)
+}
+
+// isJobSnooze reports whether err is or wraps river.JobSnooze's error.
+// River obeys a snooze anywhere in the error Work returns before it looks
+// for a cancellation.
+func isJobSnooze(err error) bool {
 	var snooze *rivertype.JobSnoozeError
-	return isJobCancel(err) || errors.As(err, &snooze)
+	return errors.As(err, &snooze)
 }
 
 // NodeFailure is a node that did not succeed in an attempt.
@@ -493,8 +499,7 @@ func writeNodes(b *strings.Builder, nodes []NodeFailure, sep string) {
 func (e *SuspendedError) Unwrap() []error {
 	var errs []error
 	for _, f := range e.Suspended {
-		var snooze *rivertype.JobSnoozeError
-		if f.Err != nil && !errors.As(f.Err, &snooze) {
+		if f.Err != nil && !isJobSnooze(f.Err) {
 			errs = append(errs, f.Err)
 		}
 	}
@@ -512,11 +517,11 @@ type Checkpoint struct {
 	decided map[string]bool            // saved ids whose value Resume gave
 	mu      sync.Mutex
 	done    map[string]json.RawMessage // produced in this attempt
-	ids     map[string]bool            // the checkpointed nodes of this attempt's graph
-	hits    int
-	// replays, by node id, end a suspended checkpointed node of run with
-	// its stored result: see await.
-	replays map[string]func(run *asynctool.Run) (bool, error)
+	// nodes are the checkpointed nodes of this attempt's graph, by id,
+	// each with the function that ends it, suspended in a run, with its
+	// stored result (see await).
+	nodes map[string]func(run *asynctool.Run) (bool, error)
+	hits  int
 
 	// save stores a snapshot at once (Worker.SaveEach), nil if not.
 	// saveMu orders the saves and the close after which none is made.
@@ -573,7 +578,7 @@ func newCheckpoint(saved map[string]json.RawMessage) *Checkpoint {
 func (cp *Checkpoint) parkedSnapshot(e *SuspendedError, attempt int) map[string]json.RawMessage {
 	all := cp.snapshot()
 	cp.mu.Lock()
-	m := parkMark{Decided: cp.stillDecided(), Nodes: slices.Sorted(maps.Keys(cp.ids)), Attempt: attempt}
+	m := parkMark{Decided: cp.stillDecided(), Nodes: slices.Sorted(maps.Keys(cp.nodes)), Attempt: attempt}
 	cp.mu.Unlock()
 	for _, f := range e.Suspended {
 		m.Suspended = append(m.Suspended, f.ID)
@@ -627,7 +632,7 @@ func (cp *Checkpoint) snapshot() map[string]json.RawMessage {
 	defer cp.mu.Unlock()
 	all := make(map[string]json.RawMessage, len(cp.saved)+len(cp.done))
 	for id, raw := range cp.saved {
-		if cp.ids[id] { // not parkKey, no node's id: a retry is no longer parked
+		if cp.nodes[id] != nil { // not parkKey, no node's id: a retry is no longer parked
 			all[id] = raw
 		}
 	}
@@ -646,7 +651,7 @@ func (cp *Checkpoint) snapshot() map[string]json.RawMessage {
 func (cp *Checkpoint) stillDecided() []string {
 	var d []string
 	for id := range cp.decided {
-		if _, redone := cp.done[id]; cp.ids[id] && !redone {
+		if _, redone := cp.done[id]; cp.nodes[id] != nil && !redone {
 			d = append(d, id)
 		}
 	}
@@ -673,12 +678,10 @@ func Node[P, R any](cp *Checkpoint, id string, worker asynctool.Worker[P, R], pa
 	c := &checkpointed[P, R]{cp: cp, id: id, worker: worker}
 	if id != "" { // an anonymous node fails in Action and is never checkpointed
 		cp.mu.Lock()
-		if cp.ids == nil {
-			cp.ids = make(map[string]bool)
-			cp.replays = make(map[string]func(*asynctool.Run) (bool, error))
+		if cp.nodes == nil {
+			cp.nodes = make(map[string]func(*asynctool.Run) (bool, error))
 		}
-		cp.ids[id] = true
-		cp.replays[id] = c.replay
+		cp.nodes[id] = c.replay
 		cp.mu.Unlock()
 	}
 	return asynctool.NewWrapper[P, R](id, c, param)
@@ -689,7 +692,7 @@ func Node[P, R any](cp *Checkpoint, id string, worker asynctool.Worker[P, R], pa
 // says why a value Resume gave could not be used.
 func (cp *Checkpoint) replay(run *asynctool.Run, id string) (bool, error) {
 	cp.mu.Lock()
-	f := cp.replays[id]
+	f := cp.nodes[id]
 	cp.mu.Unlock()
 	if f == nil {
 		return false, nil // not checkpointed

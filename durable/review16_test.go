@@ -102,17 +102,47 @@ func TestJobRetryThenCancelIsNotParked(t *testing.T) {
 	assert.ErrorIs(t, err, ErrNotParked, "the last attempt cancelled the job for another reason")
 }
 
-// nulResult builds a → b, a checkpointed and returning a string with a
-// NUL character, b failing: the attempt fails and stores a's result, if a
-// succeeded.
-func nulResult(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
-	a := Node(cp, "a", asynctool.WorkerFunc[int, string](func(context.Context, int, asynctool.Wrappers) (string, error) {
-		return "raw\x00bytes", nil
-	}), 0)
-	asynctool.NewWrapper("b", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
-		return 0, errors.New("b is down")
-	}), 0).Depend(a, true)
-	return []asynctool.Wrapper{a}, nil
+// resultThenFailure builds a → b, a checkpointed and returning v, b
+// failing: the attempt fails and stores a's result, if a succeeded.
+func resultThenFailure[R any](v R) BuildFunc[sumArgs] {
+	return func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		a := Node(cp, "a", asynctool.WorkerFunc[int, R](func(context.Context, int, asynctool.Wrappers) (R, error) {
+			return v, nil
+		}), 0)
+		asynctool.NewWrapper("b", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			return 0, errors.New("b is down")
+		}), 0).Depend(a, true)
+		return []asynctool.Wrapper{a}, nil
+	}
+}
+
+// nulResult is a result with a NUL character.
+var nulResult = resultThenFailure("raw\x00bytes")
+
+// requireFailsOnPostgres runs build's job once on PostgreSQL and requires
+// its attempt to be recorded as failed with ErrUnstorableJSON, not left
+// running because jsonb refused the update that records it.
+func requireFailsOnPostgres(t *testing.T, build BuildFunc[sumArgs]) {
+	t.Helper()
+	url, schema := pgSchema(t)
+	workers := river.NewWorkers()
+	river.AddWorker(workers, mustWorker(t, newAsync(t), 5*time.Second, build))
+	client := newClientIn[pgx.Tx](t, riverpgxv5.New(newPool(t, url)), schema, workers, retryNow{})
+	events, cancel := client.Subscribe(river.EventKindJobFailed, river.EventKindJobCompleted, river.EventKindJobCancelled)
+	defer cancel()
+	res, err := client.Insert(context.Background(), sumArgs{Base: 1}, &river.InsertOpts{MaxAttempts: 1})
+	require.NoError(t, err)
+	select {
+	case ev := <-events:
+		assert.Equal(t, river.EventKindJobFailed, ev.Kind)
+		assert.Contains(t, ev.Job.Errors[len(ev.Job.Errors)-1].Error, ErrUnstorableJSON.Error())
+	case <-time.After(30 * time.Second):
+		row, err := client.JobGet(context.Background(), res.Job.ID)
+		require.NoError(t, err)
+		// Let the cleanup's Stop finish: cancel the wedged job's row by hand.
+		_, _ = client.JobCancel(context.Background(), res.Job.ID)
+		t.Fatalf("the failed attempt was never recorded: after 30 s the job is %s (attempt %d)", row.State, row.Attempt)
+	}
 }
 
 // TestNulResultFailsTheNode guards Node's promise that a result that
@@ -191,23 +221,7 @@ func TestResumeRefusesANulValue(t *testing.T) {
 // attempt, and the job stayed running until River's rescuer (an hour by
 // default), which also kept the client's Stop waiting.
 func TestNulResultDoesNotWedgeTheJobOnPostgres(t *testing.T) {
-	url, schema := pgSchema(t)
-	workers := river.NewWorkers()
-	river.AddWorker(workers, mustWorker(t, newAsync(t), 5*time.Second, nulResult))
-	client := newClientIn[pgx.Tx](t, riverpgxv5.New(newPool(t, url)), schema, workers, retryNow{})
-	events, cancel := client.Subscribe(river.EventKindJobFailed, river.EventKindJobCompleted, river.EventKindJobCancelled)
-	defer cancel()
-	res, err := client.Insert(context.Background(), sumArgs{Base: 1}, &river.InsertOpts{MaxAttempts: 1})
-	require.NoError(t, err)
-	select {
-	case ev := <-events:
-		assert.Equal(t, river.EventKindJobFailed, ev.Kind)
-		assert.Contains(t, ev.Job.Errors[len(ev.Job.Errors)-1].Error, ErrUnstorableJSON.Error())
-	case <-time.After(30 * time.Second):
-		row, err := client.JobGet(context.Background(), res.Job.ID)
-		require.NoError(t, err)
-		t.Fatalf("the failed attempt was never recorded: after 30 s the job is %s (attempt %d)", row.State, row.Attempt)
-	}
+	requireFailsOnPostgres(t, nulResult)
 }
 
 // joinSuspended builds up (failing, not checkpointed) → c (checkpointed,
@@ -315,12 +329,6 @@ func (s *slowInt) UnmarshalJSON(b []byte) error {
 }
 func (s slowInt) MarshalJSON() ([]byte, error) { return json.Marshal(s.V) }
 
-// R2-2. Worker.attempt: "Park unless the deadline came first". await takes
-// the report when the run stalls, then replays; if the group deadline
-// ends the join-suspended node in between, run.Resume fails with
-// ErrNotPending, await still returns the stale report's suspension, and
-// the job is parked again (with "replaying its stored result") although a
-// person had already decided c: it should fail the attempt and retry.
 // TestDeadlineDuringReplayDoesNotPark: when the group deadline passes
 // while an attempt replays a decided value into a node its custom join
 // suspended, the attempt fails (River retries it) rather than parking the
@@ -363,43 +371,9 @@ func TestDeadlineDuringReplayDoesNotPark(t *testing.T) {
 	}
 }
 
-// R2-3. holdsNul looks only for \u0000, but jsonb rejects any escape it
-// cannot turn into a character, such as a lone surrogate (\ud83d, half an
-// emoji, as a truncated string from a JavaScript API holds). A
-// json.RawMessage result passes json.Marshal and holdsNul, and the job
-// wedges on PostgreSQL exactly as the NUL did.
 // TestLoneSurrogateDoesNotWedgeTheJobOnPostgres: jsonb refuses an
 // unpaired surrogate escape as it refuses \u0000, so such a result must
 // fail its node, not leave the job running (helper-47).
 func TestLoneSurrogateDoesNotWedgeTheJobOnPostgres(t *testing.T) {
-	_, err := checkpointJSON(json.RawMessage(`"\ud83d"`))
-	assert.Error(t, err, "checkpointJSON accepts what jsonb refuses")
-
-	url, schema := pgSchema(t)
-	build := func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
-		a := Node(cp, "a", asynctool.WorkerFunc[int, json.RawMessage](func(context.Context, int, asynctool.Wrappers) (json.RawMessage, error) {
-			return json.RawMessage(`{"name":"caf\ud83d"}`), nil
-		}), 0)
-		asynctool.NewWrapper("b", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
-			return 0, errors.New("b is down")
-		}), 0).Depend(a, true)
-		return []asynctool.Wrapper{a}, nil
-	}
-	workers := river.NewWorkers()
-	river.AddWorker(workers, mustWorker(t, newAsync(t), 5*time.Second, build))
-	client := newClientIn[pgx.Tx](t, riverpgxv5.New(newPool(t, url)), schema, workers, retryNow{})
-	events, cancel := client.Subscribe(river.EventKindJobFailed, river.EventKindJobCompleted, river.EventKindJobCancelled)
-	defer cancel()
-	res, err := client.Insert(context.Background(), sumArgs{Base: 1}, &river.InsertOpts{MaxAttempts: 1})
-	require.NoError(t, err)
-	select {
-	case ev := <-events:
-		assert.Equal(t, river.EventKindJobFailed, ev.Kind)
-	case <-time.After(15 * time.Second):
-		row, err := client.JobGet(context.Background(), res.Job.ID)
-		require.NoError(t, err)
-		// Let the cleanup's Stop finish: cancel the wedged job's row by hand.
-		_, _ = client.JobCancel(context.Background(), res.Job.ID)
-		t.Errorf("the failed attempt was never recorded: after 15 s the job is %s (attempt %d)", row.State, row.Attempt)
-	}
+	requireFailsOnPostgres(t, resultThenFailure(json.RawMessage(`{"name":"caf\ud83d"}`)))
 }
