@@ -1,6 +1,7 @@
 package asynctool
 
 import (
+	"container/heap"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -175,7 +176,7 @@ func (s *Serial) SubmitAfter(d time.Duration, task func()) (cancel func() bool, 
 	}
 	s.seq++
 	t := &delayedTask{s: s, fn: task, when: time.Now().Add(d), seq: s.seq}
-	s.delayed.push(t)
+	heap.Push(&s.delayed, t)
 	s.timers.Add(1)
 	t.timer = time.AfterFunc(d, t.fire)
 	return t.cancel, nil
@@ -219,7 +220,7 @@ func (t *delayedTask) fire() {
 	}
 	s.mu.Lock()
 	for len(s.delayed) > 0 && !t.before(s.delayed[0]) {
-		u := s.delayed.pop()
+		u := heap.Pop(&s.delayed).(*delayedTask)
 		if u != t && u.timer.Stop() {
 			s.timers.Done() // u's fire will not run
 		}
@@ -240,75 +241,38 @@ func (t *delayedTask) cancel() bool {
 	if t.idx < 0 {
 		return false
 	}
-	t.s.delayed.remove(t)
+	heap.Remove(&t.s.delayed, t.idx)
 	if t.timer.Stop() {
 		t.s.timers.Done() // fire will not run
 	}
 	return true
 }
 
-// delayHeap is a binary min-heap of delayed tasks by delayedTask.before,
-// each knowing its index, so that cancel removes it in O(log n).
+// delayHeap is a min-heap (container/heap) of delayed tasks by
+// delayedTask.before, each knowing its index, so that cancel removes it
+// in O(log n).
 type delayHeap []*delayedTask
 
-func (h *delayHeap) push(t *delayedTask) {
-	t.idx = len(*h)
-	*h = append(*h, t)
-	h.up(t.idx)
-}
-
-func (h *delayHeap) pop() *delayedTask {
-	t := (*h)[0]
-	h.remove(t)
-	return t
-}
-
-func (h *delayHeap) remove(t *delayedTask) {
-	old := *h
-	i, last := t.idx, len(old)-1
-	if i != last {
-		old[i] = old[last]
-		old[i].idx = i
-	}
-	old[last] = nil
-	*h = old[:last]
-	t.idx = -1
-	if i != last {
-		h.down(i)
-		h.up(i)
-	}
-}
-
-func (h delayHeap) up(i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !h[i].before(h[p]) {
-			return
-		}
-		h.swap(i, p)
-		i = p
-	}
-}
-
-func (h delayHeap) down(i int) {
-	for {
-		m := i
-		for _, c := range [2]int{2*i + 1, 2*i + 2} {
-			if c < len(h) && h[c].before(h[m]) {
-				m = c
-			}
-		}
-		if m == i {
-			return
-		}
-		h.swap(i, m)
-		i = m
-	}
-}
-
-func (h delayHeap) swap(i, j int) {
+func (h delayHeap) Len() int           { return len(h) }
+func (h delayHeap) Less(i, j int) bool { return h[i].before(h[j]) }
+func (h delayHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].idx, h[j].idx = i, j
+}
+
+func (h *delayHeap) Push(x any) {
+	t := x.(*delayedTask)
+	t.idx = len(*h)
+	*h = append(*h, t)
+}
+
+func (h *delayHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	t.idx = -1
+	return t
 }
 
 // push queues it and starts the drain loop if none is running.
