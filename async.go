@@ -79,8 +79,8 @@ func (f optionFunc) apply(c *config) { f(c) }
 // comes from the worker's) is the exception: when no goroutine of the
 // pool is free, its first node, and a retry or a resumed node of it, run
 // on a goroutine of their own, past the bound, since the workers that
-// would free one may be waiting for such runs. n must be at least 1; a smaller n makes every BeginWork return an
-// error saying so.
+// would free one may be waiting for such runs. n must be at least 1; a
+// smaller n makes every BeginWork return an error saying so.
 func WithMaxWorkers(n int) Option {
 	return optionFunc(func(c *config) {
 		if n < 1 {

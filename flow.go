@@ -423,22 +423,15 @@ func (r *Run) Resume(id string, how Resumption) error {
 		if _, _, late := r.expired(); late {
 			// The task ends the node without calling its worker (see
 			// attempt), unless the sweep does first.
-			return fmt.Errorf("%w: %q: the run was stopped first", ErrNotPending, id)
+			return errStoppedFirst(id)
 		}
 		return nil
 	case resumeSucceed:
 		if err := pn.core.impl.checkValue(how.value); err != nil {
 			return fmt.Errorf("%w: node %q: %v", ErrResultType, id, err)
 		}
-		if !r.resumeStart() { // handed to settleResumed; taken before the node is ending
-			return r.notPending(i, id)
-		}
-		if !n.move(sPending, sEnding, 0) {
-			r.taskDone()
-			return r.notPending(i, id)
-		}
-		if r.endedLate(i) {
-			return fmt.Errorf("%w: %q: the run was stopped first", ErrNotPending, id)
+		if err := r.takePending(i, id); err != nil {
+			return err
 		}
 		pn.core.impl.setSuccess(r.slot(i), how.value)
 		r.settleResumed(i, sFinish)
@@ -447,15 +440,8 @@ func (r *Run) Resume(id string, how Resumption) error {
 		if how.err == nil {
 			return fmt.Errorf("asynctool: Resume(%q): FailWith(nil): a failed node needs an error", id)
 		}
-		if !r.resumeStart() { // handed to settleResumed; taken before the node is ending
-			return r.notPending(i, id)
-		}
-		if !n.move(sPending, sEnding, 0) {
-			r.taskDone()
-			return r.notPending(i, id)
-		}
-		if r.endedLate(i) {
-			return fmt.Errorf("%w: %q: the run was stopped first", ErrNotPending, id)
+		if err := r.takePending(i, id); err != nil {
+			return err
 		}
 		if ext := r.exts[i]; ext != nil {
 			ext.mu.Lock()
@@ -466,6 +452,29 @@ func (r *Run) Resume(id string, how Resumption) error {
 		return nil
 	}
 	return fmt.Errorf("asynctool: Resume(%q): zero Resumption", id)
+}
+
+// takePending moves pending node i to sEnding for a SucceedWith or
+// FailWith, with a task's references (handed to settleResumed), or says
+// why it cannot: the node is not pending, or the run's context is done,
+// in which case the node has ended as the sweep would end it.
+func (r *Run) takePending(i int32, id string) error {
+	if !r.resumeStart() {
+		return r.notPending(i, id)
+	}
+	if !r.nodes[i].move(sPending, sEnding, 0) {
+		r.taskDone()
+		return r.notPending(i, id)
+	}
+	if r.endedLate(i) {
+		return errStoppedFirst(id)
+	}
+	return nil
+}
+
+// errStoppedFirst is Resume's error once the run's context is done.
+func errStoppedFirst(id string) error {
+	return fmt.Errorf("%w: %q: the run was stopped first", ErrNotPending, id)
 }
 
 // endedLate ends node i, which Resume holds in sEnding, as the sweep

@@ -1022,12 +1022,8 @@ func (r *Run) submit(task func()) bool {
 // at the sweep's flag, so that a worker that returns after the deadline but
 // before the sweep got to its node still ends as a timeout.
 func (r *Run) expired() (ResultState, error, bool) {
-	if !r.stopped.Load() {
-		select {
-		case <-r.ctxDone:
-		default:
-			return 0, nil, false
-		}
+	if !r.stopping() {
+		return 0, nil, false
 	}
 	if e := r.endErr.Load(); e != nil {
 		return ResultException, e, true
@@ -1301,9 +1297,8 @@ func (r *Run) settle(wl *worklist) {
 // no successor needs any more is skipped (the short-circuit rule), unless
 // the run is stopping (its context is done): the sweep then ends it, as a
 // timeout (or with the EndError), like every other node that had not
-// ended. The sweep
-// reaches it later, since a predecessor comes before its successors in
-// the sweep's order and one it has passed has ended.
+// ended. The sweep reaches it later, since a predecessor comes before its
+// successors in the sweep's order and one it has passed has ended.
 func (r *Run) release(i int32, wl *worklist) {
 	for _, v := range r.p.in(i) {
 		x, _ := upstream(v)
