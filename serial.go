@@ -36,8 +36,9 @@ func SerialPanicHandler(h func(*PanicError)) SerialOption {
 // exactly.
 type SerialStats struct {
 	// Queued is, for a [Serial], the number of tasks submitted and not
-	// yet taken by the drain loop, which takes them in batches. It is 0
-	// for a Keyed; see Keys.
+	// yet taken by the drain loop, which takes them in batches, including
+	// tasks cancelled while queued that the loop has not yet passed. It
+	// is 0 for a Keyed; see Keys.
 	Queued int
 	// Keys is, for a [Keyed], the number of keys with tasks pending. It
 	// is 0 for a Serial.
@@ -48,8 +49,11 @@ type SerialStats struct {
 	// that panicked.
 	Completed uint64
 	// Dropped is the number of tasks that Close discarded before they
-	// ran: queued tasks and cancelled delayed tasks.
+	// ran: queued tasks and delayed tasks.
 	Dropped uint64
+	// Cancelled is the number of tasks stopped by the cancel function
+	// that [Serial.SubmitAfter] returned. It is 0 for a Keyed.
+	Cancelled uint64
 	// Panicked is the number of tasks that panicked.
 	Panicked uint64
 }
@@ -75,6 +79,9 @@ type SerialStats struct {
 // goroutines submit meanwhile.
 //
 // A task that panics does not stop the loop: see [SerialPanicHandler].
+//
+// A task submitted with [Serial.SubmitAfter] can be cancelled until it
+// starts, queued or not; a d of 0 queues it at once.
 //
 // [Serial.Close] drops the tasks still queued rather than running them;
 // to finish queued work, wait for it (with a sync.WaitGroup, or a last
@@ -105,6 +112,7 @@ type Serial struct {
 	completed atomic.Uint64
 	dropped   atomic.Uint64
 	panicked  atomic.Uint64
+	cancelled atomic.Uint64
 
 	dmu       sync.Mutex     // guards delayed and seq
 	delayed   delayHeap      // tasks waiting for their timers
@@ -113,9 +121,12 @@ type Serial struct {
 	closeOnce sync.Once
 }
 
-// serialItem is a task, or Close's marker when closed is non-nil.
+// serialItem is a task: fn, or t's if t is not nil (a task of
+// SubmitAfter, which may be cancelled while queued); or Close's marker
+// when closed is not nil.
 type serialItem struct {
 	fn     func()
+	t      *delayedTask
 	closed chan struct{}
 }
 
@@ -154,20 +165,31 @@ func (s *Serial) Submit(task func()) error {
 // the tasks submitted by then. Delayed tasks are queued in the order of
 // their due times, and tasks due at the same time (the same d from one
 // goroutine, or equal due times) in the order SubmitAfter was called. No
-// goroutine waits meanwhile (the delay is a runtime timer). cancel stops
-// the task from being queued and reports whether it did so; it is safe to
-// call more than once and from any goroutine. A d <= 0 submits task at
-// once, and cancel then always reports false. SubmitAfter returns the
-// same errors as [Serial.Submit], with a nil cancel.
+// goroutine waits meanwhile (the delay is a runtime timer). A d <= 0
+// queues task at once.
+//
+// cancel stops the task if it has not started: while it waits for its
+// delay, or once queued, until the drain loop takes it. It reports
+// whether it stopped the task; the task then never runs, and is counted
+// in [SerialStats.Cancelled]. A task cancelled while queued keeps its
+// place, as a tombstone the drain loop skips, so cancel costs O(log n)
+// in the delayed tasks and O(1) in the queue. cancel is safe to call
+// more than once and from any goroutine, and reports false once the
+// task has started, has been cancelled, or has been dropped by Close.
+//
+// SubmitAfter returns the same errors as [Serial.Submit], with a nil
+// cancel.
 func (s *Serial) SubmitAfter(d time.Duration, task func()) (cancel func() bool, err error) {
 	if task == nil {
 		return nil, ErrNilTask
 	}
 	if d <= 0 {
-		if err := s.Submit(task); err != nil {
-			return nil, err
+		if s.closed.Load() {
+			return nil, ErrSerialClosed
 		}
-		return func() bool { return false }, nil
+		t := &delayedTask{s: s, fn: task, idx: -1}
+		s.push(serialItem{t: t})
+		return t.cancel, nil
 	}
 	s.dmu.Lock()
 	defer s.dmu.Unlock()
@@ -182,17 +204,28 @@ func (s *Serial) SubmitAfter(d time.Duration, task func()) (cancel func() bool, 
 	return t.cancel, nil
 }
 
-// delayedTask is a task waiting for its timer. It is in s.delayed until
-// it is queued, is cancelled or is dropped by Close, whichever comes
-// first.
+// delayedTask is a task of SubmitAfter. It is in s.delayed until it is
+// queued, is cancelled or is dropped by Close, whichever comes first;
+// once queued, its state decides between the drain loop taking it and
+// cancel stopping it.
 type delayedTask struct {
 	s     *Serial
-	fn    func()
+	fn    func() // nil once cancelled
 	timer *time.Timer
 	when  time.Time // due time
 	seq   uint64    // SubmitAfter's order, for tasks due at the same time
 	idx   int       // position in s.delayed, -1 once out of it
+	state atomic.Int32
 }
+
+// A delayedTask's state: it is waiting (in s.delayed or queued), taken
+// (by the drain loop, to run or to drop, or dropped by Close from
+// s.delayed), or cancelled.
+const (
+	taskWaiting int32 = iota
+	taskTaken
+	taskCancelled
+)
 
 // before orders delayed tasks by due time, then by submission.
 func (t *delayedTask) before(u *delayedTask) bool {
@@ -224,7 +257,7 @@ func (t *delayedTask) fire() {
 		if u != t && u.timer.Stop() {
 			s.timers.Done() // u's fire will not run
 		}
-		s.queue = append(s.queue, serialItem{fn: u.fn})
+		s.queue = append(s.queue, serialItem{t: u})
 	}
 	start := !s.running
 	s.running = true
@@ -235,16 +268,29 @@ func (t *delayedTask) fire() {
 	}
 }
 
+// cancel is the function SubmitAfter returns.
 func (t *delayedTask) cancel() bool {
-	t.s.dmu.Lock()
-	defer t.s.dmu.Unlock()
-	if t.idx < 0 {
+	s := t.s
+	s.dmu.Lock()
+	if t.idx >= 0 {
+		heap.Remove(&s.delayed, t.idx)
+		if t.timer.Stop() {
+			s.timers.Done() // fire will not run
+		}
+		t.state.Store(taskCancelled)
+		t.fn = nil
+		s.dmu.Unlock()
+		s.cancelled.Add(1)
+		return true
+	}
+	s.dmu.Unlock()
+	// Queued, or already taken or cancelled. The drain loop reads fn only
+	// after taking the task, so only one of the two touches it.
+	if !t.state.CompareAndSwap(taskWaiting, taskCancelled) {
 		return false
 	}
-	heap.Remove(&t.s.delayed, t.idx)
-	if t.timer.Stop() {
-		t.s.timers.Done() // fire will not run
-	}
+	t.fn = nil
+	s.cancelled.Add(1)
 	return true
 }
 
@@ -338,6 +384,12 @@ func (s *Serial) drain() {
 		it := pending[next]
 		pending[next] = serialItem{}
 		next++
+		if it.t != nil {
+			if !it.t.state.CompareAndSwap(taskWaiting, taskTaken) {
+				continue // cancelled while queued: a tombstone
+			}
+			it.fn = it.t.fn
+		}
 		switch {
 		case it.closed != nil:
 			close(it.closed)
@@ -370,6 +422,7 @@ func (s *Serial) Close() {
 		s.closed.Store(true)
 		for _, t := range s.delayed {
 			t.idx = -1
+			t.state.Store(taskTaken) // dropped: cancel reports false
 			if t.timer.Stop() {
 				s.timers.Done()
 			}
@@ -398,6 +451,7 @@ func (s *Serial) Stats() SerialStats {
 		Completed: s.completed.Load(),
 		Dropped:   s.dropped.Load(),
 		Panicked:  s.panicked.Load(),
+		Cancelled: s.cancelled.Load(),
 	}
 }
 

@@ -430,3 +430,106 @@ func TestSerialStatsCurrentWithinBatch(t *testing.T) {
 	assert.Equal(t, uint64(101), st.Completed)
 	assert.Equal(t, uint64(10), st.Panicked)
 }
+
+// TestSerialCancelQueuedTask cancels tasks of SubmitAfter that are
+// queued behind a running task, as the seed's scheduler does when an
+// action is unsubscribed: they never run, the others keep their order,
+// and each cancel reports true once.
+func TestSerialCancelQueuedTask(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := NewSerial(GoExecutor{})
+		release := make(chan struct{})
+		var got []string
+		require.NoError(t, s.Submit(func() { <-release; got = append(got, "first") }))
+		synctest.Wait() // the first task is running
+
+		now, err := s.SubmitAfter(0, func() { got = append(got, "now") })
+		require.NoError(t, err)
+		_, err = s.SubmitAfter(0, func() { got = append(got, "kept") })
+		require.NoError(t, err)
+		due, err := s.SubmitAfter(time.Second, func() { got = append(got, "due") })
+		require.NoError(t, err)
+		time.Sleep(2 * time.Second)
+		synctest.Wait() // "due" is queued behind the blocked task
+		assert.Equal(t, 3, s.Stats().Queued)
+
+		assert.True(t, now(), "cancel of a queued task")
+		assert.True(t, due(), "cancel of a delayed task that is queued")
+		assert.False(t, now(), "second cancel")
+		close(release)
+		synctest.Wait()
+		assert.Equal(t, []string{"first", "kept"}, got)
+		st := s.Stats()
+		assert.Equal(t, uint64(2), st.Cancelled)
+		assert.Equal(t, uint64(2), st.Completed)
+		assert.Zero(t, st.Queued)
+		s.Close()
+	})
+}
+
+// TestSerialCancelAfterStartOrClose: cancel reports false once the task
+// has started or Close has dropped it, and such a task is not counted as
+// cancelled.
+func TestSerialCancelAfterStartOrClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := NewSerial(GoExecutor{})
+		started, release := make(chan struct{}), make(chan struct{})
+		running, err := s.SubmitAfter(0, func() { close(started); <-release })
+		require.NoError(t, err)
+		<-started
+		assert.False(t, running(), "cancel of a running task")
+
+		queued, err := s.SubmitAfter(0, func() { t.Error("a task dropped by Close ran") })
+		require.NoError(t, err)
+		delayed, err := s.SubmitAfter(time.Minute, func() { t.Error("a delayed task dropped by Close ran") })
+		require.NoError(t, err)
+		go func() {
+			synctest.Wait()
+			close(release)
+		}()
+		s.Close() // drops the queued task and the delayed one
+		assert.False(t, queued(), "cancel of a task Close dropped")
+		assert.False(t, delayed(), "cancel of a delayed task Close dropped")
+		st := s.Stats()
+		assert.Equal(t, uint64(2), st.Dropped)
+		assert.Zero(t, st.Cancelled)
+		assert.Equal(t, uint64(1), st.Completed)
+	})
+}
+
+// TestSerialCancelRacesDrain cancels queued tasks while the drain loop
+// takes them: each task either runs or is cancelled, never both, and the
+// counters agree with what cancel reported.
+func TestSerialCancelRacesDrain(t *testing.T) {
+	for range 50 {
+		s := NewSerial(GoExecutor{})
+		var ran atomic.Int64
+		cancels := make([]func() bool, 0, 300)
+		for range 300 {
+			c, err := s.SubmitAfter(0, func() { ran.Add(1) })
+			require.NoError(t, err)
+			cancels = append(cancels, c)
+		}
+		var won atomic.Int64
+		var wg sync.WaitGroup
+		for g := range 3 {
+			wg.Go(func() {
+				for i := g; i < len(cancels); i += 3 {
+					if cancels[i]() {
+						won.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		done := make(chan struct{})
+		require.NoError(t, s.Submit(func() { close(done) }))
+		<-done
+		s.Close() // the drain loop counts the last task before Close's marker
+		st := s.Stats()
+		assert.Equal(t, int64(300), ran.Load()+won.Load())
+		assert.Equal(t, uint64(won.Load()), st.Cancelled)
+		assert.Equal(t, uint64(ran.Load()+1), st.Completed)
+		assert.Zero(t, st.Dropped)
+	}
+}
