@@ -1,6 +1,7 @@
 package asynctool_test
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -41,6 +42,23 @@ func ExampleSerial_SubmitAfter() {
 	// Output:
 	// cancelled: true
 	// later
+}
+
+// Shutdown lets the accepted tasks run, delayed ones included, and
+// refuses new ones; Close would drop them.
+func ExampleSerial_Shutdown() {
+	s := asynctool.NewSerial(nil)
+	_ = s.Submit(func() { fmt.Println("queued") })
+	_, _ = s.SubmitAfter(10*time.Millisecond, func() { fmt.Println("delayed") })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	fmt.Println("shutdown:", s.Shutdown(ctx))
+	fmt.Println("after:", s.Submit(func() {}))
+	// Output:
+	// queued
+	// delayed
+	// shutdown: <nil>
+	// after: asynctool: serial executor is closed
 }
 
 // Per-user ordered processing: each user's events are applied in the

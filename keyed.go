@@ -1,6 +1,7 @@
 package asynctool
 
 import (
+	"context"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -34,7 +35,7 @@ const keyedFreeQueues = 16
 // a delayed task per key, call Submit from a time.AfterFunc, or use a
 // [Serial] per key. Panics are handled as on a [Serial]; see
 // [SerialPanicHandler]. As on a Serial, [Keyed.Close] drops the tasks
-// still queued: wait for the work to finish before closing.
+// still queued, and [Keyed.Shutdown] runs them first.
 //
 // A key must be equal to itself: a key that holds a floating-point NaN
 // (a NaN float or complex key, or a struct, array or interface key with a
@@ -47,7 +48,8 @@ type Keyed[K comparable] struct {
 	exec    Executor
 	onPanic func(*PanicError)
 	seed    maphash.Seed
-	closed  atomic.Bool
+	closed  atomic.Bool    // Close: queued tasks are dropped
+	refuse  atomic.Bool    // Close or Shutdown: no task is accepted
 	active  sync.WaitGroup // one per key with a queue
 	keys    atomic.Int64
 
@@ -101,7 +103,7 @@ func (k *Keyed[K]) Submit(key K, task func()) error {
 	}
 	sh := &k.shards[maphash.Comparable(k.seed, key)%keyedShards]
 	sh.mu.Lock()
-	if k.closed.Load() {
+	if k.refuse.Load() {
 		sh.mu.Unlock()
 		return ErrSerialClosed
 	}
@@ -209,13 +211,51 @@ func (k *Keyed[K]) drainQueue(q *keyQueue[K]) {
 // tasks, which would wait for itself.
 func (k *Keyed[K]) Close() {
 	k.closed.Store(true)
-	// After each shard's lock has been taken once, every Submit that
-	// could still register a key has seen closed.
+	k.stopIntake()
+	k.active.Wait()
+}
+
+// stopIntake makes Submit refuse tasks. Once each shard's lock has been
+// taken after refuse was set, every Submit that could still add a task
+// has seen it, so no key is registered from then on.
+func (k *Keyed[K]) stopIntake() {
+	k.refuse.Store(true)
 	for i := range k.shards {
 		k.shards[i].mu.Lock()
 		k.shards[i].mu.Unlock()
 	}
-	k.active.Wait()
+}
+
+// Shutdown stops the Keyed gracefully. Submit returns [ErrSerialClosed]
+// from then on, including from inside its tasks, while the tasks already
+// accepted still run, in order per key. Shutdown returns nil once they
+// have all run; the Keyed is then closed.
+//
+// If ctx is done first, Shutdown closes the Keyed as [Keyed.Close] does,
+// dropping the tasks that have not started, and returns ctx's error once
+// the running tasks have returned. If Close is called meanwhile, or was
+// before, Shutdown returns [ErrSerialClosed] once every drain loop has
+// ended. Shutdown must not be called from inside one of the Keyed's
+// tasks, which would wait for itself.
+func (k *Keyed[K]) Shutdown(ctx context.Context) error {
+	k.stopIntake()
+	idle := make(chan struct{})
+	go func() {
+		k.active.Wait()
+		close(idle)
+	}()
+	select {
+	case <-idle:
+	case <-ctx.Done():
+		k.Close() // the drain loops drop what is left, so Wait returns
+		<-idle
+		return ctx.Err()
+	}
+	if k.closed.Load() {
+		return ErrSerialClosed
+	}
+	k.closed.Store(true)
+	return nil
 }
 
 // Stats returns a snapshot of the Keyed's counters.

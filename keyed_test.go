@@ -1,12 +1,14 @@
 package asynctool
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -246,4 +248,76 @@ func TestKeyedRejectsNaNKey(t *testing.T) {
 		n += len(k.shards[i].queues)
 	}
 	assert.Zero(t, n, "queues left in the key table")
+}
+
+// TestKeyedShutdownRunsAcceptedTasks: Shutdown refuses new tasks, also
+// from inside a task, and runs every accepted task in order per key
+// before it returns nil.
+func TestKeyedShutdownRunsAcceptedTasks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		k := NewKeyed[string](GoExecutor{})
+		release := make(chan struct{})
+		got := map[string][]int{}
+		var inner error
+		for _, key := range []string{"a", "b"} {
+			require.NoError(t, k.Submit(key, func() { <-release }))
+			for i := range 3 {
+				require.NoError(t, k.Submit(key, func() { got[key] = append(got[key], i) }))
+			}
+		}
+		require.NoError(t, k.Submit("a", func() { inner = k.Submit("c", func() {}) }))
+		shut := make(chan error, 1)
+		go func() { shut <- k.Shutdown(context.Background()) }()
+		synctest.Wait()
+		assert.ErrorIs(t, k.Submit("a", func() {}), ErrSerialClosed)
+		assert.ErrorIs(t, k.Submit("new", func() {}), ErrSerialClosed)
+		assert.Empty(t, shut, "Shutdown returned while tasks were queued")
+		close(release)
+		require.NoError(t, <-shut)
+		assert.Equal(t, map[string][]int{"a": {0, 1, 2}, "b": {0, 1, 2}}, got)
+		assert.ErrorIs(t, inner, ErrSerialClosed)
+		st := k.Stats()
+		assert.Equal(t, uint64(9), st.Completed)
+		assert.Zero(t, st.Dropped)
+		assertNoKeyQueues(t, k)
+		assert.ErrorIs(t, k.Shutdown(context.Background()), ErrSerialClosed, "second Shutdown")
+	})
+}
+
+// TestKeyedShutdownUntilCtx: when ctx ends first, Shutdown drops the tasks
+// that have not started and returns ctx's error once the running ones
+// have returned; a Close during Shutdown makes it report ErrSerialClosed.
+func TestKeyedShutdownUntilCtx(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		k := NewKeyed[int](GoExecutor{})
+		release := make(chan struct{})
+		require.NoError(t, k.Submit(1, func() { <-release }))
+		require.NoError(t, k.Submit(1, func() { t.Error("a task after the deadline ran") }))
+		go func() {
+			time.Sleep(2 * time.Second)
+			close(release)
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		start := time.Now()
+		assert.ErrorIs(t, k.Shutdown(ctx), context.DeadlineExceeded)
+		assert.Equal(t, 2*time.Second, time.Since(start), "Shutdown waits for the running task")
+		assert.Equal(t, uint64(1), k.Stats().Dropped)
+	})
+	synctest.Test(t, func(t *testing.T) {
+		k := NewKeyed[int](GoExecutor{})
+		started, release := make(chan struct{}), make(chan struct{})
+		require.NoError(t, k.Submit(1, func() { close(started); <-release }))
+		require.NoError(t, k.Submit(1, func() { t.Error("a task Close dropped ran") }))
+		<-started
+		shut := make(chan error, 1)
+		go func() { shut <- k.Shutdown(context.Background()) }()
+		synctest.Wait()
+		go k.Close()
+		synctest.Wait()
+		close(release)
+		assert.ErrorIs(t, <-shut, ErrSerialClosed)
+		assert.Equal(t, uint64(1), k.Stats().Dropped)
+		synctest.Wait()
+	})
 }

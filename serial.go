@@ -2,6 +2,7 @@ package asynctool
 
 import (
 	"container/heap"
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,8 +85,7 @@ type SerialStats struct {
 // starts, queued or not; a d of 0 queues it at once.
 //
 // [Serial.Close] drops the tasks still queued rather than running them;
-// to finish queued work, wait for it (with a sync.WaitGroup, or a last
-// task that signals) before calling Close.
+// [Serial.Shutdown] refuses new tasks and runs the accepted ones first.
 //
 // A Serial is safe for concurrent use. It must be created with
 // [NewSerial] and must not be copied after first use.
@@ -93,8 +93,9 @@ type Serial struct {
 	// Read by everyone, written once.
 	exec    Executor
 	onPanic func(*PanicError)
-	drainFn func() // s.drain, allocated once
-	closed  atomic.Bool
+	drainFn func()      // s.drain, allocated once
+	closed  atomic.Bool // Close: queued tasks are dropped
+	refuse  atomic.Bool // Close or Shutdown: no task is accepted
 
 	// Written by every Submit; on its own cache line so that the drain
 	// loop's per-task read of closed does not miss.
@@ -154,7 +155,7 @@ func (s *Serial) Submit(task func()) error {
 	if task == nil {
 		return ErrNilTask
 	}
-	if s.closed.Load() {
+	if s.refuse.Load() {
 		return ErrSerialClosed
 	}
 	s.push(serialItem{fn: task})
@@ -184,7 +185,7 @@ func (s *Serial) SubmitAfter(d time.Duration, task func()) (cancel func() bool, 
 		return nil, ErrNilTask
 	}
 	if d <= 0 {
-		if s.closed.Load() {
+		if s.refuse.Load() {
 			return nil, ErrSerialClosed
 		}
 		t := &delayedTask{s: s, fn: task, idx: -1}
@@ -193,7 +194,7 @@ func (s *Serial) SubmitAfter(d time.Duration, task func()) (cancel func() bool, 
 	}
 	s.dmu.Lock()
 	defer s.dmu.Unlock()
-	if s.closed.Load() {
+	if s.refuse.Load() {
 		return nil, ErrSerialClosed
 	}
 	s.seq++
@@ -419,6 +420,7 @@ func (s *Serial) drain() {
 func (s *Serial) Close() {
 	s.closeOnce.Do(func() {
 		s.dmu.Lock()
+		s.refuse.Store(true)
 		s.closed.Store(true)
 		for _, t := range s.delayed {
 			t.idx = -1
@@ -435,6 +437,59 @@ func (s *Serial) Close() {
 		s.push(serialItem{closed: done})
 		<-done
 	})
+}
+
+// Shutdown stops the Serial gracefully. Submit and SubmitAfter return
+// [ErrSerialClosed] from then on, including from inside its tasks, while
+// the tasks already accepted still run in order: those queued, and the
+// delayed ones when their delay passes (their cancel still works).
+// Shutdown returns nil once they have all run or been cancelled; the
+// Serial is then closed.
+//
+// If ctx is done first, Shutdown closes the Serial as [Serial.Close] does,
+// dropping the tasks that have not started, and returns ctx's error. If
+// Close is called meanwhile, or was before, Shutdown returns
+// [ErrSerialClosed] once Close has returned. A Submit that races Shutdown
+// may still return nil; its task then runs, or is dropped and counted as
+// by Close. Shutdown must not be called from inside one of the Serial's
+// tasks, which would wait for itself.
+func (s *Serial) Shutdown(ctx context.Context) error {
+	s.dmu.Lock()
+	s.refuse.Store(true) // under dmu: no delayed task is added after this
+	s.dmu.Unlock()
+	if s.closed.Load() {
+		s.Close() // returns once the Close under way has
+		return ErrSerialClosed
+	}
+	// The delayed tasks are queued by their timers (or cancelled, or
+	// dropped by a Close), after which a marker behind them in the queue
+	// is reached once they have run.
+	delayed := make(chan struct{})
+	go func() {
+		s.timers.Wait()
+		close(delayed)
+	}()
+	select {
+	case <-delayed:
+	case <-ctx.Done():
+		s.Close() // stops the timers, so the goroutine above returns
+		<-delayed
+		return ctx.Err()
+	}
+	done := make(chan struct{})
+	s.push(serialItem{closed: done})
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.Close()
+		return ctx.Err()
+	}
+	if s.closed.Load() {
+		s.Close()
+		return ErrSerialClosed
+	}
+	s.Close()
+	return nil
 }
 
 // Stats returns a snapshot of the Serial's counters.

@@ -2,6 +2,7 @@ package asynctool
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"runtime"
 	"slices"
@@ -532,4 +533,97 @@ func TestSerialCancelRacesDrain(t *testing.T) {
 		assert.Equal(t, uint64(ran.Load()+1), st.Completed)
 		assert.Zero(t, st.Dropped)
 	}
+}
+
+// TestSerialShutdownRunsAcceptedTasks: Shutdown refuses new tasks, also
+// from inside a task, and runs every task it had accepted, queued or
+// delayed, in order, before it returns nil.
+func TestSerialShutdownRunsAcceptedTasks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := NewSerial(GoExecutor{})
+		release := make(chan struct{})
+		var got []string
+		var inner error
+		require.NoError(t, s.Submit(func() { <-release; got = append(got, "first") }))
+		require.NoError(t, s.Submit(func() { got = append(got, "second"); inner = s.Submit(func() {}) }))
+		_, err := s.SubmitAfter(time.Minute, func() { got = append(got, "delayed") })
+		require.NoError(t, err)
+		dropIt, err := s.SubmitAfter(time.Hour, func() { got = append(got, "cancelled") })
+		require.NoError(t, err)
+		synctest.Wait()
+
+		shut := make(chan error, 1)
+		go func() { shut <- s.Shutdown(context.Background()) }()
+		synctest.Wait()
+		assert.ErrorIs(t, s.Submit(func() {}), ErrSerialClosed)
+		_, err = s.SubmitAfter(time.Second, func() {})
+		assert.ErrorIs(t, err, ErrSerialClosed)
+		close(release)
+		synctest.Wait()
+		assert.Empty(t, shut, "Shutdown returned before the delayed task ran")
+		assert.True(t, dropIt(), "cancel during Shutdown")
+		time.Sleep(time.Minute)
+		require.NoError(t, <-shut)
+		assert.Equal(t, []string{"first", "second", "delayed"}, got)
+		assert.ErrorIs(t, inner, ErrSerialClosed)
+		st := s.Stats()
+		assert.Equal(t, uint64(3), st.Completed)
+		assert.Equal(t, uint64(1), st.Cancelled)
+		assert.Zero(t, st.Dropped)
+		assert.ErrorIs(t, s.Submit(func() {}), ErrSerialClosed, "closed after Shutdown")
+		assert.ErrorIs(t, s.Shutdown(context.Background()), ErrSerialClosed, "second Shutdown")
+	})
+}
+
+// TestSerialShutdownUntilCtx: when ctx ends first, Shutdown drops what has
+// not started, as Close does, and returns ctx's error.
+func TestSerialShutdownUntilCtx(t *testing.T) {
+	for _, blockedBy := range []string{"queued", "delayed"} {
+		t.Run(blockedBy, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := NewSerial(GoExecutor{})
+				release := make(chan struct{})
+				if blockedBy == "queued" {
+					require.NoError(t, s.Submit(func() { <-release }))
+					require.NoError(t, s.Submit(func() { t.Error("a task after the deadline ran") }))
+					go func() {
+						time.Sleep(2 * time.Second) // Close waits for the running task
+						close(release)
+					}()
+				} else {
+					_, err := s.SubmitAfter(time.Hour, func() { t.Error("a delayed task after the deadline ran") })
+					require.NoError(t, err)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				err := s.Shutdown(ctx)
+				assert.ErrorIs(t, err, context.DeadlineExceeded)
+				assert.Equal(t, uint64(1), s.Stats().Dropped)
+				assert.ErrorIs(t, s.Submit(func() {}), ErrSerialClosed)
+				synctest.Wait()
+			})
+		})
+	}
+}
+
+// TestSerialShutdownAndClose: a Close during Shutdown drops the tasks, and
+// Shutdown then reports ErrSerialClosed, as it does after Close.
+func TestSerialShutdownAndClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := NewSerial(GoExecutor{})
+		started, release := make(chan struct{}), make(chan struct{})
+		require.NoError(t, s.Submit(func() { close(started); <-release }))
+		require.NoError(t, s.Submit(func() { t.Error("a task Close dropped ran") }))
+		<-started
+		shut := make(chan error, 1)
+		go func() { shut <- s.Shutdown(context.Background()) }()
+		synctest.Wait()
+		closed := make(chan struct{})
+		go func() { s.Close(); close(closed) }()
+		synctest.Wait()
+		close(release)
+		<-closed
+		assert.ErrorIs(t, <-shut, ErrSerialClosed)
+		assert.Equal(t, uint64(1), s.Stats().Dropped)
+	})
 }
