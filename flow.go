@@ -372,7 +372,9 @@ func (r *Run) endRun(i int32, err error) {
 // as the sweep would, and a Rerun does not call the worker again, and
 // each returns it too) or [ErrResultType] (a
 // SucceedWith value of the wrong type). FailWith(nil) and a zero
-// Resumption are refused with an error too.
+// Resumption are refused with an error too. A Rerun accepted just before
+// the run's context ends makes the node ready, and the node then ends as
+// a timeout if it has not started by then, as any ready node does.
 func (r *Run) Resume(id string, how Resumption) error {
 	i, ok := r.p.lookup(id)
 	if !ok {
@@ -417,10 +419,14 @@ func (r *Run) Resume(id string, how Resumption) error {
 				r.loop(-1, wl)
 			}
 		}
+		// Looked at before the hand-off: once the task runs, the rerun may
+		// end the run, whose context is then done too, and the node that
+		// ran again would look stopped first.
+		_, _, late := r.expired()
 		if !r.submit(task) {
 			go task()
 		}
-		if _, _, late := r.expired(); late {
+		if late {
 			// The task ends the node without calling its worker (see
 			// attempt), unless the sweep does first.
 			return errStoppedFirst(id)
