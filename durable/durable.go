@@ -37,7 +37,9 @@
 // A checkpointed result is stored as JSON, so a node's result type must
 // encode and decode with encoding/json, with no NUL character or
 // unpaired surrogate in its strings, which PostgreSQL's jsonb cannot
-// store ([ErrUnstorableJSON]).
+// store ([ErrUnstorableJSON]). River stores the text of the error an
+// attempt ends with in the row too, in which a NUL character is written
+// as U+FFFD (see [Worker.Work]).
 // Checkpoints are stored when an attempt ends with an error (a suspension
 // included) or a snooze (River stores a resumable step's cursor whenever
 // Work returns an error). When an attempt's process dies, River rescues
@@ -174,13 +176,27 @@ func (w *Worker[A]) Timeout(*river.Job[A]) time.Duration {
 // suspends again on that attempt (its upstreams still failing) succeeds
 // with its stored result, if it has one, once the run stalls on it, and
 // the run goes on; the job parks only on suspended nodes without one.
+//
+// River stores the text of the error Work returns in the job's row (its
+// errors), and PostgreSQL cannot store a NUL character there: when the
+// text holds one, Work returns an error whose text has U+FFFD instead of
+// each NUL and which wraps the attempt's error, so that errors.Is,
+// errors.As and River (a river.JobCancel, a river.JobSnooze) still find
+// what it holds. Likewise, a panic of the BuildFunc (or of a result's
+// UnmarshalJSON, which Work calls) whose value's text holds a NUL reaches
+// River as a [*StorablePanic] that holds the value.
 func (w *Worker[A]) Work(ctx context.Context, job *river.Job[A]) error {
+	defer func() {
+		if v := recover(); v != nil {
+			panic(storablePanic(v)) // the stack still shows the first panic
+		}
+	}()
 	var err error
 	river.ResumableStepCursor(ctx, stepName, nil, func(ctx context.Context, saved map[string]json.RawMessage) error {
 		err = w.attempt(ctx, job, saved)
 		return err
 	})
-	return err
+	return storable(err)
 }
 
 func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[string]json.RawMessage) error {
@@ -260,6 +276,53 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 		return errors.Join(&GraphFailedError{Failed: failed, RunErr: err}, fmt.Errorf("durable: storing the checkpoint: %w", serr))
 	}
 	return &GraphFailedError{Failed: failed, RunErr: err}
+}
+
+// storable returns err, unless its text holds a NUL character, which
+// PostgreSQL cannot store in the job's row: then an error that wraps err
+// and whose text has U+FFFD in place of each NUL.
+func storable(err error) error {
+	if err == nil || !strings.ContainsRune(err.Error(), 0) {
+		return err
+	}
+	return &storableError{err: err}
+}
+
+// storableError is an error whose text, stored by River, holds no NUL.
+type storableError struct{ err error }
+
+func (e *storableError) Error() string { return storableText(e.err.Error()) }
+func (e *storableError) Unwrap() error { return e.err }
+
+// storableText is s with U+FFFD in place of each NUL character.
+func storableText(s string) string { return strings.ReplaceAll(s, "\x00", "\uFFFD") }
+
+// StorablePanic is the value a [Worker] panics with when a panic in its
+// Work (one of the BuildFunc, say) has a value whose text, which River
+// stores in the job's row, holds a NUL character, which PostgreSQL cannot
+// store. River's ErrorHandler.HandlePanic receives it; Value is the value
+// of the first panic, whose stack the trace still shows.
+type StorablePanic struct {
+	Value any
+}
+
+// Error returns the text of Value (as fmt's %v writes it) with U+FFFD in
+// place of each NUL character.
+func (p *StorablePanic) Error() string { return storableText(fmt.Sprint(p.Value)) }
+
+// Unwrap returns Value if it is an error.
+func (p *StorablePanic) Unwrap() error {
+	err, _ := p.Value.(error)
+	return err
+}
+
+// storablePanic returns v, a recovered panic value, or a *StorablePanic
+// that holds it if its text holds a NUL.
+func storablePanic(v any) any {
+	if strings.ContainsRune(fmt.Sprint(v), 0) {
+		return &StorablePanic{Value: v}
+	}
+	return v
 }
 
 // await waits for run to end or to stall. When it stalls, each suspended
