@@ -37,9 +37,10 @@
 // A checkpointed result is stored as JSON, so a node's result type must
 // encode and decode with encoding/json, with no NUL character or
 // unpaired surrogate in its strings, which PostgreSQL's jsonb cannot
-// store ([ErrUnstorableJSON]). River stores the text of the error an
-// attempt ends with in the row too, in which a NUL character is written
-// as U+FFFD (see [Worker.Work]).
+// store ([ErrUnstorableJSON]). Node ids are stored in the row too, so
+// they must be valid UTF-8 without a NUL character ([ErrUnstorableID]);
+// and River stores the text of the error an attempt ends with, in which
+// a NUL character is written as U+FFFD (see [Worker.Work]).
 // Checkpoints are stored when an attempt ends with an error (a suspension
 // included) or a snooze (River stores a resumable step's cursor whenever
 // Work returns an error). When an attempt's process dies, River rescues
@@ -62,6 +63,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/asynctool-go/asynctool"
 	"github.com/riverqueue/river"
@@ -177,6 +179,11 @@ func (w *Worker[A]) Timeout(*river.Job[A]) time.Duration {
 // with its stored result, if it has one, once the run stalls on it, and
 // the run goes on; the job parks only on suspended nodes without one.
 //
+// Every node id of the graph, and of every checkpointed node made for
+// it, must be valid UTF-8 without a NUL character ([ErrUnstorableID]):
+// an attempt whose graph has one that is not fails before any node
+// runs, with an error that names the id.
+//
 // River stores the text of the error Work returns in the job's row (its
 // errors), and PostgreSQL cannot store a NUL character there: when the
 // text holds one, Work returns an error whose text has U+FFFD instead of
@@ -212,6 +219,9 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 	starts, err := w.build(ctx, job, cp)
 	if err != nil {
 		return fmt.Errorf("durable: building the graph: %w", err)
+	}
+	if err := checkIDs(cp, starts); err != nil {
+		return err
 	}
 	run, err := w.async.Start(ctx, w.timeout, starts...)
 	if err != nil {
@@ -276,6 +286,37 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 		return errors.Join(&GraphFailedError{Failed: failed, RunErr: err}, fmt.Errorf("durable: storing the checkpoint: %w", serr))
 	}
 	return &GraphFailedError{Failed: failed, RunErr: err}
+}
+
+// ErrUnstorableID is the error, wrapped with the id, of an attempt whose
+// graph has a node id that cannot be stored in the job's row: one with a
+// NUL character, which PostgreSQL's jsonb cannot store, or one that is
+// not valid UTF-8, which encoding/json would store with U+FFFD in place
+// of its invalid bytes, so that the next attempt would not find the
+// node's result under its id. Ids are stored as the keys of the
+// checkpoint and in the mark of a parked job, which names its suspended
+// nodes, checkpointed or not: the check covers every node of the graph.
+var ErrUnstorableID = errors.New("a node id must be valid UTF-8 without a NUL character, to be stored in the job's row")
+
+// checkIDs returns an error that names the first id, among those of cp's
+// checkpointed nodes and then those of the graph reachable from starts,
+// that cannot be stored (ErrUnstorableID). A graph that asynctool rejects
+// is left to Start to report.
+func checkIDs(cp *Checkpoint, starts []asynctool.Wrapper) error {
+	cp.mu.Lock()
+	ids := slices.Sorted(maps.Keys(cp.nodes))
+	cp.mu.Unlock()
+	if rep, err := asynctool.Describe(starts...); err == nil {
+		for _, n := range rep.Nodes {
+			ids = append(ids, n.ID)
+		}
+	}
+	for _, id := range ids {
+		if strings.ContainsRune(id, 0) || !utf8.ValidString(id) {
+			return fmt.Errorf("durable: node id %q: %w", id, ErrUnstorableID)
+		}
+	}
+	return nil
 }
 
 // storable returns err, unless its text holds a NUL character, which
@@ -726,7 +767,9 @@ func (cp *Checkpoint) stillDecided() []string {
 // unless an earlier attempt of the job stored its result in cp, in which
 // case the node succeeds with that result without calling the worker.
 // When the worker succeeds, its result is added to cp. The id must not be
-// empty: it is the key of the stored result.
+// empty: it is the key of the stored result; and, like every id of the
+// graph, it must be valid UTF-8 without a NUL character, or the attempt
+// fails before any node runs ([ErrUnstorableID]).
 //
 // A result that does not encode as JSON fails the node, and so does one
 // whose JSON PostgreSQL cannot store ([ErrUnstorableJSON]: a string with

@@ -3,6 +3,7 @@ package durable
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -19,7 +20,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Regression tests for the user text (error messages, panic values) that reaches a job's row: PostgreSQL's jsonb, where River keeps
+// Regression tests for the user text (node ids, error messages, panic
+// values) that reaches a job's row: PostgreSQL's jsonb, where River keeps
 // the metadata and the errors of a job, cannot hold a NUL character.
 
 // failingWith builds a (checkpointed) → b, b failing with err.
@@ -46,6 +48,59 @@ func suspendedWithError(err error) BuildFunc[sumArgs] {
 			return 0, err
 		}), 0).Depend(a, true).OnFailure(asynctool.PolicySuspend)
 		return []asynctool.Wrapper{a}, nil
+	}
+}
+
+// withID builds one node with id, checkpointed or not, that fails under
+// PolicySuspend if suspend is set and succeeds otherwise; runs counts its
+// worker's runs.
+func withID(id string, checkpointed, suspend bool, runs *atomic.Int32) BuildFunc[sumArgs] {
+	return func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		w := asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			runs.Add(1)
+			if suspend {
+				return 0, errors.New("needs review")
+			}
+			return 1, nil
+		})
+		n := asynctool.NewWrapper(id, w, 0)
+		if checkpointed {
+			n = Node(cp, id, w, 0)
+		}
+		if suspend {
+			n.OnFailure(asynctool.PolicySuspend)
+		}
+		return []asynctool.Wrapper{n}, nil
+	}
+}
+
+// TestNodeIDsMustBeStorable guards Work's check of node ids: an id with
+// a NUL character, which PostgreSQL cannot store, or with invalid UTF-8,
+// which encoding/json stores as U+FFFD, so that a retry would not find
+// the node's result under its id, fails the attempt before any node
+// runs, with ErrUnstorableID and the id, on SQLite as on PostgreSQL. Ids
+// reach the row as the checkpoint's keys and in the park mark, which
+// lists the suspended nodes whether checkpointed or not.
+func TestNodeIDsMustBeStorable(t *testing.T) {
+	for _, tc := range []struct {
+		name                  string
+		id                    string
+		checkpointed, suspend bool
+	}{
+		{"NUL in a checkpointed id", "price\x00v2", true, false},
+		{"invalid UTF-8 in a checkpointed id", "caf\xe9", true, false},
+		{"NUL in a suspended node's id", "review\x00", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var runs atomic.Int32
+			evs := runJob(t, 1, 10*time.Second, withID(tc.id, tc.checkpointed, tc.suspend, &runs))
+			require.Len(t, evs, 1)
+			ev := evs[0]
+			require.Equal(t, rivertype.JobStateDiscarded, ev.Job.State, "the attempt fails")
+			msg := ev.Job.Errors[len(ev.Job.Errors)-1].Error
+			assert.Contains(t, msg, fmt.Sprintf("durable: node id %q: %v", tc.id, ErrUnstorableID))
+			assert.Zero(t, runs.Load(), "no node ran")
+		})
 	}
 }
 
@@ -248,5 +303,27 @@ func TestNULsDoNotWedgeJobsOnPostgres(t *testing.T) {
 		_, ev := recordOnPostgres(t, panicking(nul))
 		assert.Equal(t, river.EventKindJobFailed, ev.Kind)
 		assert.Equal(t, sub, lastError(t, ev))
+	})
+	t.Run("a checkpointed node's id", func(t *testing.T) {
+		// The checkpoint is stored when an attempt fails: b makes it fail.
+		var runs atomic.Int32
+		inner := withID("price\x00v2", true, false, &runs)
+		_, ev := recordOnPostgres(t, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+			starts, err := inner(ctx, job, cp)
+			asynctool.NewWrapper("b", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+				return 0, errors.New("b is down")
+			}), 0).Depend(starts[0], true)
+			return starts, err
+		})
+		assert.Equal(t, river.EventKindJobFailed, ev.Kind)
+		assert.Contains(t, lastError(t, ev), ErrUnstorableID.Error())
+		assert.Zero(t, runs.Load())
+	})
+	t.Run("a suspended node's id", func(t *testing.T) {
+		var runs atomic.Int32
+		_, ev := recordOnPostgres(t, withID("review\x00", false, true, &runs))
+		assert.Equal(t, river.EventKindJobFailed, ev.Kind)
+		assert.Contains(t, lastError(t, ev), ErrUnstorableID.Error())
+		assert.Zero(t, runs.Load())
 	})
 }
