@@ -37,7 +37,10 @@
 // A checkpointed result is stored as JSON, so a node's result type must
 // encode and decode with encoding/json, with no NUL character or
 // unpaired surrogate in its strings, which PostgreSQL's jsonb cannot
-// store ([ErrUnstorableJSON]).
+// store ([ErrUnstorableJSON]). Node ids are stored in the row too, so
+// they must be valid UTF-8 without a NUL character ([ErrUnstorableID]);
+// and River stores the text of the error an attempt ends with, in which
+// a NUL character is written as U+FFFD (see [Worker.Work]).
 // Checkpoints are stored when an attempt ends with an error (a suspension
 // included) or a snooze (River stores a resumable step's cursor whenever
 // Work returns an error). When an attempt's process dies, River rescues
@@ -60,6 +63,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/asynctool-go/asynctool"
 	"github.com/riverqueue/river"
@@ -174,13 +178,32 @@ func (w *Worker[A]) Timeout(*river.Job[A]) time.Duration {
 // suspends again on that attempt (its upstreams still failing) succeeds
 // with its stored result, if it has one, once the run stalls on it, and
 // the run goes on; the job parks only on suspended nodes without one.
+//
+// Every node id of the graph, and of every checkpointed node made for
+// it, must be valid UTF-8 without a NUL character ([ErrUnstorableID]):
+// an attempt whose graph has one that is not fails before any node
+// runs, with an error that names the id.
+//
+// River stores the text of the error Work returns in the job's row (its
+// errors), and PostgreSQL cannot store a NUL character there: when the
+// text holds one, Work returns an error whose text has U+FFFD instead of
+// each NUL and which wraps the attempt's error, so that errors.Is,
+// errors.As and River (a river.JobCancel, a river.JobSnooze) still find
+// what it holds. Likewise, a panic of the BuildFunc (or of a result's
+// UnmarshalJSON, which Work calls) whose value's text holds a NUL reaches
+// River as a [*StorablePanic] that holds the value.
 func (w *Worker[A]) Work(ctx context.Context, job *river.Job[A]) error {
+	defer func() {
+		if v := recover(); v != nil {
+			panic(storablePanic(v)) // the stack still shows the first panic
+		}
+	}()
 	var err error
 	river.ResumableStepCursor(ctx, stepName, nil, func(ctx context.Context, saved map[string]json.RawMessage) error {
 		err = w.attempt(ctx, job, saved)
 		return err
 	})
-	return err
+	return storable(err)
 }
 
 func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[string]json.RawMessage) error {
@@ -196,6 +219,9 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 	starts, err := w.build(ctx, job, cp)
 	if err != nil {
 		return fmt.Errorf("durable: building the graph: %w", err)
+	}
+	if err := checkIDs(cp, starts); err != nil {
+		return err
 	}
 	run, err := w.async.Start(ctx, w.timeout, starts...)
 	if err != nil {
@@ -260,6 +286,84 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 		return errors.Join(&GraphFailedError{Failed: failed, RunErr: err}, fmt.Errorf("durable: storing the checkpoint: %w", serr))
 	}
 	return &GraphFailedError{Failed: failed, RunErr: err}
+}
+
+// ErrUnstorableID is the error, wrapped with the id, of an attempt whose
+// graph has a node id that cannot be stored in the job's row: one with a
+// NUL character, which PostgreSQL's jsonb cannot store, or one that is
+// not valid UTF-8, which encoding/json would store with U+FFFD in place
+// of its invalid bytes, so that the next attempt would not find the
+// node's result under its id. Ids are stored as the keys of the
+// checkpoint and in the mark of a parked job, which names its suspended
+// nodes, checkpointed or not: the check covers every node of the graph.
+var ErrUnstorableID = errors.New("a node id must be valid UTF-8 without a NUL character, to be stored in the job's row")
+
+// checkIDs returns an error that names the first id, among those of cp's
+// checkpointed nodes and then those of the graph reachable from starts,
+// that cannot be stored (ErrUnstorableID). A graph that asynctool rejects
+// is left to Start to report.
+func checkIDs(cp *Checkpoint, starts []asynctool.Wrapper) error {
+	cp.mu.Lock()
+	ids := slices.Sorted(maps.Keys(cp.nodes))
+	cp.mu.Unlock()
+	if rep, err := asynctool.Describe(starts...); err == nil {
+		for _, n := range rep.Nodes {
+			ids = append(ids, n.ID)
+		}
+	}
+	for _, id := range ids {
+		if strings.ContainsRune(id, 0) || !utf8.ValidString(id) {
+			return fmt.Errorf("durable: node id %q: %w", id, ErrUnstorableID)
+		}
+	}
+	return nil
+}
+
+// storable returns err, unless its text holds a NUL character, which
+// PostgreSQL cannot store in the job's row: then an error that wraps err
+// and whose text has U+FFFD in place of each NUL.
+func storable(err error) error {
+	if err == nil || !strings.ContainsRune(err.Error(), 0) {
+		return err
+	}
+	return &storableError{err: err}
+}
+
+// storableError is an error whose text, stored by River, holds no NUL.
+type storableError struct{ err error }
+
+func (e *storableError) Error() string { return storableText(e.err.Error()) }
+func (e *storableError) Unwrap() error { return e.err }
+
+// storableText is s with U+FFFD in place of each NUL character.
+func storableText(s string) string { return strings.ReplaceAll(s, "\x00", "\uFFFD") }
+
+// StorablePanic is the value a [Worker] panics with when a panic in its
+// Work (one of the BuildFunc, say) has a value whose text, which River
+// stores in the job's row, holds a NUL character, which PostgreSQL cannot
+// store. River's ErrorHandler.HandlePanic receives it; Value is the value
+// of the first panic, whose stack the trace still shows.
+type StorablePanic struct {
+	Value any
+}
+
+// Error returns the text of Value (as fmt's %v writes it) with U+FFFD in
+// place of each NUL character.
+func (p *StorablePanic) Error() string { return storableText(fmt.Sprint(p.Value)) }
+
+// Unwrap returns Value if it is an error.
+func (p *StorablePanic) Unwrap() error {
+	err, _ := p.Value.(error)
+	return err
+}
+
+// storablePanic returns v, a recovered panic value, or a *StorablePanic
+// that holds it if its text holds a NUL.
+func storablePanic(v any) any {
+	if strings.ContainsRune(fmt.Sprint(v), 0) {
+		return &StorablePanic{Value: v}
+	}
+	return v
 }
 
 // await waits for run to end or to stall. When it stalls, each suspended
@@ -663,7 +767,9 @@ func (cp *Checkpoint) stillDecided() []string {
 // unless an earlier attempt of the job stored its result in cp, in which
 // case the node succeeds with that result without calling the worker.
 // When the worker succeeds, its result is added to cp. The id must not be
-// empty: it is the key of the stored result.
+// empty: it is the key of the stored result; and, like every id of the
+// graph, it must be valid UTF-8 without a NUL character, or the attempt
+// fails before any node runs ([ErrUnstorableID]).
 //
 // A result that does not encode as JSON fails the node, and so does one
 // whose JSON PostgreSQL cannot store ([ErrUnstorableJSON]: a string with

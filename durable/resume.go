@@ -57,6 +57,13 @@ var ErrNotParked = errors.New("durable: the job is not parked by a suspended nod
 // one that does not fails the node on the next attempt (with
 // PolicySuspend, or suspended by a custom join, it parks the job again,
 // with the decoding error), rather than running its worker again.
+//
+// An attempt that River rescued as stuck, and that ends after a later
+// attempt parked the job, still has River merge its checkpoint into the
+// job's row (River does so whatever the job's state), replacing the
+// later one: Resume then returns ErrNotParked, as the row's mark, if
+// any, names the earlier attempt, and Client.JobRetry runs the job from
+// that checkpoint, which parks it again if the node still suspends.
 func Resume[TTx any](ctx context.Context, client *river.Client[TTx], jobID int64, values map[string]any) (*rivertype.JobRow, error) {
 	drv := client.Driver()
 	execTx, err := drv.GetExecutor().Begin(ctx)
