@@ -92,11 +92,12 @@ func NewKeyed[K comparable](exec Executor, opts ...SerialOption) *Keyed[K] {
 }
 
 // Submit queues task to run after every task submitted before it for the
-// same key. It returns [ErrSerialClosed] after Close, [ErrNilTask] for a
-// nil task, [ErrNaNKey] for a key that is not equal to itself (it
-// holds a NaN), and otherwise nil: the task then runs exactly once, unless
-// Close drops it first. Submit may be called from inside a task, for any
-// key; a task for the same key runs after the current one returns.
+// same key. It returns [ErrSerialClosed] once Close or Shutdown has
+// begun, [ErrNilTask] for a nil task, [ErrNaNKey] for a key that is not
+// equal to itself (it holds a NaN), and otherwise nil: the task then runs
+// exactly once, unless Close (or a Shutdown whose ctx ends) drops it
+// first. Submit may be called from inside a task, for any key; a task for
+// the same key runs after the current one returns.
 func (k *Keyed[K]) Submit(key K, task func()) error {
 	if task == nil {
 		return ErrNilTask

@@ -147,10 +147,11 @@ func NewSerial(exec Executor, opts ...SerialOption) *Serial {
 }
 
 // Submit queues task to run after every task submitted before it. It
-// returns [ErrSerialClosed] after Close, [ErrNilTask] for a nil task, and
-// otherwise nil: the task then runs exactly once, unless Close drops it
-// first. Submit may be called from inside a task; the new task runs after
-// the current one returns.
+// returns [ErrSerialClosed] once Close or Shutdown has begun, [ErrNilTask]
+// for a nil task, and otherwise nil: the task then runs exactly once,
+// unless Close (or a Shutdown whose ctx ends) drops it first. Submit may
+// be called from inside a task; the new task runs after the current one
+// returns.
 func (s *Serial) Submit(task func()) error {
 	if task == nil {
 		return ErrNilTask
@@ -158,8 +159,7 @@ func (s *Serial) Submit(task func()) error {
 	if s.refuse.Load() {
 		return ErrSerialClosed
 	}
-	s.push(serialItem{fn: task})
-	return nil
+	return s.push(serialItem{fn: task})
 }
 
 // SubmitAfter queues task once d has passed; it then runs in order with
@@ -189,7 +189,9 @@ func (s *Serial) SubmitAfter(d time.Duration, task func()) (cancel func() bool, 
 			return nil, ErrSerialClosed
 		}
 		t := &delayedTask{s: s, fn: task, idx: -1}
-		s.push(serialItem{t: t})
+		if err := s.push(serialItem{t: t}); err != nil {
+			return nil, err
+		}
 		return t.cancel, nil
 	}
 	s.dmu.Lock()
@@ -322,9 +324,16 @@ func (h *delayHeap) Pop() any {
 	return t
 }
 
-// push queues it and starts the drain loop if none is running.
-func (s *Serial) push(it serialItem) {
+// push queues it and starts the drain loop if none is running. A task,
+// unlike a marker, is refused once refuse is set: looked at under mu, so
+// that every task accepted is ahead of a marker that Close or Shutdown
+// queues after setting refuse.
+func (s *Serial) push(it serialItem) error {
 	s.mu.Lock()
+	if it.closed == nil && s.refuse.Load() {
+		s.mu.Unlock()
+		return ErrSerialClosed
+	}
 	s.queue = append(s.queue, it)
 	start := !s.running
 	s.running = true
@@ -332,6 +341,7 @@ func (s *Serial) push(it serialItem) {
 	if start {
 		s.schedule()
 	}
+	return nil
 }
 
 // schedule starts the drain loop. After Close the loop only drops tasks,
@@ -409,14 +419,14 @@ func (s *Serial) drain() {
 // from then on, delayed tasks are cancelled, and tasks still queued are
 // dropped, not run (both are counted in [SerialStats.Dropped]). Close
 // waits for the task that is running, if any, to return. A Submit that
-// races Close may still return nil; its task is then dropped and counted,
-// possibly just after Close returns. Close is idempotent. It must not be
-// called from inside one of the Serial's tasks, which would wait for
-// itself. A Serial satisfies [Executor], but dropping queued tasks breaks
+// races Close may still return nil; its task has then run or been
+// dropped and counted when Close returns. Close is idempotent. It must
+// not be called from inside one of the Serial's tasks, which would wait
+// for itself. A Serial satisfies [Executor], but dropping queued tasks breaks
 // that interface's run-exactly-once contract: a Serial passed as an
 // Executor (to an Async, a Stream or RunBatches) must be closed only once
 // they are done with it, or the tasks it drops are theirs, which then
-// never run.
+// never run; [Serial.Shutdown] keeps the contract unless its ctx ends.
 func (s *Serial) Close() {
 	s.closeOnce.Do(func() {
 		s.dmu.Lock()
@@ -450,9 +460,9 @@ func (s *Serial) Close() {
 // dropping the tasks that have not started, and returns ctx's error. If
 // Close is called meanwhile, or was before, Shutdown returns
 // [ErrSerialClosed] once Close has returned. A Submit that races Shutdown
-// may still return nil; its task then runs, or is dropped and counted as
-// by Close. Shutdown must not be called from inside one of the Serial's
-// tasks, which would wait for itself.
+// may still return nil; its task then runs before Shutdown returns nil.
+// Shutdown must not be called from inside one of the Serial's tasks,
+// which would wait for itself.
 func (s *Serial) Shutdown(ctx context.Context) error {
 	s.dmu.Lock()
 	s.refuse.Store(true) // under dmu: no delayed task is added after this
