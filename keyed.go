@@ -50,6 +50,7 @@ type Keyed[K comparable] struct {
 	seed    maphash.Seed
 	closed  atomic.Bool    // Close: queued tasks are dropped
 	refuse  atomic.Bool    // Close or Shutdown: no task is accepted
+	shut    atomic.Bool    // a Shutdown has run every accepted task
 	active  sync.WaitGroup // one per key with a queue
 	keys    atomic.Int64
 
@@ -236,10 +237,13 @@ func (k *Keyed[K]) stopIntake() {
 // dropping the tasks that have not started, and returns ctx's error once
 // the running tasks have returned. If Close is called meanwhile, or was
 // before, Shutdown returns [ErrSerialClosed] once every drain loop has
-// ended. Shutdown must not be called from inside one of the Keyed's
-// tasks, which would wait for itself.
+// ended; so does a Shutdown that begins after another has finished, while
+// Shutdowns called together all wait and return nil. Shutdown must not be
+// called from inside one of the Keyed's tasks, which would wait for
+// itself.
 func (k *Keyed[K]) Shutdown(ctx context.Context) error {
 	k.stopIntake()
+	again := k.shut.Load()
 	idle := make(chan struct{})
 	go func() {
 		k.active.Wait()
@@ -252,10 +256,12 @@ func (k *Keyed[K]) Shutdown(ctx context.Context) error {
 		<-idle
 		return ctx.Err()
 	}
-	if k.closed.Load() {
+	// closed is Close's alone: a Shutdown that finished first leaves it
+	// unset, so that the others report nil too.
+	if k.closed.Load() || again {
 		return ErrSerialClosed
 	}
-	k.closed.Store(true)
+	k.shut.Store(true)
 	return nil
 }
 

@@ -6,7 +6,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -62,4 +64,56 @@ func TestSerialCloseSettlesAcceptedTasks(t *testing.T) {
 		wg.Wait()
 		require.Equal(t, uint64(accepted.Load()), st.Completed+st.Dropped, "iteration %d: %+v", i, st)
 	}
+}
+
+// TestConcurrentShutdownsBothSucceed: two Shutdowns at once, and no Close,
+// both wait for the accepted tasks, which all run; the one that closed
+// the Serial (or Keyed) second reported ErrSerialClosed, as if Close had
+// dropped them.
+func TestConcurrentShutdownsBothSucceed(t *testing.T) {
+	t.Run("Serial", func(t *testing.T) {
+		for range 10 {
+			synctest.Test(t, func(t *testing.T) {
+				s := NewSerial(GoExecutor{})
+				release := make(chan struct{})
+				var ran atomic.Int32
+				require.NoError(t, s.Submit(func() { <-release; ran.Add(1) }))
+				require.NoError(t, s.Submit(func() { ran.Add(1) }))
+				errs := make(chan error, 2)
+				for range 2 {
+					go func() { errs <- s.Shutdown(context.Background()) }()
+				}
+				synctest.Wait()
+				close(release)
+				assert.NoError(t, <-errs)
+				assert.NoError(t, <-errs)
+				assert.Equal(t, int32(2), ran.Load())
+				assert.Zero(t, s.Stats().Dropped)
+				assert.ErrorIs(t, s.Shutdown(context.Background()), ErrSerialClosed, "a Shutdown after one that returned")
+			})
+		}
+	})
+	t.Run("Keyed", func(t *testing.T) {
+		for range 10 {
+			synctest.Test(t, func(t *testing.T) {
+				k := NewKeyed[int](GoExecutor{})
+				release := make(chan struct{})
+				var ran atomic.Int32
+				require.NoError(t, k.Submit(1, func() { <-release; ran.Add(1) }))
+				require.NoError(t, k.Submit(1, func() { ran.Add(1) }))
+				errs := make(chan error, 2)
+				for range 2 {
+					go func() { errs <- k.Shutdown(context.Background()) }()
+				}
+				synctest.Wait()
+				close(release)
+				assert.NoError(t, <-errs)
+				assert.NoError(t, <-errs)
+				assert.Equal(t, int32(2), ran.Load())
+				assert.Zero(t, k.Stats().Dropped)
+				assert.ErrorIs(t, k.Shutdown(context.Background()), ErrSerialClosed, "a Shutdown after one that returned")
+				assert.ErrorIs(t, k.Submit(1, func() {}), ErrSerialClosed)
+			})
+		}
+	})
 }

@@ -96,6 +96,7 @@ type Serial struct {
 	drainFn func()      // s.drain, allocated once
 	closed  atomic.Bool // Close: queued tasks are dropped
 	refuse  atomic.Bool // Close or Shutdown: no task is accepted
+	forced  atomic.Bool // Close was called, not only Shutdown's own
 
 	// Written by every Submit; on its own cache line so that the drain
 	// loop's per-task read of closed does not miss.
@@ -428,6 +429,12 @@ func (s *Serial) drain() {
 // they are done with it, or the tasks it drops are theirs, which then
 // never run; [Serial.Shutdown] keeps the contract unless its ctx ends.
 func (s *Serial) Close() {
+	s.forced.Store(true)
+	s.close()
+}
+
+// close closes the Serial once; a second call returns once the first has.
+func (s *Serial) close() {
 	s.closeOnce.Do(func() {
 		s.dmu.Lock()
 		s.refuse.Store(true)
@@ -459,16 +466,18 @@ func (s *Serial) Close() {
 // If ctx is done first, Shutdown closes the Serial as [Serial.Close] does,
 // dropping the tasks that have not started, and returns ctx's error. If
 // Close is called meanwhile, or was before, Shutdown returns
-// [ErrSerialClosed] once Close has returned. A Submit that races Shutdown
-// may still return nil; its task then runs before Shutdown returns nil.
-// Shutdown must not be called from inside one of the Serial's tasks,
-// which would wait for itself.
+// [ErrSerialClosed] once Close has returned; so does a Shutdown that
+// begins after another has finished, while Shutdowns called together all
+// wait and return nil. A Submit that races Shutdown may still return nil;
+// its task then runs before Shutdown returns nil. Shutdown must not be
+// called from inside one of the Serial's tasks, which would wait for
+// itself.
 func (s *Serial) Shutdown(ctx context.Context) error {
 	s.dmu.Lock()
 	s.refuse.Store(true) // under dmu: no delayed task is added after this
 	s.dmu.Unlock()
 	if s.closed.Load() {
-		s.Close() // returns once the Close under way has
+		s.close() // returns once the Close (or Shutdown) under way has
 		return ErrSerialClosed
 	}
 	// The delayed tasks are queued by their timers (or cancelled, or
@@ -494,11 +503,12 @@ func (s *Serial) Shutdown(ctx context.Context) error {
 		s.Close()
 		return ctx.Err()
 	}
-	if s.closed.Load() {
-		s.Close()
+	// Closed only by Close, or by a Shutdown that ran every task too.
+	if s.forced.Load() {
+		s.close()
 		return ErrSerialClosed
 	}
-	s.Close()
+	s.close()
 	return nil
 }
 
