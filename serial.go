@@ -124,12 +124,13 @@ type Serial struct {
 }
 
 // serialItem is a task: fn, or t's if t is not nil (a task of
-// SubmitAfter, which may be cancelled while queued); or Close's marker
-// when closed is not nil.
+// SubmitAfter, which may be cancelled while queued); or, if t.mark is not
+// nil, a marker of Close or Shutdown, closed when the drain loop reaches
+// it. Two words, as a plain Submit's item was before tasks could be
+// cancelled: the queue's buffers are copied and cleared per task.
 type serialItem struct {
-	fn     func()
-	t      *delayedTask
-	closed chan struct{}
+	fn func()
+	t  *delayedTask
 }
 
 // NewSerial returns a Serial that runs its drain loop on exec. A nil exec
@@ -220,6 +221,7 @@ type delayedTask struct {
 	seq   uint64    // SubmitAfter's order, for tasks due at the same time
 	idx   int       // position in s.delayed, -1 once out of it
 	state atomic.Int32
+	mark  chan struct{} // not nil for a marker (see serialItem)
 }
 
 // A delayedTask's state: it is waiting (in s.delayed or queued), taken
@@ -331,7 +333,7 @@ func (h *delayHeap) Pop() any {
 // queues after setting refuse.
 func (s *Serial) push(it serialItem) error {
 	s.mu.Lock()
-	if it.closed == nil && s.refuse.Load() {
+	if (it.t == nil || it.t.mark == nil) && s.refuse.Load() {
 		s.mu.Unlock()
 		return ErrSerialClosed
 	}
@@ -343,6 +345,14 @@ func (s *Serial) push(it serialItem) error {
 		s.schedule()
 	}
 	return nil
+}
+
+// mark queues a marker and returns the channel the drain loop closes when
+// it reaches it, once every item queued before it has been taken.
+func (s *Serial) mark() <-chan struct{} {
+	m := &delayedTask{mark: make(chan struct{})}
+	_ = s.push(serialItem{t: m}) // a marker is never refused
+	return m.mark
 }
 
 // schedule starts the drain loop. After Close the loop only drops tasks,
@@ -396,23 +406,24 @@ func (s *Serial) drain() {
 		it := pending[next]
 		pending[next] = serialItem{}
 		next++
-		if it.t != nil {
-			if !it.t.state.CompareAndSwap(taskWaiting, taskTaken) {
+		if t := it.t; t != nil {
+			if t.mark != nil {
+				close(t.mark)
+				continue
+			}
+			if !t.state.CompareAndSwap(taskWaiting, taskTaken) {
 				continue // cancelled while queued: a tombstone
 			}
-			it.fn = it.t.fn
+			it.fn = t.fn
 		}
-		switch {
-		case it.closed != nil:
-			close(it.closed)
-		case s.closed.Load():
+		if s.closed.Load() {
 			s.dropped.Add(1)
-		default:
-			if runTask(it.fn, s.onPanic) {
-				s.panicked.Add(1)
-			}
-			s.completed.Add(1)
+			continue
 		}
+		if runTask(it.fn, s.onPanic) {
+			s.panicked.Add(1)
+		}
+		s.completed.Add(1)
 	}
 }
 
@@ -450,9 +461,7 @@ func (s *Serial) close() {
 		s.delayed = nil
 		s.dmu.Unlock()
 		s.timers.Wait() // timer callbacks that were already running
-		done := make(chan struct{})
-		s.push(serialItem{closed: done})
-		<-done
+		<-s.mark()
 	})
 }
 
@@ -495,10 +504,8 @@ func (s *Serial) Shutdown(ctx context.Context) error {
 		<-delayed
 		return ctx.Err()
 	}
-	done := make(chan struct{})
-	s.push(serialItem{closed: done})
 	select {
-	case <-done:
+	case <-s.mark():
 	case <-ctx.Done():
 		s.Close()
 		return ctx.Err()
