@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -72,17 +73,26 @@ func ConstantBackoff(d time.Duration) Backoff {
 
 // ExponentialBackoff waits base, 2×base, 4×base, ... capped at max, each
 // delay multiplied by a random factor in [1-jitter, 1+jitter] (jitter in
-// [0, 1]; 0 for none).
+// [0, 1]; 0 for none). A max near the largest Duration, in effect no
+// cap, is reached rather than overflowed.
 func ExponentialBackoff(base, max time.Duration, jitter float64) Backoff {
 	jitter = min(1, jitter)
 	return func(n int) time.Duration {
 		d := base
 		for k := 1; k < n && d < max; k++ {
+			if d > max/2 {
+				d = max // doubling d would pass max, or overflow
+				break
+			}
 			d *= 2
 		}
 		d = min(d, max)
 		if jitter > 0 {
-			d = time.Duration(float64(d) * (1 - jitter + 2*jitter*rand.Float64()))
+			f := float64(d) * (1 - jitter + 2*jitter*rand.Float64())
+			if f >= math.MaxInt64 {
+				return math.MaxInt64 // the conversion of a larger float overflows
+			}
+			d = time.Duration(f)
 		}
 		return d
 	}
