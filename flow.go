@@ -283,15 +283,58 @@ func (r *Run) afterFailure(i int32, err error, wl *worklist) (bool, error) {
 		}
 	}
 	if f.policy == PolicySuspend {
-		if n.move(sWorking, sPending, 0) {
-			r.disarm(i)
-			ext.mu.Lock()
-			ext.lastErr = err
-			ext.mu.Unlock()
-		}
+		r.suspend(i, err)
 		return true, err
 	}
 	return false, err
+}
+
+// suspend makes node i, whose worker failed with err, pending, unless the
+// deadline or its own timeout ended it first.
+func (r *Run) suspend(i int32, err error) {
+	if r.nodes[i].move(sWorking, sPending, 0) {
+		r.disarm(i)
+		ext := r.exts[i]
+		ext.mu.Lock()
+		ext.lastErr = err
+		ext.mu.Unlock()
+	}
+}
+
+// endAborted ends node i, in sWorking, whose attempt ended its goroutine:
+// its worker, Begin or OnNodeStart hook called runtime.Goexit (err is
+// ErrGoexit), or a panic escaped. A node with flow rules ends as execute
+// ends a failed attempt, under its failure policy (suspended, continued,
+// or ending the run), though without a retry, as for a panic; after the
+// deadline, as a timeout.
+func (r *Run) endAborted(i int32, err error, wl *worklist) {
+	f := r.p.nodes[i].flow
+	if f == nil || f.policy != PolicySuspend && f.policy != PolicyContinue && f.policy != PolicyEnd {
+		r.end(i, sWorking, ResultException, err, -1, wl)
+		return
+	}
+	if st, cause, late := r.expiredNode(i); late {
+		r.end(i, sWorking, st, cause, -1, wl)
+		return
+	}
+	if f.policy == PolicySuspend {
+		r.suspend(i, err)
+		return
+	}
+	// As end does, for the DefaultValue that setFailure calls.
+	wl.fresh = false
+	if wl.claim != 0 {
+		r.unclaim(wl)
+	}
+	if !r.nodes[i].move(sWorking, sEnding, 0) {
+		return // ended first, by its own timeout
+	}
+	r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), ResultException, err)
+	r.failedFinally(i)
+	r.finish(i, sError, wl)
+	if f.policy == PolicyEnd {
+		r.endRun(i, err)
+	}
 }
 
 // retryDecision asks the policy whether err is retryable and for the

@@ -4,13 +4,80 @@ package asynctool
 // the executors.
 
 import (
+	"context"
+	"errors"
 	"math"
+	"runtime"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
+
+// goexits is a worker that ends its goroutine with runtime.Goexit, as
+// t.FailNow does in a test's worker.
+func goexits(context.Context, Wrappers) (int, error) {
+	runtime.Goexit()
+	return 0, nil
+}
+
+// A worker that calls runtime.Goexit fails its node with ErrGoexit, and
+// the node's failure policy applies to that failure as to any other:
+// under PolicyContinue its dependants go on. The salvage of the exiting
+// goroutine ended the node as a plain failure, so they failed.
+func TestGoexitUnderPolicyContinue(t *testing.T) {
+	a := newAsync(t)
+	rec := newRecorder()
+	x := rec.node("x", goexits).OnFailure(PolicyContinue)
+	y := rec.node("y", ok(2)).Depend(x, true)
+	require.NoError(t, a.BeginWork(context.Background(), 0, x))
+	assert.ErrorIs(t, x.Result().Err, ErrGoexit)
+	assert.Equal(t, ResultSuccess, y.Result().State, "x failed under PolicyContinue: y runs")
+}
+
+// Under PolicyEnd, a worker's Goexit ends the run with an *EndError, as
+// its error would: the rest was left running until the deadline.
+func TestGoexitUnderPolicyEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		rec := newRecorder()
+		x := rec.node("x", goexits).OnFailure(PolicyEnd)
+		z := rec.node("z", func(ctx context.Context, _ Wrappers) (int, error) {
+			<-ctx.Done()
+			return 0, ctx.Err()
+		})
+		start := time.Now()
+		err := a.BeginWork(context.Background(), time.Hour, x, z)
+		var ee *EndError
+		require.ErrorAs(t, err, &ee)
+		assert.Equal(t, "x", ee.ID)
+		assert.ErrorIs(t, err, ErrGoexit)
+		assert.Zero(t, time.Since(start), "the run ends at once, not at its deadline")
+		assert.ErrorAs(t, z.Result().Err, &ee)
+	})
+}
+
+// Under PolicySuspend, a worker's Goexit makes the node pending, to be
+// resumed, instead of failing it.
+func TestGoexitUnderPolicySuspend(t *testing.T) {
+	a := newAsync(t)
+	rec := newRecorder()
+	x := rec.node("x", goexits).OnFailure(PolicySuspend).Retry(RetryPolicy{Attempts: 3})
+	y := rec.node("y", ok(2)).Depend(x, true)
+	r, err := a.Start(context.Background(), 0, x)
+	require.NoError(t, err)
+	waitClosed(t, r.Suspended(), "x is not pending after its worker's Goexit")
+	assert.Equal(t, 1, rec.count(rec.actions, "x"), "a Goexit is not retried, as a panic is not")
+	rep := r.Report()
+	assert.Equal(t, StatusPending, rep.Nodes[indexOf(r, "x")].Status)
+	assert.ErrorIs(t, rep.Nodes[indexOf(r, "x")].Err, ErrGoexit)
+	require.NoError(t, r.Resume("x", SucceedWith(1)))
+	require.NoError(t, r.Wait(context.Background()))
+	assert.Equal(t, ResultSuccess, y.Result().State)
+}
 
 // ExponentialBackoff doubles its delay up to max. With a max near the
 // largest Duration (no cap, in effect), the doubling overflowed into
@@ -31,3 +98,5 @@ func TestExponentialBackoffDoesNotOverflow(t *testing.T) {
 		require.Positive(t, j(3), "a jittered delay near the cap")
 	}
 }
+
+var _ = errors.New
