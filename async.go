@@ -100,7 +100,13 @@ func WithMaxWorkers(n int) Option {
 // nodes in its queue. An executor whose Submit runs the task on the caller (a
 // caller-runs policy) nests the scheduler's loops on that goroutine and
 // makes Start run work before it returns; prefer one that rejects when
-// full. A run started from inside a worker does not hand its first node,
+// full. e's Submit must not wait for room: the run's own tasks submit to
+// it, so if every goroutine of e waits in Submit for another to free up,
+// the run deadlocks, and neither Cancel nor Close ends it (an ants pool
+// must be made with ants.WithNonblocking(true)). A [*Pool] is exempt:
+// whatever its [FullPolicy], the Async neither waits on it (Block) nor
+// lets it run tasks on the caller (CallerRuns), and a full Pool counts
+// as a refusal. A run started from inside a worker does not hand its first node,
 // retries or resumed nodes to e but to goroutines of their own, since e
 // might queue them behind the worker that waits for the run.
 func WithExecutor(e Executor) Option {
@@ -122,6 +128,12 @@ func New(opts ...Option) *Async {
 	a := &Async{cfgErr: c.err, hooks: c.hooks, timings: c.timings, epoch: time.Now()}
 	if c.exec != nil {
 		a.exec = c.exec
+		if p, ok := c.exec.(*Pool); ok && p != nil {
+			// Never Submit: under Block it waits for a worker, which the
+			// run's own tasks submitting here may be holding.
+			a.try, a.start = p.trySubmit, p.trySubmit
+			return a
+		}
 		a.try = func(task func()) bool { return c.exec.Submit(task) == nil }
 		a.start = a.try
 		return a

@@ -9,7 +9,8 @@ package asynctool
 // Submit must either arrange for task to run exactly once and return nil,
 // or not run it at all and return a non-nil error. It may run task on the
 // calling goroutine before returning (a caller-runs policy). An Executor
-// must be safe for concurrent use.
+// must be safe for concurrent use. An Async's executor must also not wait
+// for room in Submit (see [WithExecutor]).
 type Executor interface {
 	Submit(task func()) error
 }
