@@ -91,8 +91,9 @@ func WithMaxWorkers(n int) Option {
 	})
 }
 
-// WithExecutor runs workers on e instead of a pool owned by the Async. The
-// Async does not close e. When e rejects a task the node stays in the
+// WithExecutor runs workers on e instead of a pool owned by the Async. A
+// nil e, or a nil ExecutorFunc or pointer in it, makes every BeginWork
+// return an error saying so. The Async does not close e. When e rejects a task the node stays in the
 // run's queue, which the goroutine that shared it drains itself, so a
 // rejecting or bounded executor slows a run down but never loses a node or
 // deadlocks. Unlike the Async's own pool, e is not asked again when it
@@ -111,7 +112,7 @@ func WithMaxWorkers(n int) Option {
 // might queue them behind the worker that waits for the run.
 func WithExecutor(e Executor) Option {
 	return optionFunc(func(c *config) {
-		if e == nil {
+		if isNil(e) {
 			c.err = errors.New("asynctool: WithExecutor(nil)")
 			return
 		}

@@ -77,13 +77,13 @@ type keyQueue[K comparable] struct {
 }
 
 // NewKeyed returns a Keyed that runs its per-key drain loops on exec. A
-// nil exec means [GoExecutor].
+// nil exec (or a nil ExecutorFunc or *Pool in it) means [GoExecutor].
 func NewKeyed[K comparable](exec Executor, opts ...SerialOption) *Keyed[K] {
 	var c serialConfig
 	for _, o := range opts {
 		o.applySerial(&c)
 	}
-	if exec == nil {
+	if isNil(exec) {
 		exec = GoExecutor{}
 	}
 	return &Keyed[K]{exec: exec, onPanic: c.onPanic, seed: maphash.MakeSeed()}

@@ -151,3 +151,43 @@ func TestAsyncOnABlockingPoolDoesNotDeadlock(t *testing.T) {
 		})
 	}
 }
+
+// A nil ExecutorFunc or *Pool inside an Executor is a nil executor:
+// WithExecutor refuses it as it refuses nil, and NewSerial, NewKeyed and
+// RunBatches use their default instead. Start panicked in Submit after
+// counting the run, so Close then waited for ever; a Serial's first
+// Submit panicked with its drain loop marked running, so no task ever ran
+// and Close hung.
+func TestTypedNilExecutorIsNil(t *testing.T) {
+	for name, e := range map[string]Executor{"ExecutorFunc": ExecutorFunc(nil), "*Pool": (*Pool)(nil)} {
+		t.Run(name, func(t *testing.T) {
+			a := New(WithExecutor(e))
+			x := NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil }), 0)
+			var err error
+			require.NotPanics(t, func() { err = a.BeginWork(context.Background(), 0, x) })
+			assert.ErrorContains(t, err, "WithExecutor(nil)")
+			require.NoError(t, a.Close())
+
+			s := NewSerial(e)
+			done := make(chan struct{})
+			require.NotPanics(t, func() { require.NoError(t, s.Submit(func() { close(done) })) })
+			<-done
+			s.Close()
+
+			k := NewKeyed[int](e)
+			done = make(chan struct{})
+			require.NotPanics(t, func() { require.NoError(t, k.Submit(1, func() { close(done) })) })
+			<-done
+			k.Close()
+
+			var rep BatchReport
+			require.NotPanics(t, func() {
+				rep, err = RunBatches(context.Background(), e,
+					func(_ context.Context, page int) ([]int, error) { return make([]int, 1-min(page, 1)), nil },
+					func(context.Context, int) error { return nil })
+			})
+			require.NoError(t, err)
+			assert.Equal(t, 1, rep.Succeeded)
+		})
+	}
+}
