@@ -425,7 +425,9 @@ func (r *Run) endRun(i int32, err error) {
 // as the sweep would, and a Rerun does not call the worker again, and
 // each returns it too) or [ErrResultType] (a
 // SucceedWith value of the wrong type). FailWith(nil) and a zero
-// Resumption are refused with an error too.
+// Resumption are refused with an error too. A Rerun that returned nil
+// was accepted before the run's context was done; if that ends before
+// the rerun starts, the node still ends as a timeout without running.
 func (r *Run) Resume(id string, how Resumption) error {
 	i, ok := r.p.lookup(id)
 	if !ok {
@@ -470,10 +472,14 @@ func (r *Run) Resume(id string, how Resumption) error {
 				r.loop(-1, wl)
 			}
 		}
+		// Looked at before the task is handed on: the task may rerun the
+		// node and end the run, which cancels its context, before submit
+		// returns.
+		_, _, late := r.expired()
 		if !r.submit(task) {
 			go task()
 		}
-		if _, _, late := r.expired(); late {
+		if late {
 			// The task ends the node without calling its worker (see
 			// attempt), unless the sweep does first.
 			return errStoppedFirst(id)
