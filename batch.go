@@ -66,8 +66,8 @@ func (e *BatchItemError) Unwrap() error { return e.Err }
 // default policy) or [Block], a full pool makes RunBatches process items
 // itself or wait, so it fetches no faster than the pool processes and at
 // most the pool's workers, queue and one page are in memory. A nil exec
-// means a [NewPool] with default options, closed before RunBatches
-// returns. With an executor that never refuses, such as [GoExecutor],
+// (or a nil ExecutorFunc or *Pool in it) means a [NewPool] with default
+// options, closed before RunBatches returns. With an executor that never refuses, such as [GoExecutor],
 // nothing bounds the work in flight. An item the executor refuses is
 // processed on the calling goroutine.
 //
@@ -93,7 +93,7 @@ func RunBatches[T any](ctx context.Context, exec Executor,
 	case process == nil:
 		return BatchReport{}, errors.New("asynctool: RunBatches with a nil process")
 	}
-	if exec == nil {
+	if isNil(exec) {
 		p := NewPool()
 		defer p.Close()
 		exec = p

@@ -130,7 +130,8 @@ func NamedSucceeded(ids ...string) Join { return Join{kind: joinNamed, ids: ids}
 
 // CustomJoin decides with fn, called with the state of every upstream each
 // time one of them ends, until fn decides. Calls for one node never
-// overlap. A panic in fn fails the node. fn should be quick: it runs as
+// overlap. A panic in fn fails the node, and so does a Decision that is
+// none of the four. fn should be quick: it runs as
 // part of an upstream's end, which the run waits for as it waits for a
 // Result callback, also past the group deadline.
 func CustomJoin(fn func(ups []Upstream) Decision) Join { return Join{kind: joinCustom, fn: fn} }
@@ -401,6 +402,11 @@ func (r *Run) askJoin(s int32) (d Decision, perr error, ok bool) {
 		}
 	}
 	d, perr = callJoin(pn.flow.join.fn, ups)
+	if perr == nil && (d < DecideWait || d > DecideSuspend) {
+		// Not one of the four: it would decide nothing, and the node
+		// would wait for ever. It fails the node, as a panic does.
+		perr = fmt.Errorf("asynctool: custom join of %q returned Decision(%d), which is none of the four", pn.core.id, int(d))
+	}
 	ext.decided = perr != nil || d != DecideWait
 	return d, perr, true
 }

@@ -1,5 +1,7 @@
 package asynctool
 
+import "reflect"
+
 // Executor runs tasks on goroutines it owns. It is the one-method seam
 // through which an [Async] (and the serial executors and streams built on
 // it) gets goroutines: the package's own [Pool], a pool from another
@@ -9,7 +11,8 @@ package asynctool
 // Submit must either arrange for task to run exactly once and return nil,
 // or not run it at all and return a non-nil error. It may run task on the
 // calling goroutine before returning (a caller-runs policy). An Executor
-// must be safe for concurrent use.
+// must be safe for concurrent use. An Async's executor must also not wait
+// for room in Submit (see [WithExecutor]).
 type Executor interface {
 	Submit(task func()) error
 }
@@ -29,4 +32,18 @@ type GoExecutor struct{}
 func (GoExecutor) Submit(task func()) error {
 	go task()
 	return nil
+}
+
+// isNil reports whether e is nil, or holds a nil func or pointer (an
+// ExecutorFunc(nil), a nil *Pool), whose Submit would panic: such an e
+// counts as none.
+func isNil(e Executor) bool {
+	if e == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(e); v.Kind() {
+	case reflect.Func, reflect.Pointer:
+		return v.IsNil()
+	}
+	return false
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -72,17 +73,26 @@ func ConstantBackoff(d time.Duration) Backoff {
 
 // ExponentialBackoff waits base, 2×base, 4×base, ... capped at max, each
 // delay multiplied by a random factor in [1-jitter, 1+jitter] (jitter in
-// [0, 1]; 0 for none).
+// [0, 1]; 0 for none). A max near the largest Duration, in effect no
+// cap, is reached rather than overflowed.
 func ExponentialBackoff(base, max time.Duration, jitter float64) Backoff {
 	jitter = min(1, jitter)
 	return func(n int) time.Duration {
 		d := base
 		for k := 1; k < n && d < max; k++ {
+			if d > max/2 {
+				d = max // doubling d would pass max, or overflow
+				break
+			}
 			d *= 2
 		}
 		d = min(d, max)
 		if jitter > 0 {
-			d = time.Duration(float64(d) * (1 - jitter + 2*jitter*rand.Float64()))
+			f := float64(d) * (1 - jitter + 2*jitter*rand.Float64())
+			if f >= math.MaxInt64 {
+				return math.MaxInt64 // the conversion of a larger float overflows
+			}
+			d = time.Duration(f)
 		}
 		return d
 	}
@@ -92,8 +102,10 @@ func ExponentialBackoff(base, max time.Duration, jitter float64) Backoff {
 // its first start) and the group deadline, and when d passes the node ends
 // at once with [ResultTimeout], its default value and a
 // [*NodeTimeoutError]; whatever its worker returns later is dropped. The
-// timeout covers every attempt and backoff of a retried node. d must not
-// be negative; 0 means no timeout of its own.
+// timeout covers every attempt and backoff of a retried node. It stops
+// while the node is pending ([PolicySuspend]), and a [Rerun] starts it
+// again, from the rerun's start. d must not be negative; 0 means no
+// timeout of its own.
 func (w *WorkerWrapper[P, R]) Timeout(d time.Duration) *WorkerWrapper[P, R] {
 	if !w.checkBuildable("Timeout") {
 		return w
@@ -273,15 +285,58 @@ func (r *Run) afterFailure(i int32, err error, wl *worklist) (bool, error) {
 		}
 	}
 	if f.policy == PolicySuspend {
-		if n.move(sWorking, sPending, 0) {
-			r.disarm(i)
-			ext.mu.Lock()
-			ext.lastErr = err
-			ext.mu.Unlock()
-		}
+		r.suspend(i, err)
 		return true, err
 	}
 	return false, err
+}
+
+// suspend makes node i, whose worker failed with err, pending, unless the
+// deadline or its own timeout ended it first.
+func (r *Run) suspend(i int32, err error) {
+	if r.nodes[i].move(sWorking, sPending, 0) {
+		r.disarm(i)
+		ext := r.exts[i]
+		ext.mu.Lock()
+		ext.lastErr = err
+		ext.mu.Unlock()
+	}
+}
+
+// endAborted ends node i, in sWorking, whose attempt ended its goroutine:
+// its worker, Begin or OnNodeStart hook called runtime.Goexit (err is
+// ErrGoexit), or a panic escaped. A node with flow rules ends as execute
+// ends a failed attempt, under its failure policy (suspended, continued,
+// or ending the run), though without a retry, as for a panic; after the
+// deadline, as a timeout.
+func (r *Run) endAborted(i int32, err error, wl *worklist) {
+	f := r.p.nodes[i].flow
+	if f == nil || f.policy != PolicySuspend && f.policy != PolicyContinue && f.policy != PolicyEnd {
+		r.end(i, sWorking, ResultException, err, -1, wl)
+		return
+	}
+	if st, cause, late := r.expiredNode(i); late {
+		r.end(i, sWorking, st, cause, -1, wl)
+		return
+	}
+	if f.policy == PolicySuspend {
+		r.suspend(i, err)
+		return
+	}
+	// As end does, for the DefaultValue that setFailure calls.
+	wl.fresh = false
+	if wl.claim != 0 {
+		r.unclaim(wl)
+	}
+	if !r.nodes[i].move(sWorking, sEnding, 0) {
+		return // ended first, by its own timeout
+	}
+	r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), ResultException, err)
+	r.failedFinally(i)
+	r.finish(i, sError, wl)
+	if f.policy == PolicyEnd {
+		r.endRun(i, err)
+	}
 }
 
 // retryDecision asks the policy whether err is retryable and for the

@@ -31,7 +31,11 @@ const keyedFreeQueues = 16
 // task is lost. If it runs tasks on the caller ([CallerRuns], a [Pool]'s
 // default), a Submit that finds the pool full runs the key's drain loop
 // itself, so the pool's size does not bound how many keys run at once;
-// use a Pool under [Block] for that bound. Keyed has no SubmitAfter: for
+// use a Pool under [Block] for that bound. Under Block, though, a task
+// that submits for a key with no queue waits, like any submitter, for a
+// worker while it holds one: once every worker does, nothing runs again.
+// Give such a pool a queue (PoolQueue) with room for the keys that tasks
+// submit to, or submit them from outside the tasks. Keyed has no SubmitAfter: for
 // a delayed task per key, call Submit from a time.AfterFunc, or use a
 // [Serial] per key. Panics are handled as on a [Serial]; see
 // [SerialPanicHandler]. As on a Serial, [Keyed.Close] drops the tasks
@@ -80,13 +84,13 @@ type keyQueue[K comparable] struct {
 }
 
 // NewKeyed returns a Keyed that runs its per-key drain loops on exec. A
-// nil exec means [GoExecutor].
+// nil exec (or a nil ExecutorFunc or *Pool in it) means [GoExecutor].
 func NewKeyed[K comparable](exec Executor, opts ...SerialOption) *Keyed[K] {
 	var c serialConfig
 	for _, o := range opts {
 		o.applySerial(&c)
 	}
-	if exec == nil {
+	if isNil(exec) {
 		exec = GoExecutor{}
 	}
 	return &Keyed[K]{exec: exec, onPanic: c.onPanic, seed: maphash.MakeSeed()}

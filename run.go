@@ -972,7 +972,7 @@ func (r *Run) salvage(wl *worklist, pe *PanicError) *worklist {
 		why = pe
 	}
 	if wl.cur >= 0 {
-		r.end(wl.cur, sWorking, ResultException, why, -1, cont)
+		r.endAborted(wl.cur, why, cont)
 	}
 	switch {
 	case wl.prop >= 0:

@@ -134,13 +134,13 @@ type serialItem struct {
 }
 
 // NewSerial returns a Serial that runs its drain loop on exec. A nil exec
-// means [GoExecutor].
+// (or a nil ExecutorFunc or *Pool in it) means [GoExecutor].
 func NewSerial(exec Executor, opts ...SerialOption) *Serial {
 	var c serialConfig
 	for _, o := range opts {
 		o.applySerial(&c)
 	}
-	if exec == nil {
+	if isNil(exec) {
 		exec = GoExecutor{}
 	}
 	s := &Serial{exec: exec, onPanic: c.onPanic}
