@@ -93,21 +93,25 @@ func WithMaxWorkers(n int) Option {
 
 // WithExecutor runs workers on e instead of a pool owned by the Async. A
 // nil e, or a nil ExecutorFunc or pointer in it, makes every BeginWork
-// return an error saying so. The Async does not close e. When e rejects a task the node stays in the
-// run's queue, which the goroutine that shared it drains itself, so a
-// rejecting or bounded executor slows a run down but never loses a node or
-// deadlocks. Unlike the Async's own pool, e is not asked again when it
-// may have room: a run it refused asks again only when it next puts
-// nodes in its queue. An executor whose Submit runs the task on the caller (a
-// caller-runs policy) nests the scheduler's loops on that goroutine and
-// makes Start run work before it returns; prefer one that rejects when
-// full. e's Submit must not wait for room: the run's own tasks submit to
-// it, so if every goroutine of e waits in Submit for another to free up,
-// the run deadlocks, and neither Cancel nor Close ends it (an ants pool
-// must be made with ants.WithNonblocking(true)). A [*Pool] is exempt:
-// whatever its [FullPolicy], the Async neither waits on it (Block) nor
-// lets it run tasks on the caller (CallerRuns), and a full Pool counts
-// as a refusal. A run started from inside a worker does not hand its first node,
+// return an error saying so. The Async does not close e.
+//
+// When e rejects a task the node stays in the run's queue, which the
+// goroutine that shared it drains itself, so a rejecting or bounded
+// executor slows a run down but never loses a node or deadlocks. Unlike
+// the Async's own pool, e is not asked again when it may have room: a run
+// it refused asks again only when it next puts nodes in its queue.
+//
+// An executor whose Submit runs the task on the caller (a caller-runs
+// policy) nests the scheduler's loops on that goroutine and makes Start
+// run work before it returns; prefer one that rejects when full. e's
+// Submit must not wait for room: the run's own tasks submit to it, so if
+// every goroutine of e waits in Submit for another to free up, the run
+// deadlocks, and neither Cancel nor Close ends it (an ants pool must be
+// made with ants.WithNonblocking(true)). A [*Pool] is exempt: whatever
+// its [FullPolicy], the Async neither waits on it (Block) nor lets it run
+// tasks on the caller (CallerRuns), and a full Pool counts as a refusal.
+//
+// A run started from inside a worker does not hand its first node,
 // retries or resumed nodes to e but to goroutines of their own, since e
 // might queue them behind the worker that waits for the run.
 func WithExecutor(e Executor) Option {

@@ -67,9 +67,9 @@ func (e *BatchItemError) Unwrap() error { return e.Err }
 // itself or wait, so it fetches no faster than the pool processes and at
 // most the pool's workers, queue and one page are in memory. A nil exec
 // (or a nil ExecutorFunc or *Pool in it) means a [NewPool] with default
-// options, closed before RunBatches returns. With an executor that never refuses, such as [GoExecutor],
-// nothing bounds the work in flight. An item the executor refuses is
-// processed on the calling goroutine.
+// options, closed before RunBatches returns. With an executor that never
+// refuses, such as [GoExecutor], nothing bounds the work in flight. An
+// item the executor refuses is processed on the calling goroutine.
 //
 // Items may still be running when the next page is fetched. A source
 // that hands out "the next N unprocessed rows" must therefore claim the

@@ -82,24 +82,25 @@
 // # Panics
 //
 // This is the package's whole panic policy. A panic in a worker's Action
-// is recovered and becomes that node's failure: Err is a [*PanicError] with
-// the panic value and the goroutine's stack (it unwraps to the value when
-// that is an error). A panic in Callback.Begin fails the node the same way,
-// without calling Action. A panic in Callback.Result leaves the node's
-// result as it was. A panic in a Defaulter's DefaultValue makes the zero
-// value stand in; a panic in a RetryPolicy's Retryable or Backoff ends the
-// retries and becomes the node's *PanicError; a panic in a custom join
-// fails the join's node; a panic in a hook is recovered. A panic in Begin,
-// Result, DefaultValue or a hook is also returned by BeginWork as a
+// is recovered and becomes that node's failure: Err is a [*PanicError]
+// with the panic value and the goroutine's stack (it unwraps to the value
+// when that is an error). A panic in Callback.Begin fails the node the
+// same way, without calling Action. A panic in Callback.Result leaves the
+// node's result as it was. A panic in a Defaulter's DefaultValue makes the
+// zero value stand in; a panic in a RetryPolicy's Retryable or Backoff
+// ends the retries and becomes the node's *PanicError; a panic in a custom
+// join fails the join's node; a panic in a hook is recovered. A panic in
+// Begin, Result, DefaultValue or a hook is also returned by BeginWork as a
 // [*CallbackPanicError], so none is lost; a panic in Retryable, Backoff or
 // a custom join is, like a worker's, the node's failure, found in its
-// result and not returned by BeginWork. User code that ends its goroutine with runtime.Goexit
-// (t.FailNow in a test), in a worker, a callback, a custom join or a hook,
-// fails the node it was working for with [ErrGoexit] instead of hanging
-// the run; for a worker's Goexit the node's failure policy applies, but
-// not its retries, as for a panic. The library itself never panics on bad input: it returns
-// errors (the Pool's option constructors excepted, which panic on values
-// that can never work, such as PoolSize(0)).
+// result and not returned by BeginWork. User code that ends its goroutine
+// with runtime.Goexit (t.FailNow in a test), in a worker, a callback, a
+// custom join or a hook, fails the node it was working for with
+// [ErrGoexit] instead of hanging the run; for a worker's Goexit the node's
+// failure policy applies, but not its retries, as for a panic. The library
+// itself never panics on bad input: it returns errors (the Pool's option
+// constructors excepted, which panic on values that can never work, such
+// as PoolSize(0)).
 //
 // # Errors
 //

@@ -30,12 +30,12 @@ const keyedFreeQueues = 16
 // under [Reject]), the loop runs on a new goroutine instead, so that no
 // task is lost. If it runs tasks on the caller ([CallerRuns], a [Pool]'s
 // default), a Submit that finds the pool full runs the key's drain loop
-// itself, so the pool's size does not bound how many keys run at once;
-// use a Pool under [Block] for that bound. Under Block, though, a task
-// that submits for a key with no queue waits, like any submitter, for a
-// worker while it holds one: once every worker does, nothing runs again.
-// Give such a pool a queue (PoolQueue) with room for the keys that tasks
-// submit to, or submit them from outside the tasks. Keyed has no SubmitAfter: for
+// itself, so the pool's size does not bound how many keys run at once; use
+// a Pool under [Block] for that bound. Under Block, though, a task that
+// submits for a key with no queue waits, like any submitter, for a worker
+// while it holds one: once every worker does, nothing runs again. Give
+// such a pool a queue (PoolQueue) with room for the keys that tasks submit
+// to, or submit them from outside the tasks. Keyed has no SubmitAfter: for
 // a delayed task per key, call Submit from a time.AfterFunc, or use a
 // [Serial] per key. Panics are handled as on a [Serial]; see
 // [SerialPanicHandler]. As on a Serial, [Keyed.Close] drops the tasks
