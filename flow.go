@@ -293,14 +293,20 @@ func (r *Run) afterFailure(i int32, err error, wl *worklist) (bool, error) {
 
 // suspend makes node i, whose worker failed with err, pending, unless the
 // deadline or its own timeout ended it first.
+//
+// Its timers are stopped and its error recorded before it is pending, not
+// after: once it is, a Resume(Rerun) may run it again at once and arm a
+// new timeout, which a disarm that came later would stop (cancelling the
+// rerun's context), and the rerun's bookkeeping would get this round's
+// error. If the node ends first instead, both are harmless: its end
+// disarms it anyway, and lastErr is read only while it is pending.
 func (r *Run) suspend(i int32, err error) {
-	if r.nodes[i].move(sWorking, sPending, 0) {
-		r.disarm(i)
-		ext := r.exts[i]
-		ext.mu.Lock()
-		ext.lastErr = err
-		ext.mu.Unlock()
-	}
+	r.disarm(i)
+	ext := r.exts[i]
+	ext.mu.Lock()
+	ext.lastErr = err
+	ext.mu.Unlock()
+	r.nodes[i].move(sWorking, sPending, 0)
 }
 
 // endAborted ends node i, in sWorking, whose attempt ended its goroutine:
