@@ -390,7 +390,13 @@ func (r *Run) fitsDeadline(i int32, delay time.Duration) bool {
 func (r *Run) scheduleRetry(i int32, delay time.Duration) {
 	ext := r.exts[i]
 	r.taskStart() // released by the retry task, or by disarm stopping the timer
-	t := time.AfterFunc(delay, func() {
+	// The timer is recorded under the lock its function takes first: a
+	// short delay could otherwise fire, retry, fail and record the next
+	// round's timer before this one is recorded over it, and disarm would
+	// then miss the next one, which holds the run until it fires.
+	ext.mu.Lock()
+	defer ext.mu.Unlock()
+	ext.retries = time.AfterFunc(delay, func() {
 		ext.mu.Lock()
 		ext.retries = nil
 		ext.mu.Unlock()
@@ -404,9 +410,16 @@ func (r *Run) scheduleRetry(i int32, delay time.Duration) {
 			task()
 		}
 	})
-	ext.mu.Lock()
-	ext.retries = t
-	ext.mu.Unlock()
+	if r.nodes[i].st() != sWorking {
+		// Ended since its worker returned (the sweep, after a Cancel or a
+		// PolicyEnd): its end may have disarmed it before the timer was
+		// recorded, so stop the timer here.
+		t := ext.retries
+		ext.retries = nil
+		if t.Stop() {
+			r.taskDone()
+		}
+	}
 }
 
 // failedFinally applies PolicyContinue (before the final state is

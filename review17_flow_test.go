@@ -219,3 +219,43 @@ func TestRerunThatEndsTheRunIsAccepted(t *testing.T) {
 	assert.Equal(t, WorkResult[int]{Value: 1, State: ResultSuccess}, p.Result())
 	assert.EqualValues(t, 2, calls.Load())
 }
+
+// TestCancelStopsTheLatestRetryTimer: ending a retried node (here by
+// Cancel) must stop its retry timer, which holds the run's tasks, and
+// Close, until its backoff (an hour here) passes. It missed it in two
+// ways. A retry with no backoff could fire, run, fail and schedule the
+// next retry's timer before the first scheduleRetry recorded its own
+// timer, over the next one; without -race this happened within the first
+// 15 rounds. And a Cancel between the worker's return and scheduleRetry
+// ended and disarmed the node before its timer was recorded; under -race
+// this happened in about one run of two (round 309, for one).
+func TestCancelStopsTheLatestRetryTimer(t *testing.T) {
+	for round := range 500 {
+		a := New()
+		var calls atomic.Int32
+		second := make(chan struct{})
+		p := NewWrapper("p", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			if calls.Add(1) == 2 {
+				defer close(second)
+			}
+			return 0, errBoom
+		}), 0).Retry(RetryPolicy{Attempts: 5, Backoff: func(n int) time.Duration {
+			if n == 1 {
+				return 0 // the second attempt at once
+			}
+			return time.Hour
+		}})
+		r, err := a.Start(context.Background(), 2*time.Hour, p)
+		require.NoError(t, err)
+		<-second
+		r.Cancel()
+		_ = r.Wait(context.Background())
+		closed := make(chan struct{})
+		go func() { _ = a.Close(); close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: Close still waits for a retry timer that Cancel did not stop", round)
+		}
+	}
+}
