@@ -972,7 +972,7 @@ func (r *Run) salvage(wl *worklist, pe *PanicError) *worklist {
 		why = pe
 	}
 	if wl.cur >= 0 {
-		r.end(wl.cur, sWorking, ResultException, why, -1, cont)
+		r.failExited(wl.cur, why, cont)
 	}
 	switch {
 	case wl.prop >= 0:
@@ -989,6 +989,47 @@ func (r *Run) salvage(wl *worklist, pe *PanicError) *worklist {
 		r.afterCallback(i, len(r.p.out(i))-int(k), cont)
 	}
 	return cont
+}
+
+// failExited ends node i, whose worker (or Begin, or a hook run for it)
+// ended the goroutine, with why, as execute ends a worker's failure: as a
+// timeout once the run or the node is out of time, and otherwise as a
+// failure to which the node's failure policy applies (PolicySuspend,
+// PolicyContinue, PolicyEnd). It is not retried, as a panic is not by
+// default. The node may have ended already (by the deadline, or in
+// execute before a DefaultValue ended the goroutine).
+func (r *Run) failExited(i int32, why error, wl *worklist) {
+	f := r.p.nodes[i].flow
+	if st, cause, late := r.expiredNode(i); late || f == nil {
+		if !late {
+			st, cause = ResultException, why
+		}
+		r.end(i, sWorking, st, cause, -1, wl)
+		return
+	}
+	n := &r.nodes[i]
+	if f.policy == PolicySuspend {
+		if n.move(sWorking, sPending, 0) {
+			r.disarm(i)
+			ext := r.exts[i]
+			ext.mu.Lock()
+			ext.lastErr = why
+			ext.mu.Unlock()
+		}
+		return
+	}
+	if wl.claim != 0 {
+		r.unclaim(wl) // DefaultValue is user code (see end)
+	}
+	if !n.move(sWorking, sEnding, 0) {
+		return
+	}
+	r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), ResultException, why)
+	r.failedFinally(i)
+	r.finish(i, sError, wl)
+	if f.policy == PolicyEnd {
+		r.endRun(i, why)
+	}
 }
 
 // dispatch hands task, the run's first, to a goroutine: never to the

@@ -1,0 +1,91 @@
+package asynctool
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// Tests from the seventeenth session's review of the core (helper
+// s17-corereview): regressions, and a differential model test.
+
+// TestGoexitFailureAppliesThePolicy: a worker that ends its goroutine with
+// runtime.Goexit (t.FailNow in a test's worker) fails its node with
+// ErrGoexit, and that failure is the node's like any other: its
+// OnFailure policy applies, as it does to an error or a panic. It did
+// not: under PolicyEnd the run went on and BeginWork returned nil, under
+// PolicyContinue the must successor failed, and under PolicySuspend the
+// node failed instead of becoming pending.
+func TestGoexitFailureAppliesThePolicy(t *testing.T) {
+	build := func(policy FailurePolicy, gate <-chan struct{}) (up, down, other *WorkerWrapper[int, int]) {
+		up = NewWrapper("up", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			runtime.Goexit()
+			return 0, nil
+		}), 0).OnFailure(policy)
+		down = NewWrapper("down", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 2, nil }), 0).
+			Depend(up, true)
+		other = NewWrapper("other", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			select {
+			case <-gate:
+				return 1, nil
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		}), 0)
+		return up, down, other
+	}
+	t.Run("end", func(t *testing.T) {
+		a := newAsync(t)
+		gate := make(chan struct{}) // never closed: other runs until the run ends
+		up, _, other := build(PolicyEnd, gate)
+		err := a.BeginWork(context.Background(), time.Second, up, other)
+		var ee *EndError
+		if !errors.As(err, &ee) || ee.ID != "up" || !errors.Is(ee.Err, ErrGoexit) {
+			t.Fatalf("BeginWork returned %v, want the EndError of up", err)
+		}
+		if res := other.Result(); res.Err != error(ee) {
+			t.Errorf("other: %+v, want the run's EndError", res)
+		}
+	})
+	t.Run("continue", func(t *testing.T) {
+		a := newAsync(t)
+		gate := make(chan struct{})
+		close(gate)
+		up, down, other := build(PolicyContinue, gate)
+		if err := a.BeginWork(context.Background(), 10*time.Second, up, other); err != nil {
+			t.Fatal(err)
+		}
+		if res := up.Result(); !errors.Is(res.Err, ErrGoexit) {
+			t.Errorf("up: %+v", res)
+		}
+		if res := down.Result(); res.State != ResultSuccess {
+			t.Errorf("down: %+v, want a success: up failed under PolicyContinue", res)
+		}
+	})
+	t.Run("suspend", func(t *testing.T) {
+		a := newAsync(t)
+		gate := make(chan struct{})
+		close(gate)
+		up, down, other := build(PolicySuspend, gate)
+		r, err := a.Start(context.Background(), 10*time.Second, up, other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-r.Suspended():
+		case <-r.Done():
+			t.Fatalf("the run ended without suspending up: %+v", up.Result())
+		}
+		if err := r.Resume("up", SucceedWith(7)); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if res := down.Result(); res.State != ResultSuccess {
+			t.Errorf("down: %+v", res)
+		}
+	})
+}
