@@ -417,10 +417,15 @@ func (r *Run) Resume(id string, how Resumption) error {
 				r.loop(-1, wl)
 			}
 		}
+		// Looked at before the task is handed on: the rerun may end the
+		// run as soon as it is, and the run's end cancels its context
+		// too. Until then the node is ready, not ended, so the context is
+		// done only if the run was stopped.
+		_, _, late := r.expired()
 		if !r.submit(task) {
 			go task()
 		}
-		if _, _, late := r.expired(); late {
+		if late {
 			// The task ends the node without calling its worker (see
 			// attempt), unless the sweep does first.
 			return errStoppedFirst(id)

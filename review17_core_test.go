@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -88,4 +89,49 @@ func TestGoexitFailureAppliesThePolicy(t *testing.T) {
 			t.Errorf("down: %+v", res)
 		}
 	})
+}
+
+// TestRerunThatEndsTheRunIsAccepted: Resume(Rerun) looked at the run's
+// context after handing the node to a goroutine, to tell whether the run
+// had been stopped first; but a rerun that succeeds can end the whole run
+// before that look, and the run's end cancels its context too. Resume then
+// returned ErrNotPending ("the run was stopped first") for a rerun that
+// ran and succeeded. It happened now and then on the Async's own pool
+// (TestSuspendAndResume/rerun failed about once in 20 runs under -race),
+// and every time with an executor that runs tasks on the caller.
+func TestRerunThatEndsTheRunIsAccepted(t *testing.T) {
+	inline := ExecutorFunc(func(task func()) error { task(); return nil })
+	for _, tc := range []struct {
+		name string
+		opts []Option
+		runs int
+	}{
+		{"own pool", nil, 200},
+		{"caller runs", []Option{WithExecutor(inline)}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAsync(t, tc.opts...)
+			for k := range tc.runs {
+				var calls atomic.Int32
+				sus := NewWrapper("sus", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+					if calls.Add(1) == 1 {
+						return 0, errBoom
+					}
+					return 5, nil
+				}), 0).OnFailure(PolicySuspend)
+				r, err := a.Start(context.Background(), 0, sus)
+				if err != nil {
+					t.Fatal(err)
+				}
+				<-r.Suspended()
+				if err := r.Resume("sus", Rerun()); err != nil {
+					r.Cancel()
+					t.Fatalf("run %d: Resume: %v; the rerun: %+v after %d calls", k, err, sus.Result(), calls.Load())
+				}
+				if err := r.Wait(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
 }
