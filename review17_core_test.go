@@ -167,6 +167,8 @@ const (
 	jAllDone
 	jAny
 	jAtLeast
+	jNamed  // NamedSucceeded of the upstreams marked in named
+	jCustom // a custom join: once every upstream ended, run if one counts, else fail
 	jJoins
 )
 
@@ -188,6 +190,7 @@ type mGraph struct {
 	kind    []mKind
 	join    []mJoin
 	atLeast []int
+	named   [][]bool // named[j][k]: deps[j][k] is named by j's NamedSucceeded
 	noSC    []bool
 	hasCB   []bool
 	// cbPanic: 'b' its callback's Begin panics, 'r' its Result panics.
@@ -215,7 +218,7 @@ type mGraph struct {
 func genModel(seed uint64) *mGraph {
 	rng := rand.New(rand.NewPCG(seed, 17))
 	g := &mGraph{seed: seed, n: 1 + rng.IntN(14), workers: rng.IntN(5)}
-	g.deps, g.must = make([][]int, g.n), make([][]bool, g.n)
+	g.deps, g.must, g.named = make([][]int, g.n), make([][]bool, g.n), make([][]bool, g.n)
 	g.kind, g.join, g.atLeast = make([]mKind, g.n), make([]mJoin, g.n), make([]int, g.n)
 	g.noSC, g.hasCB, g.hasDef, g.hasSucc = make([]bool, g.n), make([]bool, g.n), make([]bool, g.n), make([]bool, g.n)
 	g.errs, g.cbPanic, g.how = make([]error, g.n), make([]byte, g.n), make([]byte, g.n)
@@ -252,6 +255,13 @@ func genModel(seed uint64) *mGraph {
 			g.join[j] = 1 + mJoin(rng.IntN(int(jJoins)-1))
 			if g.join[j] == jAtLeast {
 				g.atLeast[j] = 1 + rng.IntN(len(g.deps[j]))
+			}
+			if g.join[j] == jNamed {
+				g.named[j] = make([]bool, len(g.deps[j]))
+				g.named[j][rng.IntN(len(g.deps[j]))] = true
+				for k := range g.named[j] {
+					g.named[j][k] = g.named[j][k] || rng.IntN(3) == 0
+				}
 			}
 		}
 		if len(g.deps[j]) == 0 || rng.IntN(8) == 0 {
@@ -297,11 +307,8 @@ func (g *mGraph) decide(j int) (run, fail bool) {
 	}
 	var ok, bad, und, mOKs, mBad, mUnd, nMust int
 	for k, i := range g.deps[j] {
-		m := g.must[j][k]
-		if g.join[j] == jAll {
-			m = true
-		}
-		if m && (g.join[j] == jDefault || g.join[j] == jAll) {
+		m := g.mustEdge(j, k)
+		if m {
 			nMust++
 		}
 		switch g.verdict[i] {
@@ -331,18 +338,35 @@ func (g *mGraph) decide(j int) (run, fail bool) {
 		return ok >= k, total-bad < k
 	case jAny:
 		return ok > 0, bad == total
+	case jCustom:
+		return und == 0 && ok > 0, und == 0 && ok == 0
 	}
-	if nMust > 0 { // the default join with must edges, AllSucceeded
+	if nMust > 0 { // the default join with must edges, AllSucceeded, NamedSucceeded
 		return mBad == 0 && mUnd == 0, mBad > 0
 	}
 	return ok > 0, bad == total
+}
+
+// mustEdge reports whether node j's join needs its k-th upstream to
+// succeed: a must edge of the default join, every edge of AllSucceeded,
+// the named edges of NamedSucceeded.
+func (g *mGraph) mustEdge(j, k int) bool {
+	switch g.join[j] {
+	case jDefault:
+		return g.must[j][k]
+	case jAll:
+		return true
+	case jNamed:
+		return g.named[j][k]
+	}
+	return false
 }
 
 func (g *mGraph) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d, %d nodes, workers %d, exec %d, starts %v\n", g.seed, g.n, g.workers, g.exec, g.starts)
 	kinds := [...]string{"ok", "err", "panic", "goexit", "nodetimeout", "hang", "retryok", "retryfail", "continue", "end"}
-	joins := [...]string{"default", "all", "alldone", "any", "atleast"}
+	joins := [...]string{"default", "all", "alldone", "any", "atleast", "named", "custom"}
 	for j := range g.n {
 		fmt.Fprintf(&b, "  n%d %s join=%s", j, kinds[g.kind[j]], joins[g.join[j]])
 		if g.join[j] == jAtLeast {
@@ -352,6 +376,9 @@ func (g *mGraph) String() string {
 			fmt.Fprintf(&b, " n%d", i)
 			if g.must[j][k] {
 				b.WriteString("!")
+			}
+			if g.join[j] == jNamed && g.named[j][k] {
+				b.WriteString("*")
 			}
 		}
 		fmt.Fprintf(&b, " noSC=%v cb=%v%c def=%v verdict=%d runs=%v\n", g.noSC[j], g.hasCB[j], max(g.cbPanic[j], ' '), g.hasDef[j], g.verdict[j], g.runs[j])
@@ -459,7 +486,9 @@ func (c mCallback) Result(success bool, _ int, res WorkResult[int]) {
 }
 
 // build makes g's wrappers; every run finds its recorder in its context.
-func (g *mGraph) build(cbs *mCbRec) (ws []*WorkerWrapper[int, int], starts []Wrapper) {
+// single says the wrappers serve one run: a plan's runs share its
+// custom joins, whose calls overlap from run to run.
+func (g *mGraph) build(cbs *mCbRec, single bool) (ws []*WorkerWrapper[int, int], starts []Wrapper) {
 	ws = make([]*WorkerWrapper[int, int], g.n)
 	for j := range g.n {
 		ws[j] = NewWrapper(fmt.Sprint("n", j), WorkerFunc[int, int](func(ctx context.Context, _ int, all Wrappers) (int, error) {
@@ -523,6 +552,35 @@ func (g *mGraph) build(cbs *mCbRec) (ws []*WorkerWrapper[int, int], starts []Wra
 			w.Join(AnySucceeded())
 		case jAtLeast:
 			w.Join(AtLeast(g.atLeast[j]))
+		case jNamed:
+			var ids []string
+			for k, i := range g.deps[j] {
+				if g.named[j][k] {
+					ids = append(ids, fmt.Sprint("n", i))
+				}
+			}
+			w.Join(NamedSucceeded(ids...))
+		case jCustom:
+			var calls atomic.Int32 // calls for one node of a run never overlap
+			w.Join(CustomJoin(func(ups []Upstream) Decision {
+				if calls.Add(1) != 1 && single {
+					panic("custom join calls overlap")
+				}
+				defer calls.Add(-1)
+				ok := 0
+				for _, u := range ups {
+					if !u.Ended {
+						return DecideWait
+					}
+					if u.OK {
+						ok++
+					}
+				}
+				if ok > 0 {
+					return DecideRun
+				}
+				return DecideFail
+			}))
 		}
 		for k, i := range g.deps[j] {
 			w.Depend(ws[i], g.must[j][k])
@@ -551,8 +609,7 @@ func (g *mGraph) checkReads(rec *mRunRec, j int, all Wrappers) {
 		if counts {
 			counted++
 		}
-		m := g.join[j] == jAll || g.join[j] == jDefault && g.must[j][k]
-		if m && !counts {
+		if g.mustEdge(j, k) && !counts {
 			rec.violate("n%d started before must upstream n%d counted: %+v", j, i, res)
 		}
 	}
@@ -562,6 +619,8 @@ func (g *mGraph) checkReads(rec *mRunRec, j int, all Wrappers) {
 		rec.violate("n%d (AllDone) started with %d of %d upstreams ended", j, ended, len(g.deps[j]))
 	case g.join[j] == jAtLeast && counted < g.atLeast[j]:
 		rec.violate("n%d (AtLeast(%d)) started with %d successes", j, g.atLeast[j], counted)
+	case g.join[j] == jCustom && (ended != len(g.deps[j]) || counted == 0):
+		rec.violate("n%d (custom) started with %d of %d upstreams ended, %d counted", j, ended, len(g.deps[j]), counted)
 	case (g.join[j] == jAny || g.join[j] == jDefault) && counted == 0:
 		rec.violate("n%d started with no upstream counted", j)
 	}
@@ -684,7 +743,7 @@ func (g *mGraph) checkRun(o *mObserved) []string {
 			}
 		case g.joinErr[j]:
 			var ue *UpstreamError
-			if res.State != ResultException || !errors.As(res.Err, &ue) || res.Value != def {
+			if res.State != ResultException || !errors.As(res.Err, &ue) && !(g.join[j] == jCustom && errors.Is(res.Err, ErrJoinFailed)) || res.Value != def {
 				add("%s: want an upstream failure, got %+v", id, res)
 			}
 			if acts != 0 {
@@ -911,7 +970,7 @@ func (g *mGraph) newAsync(canceled bool) *Async {
 // runSingle runs g once with single-use wrappers.
 func (g *mGraph) runSingle(hook bool, cancelAfter time.Duration) (*mObserved, *mCbRec, error) {
 	cbs := &mCbRec{begins: make([]atomic.Int32, g.n), results: make([]atomic.Int32, g.n)}
-	ws, starts := g.build(cbs)
+	ws, starts := g.build(cbs, true)
 	rec := newRunRec(g)
 	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), mRecKey{}, rec))
 	defer cancel()
@@ -943,7 +1002,7 @@ func (g *mGraph) runSingle(hook bool, cancelAfter time.Duration) (*mObserved, *m
 // after each round.
 func (g *mGraph) runPlan(rounds, k int, hook func(int) bool, cancelAfter func() time.Duration) ([]*mObserved, *mCbRec, error) {
 	cbs := &mCbRec{begins: make([]atomic.Int32, g.n), results: make([]atomic.Int32, g.n)}
-	ws, starts := g.build(cbs)
+	ws, starts := g.build(cbs, false)
 	pl, err := Compile(starts...)
 	if err != nil {
 		return nil, nil, err
