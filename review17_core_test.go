@@ -155,6 +155,7 @@ const (
 	mRetryFail         // fails both of its 2 attempts
 	mContinue          // fails under PolicyContinue
 	mEnd               // fails under PolicyEnd
+	mNested            // runs a small graph on the same Async, with its ctx
 	mKinds
 )
 
@@ -288,7 +289,7 @@ func genModel(seed uint64) *mGraph {
 				break
 			}
 			switch g.kind[j] {
-			case mOK, mRetryOK, mContinue:
+			case mOK, mRetryOK, mContinue, mNested:
 				g.verdict[j] = vOK
 			case mHang:
 				g.verdict[j] = vUndecided
@@ -365,7 +366,7 @@ func (g *mGraph) mustEdge(j, k int) bool {
 func (g *mGraph) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d, %d nodes, workers %d, exec %d, starts %v\n", g.seed, g.n, g.workers, g.exec, g.starts)
-	kinds := [...]string{"ok", "err", "panic", "goexit", "nodetimeout", "hang", "retryok", "retryfail", "continue", "end"}
+	kinds := [...]string{"ok", "err", "panic", "goexit", "nodetimeout", "hang", "retryok", "retryfail", "continue", "end", "nested"}
 	joins := [...]string{"default", "all", "alldone", "any", "atleast", "named", "custom"}
 	for j := range g.n {
 		fmt.Fprintf(&b, "  n%d %s join=%s", j, kinds[g.kind[j]], joins[g.join[j]])
@@ -389,6 +390,7 @@ func (g *mGraph) String() string {
 // mRunRec records one run: what its workers and hooks saw.
 type mRunRec struct {
 	g          *mGraph
+	a          *Async // for nested runs
 	actions    []atomic.Int32
 	hookStart  []atomic.Int32
 	hookEnd    []atomic.Int32
@@ -419,21 +421,42 @@ func (rec *mRunRec) violate(format string, args ...any) {
 }
 
 func (rec *mRunRec) hooks() *Hooks {
+	// A nested run (of an mNested node) inherits the hooks with its
+	// context: its nodes, x, y, z and sink, are not counted.
 	return &Hooks{
 		OnNodeStart: func(_ context.Context, ev NodeEvent) context.Context {
-			rec.hookStart[nodeNum(ev.ID)].Add(1)
+			if j := nodeNum(ev.ID); j >= 0 {
+				rec.hookStart[j].Add(1)
+			}
 			return nil
 		},
 		OnNodeEnd: func(_ context.Context, ev NodeEvent) {
-			rec.hookEnd[nodeNum(ev.ID)].Add(1)
-			rec.mu.Lock()
-			rec.endRes[nodeNum(ev.ID)], rec.endErr[nodeNum(ev.ID)] = ev.Result, ev.Err
-			rec.mu.Unlock()
+			if j := nodeNum(ev.ID); j >= 0 {
+				rec.hookEnd[j].Add(1)
+				rec.mu.Lock()
+				rec.endRes[j], rec.endErr[j] = ev.Result, ev.Err
+				rec.mu.Unlock()
+			}
 		},
-		OnNodeSkip:    func(_ context.Context, ev NodeEvent) { rec.hookSkip[nodeNum(ev.ID)].Add(1) },
-		OnNodeTimeout: func(_ context.Context, ev NodeEvent) { rec.hookTO[nodeNum(ev.ID)].Add(1) },
-		OnNodeRetry:   func(_ context.Context, ev NodeEvent) { rec.hookRetry[nodeNum(ev.ID)].Add(1) },
+		OnNodeSkip: func(_ context.Context, ev NodeEvent) {
+			if j := nodeNum(ev.ID); j >= 0 {
+				rec.hookSkip[j].Add(1)
+			}
+		},
+		OnNodeTimeout: func(_ context.Context, ev NodeEvent) {
+			if j := nodeNum(ev.ID); j >= 0 {
+				rec.hookTO[j].Add(1)
+			}
+		},
+		OnNodeRetry: func(_ context.Context, ev NodeEvent) {
+			if j := nodeNum(ev.ID); j >= 0 {
+				rec.hookRetry[j].Add(1)
+			}
+		},
 		OnRunEnd: func(_ context.Context, rep *Report) {
+			if nodeNum(rep.Nodes[0].ID) < 0 {
+				return // a nested run's
+			}
 			rec.runEnds.Add(1)
 			rec.mu.Lock()
 			rec.runEndRep = rep
@@ -444,11 +467,11 @@ func (rec *mRunRec) hooks() *Hooks {
 
 type mRecKey struct{}
 
-// nodeNum is j for the id "nj".
+// nodeNum is j for the id "nj", -1 for the nodes of a nested run.
 func nodeNum(id string) int {
 	var j int
 	if _, err := fmt.Sscanf(id, "n%d", &j); err != nil {
-		panic(err)
+		return -1
 	}
 	return j
 }
@@ -508,6 +531,22 @@ func (g *mGraph) build(cbs *mCbRec, single bool) (ws []*WorkerWrapper[int, int],
 				return 0, g.errs[j]
 			case mErr, mRetryFail:
 				return 0, g.errs[j]
+			case mNested:
+				x := NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil }), 0)
+				y := NewWrapper("y", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 2, nil }), 0).Depend(x, true)
+				z := NewWrapper("z", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 3, nil }), 0).Depend(x, true)
+				sink := NewWrapper("sink", WorkerFunc[int, int](func(_ context.Context, _ int, all Wrappers) (int, error) {
+					a, _ := ResultOf[int](all, "y")
+					b, _ := ResultOf[int](all, "z")
+					return a.Value + b.Value, nil
+				}), 0).Depend(y, true).Depend(z, true)
+				if err := rec.a.BeginWork(ctx, 0, x); err != nil {
+					return 0, err
+				}
+				if res := sink.Result(); res.State != ResultSuccess || res.Value != 5 {
+					return 0, fmt.Errorf("nested sink: %+v", res)
+				}
+				return 1000 + j, nil
 			case mRetryOK:
 				if attempt <= 2 {
 					return 0, g.errs[j]
@@ -765,7 +804,7 @@ func (g *mGraph) checkRun(o *mObserved) []string {
 				}
 			}
 			switch kind {
-			case mOK, mRetryOK:
+			case mOK, mRetryOK, mNested:
 				if res.State != ResultSuccess || res.Value != 1000+j || res.Err != nil {
 					add("%s: want success, got %+v", id, res)
 				}
@@ -978,6 +1017,7 @@ func (g *mGraph) runSingle(hook bool, cancelAfter time.Duration) (*mObserved, *m
 		ctx = WithRunHooks(ctx, rec.hooks())
 	}
 	a := g.newAsync(cancelAfter > 0)
+	rec.a = a
 	if cancelAfter > 0 {
 		defer time.AfterFunc(cancelAfter, cancel).Stop()
 	}
@@ -1016,6 +1056,7 @@ func (g *mGraph) runPlan(rounds, k int, hook func(int) bool, cancelAfter func() 
 		for x := range k {
 			wg.Go(func() {
 				rec := newRunRec(g)
+				rec.a = a
 				h := hook(round*k + x)
 				ctx, cancel := context.WithCancel(context.WithValue(context.Background(), mRecKey{}, rec))
 				defer cancel()
