@@ -1231,3 +1231,46 @@ func flattenErr(err error) []error {
 	}
 	return []error{err}
 }
+
+// TestDoubleReleaseWaitsForALateWorker: Release drops the owner's
+// reference to a plan's run, and a worker that outlived the deadline
+// holds another, so the run is recycled only once that worker returns. A
+// second Release of the same run (a deferred Release after an explicit
+// one) dropped the worker's reference instead: the run was recycled, and
+// handed to the plan's next run, while the late worker still used it.
+// Release now does nothing the second time.
+func TestDoubleReleaseWaitsForALateWorker(t *testing.T) {
+	a := New()
+	gate := make(chan struct{})
+	late := NewWrapper("late", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		<-gate // ignores its ctx
+		return 1, nil
+	}), 0)
+	pl, err := Compile(late)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := a.RunPlan(context.Background(), pl, time.Millisecond)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("RunPlan: %v", err)
+	}
+	// Done is closed just before the sweep lets go of its reference:
+	// wait for that, leaving the owner's and the late worker's.
+	for k := 0; r.refs.Load() != 2; k++ {
+		if k == 10000 {
+			t.Fatalf("the run holds %d references, want 2", r.refs.Load())
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	r.Release()
+	r.Release()
+	if n := r.refs.Load(); n != 1 {
+		// The late worker would return into a recycled run: leave it
+		// blocked (goleak reports it too).
+		t.Fatalf("after two Releases the run has %d references; want 1, the late worker's", n)
+	}
+	close(gate)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
