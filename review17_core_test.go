@@ -1006,7 +1006,8 @@ func (g *mGraph) newAsync(canceled bool) *Async {
 	return New(WithMaxWorkers(g.workers))
 }
 
-// runSingle runs g once with single-use wrappers.
+// runSingle runs g once with single-use wrappers, cancelled after
+// cancelAfter if it is positive, before it starts if it is negative.
 func (g *mGraph) runSingle(hook bool, cancelAfter time.Duration) (*mObserved, *mCbRec, error) {
 	cbs := &mCbRec{begins: make([]atomic.Int32, g.n), results: make([]atomic.Int32, g.n)}
 	ws, starts := g.build(cbs, true)
@@ -1016,9 +1017,12 @@ func (g *mGraph) runSingle(hook bool, cancelAfter time.Duration) (*mObserved, *m
 	if hook {
 		ctx = WithRunHooks(ctx, rec.hooks())
 	}
-	a := g.newAsync(cancelAfter > 0)
+	a := g.newAsync(cancelAfter != 0)
 	rec.a = a
-	if cancelAfter > 0 {
+	switch {
+	case cancelAfter < 0:
+		cancel() // before the run starts
+	case cancelAfter > 0:
 		defer time.AfterFunc(cancelAfter, cancel).Stop()
 	}
 	r, err := a.Start(ctx, 10*time.Second, starts...)
@@ -1027,7 +1031,7 @@ func (g *mGraph) runSingle(hook bool, cancelAfter time.Duration) (*mObserved, *m
 		return nil, nil, err
 	}
 	wait := g.cancelWhenDecided(r, func(j int) ResultState { return ws[j].Result().State }, cancel)
-	o := &mObserved{rec: rec, hook: hook, canceled: cancelAfter > 0}
+	o := &mObserved{rec: rec, hook: hook, canceled: cancelAfter != 0}
 	o.err = r.Wait(context.Background())
 	wait()
 	o.rep = r.Report()
@@ -1047,7 +1051,7 @@ func (g *mGraph) runPlan(rounds, k int, hook func(int) bool, cancelAfter func() 
 	if err != nil {
 		return nil, nil, err
 	}
-	a := g.newAsync(cancelAfter() > 0)
+	a := g.newAsync(cancelAfter() != 0)
 	var all []*mObserved
 	for round := range rounds {
 		obs := make([]*mObserved, k)
@@ -1064,7 +1068,10 @@ func (g *mGraph) runPlan(rounds, k int, hook func(int) bool, cancelAfter func() 
 					ctx = WithRunHooks(ctx, rec.hooks())
 				}
 				after := cancelAfter()
-				if after > 0 {
+				switch {
+				case after < 0:
+					cancel() // before the run starts
+				case after > 0:
 					defer time.AfterFunc(after, cancel).Stop()
 				}
 				r, err := a.StartPlan(ctx, pl, 10*time.Second)
@@ -1072,7 +1079,7 @@ func (g *mGraph) runPlan(rounds, k int, hook func(int) bool, cancelAfter func() 
 					panic(err)
 				}
 				wait := g.cancelWhenDecided(r, func(j int) ResultState { return ws[j].ResultIn(r).State }, cancel)
-				o := &mObserved{rec: rec, hook: h, canceled: after > 0}
+				o := &mObserved{rec: rec, hook: h, canceled: after != 0}
 				o.err = r.Wait(context.Background())
 				wait()
 				o.rep = r.Report()
@@ -1171,6 +1178,9 @@ func TestModelCancelled(t *testing.T) {
 		after := func() time.Duration {
 			mu.Lock()
 			defer mu.Unlock()
+			if rng.IntN(8) == 0 {
+				return -1 // cancelled before it starts
+			}
 			return time.Duration(1+rng.IntN(3000)) * time.Microsecond
 		}
 		o, cbs, err := g.runSingle(s%2 == 1, after())
