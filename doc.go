@@ -96,7 +96,8 @@
 // result and not returned by BeginWork. User code that ends its goroutine with runtime.Goexit
 // (t.FailNow in a test), in a worker, a callback, a custom join or a hook,
 // fails the node it was working for with [ErrGoexit] instead of hanging
-// the run. The library itself never panics on bad input: it returns
+// the run; the node's OnFailure policy applies to that failure as to any
+// other, though it is not retried. The library itself never panics on bad input: it returns
 // errors (the Pool's option constructors excepted, which panic on values
 // that can never work, such as PoolSize(0)).
 //
