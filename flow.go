@@ -92,8 +92,10 @@ func ExponentialBackoff(base, max time.Duration, jitter float64) Backoff {
 // its first start) and the group deadline, and when d passes the node ends
 // at once with [ResultTimeout], its default value and a
 // [*NodeTimeoutError]; whatever its worker returns later is dropped. The
-// timeout covers every attempt and backoff of a retried node. d must not
-// be negative; 0 means no timeout of its own.
+// timeout covers every attempt and backoff of a retried node. The node's
+// end, and the nodes it makes ready, are processed on the timer's
+// goroutine, outside the Async's pool or executor (see [WithMaxWorkers]). d
+// must not be negative; 0 means no timeout of its own.
 func (w *WorkerWrapper[P, R]) Timeout(d time.Duration) *WorkerWrapper[P, R] {
 	if !w.checkBuildable("Timeout") {
 		return w

@@ -1284,3 +1284,35 @@ func TestDoubleReleaseWaitsForALateWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestNodeTimeoutGoesOnPastTheBound pins what WithMaxWorkers now says: a
+// node's own timeout ends it on the timer's goroutine, which runs what its
+// end makes ready, so a worker that ignores its ctx and holds the only
+// goroutine of the pool does not hold its successors back. The docs said
+// that only nested runs went past the bound.
+func TestNodeTimeoutGoesOnPastTheBound(t *testing.T) {
+	a := newAsync(t, WithMaxWorkers(1))
+	gate, next := make(chan struct{}), make(chan struct{})
+	release := releaser(t, gate)
+	hung := NewWrapper("hung", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		<-gate // ignores its ctx
+		return 1, nil
+	}), 0).Timeout(time.Millisecond).OnFailure(PolicyContinue)
+	NewWrapper("next", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		close(next)
+		return 2, nil
+	}), 0).Depend(hung, true)
+	r, err := a.Start(context.Background(), time.Minute, hung)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-next:
+	case <-time.After(10 * time.Second):
+		t.Error("next waited for the hung worker's goroutine")
+	}
+	release()
+	if err := r.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
