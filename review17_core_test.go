@@ -684,11 +684,14 @@ type mObserved struct {
 	// canceled: the test cancelled the run at a random time, and any
 	// node may have ended as a timeout.
 	canceled bool
-	rec      *mRunRec
-	res      []WorkResult[int]
-	rep      *Report
-	err      error
-	hook     bool
+	// lag is how long the run took to end once its context was cancelled
+	// (0 if the test did not cancel it).
+	lag  time.Duration
+	rec  *mRunRec
+	res  []WorkResult[int]
+	rep  *Report
+	err  error
+	hook bool
 }
 
 // checkRun compares one run with the model; the Async has been closed, so
@@ -697,6 +700,11 @@ func (g *mGraph) checkRun(o *mObserved) []string {
 	var bad []string
 	add := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
 	bad = append(bad, o.rec.violations...)
+	// Every worker returns on its ctx, every callback is quick: the run
+	// ends promptly once cancelled.
+	if o.lag > 2*time.Second {
+		add("the run ended %v after it was cancelled", o.lag)
+	}
 	groupTimeout := false
 	for _, res := range o.res {
 		var nte *NodeTimeoutError
@@ -1012,8 +1020,13 @@ func (g *mGraph) runSingle(hook bool, cancelAfter time.Duration) (*mObserved, *m
 	cbs := &mCbRec{begins: make([]atomic.Int32, g.n), results: make([]atomic.Int32, g.n)}
 	ws, starts := g.build(cbs, true)
 	rec := newRunRec(g)
-	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), mRecKey{}, rec))
-	defer cancel()
+	ctx, cancelCtx := context.WithCancel(context.WithValue(context.Background(), mRecKey{}, rec))
+	defer cancelCtx()
+	var cancelled atomic.Int64
+	cancel := func() {
+		cancelled.CompareAndSwap(0, time.Now().UnixNano())
+		cancelCtx()
+	}
 	if hook {
 		ctx = WithRunHooks(ctx, rec.hooks())
 	}
@@ -1033,6 +1046,9 @@ func (g *mGraph) runSingle(hook bool, cancelAfter time.Duration) (*mObserved, *m
 	wait := g.cancelWhenDecided(r, func(j int) ResultState { return ws[j].Result().State }, cancel)
 	o := &mObserved{rec: rec, hook: hook, canceled: cancelAfter != 0}
 	o.err = r.Wait(context.Background())
+	if c := cancelled.Load(); c != 0 {
+		o.lag = time.Duration(time.Now().UnixNano() - c)
+	}
 	wait()
 	o.rep = r.Report()
 	for _, w := range ws {
@@ -1062,8 +1078,13 @@ func (g *mGraph) runPlan(rounds, k int, hook func(int) bool, cancelAfter func() 
 				rec := newRunRec(g)
 				rec.a = a
 				h := hook(round*k + x)
-				ctx, cancel := context.WithCancel(context.WithValue(context.Background(), mRecKey{}, rec))
-				defer cancel()
+				ctx, cancelCtx := context.WithCancel(context.WithValue(context.Background(), mRecKey{}, rec))
+				defer cancelCtx()
+				var cancelled atomic.Int64
+				cancel := func() {
+					cancelled.CompareAndSwap(0, time.Now().UnixNano())
+					cancelCtx()
+				}
 				if h {
 					ctx = WithRunHooks(ctx, rec.hooks())
 				}
@@ -1081,6 +1102,9 @@ func (g *mGraph) runPlan(rounds, k int, hook func(int) bool, cancelAfter func() 
 				wait := g.cancelWhenDecided(r, func(j int) ResultState { return ws[j].ResultIn(r).State }, cancel)
 				o := &mObserved{rec: rec, hook: h, canceled: after != 0}
 				o.err = r.Wait(context.Background())
+				if c := cancelled.Load(); c != 0 {
+					o.lag = time.Duration(time.Now().UnixNano() - c)
+				}
 				wait()
 				o.rep = r.Report()
 				for _, w := range ws {
