@@ -1149,7 +1149,7 @@ func (g *mGraph) checkCallbacks(cbs *mCbRec, obs []*mObserved) []string {
 // plans (concurrent runs, released and reused), and compares every run
 // with a sequential model of the documented rules.
 func TestModelDifferential(t *testing.T) {
-	first, seeds := uint64(0), uint64(120)
+	first, seeds := uint64(0), uint64(200)
 	if testing.Short() {
 		seeds = 30
 	}
@@ -1188,7 +1188,7 @@ func TestModelDifferential(t *testing.T) {
 // every node ends once, as the model says or as a timeout, and nothing
 // hangs or leaks (goleak, in TestMain).
 func TestModelCancelled(t *testing.T) {
-	first, seeds := uint64(0), uint64(80)
+	first, seeds := uint64(0), uint64(120)
 	if testing.Short() {
 		seeds = 20
 	}
