@@ -1275,8 +1275,9 @@ func flattenErr(err error) []error {
 // Release now does nothing the second time.
 func TestDoubleReleaseWaitsForALateWorker(t *testing.T) {
 	a := New()
-	gate := make(chan struct{})
+	gate, started := make(chan struct{}), make(chan struct{})
 	late := NewWrapper("late", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		close(started)
 		<-gate // ignores its ctx
 		return 1, nil
 	}), 0)
@@ -1284,9 +1285,14 @@ func TestDoubleReleaseWaitsForALateWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := a.RunPlan(context.Background(), pl, time.Millisecond)
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("RunPlan: %v", err)
+	r, err := a.StartPlan(context.Background(), pl, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	r.Cancel()
+	if err := r.Wait(context.Background()); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait: %v", err)
 	}
 	// Done is closed just before the sweep lets go of its reference:
 	// wait for that, leaving the owner's and the late worker's.
