@@ -79,8 +79,13 @@ func (f optionFunc) apply(c *config) { f(c) }
 // comes from the worker's) is the exception: when no goroutine of the
 // pool is free, its first node, and a retry or a resumed node of it, run
 // on a goroutine of their own, past the bound, since the workers that
-// would free one may be waiting for such runs. n must be at least 1; a
-// smaller n makes every BeginWork return an error saying so.
+// would free one may be waiting for such runs. A node's own
+// [WorkerWrapper.Timeout] is the other: when it passes, the node ends on
+// the timer's goroutine, which goes on with the nodes that its end makes
+// ready, past the bound while the node's worker, which ignored its ctx,
+// still holds a goroutine of the pool, so that such a worker does not hold
+// the run back. n must be at least 1; a smaller n makes every BeginWork
+// return an error saying so.
 func WithMaxWorkers(n int) Option {
 	return optionFunc(func(c *config) {
 		if n < 1 {
@@ -113,7 +118,9 @@ func WithMaxWorkers(n int) Option {
 //
 // A run started from inside a worker does not hand its first node,
 // retries or resumed nodes to e but to goroutines of their own, since e
-// might queue them behind the worker that waits for the run.
+// might queue them behind the worker that waits for the run. The nodes
+// made ready by a node's own Timeout run on the timer's goroutine, not on
+// e (see [WithMaxWorkers]).
 func WithExecutor(e Executor) Option {
 	return optionFunc(func(c *config) {
 		if isNil(e) {

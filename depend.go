@@ -129,11 +129,12 @@ func AtLeast(n int) Join { return Join{kind: joinAtLeast, n: n} }
 func NamedSucceeded(ids ...string) Join { return Join{kind: joinNamed, ids: ids} }
 
 // CustomJoin decides with fn, called with the state of every upstream each
-// time one of them ends, until fn decides. Calls for one node never
-// overlap. A panic in fn fails the node, and so does a Decision that is
-// none of the four. fn should be quick: it runs as part of an upstream's
-// end, which the run waits for as it waits for a Result callback, also
-// past the group deadline.
+// time one of them ends, until fn decides. Calls for one node in one run
+// never overlap; the runs of a [Plan] share fn, and call it concurrently.
+// A panic in fn fails the node, and so does a Decision that is none of the
+// four. fn should be quick: it runs as part of an upstream's end, which
+// the run waits for as it waits for a Result callback, also past the
+// group deadline.
 func CustomJoin(fn func(ups []Upstream) Decision) Join { return Join{kind: joinCustom, fn: fn} }
 
 // Upstream is one upstream node as a custom join sees it.

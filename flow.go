@@ -104,7 +104,9 @@ func ExponentialBackoff(base, max time.Duration, jitter float64) Backoff {
 // [*NodeTimeoutError]; whatever its worker returns later is dropped. The
 // timeout covers every attempt and backoff of a retried node. It stops
 // while the node is pending ([PolicySuspend]), and a [Rerun] starts it
-// again, from the rerun's start. d must not be negative; 0 means no
+// again, from the rerun's start. The node's end, and the nodes it makes
+// ready, are processed on the timer's goroutine, outside the Async's pool
+// or executor (see [WithMaxWorkers]). d must not be negative; 0 means no
 // timeout of its own.
 func (w *WorkerWrapper[P, R]) Timeout(d time.Duration) *WorkerWrapper[P, R] {
 	if !w.checkBuildable("Timeout") {
@@ -316,13 +318,13 @@ func (r *Run) suspend(i int32, err error) {
 // or ending the run), though without a retry, as for a panic; after the
 // deadline, as a timeout.
 func (r *Run) endAborted(i int32, err error, wl *worklist) {
+	if st, cause, late := r.expiredNode(i); late {
+		r.end(i, sWorking, st, cause, -1, wl)
+		return
+	}
 	f := r.p.nodes[i].flow
 	if f == nil || f.policy != PolicySuspend && f.policy != PolicyContinue && f.policy != PolicyEnd {
 		r.end(i, sWorking, ResultException, err, -1, wl)
-		return
-	}
-	if st, cause, late := r.expiredNode(i); late {
-		r.end(i, sWorking, st, cause, -1, wl)
 		return
 	}
 	if f.policy == PolicySuspend {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"testing"
 
@@ -194,14 +195,21 @@ func TestCompileWithScratchAllocates(t *testing.T) {
 	_, err := compile(build(1000), sc) // warm the scratch
 	require.NoError(t, err)
 	for _, n := range []int{10, 1000} {
-		g := build(n)
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		p, err := compile(g, sc)
-		runtime.ReadMemStats(&after)
-		require.NoError(t, err)
-		require.Equal(t, n+2, len(p.nodes))
-		allocs := after.Mallocs - before.Mallocs
+		// The least of three compiles: MemStats counts the allocations of
+		// every goroutine, and one of the runtime's or the test
+		// framework's now and then lands in the window (about one run in
+		// thirty).
+		allocs := uint64(math.MaxUint64)
+		for range 3 {
+			g := build(n)
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			p, err := compile(g, sc)
+			runtime.ReadMemStats(&after)
+			require.NoError(t, err)
+			require.Equal(t, n+2, len(p.nodes))
+			allocs = min(allocs, after.Mallocs-before.Mallocs)
+		}
 		t.Logf("compile of %d nodes: %d allocations", n+2, allocs)
 		assert.LessOrEqual(t, allocs, uint64(4), "compile of %d nodes", n+2)
 		for _, c := range sc.cores[:cap(sc.cores)] {

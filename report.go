@@ -43,7 +43,8 @@ type NodeReport struct {
 	Attempts int
 	// DecidedBy is the id of the upstream whose end decided this node's
 	// join (triggered or failed it), empty for start nodes and for nodes
-	// ended by the deadline or skipped.
+	// ended by the deadline or skipped before their join decided (a node
+	// triggered, then skipped or stopped before it started, keeps it).
 	DecidedBy string
 	// Reason explains, in words, why a node did not succeed.
 	Reason string

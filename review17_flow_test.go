@@ -193,33 +193,6 @@ func TestTypedNilExecutorIsNil(t *testing.T) {
 	}
 }
 
-// Resume(Rerun) returns nil when the rerun is accepted, also when the
-// rerun then ends the run before Resume returns: it looked at the run's
-// context after handing the rerun on, and the run's end (which cancels
-// that context) read as a deadline that had passed first, so it returned
-// ErrNotPending for a rerun that ran and succeeded. With an executor that
-// runs the task on the caller, it always did; on the Async's own pool,
-// TestSuspendedSignalsAStall and TestChromeTraceOfSuspendedRun failed
-// now and then under load.
-func TestRerunThatEndsTheRunIsAccepted(t *testing.T) {
-	inline := ExecutorFunc(func(task func()) error { task(); return nil })
-	a := newAsync(t, WithExecutor(inline))
-	var calls atomic.Int32
-	p := NewWrapper("p", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-		if calls.Add(1) == 1 {
-			return 0, errBoom
-		}
-		return 1, nil
-	}), 0).OnFailure(PolicySuspend)
-	r, err := a.Start(context.Background(), time.Minute, p)
-	require.NoError(t, err)
-	waitClosed(t, r.Suspended(), "p is not pending")
-	require.NoError(t, r.Resume("p", Rerun()), "the rerun ran, and ended the run")
-	require.NoError(t, r.Wait(context.Background()))
-	assert.Equal(t, WorkResult[int]{Value: 1, State: ResultSuccess}, p.Result())
-	assert.EqualValues(t, 2, calls.Load())
-}
-
 // TestCancelStopsTheLatestRetryTimer: ending a retried node (here by
 // Cancel) must stop its retry timer, which holds the run's tasks, and
 // Close, until its backoff (an hour here) passes. It missed it in two

@@ -51,6 +51,8 @@ type Run struct {
 	// started since is dropped when found.
 	lent   []int32
 	pooled bool // belongs to a Plan: Release recycles it
+	// released: Release dropped the owner's reference (see Release).
+	released atomic.Bool
 
 	// remaining: nodes whose end has not been fully processed, or is
 	// carried by a claimed node whose end has not (see carriedBit).
@@ -261,6 +263,7 @@ func (r *Run) nodeTask(i int32) func() {
 // queue and flow state emptied.
 func (r *Run) reset() {
 	clear(r.nodes)
+	r.released.Store(false)
 	r.noDefault.Store(false)
 	r.shared, r.sharedHead, r.lent = r.shared[:0], 0, r.lent[:0]
 	r.searching.Store(0)
@@ -426,11 +429,15 @@ func (r *Run) resolve() {
 // Release returns the state of a run of a [Plan] to the plan, to be reused
 // by a later run. Call it once the results are no longer needed, after
 // Wait; r and its results must not be used afterwards. The recycling waits
-// for any worker that outlived the run's deadline. Release does nothing for
-// runs of single-use wrappers, whose results stay readable from the
-// wrappers.
+// for any worker that outlived the run's deadline. A second Release does
+// nothing until the plan reuses the state, which it may do as soon as the
+// first returns: release a run once, from its one owner. Release does
+// nothing for runs of single-use wrappers, whose results stay readable
+// from the wrappers.
 func (r *Run) Release() {
-	if r.pooled {
+	// Once only: a second call would drop the reference of a worker that
+	// outlived the deadline, and the run would be reused under it.
+	if r.pooled && r.released.CompareAndSwap(false, true) {
 		r.unref()
 	}
 }
