@@ -257,12 +257,18 @@ func TestKeyedShutdownRunsAcceptedTasks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		k := NewKeyed[string](GoExecutor{})
 		release := make(chan struct{})
+		// a's and b's tasks run in parallel, each key's in order.
+		var mu sync.Mutex
 		got := map[string][]int{}
 		var inner error
 		for _, key := range []string{"a", "b"} {
 			require.NoError(t, k.Submit(key, func() { <-release }))
 			for i := range 3 {
-				require.NoError(t, k.Submit(key, func() { got[key] = append(got[key], i) }))
+				require.NoError(t, k.Submit(key, func() {
+					mu.Lock()
+					defer mu.Unlock()
+					got[key] = append(got[key], i)
+				}))
 			}
 		}
 		require.NoError(t, k.Submit("a", func() { inner = k.Submit("c", func() {}) }))
