@@ -51,8 +51,6 @@ type Run struct {
 	// started since is dropped when found.
 	lent   []int32
 	pooled bool // belongs to a Plan: Release recycles it
-	// released: Release dropped the owner's reference (see Release).
-	released atomic.Bool
 
 	// remaining: nodes whose end has not been fully processed, or is
 	// carried by a claimed node whose end has not (see carriedBit).
@@ -86,6 +84,11 @@ type Run struct {
 	began time.Time
 	ended atomic.Int64 // when the run ended, as a clock() reading (0: not yet)
 	lanes atomic.Int32
+
+	// released: Release dropped the owner's reference (see Release). Last,
+	// so that the fields above keep the offsets the benchmarks were
+	// measured with.
+	released atomic.Bool
 }
 
 // nodeTimes are one node's timestamps in a timed run, each read from the
