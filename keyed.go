@@ -248,17 +248,9 @@ func (k *Keyed[K]) stopIntake() {
 func (k *Keyed[K]) Shutdown(ctx context.Context) error {
 	k.stopIntake()
 	again := k.shut.Load()
-	idle := make(chan struct{})
-	go func() {
-		k.active.Wait()
-		close(idle)
-	}()
-	select {
-	case <-idle:
-	case <-ctx.Done():
-		k.Close() // the drain loops drop what is left, so Wait returns
-		<-idle
-		return ctx.Err()
+	// On ctx's end, Close's drain loops drop what is left, so Wait returns.
+	if err := waitOrStop(ctx, &k.active, k.Close); err != nil {
+		return err
 	}
 	// closed is Close's alone: a Shutdown that finished first leaves it
 	// unset, so that the others report nil too.

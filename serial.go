@@ -492,17 +492,9 @@ func (s *Serial) Shutdown(ctx context.Context) error {
 	// The delayed tasks are queued by their timers (or cancelled, or
 	// dropped by a Close), after which a marker behind them in the queue
 	// is reached once they have run.
-	delayed := make(chan struct{})
-	go func() {
-		s.timers.Wait()
-		close(delayed)
-	}()
-	select {
-	case <-delayed:
-	case <-ctx.Done():
-		s.Close() // stops the timers, so the goroutine above returns
-		<-delayed
-		return ctx.Err()
+	// On ctx's end, Close stops the timers, so Wait returns.
+	if err := waitOrStop(ctx, &s.timers, s.Close); err != nil {
+		return err
 	}
 	select {
 	case <-s.mark():
@@ -517,6 +509,25 @@ func (s *Serial) Shutdown(ctx context.Context) error {
 	}
 	s.close()
 	return nil
+}
+
+// waitOrStop waits for wg, or, if ctx ends first, calls stop, which must
+// make wg's Wait return, waits for wg all the same (so that the goroutine
+// that waits is gone), and returns ctx's error.
+func waitOrStop(ctx context.Context, wg *sync.WaitGroup, stop func()) error {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		stop()
+		<-done
+		return ctx.Err()
+	}
 }
 
 // Stats returns a snapshot of the Serial's counters.
