@@ -322,27 +322,33 @@ func (r *Run) endAborted(i int32, err error, wl *worklist) {
 		r.end(i, sWorking, st, cause, -1, wl)
 		return
 	}
-	f := r.p.nodes[i].flow
-	if f == nil || f.policy != PolicySuspend && f.policy != PolicyContinue && f.policy != PolicyEnd {
-		r.end(i, sWorking, ResultException, err, -1, wl)
-		return
-	}
-	if f.policy == PolicySuspend {
+	if f := r.p.nodes[i].flow; f != nil && f.policy == PolicySuspend {
 		r.suspend(i, err)
 		return
 	}
+	r.failAttempt(i, err, wl)
+}
+
+// failAttempt ends node i, in sWorking, whose worker failed with err and
+// will not be retried, under its failure policy (PolicyContinue,
+// PolicyEnd; a pending node does not end here). If the deadline or its
+// own timeout ended it first, the late failure is dropped.
+func (r *Run) failAttempt(i int32, err error, wl *worklist) {
 	// As end does, for the DefaultValue that setFailure calls.
 	wl.fresh = false
 	if wl.claim != 0 {
 		r.unclaim(wl)
 	}
 	if !r.nodes[i].move(sWorking, sEnding, 0) {
-		return // ended first, by its own timeout
+		return
 	}
 	r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), ResultException, err)
-	r.failedFinally(i)
+	f := r.p.nodes[i].flow
+	if f != nil {
+		r.failedFinally(i)
+	}
 	r.finish(i, sError, wl)
-	if f.policy == PolicyEnd {
+	if f != nil && f.policy == PolicyEnd {
 		r.endRun(i, err)
 	}
 }

@@ -359,26 +359,14 @@ func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *Run, i int32, wl *
 			return // retrying or pending
 		}
 	}
-	n := &r.nodes[i]
-	s := w.slotIn(r)
 	if err == nil {
-		s.val = v
-		if n.move(sWorking, sFinish, 0) {
+		w.slotIn(r).val = v
+		if r.nodes[i].move(sWorking, sFinish, 0) {
 			r.finished(i, wl)
 		}
 		return // or the deadline ended the node first: the late value is not read
 	}
-	if !n.move(sWorking, sEnding, 0) {
-		return // the deadline ended the node first; drop the late result
-	}
-	w.failResult(r, i, s, ResultException, err)
-	if flow != nil {
-		r.failedFinally(i)
-	}
-	r.finish(i, sError, wl)
-	if flow != nil && flow.policy == PolicyEnd {
-		r.endRun(i, err)
-	}
+	r.failAttempt(i, err, wl)
 }
 
 // call runs the callback's Begin (if the node has a callback) and then
