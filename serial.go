@@ -96,7 +96,7 @@ type Serial struct {
 	drainFn func()      // s.drain, allocated once
 	closed  atomic.Bool // Close: queued tasks are dropped
 	refuse  atomic.Bool // Close or Shutdown: no task is accepted
-	forced  atomic.Bool // Close was called, not only Shutdown's own
+	shut    atomic.Bool // a Shutdown has run every accepted task
 
 	// Written by every Submit; on its own cache line so that the drain
 	// loop's per-task read of closed does not miss.
@@ -157,9 +157,6 @@ func NewSerial(exec Executor, opts ...SerialOption) *Serial {
 func (s *Serial) Submit(task func()) error {
 	if task == nil {
 		return ErrNilTask
-	}
-	if s.refuse.Load() {
-		return ErrSerialClosed
 	}
 	return s.push(serialItem{fn: task})
 }
@@ -440,12 +437,6 @@ func (s *Serial) drain() {
 // they are done with it, or the tasks it drops are theirs, which then
 // never run; [Serial.Shutdown] keeps the contract unless its ctx ends.
 func (s *Serial) Close() {
-	s.forced.Store(true)
-	s.close()
-}
-
-// close closes the Serial once; a second call returns once the first has.
-func (s *Serial) close() {
 	s.closeOnce.Do(func() {
 		s.dmu.Lock()
 		s.refuse.Store(true)
@@ -470,7 +461,8 @@ func (s *Serial) close() {
 // the tasks already accepted still run in order: those queued, and the
 // delayed ones when their delay passes (their cancel still works).
 // Shutdown returns nil once they have all run or been cancelled; the
-// Serial is then closed.
+// Serial then refuses tasks as a closed one does (a later Close has
+// nothing left to drop).
 //
 // If ctx is done first, Shutdown closes the Serial as [Serial.Close] does,
 // dropping the tasks that have not started, and returns ctx's error. If
@@ -485,10 +477,7 @@ func (s *Serial) Shutdown(ctx context.Context) error {
 	s.dmu.Lock()
 	s.refuse.Store(true) // under dmu: no delayed task is added after this
 	s.dmu.Unlock()
-	if s.closed.Load() {
-		s.close() // returns once the Close (or Shutdown) under way has
-		return ErrSerialClosed
-	}
+	again := s.shut.Load()
 	// The delayed tasks are queued by their timers (or cancelled, or
 	// dropped by a Close), after which a marker behind them in the queue
 	// is reached once they have run.
@@ -502,12 +491,13 @@ func (s *Serial) Shutdown(ctx context.Context) error {
 		s.Close()
 		return ctx.Err()
 	}
-	// Closed only by Close, or by a Shutdown that ran every task too.
-	if s.forced.Load() {
-		s.close()
+	// closed is Close's alone: a Shutdown that finished first leaves it
+	// unset, so that the Shutdowns called with it report nil too.
+	if s.closed.Load() || again {
+		s.Close() // returns once a Close under way has
 		return ErrSerialClosed
 	}
-	s.close()
+	s.shut.Store(true)
 	return nil
 }
 
