@@ -340,6 +340,8 @@ func joinReason(pn *pnode, err error) string {
 			return "custom join undecided after every upstream ended"
 		case errors.As(err, &pe) && err == error(pe):
 			return "custom join panicked"
+		default: // a Decision that is none of the four (see askJoin)
+			return fmt.Sprintf("custom join failed: %v", err)
 		}
 	default: // the default join, AllSucceeded, NamedSucceeded, AnySucceeded
 		switch {

@@ -121,6 +121,8 @@ func TestCustomJoinUnknownDecisionFailsTheNode(t *testing.T) {
 	assert.Equal(t, ResultException, c.Result().State)
 	assert.ErrorContains(t, c.Result().Err, "Decision(42)")
 	assert.Zero(t, rec.count(rec.actions, "c"))
+	// Its worker never ran: the report says the join failed it.
+	assert.Contains(t, r.Report().Nodes[indexOf(r, "c")].Reason, "custom join failed")
 }
 
 // An Async on a Pool of the user's under Block: a node's end that shares
