@@ -81,7 +81,12 @@ func PoolQueue(n int) PoolOption {
 
 // PoolWhenFull sets what Submit does when every worker is busy and the
 // queue is full. The zero FullPolicy selects the default, [CallerRuns].
+// PoolWhenFull panics on a value that is none of the policies, as the
+// other option constructors do on values that can never work.
 func PoolWhenFull(p FullPolicy) PoolOption {
+	if p != 0 && (p < CallerRuns || p > Reject) {
+		panic(fmt.Sprintf("asynctool: PoolWhenFull(%v): unknown policy", p))
+	}
 	return poolOptionFunc(func(c *poolConfig) { c.policy = p })
 }
 
@@ -234,9 +239,6 @@ func NewPool(opts ...PoolOption) *Pool {
 	}
 	if c.policy == 0 {
 		c.policy = CallerRuns
-	}
-	if c.policy < CallerRuns || c.policy > Reject {
-		panic(fmt.Sprintf("asynctool: PoolWhenFull(%v): unknown policy", c.policy))
 	}
 	p := &Pool{
 		size:    int32(min(c.size, 1<<30)),

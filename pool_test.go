@@ -467,7 +467,9 @@ func TestPoolOptionsValidate(t *testing.T) {
 	assert.Panics(t, func() { PoolSize(0) })
 	assert.Panics(t, func() { PoolQueue(-1) })
 	assert.Panics(t, func() { PoolIdleTimeout(0) })
-	assert.Panics(t, func() { NewPool(PoolWhenFull(FullPolicy(9))) })
+	assert.Panics(t, func() { PoolWhenFull(FullPolicy(9)) })
+	assert.Panics(t, func() { PoolWhenFull(FullPolicy(-1)) })
+	assert.NotPanics(t, func() { PoolWhenFull(0) })
 }
 
 func TestFullPolicyString(t *testing.T) {
