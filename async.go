@@ -250,7 +250,7 @@ func (a *Async) check(ctx context.Context, timeout time.Duration) error {
 		return errors.New("asynctool: Async not made with New")
 	}
 	if ctx == nil {
-		return errors.New("asynctool: nil context (use context.Background())")
+		return ErrNilContext
 	}
 	if a.cfgErr != nil {
 		return a.cfgErr

@@ -82,7 +82,8 @@ func (e *BatchItemError) Unwrap() error { return e.Err }
 // [ErrGoexit]. Items not yet started when ctx ends are skipped. The
 // returned error is nil, the fetch error (wrapped with its page number),
 // or context.Cause(ctx); item failures are only in the report. A nil
-// fetch or process is an error, returned before anything runs.
+// fetch or process is an error, and a nil ctx is [ErrNilContext], returned
+// before anything runs.
 func RunBatches[T any](ctx context.Context, exec Executor,
 	fetch func(ctx context.Context, page int) ([]T, error),
 	process func(ctx context.Context, item T) error,
@@ -92,6 +93,8 @@ func RunBatches[T any](ctx context.Context, exec Executor,
 		return BatchReport{}, errors.New("asynctool: RunBatches with a nil fetch")
 	case process == nil:
 		return BatchReport{}, errors.New("asynctool: RunBatches with a nil process")
+	case ctx == nil:
+		return BatchReport{}, ErrNilContext
 	}
 	if isNil(exec) {
 		p := NewPool()

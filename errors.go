@@ -35,6 +35,11 @@ var (
 	// ErrReused means a wrapper was already part of an earlier run.
 	// Wrappers hold the state of one run; build new ones for the next.
 	ErrReused = errors.New("asynctool: wrapper already used in a run")
+	// ErrNilContext means a nil context.Context was passed where one is
+	// needed (BeginWork and the other ways to start a run, Run.Wait,
+	// Stream.Run, RunBatches, Serial.Shutdown, Keyed.Shutdown). Nothing
+	// was started or stopped; pass context.Background() instead.
+	ErrNilContext = errors.New("asynctool: nil context (use context.Background())")
 	// ErrNegativeTimeout means BeginWork was given a negative timeout.
 	ErrNegativeTimeout = errors.New("asynctool: negative timeout")
 	// ErrTooManyNodes means the graph has more nodes than a run can index

@@ -85,7 +85,8 @@ func WithTimings(on bool) Option {
 type hooksKey struct{}
 
 // WithRunHooks returns a copy of ctx that installs h on the run started
-// with it (by BeginWork, Start, RunPlan or StartPlan).
+// with it (by BeginWork, Start, RunPlan or StartPlan). ctx must not be nil,
+// as for [context.WithValue], which panics on it.
 func WithRunHooks(ctx context.Context, h *Hooks) context.Context {
 	return context.WithValue(ctx, hooksKey{}, h)
 }

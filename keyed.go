@@ -246,6 +246,9 @@ func (k *Keyed[K]) stopIntake() {
 // called from inside one of the Keyed's tasks, which would wait for
 // itself.
 func (k *Keyed[K]) Shutdown(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	k.stopIntake()
 	again := k.shut.Load()
 	// On ctx's end, Close's drain loops drop what is left, so Wait returns.

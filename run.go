@@ -515,6 +515,9 @@ func (r *Run) Cancel() { r.cancel() }
 // any [*CallbackPanicError]. Worker failures are node results, not run
 // errors. If ctx ends first, Wait returns ctx.Err() and the run goes on.
 func (r *Run) Wait(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	select {
 	case <-r.done:
 	case <-ctx.Done():

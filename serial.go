@@ -474,6 +474,9 @@ func (s *Serial) Close() {
 // called from inside one of the Serial's tasks, which would wait for
 // itself.
 func (s *Serial) Shutdown(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	s.dmu.Lock()
 	s.refuse.Store(true) // under dmu: no delayed task is added after this
 	s.dmu.Unlock()

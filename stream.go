@@ -199,8 +199,12 @@ func (s *Stream[T]) push(n *StreamNode[T]) {
 // goroutine, without spinning, for [Stream.Resume] or the end of ctx.
 // Nodes that did not run end with an error, so that no node waits
 // forever. Run may be called only once; later calls return
-// [ErrStreamStarted].
+// [ErrStreamStarted]. A nil ctx is [ErrNilContext], and does not count as
+// the call.
 func (s *Stream[T]) Run(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext // before started: a later Run with a context may still run it
+	}
 	if !s.started.CompareAndSwap(false, true) {
 		return ErrStreamStarted
 	}
