@@ -58,6 +58,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -872,8 +873,18 @@ func (c *checkpointed[P, R]) Action(ctx context.Context, p P, all asynctool.Wrap
 // SQLite too, so that a job behaves the same on both.
 var ErrUnstorableJSON = errors.New(`the JSON holds \u0000 (a NUL character) or an unpaired surrogate escape, which PostgreSQL's jsonb, where River stores the checkpoint, cannot store`)
 
-// checkpointJSON encodes v, a result to store in a checkpoint.
+// checkpointJSON encodes v, a result to store in a checkpoint. A value
+// that is not a pointer is encoded through a pointer to a copy, as the
+// replay decodes it: encoding/json calls a MarshalJSON (or MarshalText)
+// with a pointer receiver only on an addressable value, and would
+// otherwise encode the value's fields, which the UnmarshalJSON that
+// decodes it does not expect.
 func checkpointJSON(v any) ([]byte, error) {
+	if rv := reflect.ValueOf(v); rv.IsValid() && rv.Kind() != reflect.Pointer {
+		p := reflect.New(rv.Type())
+		p.Elem().Set(rv)
+		v = p.Interface()
+	}
 	raw, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
