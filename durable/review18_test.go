@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
+	"math/big"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -83,4 +86,104 @@ func TestS18ResumeValueWithPointerMarshaler(t *testing.T) {
 	require.Equal(t, river.EventKindJobCompleted, ev.Kind, "errors: %v", ev.Job.Errors)
 	assert.Equal(t, int32(1), approvals.Load(), "the node was replayed with the value given")
 	assert.Equal(t, int64(700), got.Load())
+}
+
+// numericCases are JSON numbers around the limits of PostgreSQL's
+// numeric, each with whether jsonb refuses it (checked against
+// PostgreSQL 15 by TestS18NumericRangeMatchesPostgres).
+var numericCases = []struct {
+	num  string
+	over bool
+}{
+	{"0", false},
+	{"-0", false},
+	{"1.7976931348623157e+308", false}, // the largest float64
+	{"5e-324", false},                  // the smallest
+	{"-9223372036854775808", false},
+	{"1e131071", false},
+	{"1e131072", true},
+	{"-1E131072", true},
+	{"1e+131072", true},
+	{"10e131070", false},
+	{"10e131071", true},
+	{"0.1e131072", false},
+	{"0.1e131073", true},
+	{"1" + strings.Repeat("0", 131071), false},
+	{"1" + strings.Repeat("0", 131072), true},
+	{"1e200000", true},
+	{"1e-16383", false},
+	{"1e-16384", true},
+	{"1.5e-16382", false},
+	{"1.5e-16383", true},
+	{"0.00012e-16378", false},
+	{"0.00012e-16379", true},
+	{"0." + strings.Repeat("0", 16383), false},
+	{"0." + strings.Repeat("0", 16384), true},
+	{"0e-16383", false},
+	{"0e-16384", true},
+	{"0e1073741822", false},
+	{"0e1073741823", true},
+	{"1." + strings.Repeat("0", 16383) + "e131071", false},
+	{"1e99999999999999999999999", true},
+}
+
+// TestS18NumericRange guards the check of what jsonb refuses for numbers
+// out of the range of PostgreSQL's numeric, which encoding/json writes
+// for a json.Number, a json.RawMessage or a *big.Int, though never for a
+// float or an integer: the check finds such a number anywhere outside a
+// string, and nothing in a string.
+func TestS18NumericRange(t *testing.T) {
+	for _, tc := range numericCases {
+		assert.Equal(t, tc.over, numericOverflows(tc.num), "%.40s", tc.num)
+		for _, v := range []any{json.Number(tc.num), []any{1, map[string]any{"k": json.Number(tc.num)}}} {
+			raw, err := json.Marshal(v)
+			require.NoError(t, err)
+			assert.Equal(t, tc.over, jsonbRejects(raw), "%.40s", raw)
+		}
+		raw, err := json.Marshal(tc.num) // a string
+		require.NoError(t, err)
+		assert.False(t, jsonbRejects(raw), "%.40s", raw)
+	}
+	huge := new(big.Int).Exp(big.NewInt(10), big.NewInt(131072), nil)
+	_, err := checkpointJSON(huge)
+	assert.ErrorIs(t, err, ErrUnstorableJSON, "a *big.Int of 131073 digits")
+	_, err = checkpointJSON(map[string]any{"max": math.MaxFloat64, "min": math.SmallestNonzeroFloat64, "u": uint64(math.MaxUint64), "s": "1e200000"})
+	assert.NoError(t, err)
+}
+
+// TestS18NumericRangeMatchesPostgres checks numericCases against
+// PostgreSQL's jsonb itself.
+func TestS18NumericRangeMatchesPostgres(t *testing.T) {
+	url, _ := pgSchema(t)
+	pool := newPool(t, url)
+	for _, tc := range numericCases {
+		var n int
+		err := pool.QueryRow(context.Background(), "SELECT length($1::text::jsonb::text)", "["+tc.num+"]").Scan(&n)
+		if tc.over {
+			assert.ErrorContains(t, err, "value overflows numeric format", "%.40s", tc.num)
+		} else {
+			assert.NoError(t, err, "%.40s", tc.num)
+		}
+	}
+}
+
+// TestS18HugeNumberDoesNotWedgeTheJobOnPostgres: jsonb refuses a number
+// out of the range of PostgreSQL's numeric as it refuses \u0000, so such
+// a result must fail its node, not leave the job running until River's
+// rescuer (with every job whose end the same client recorded with it).
+func TestS18HugeNumberDoesNotWedgeTheJobOnPostgres(t *testing.T) {
+	requireFailsOnPostgres(t, resultThenFailure(json.Number("1e200000")))
+}
+
+// TestS18ResumeRefusesAHugeNumber: Resume refuses a value that jsonb
+// cannot store, and the job stays parked.
+func TestS18ResumeRefusesAHugeNumber(t *testing.T) {
+	var a, s atomic.Int32
+	var approved atomic.Bool
+	var got atomic.Int64
+	client, id, _ := parkApproval(t, &a, &s, &approved, &got)
+	_, err := Resume(context.Background(), client, id, map[string]any{"s": json.Number("1e-20000")})
+	require.ErrorIs(t, err, ErrUnstorableJSON)
+	_, err = Resume(context.Background(), client, id, map[string]any{"s": 7})
+	assert.NoError(t, err, "still parked")
 }
