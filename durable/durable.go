@@ -22,8 +22,9 @@
 // and a node that ignores its ctx may still be running after its attempt
 // ended, when the retry starts, possibly on another machine. An error a
 // node returns that River understands (river.JobSnooze, river.JobCancel)
-// snoozes or cancels the whole job, even from a node the graph tolerates,
-// except that in an attempt that parks the job (see below) a suspension
+// snoozes or cancels the whole job, even from a node the graph tolerates;
+// a river.JobCancel outranks a snooze from another node; and in an
+// attempt that parks the job (see below) a suspension
 // outranks a snooze, which would run the suspended node again with nobody
 // having looked at it; a river.JobCancel outranks the suspension, and the
 // job is cancelled, not parked.
@@ -534,13 +535,18 @@ func (e *GraphFailedError) Error() string {
 }
 
 // Unwrap returns the run's error and the nodes' errors, for errors.Is.
+// When a node asked River to cancel the job (river.JobCancel), the nodes'
+// river.JobSnooze errors are left out: River obeys a snooze anywhere in
+// the error before it looks for a cancellation, and would snooze the job,
+// running the cancelling node again, instead of cancelling it.
 func (e *GraphFailedError) Unwrap() []error {
 	var errs []error
 	if e.RunErr != nil {
 		errs = append(errs, e.RunErr)
 	}
+	cancel := asksCancel(e.Failed)
 	for _, f := range e.Failed {
-		if f.Err != nil {
+		if f.Err != nil && !(cancel && isJobSnooze(f.Err)) {
 			errs = append(errs, f.Err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"math/big"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/asynctool-go/asynctool"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -186,4 +188,51 @@ func TestS18ResumeRefusesAHugeNumber(t *testing.T) {
 	require.ErrorIs(t, err, ErrUnstorableJSON)
 	_, err = Resume(context.Background(), client, id, map[string]any{"s": 7})
 	assert.NoError(t, err, "still parked")
+}
+
+// TestS18CancelOutranksASnoozeElsewhere is
+// TestSuspendedSnoozeAndACancelElsewhere without the suspension: one
+// node asks River to cancel the job, another to snooze it. River obeys a
+// snooze anywhere in the error before it looks for a cancellation, so
+// the GraphFailedError must not carry the snooze beside the cancellation:
+// it did, and the job was snoozed on every attempt, x's JobCancel never
+// obeyed, s running again each time (a snooze consumes no attempt, so
+// for ever).
+func TestS18CancelOutranksASnoozeElsewhere(t *testing.T) {
+	var s atomic.Int32
+	build := func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		x := asynctool.NewWrapper("x", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			return 0, river.JobCancel(errors.New("order withdrawn"))
+		}), 0)
+		ns := Node(cp, "s", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			s.Add(1)
+			return 0, fmt.Errorf("stock service busy: %w", river.JobSnooze(time.Millisecond))
+		}), 0)
+		return []asynctool.Wrapper{x, ns}, nil
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, mustWorker(t, newAsync(t), time.Minute, build))
+	client := newClient(t, riversqlite.New(openSQLite(t)), workers)
+	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobCancelled, river.EventKindJobFailed, river.EventKindJobSnoozed)
+	defer cancel()
+	_, err := client.Insert(context.Background(), sumArgs{Base: 1}, nil)
+	require.NoError(t, err)
+	ev := waitFor(t, events, 1)[0]
+	assert.Equal(t, river.EventKindJobCancelled, ev.Kind, "x's JobCancel must cancel the job")
+	time.Sleep(300 * time.Millisecond)
+	assert.Equal(t, int32(1), s.Load(), "s must not run again")
+}
+
+// TestS18GraphFailedErrorUnwrap: a GraphFailedError leaves out the nodes'
+// snoozes only when a node asked for a cancellation.
+func TestS18GraphFailedErrorUnwrap(t *testing.T) {
+	snooze := river.JobSnooze(time.Second)
+	cancelErr := river.JobCancel(errors.New("withdrawn"))
+	var snoozeErr *rivertype.JobSnoozeError
+	e := &GraphFailedError{Failed: []NodeFailure{{ID: "s", Err: snooze}}}
+	assert.ErrorAs(t, e, &snoozeErr, "a snooze alone reaches River")
+	e.Failed = append(e.Failed, NodeFailure{ID: "x", Err: cancelErr})
+	assert.False(t, errors.As(e, &snoozeErr), "a cancellation outranks it")
+	assert.ErrorIs(t, e, cancelErr)
+	assert.Contains(t, e.Error(), "JobSnoozeError", "the text still names every node's error")
 }
