@@ -22,8 +22,9 @@
 // and a node that ignores its ctx may still be running after its attempt
 // ended, when the retry starts, possibly on another machine. An error a
 // node returns that River understands (river.JobSnooze, river.JobCancel)
-// snoozes or cancels the whole job, even from a node the graph tolerates,
-// except that in an attempt that parks the job (see below) a suspension
+// snoozes or cancels the whole job, even from a node the graph tolerates;
+// a river.JobCancel outranks a snooze from another node; and in an
+// attempt that parks the job (see below) a suspension
 // outranks a snooze, which would run the suspended node again with nobody
 // having looked at it; a river.JobCancel outranks the suspension, and the
 // job is cancelled, not parked.
@@ -36,8 +37,9 @@
 //
 // A checkpointed result is stored as JSON, so a node's result type must
 // encode and decode with encoding/json, with no NUL character or
-// unpaired surrogate in its strings, which PostgreSQL's jsonb cannot
-// store ([ErrUnstorableJSON]). Node ids are stored in the row too, so
+// unpaired surrogate in its strings and no number out of the range of
+// PostgreSQL's numeric, which PostgreSQL's jsonb cannot store
+// ([ErrUnstorableJSON]). Node ids are stored in the row too, so
 // they must be valid UTF-8 without a NUL character ([ErrUnstorableID]);
 // and River stores the text of the error an attempt ends with, in which
 // a NUL character is written as U+FFFD (see [Worker.Work]).
@@ -58,6 +60,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -531,13 +535,18 @@ func (e *GraphFailedError) Error() string {
 }
 
 // Unwrap returns the run's error and the nodes' errors, for errors.Is.
+// When a node asked River to cancel the job (river.JobCancel), the nodes'
+// river.JobSnooze errors are left out: River obeys a snooze anywhere in
+// the error before it looks for a cancellation, and would snooze the job,
+// running the cancelling node again, instead of cancelling it.
 func (e *GraphFailedError) Unwrap() []error {
 	var errs []error
 	if e.RunErr != nil {
 		errs = append(errs, e.RunErr)
 	}
+	cancel := asksCancel(e.Failed)
 	for _, f := range e.Failed {
-		if f.Err != nil {
+		if f.Err != nil && !(cancel && isJobSnooze(f.Err)) {
 			errs = append(errs, f.Err)
 		}
 	}
@@ -773,8 +782,9 @@ func (cp *Checkpoint) stillDecided() []string {
 //
 // A result that does not encode as JSON fails the node, and so does one
 // whose JSON PostgreSQL cannot store ([ErrUnstorableJSON]: a string with
-// a NUL character, or an unpaired surrogate escape): encode such bytes as a
-// []byte (base64) instead. A stored result
+// a NUL character, or an unpaired surrogate escape, or a number out of
+// the range of PostgreSQL's numeric): encode such bytes as a []byte
+// (base64), and such numbers as strings, instead. A stored result
 // that does not decode into R (a string stored where R is an int) makes
 // the node run its worker again; but JSON decoding ignores unknown fields
 // and leaves missing ones zero, so when the shape of R changes between
@@ -865,15 +875,27 @@ func (c *checkpointed[P, R]) Action(ctx context.Context, p P, all asynctool.Wrap
 // Resume value whose JSON PostgreSQL's jsonb cannot store: it holds the
 // escape \u0000 (a NUL character in a string) or a surrogate escape
 // without its pair (such as \ud83d alone, from a json.RawMessage or a
-// MarshalJSON that cut an emoji in two). River keeps a job's checkpoint
+// MarshalJSON that cut an emoji in two), or a number out of the range of
+// PostgreSQL's numeric, in which jsonb stores numbers (such as 1e200000
+// from a json.Number; see numericOverflows). River keeps a job's checkpoint
 // in its metadata, which PostgreSQL stores as jsonb: PostgreSQL would
 // reject the update that ends the attempt, and the job would stay running
 // until River's rescuer. The node fails (or Resume refuses the value) on
 // SQLite too, so that a job behaves the same on both.
-var ErrUnstorableJSON = errors.New(`the JSON holds \u0000 (a NUL character) or an unpaired surrogate escape, which PostgreSQL's jsonb, where River stores the checkpoint, cannot store`)
+var ErrUnstorableJSON = errors.New(`the JSON holds \u0000 (a NUL character), an unpaired surrogate escape or a number out of the range of PostgreSQL's numeric, which PostgreSQL's jsonb, where River stores the checkpoint, cannot store`)
 
-// checkpointJSON encodes v, a result to store in a checkpoint.
+// checkpointJSON encodes v, a result to store in a checkpoint. A value
+// that is not a pointer is encoded through a pointer to a copy, as the
+// replay decodes it: encoding/json calls a MarshalJSON (or MarshalText)
+// with a pointer receiver only on an addressable value, and would
+// otherwise encode the value's fields, which the UnmarshalJSON that
+// decodes it does not expect.
 func checkpointJSON(v any) ([]byte, error) {
+	if rv := reflect.ValueOf(v); rv.IsValid() && rv.Kind() != reflect.Pointer {
+		p := reflect.New(rv.Type())
+		p.Elem().Set(rv)
+		v = p.Interface()
+	}
 	raw, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
@@ -884,36 +906,81 @@ func checkpointJSON(v any) ([]byte, error) {
 	return raw, nil
 }
 
-// jsonbRejects reports whether raw, valid JSON, holds an escape that
-// jsonb refuses: \u0000, a low surrogate (\udc00-\udfff) not right after
-// a high one, or a high surrogate (\ud800-\udbff) not followed by a low
-// one. In JSON a backslash starts an escape, and an escaped backslash is
-// skipped whole: `\\u0000`, a backslash and "u0000", holds none.
+// jsonbRejects reports whether raw, valid JSON, holds what jsonb
+// refuses: in a string, the escape \u0000, a low surrogate
+// (\udc00-\udfff) not right after a high one, or a high surrogate
+// (\ud800-\udbff) not followed by a low one; outside strings, a number
+// out of the range of PostgreSQL's numeric (see numericOverflows). In
+// JSON a backslash starts an escape, and an escaped backslash is skipped
+// whole: `\\u0000`, a backslash and "u0000", holds none.
 func jsonbRejects(raw []byte) bool {
+	inString := false
 	for i := 0; i < len(raw); i++ {
-		if raw[i] != '\\' {
-			continue
-		}
-		i++ // the escaped character
-		u, ok := hexEscape(raw, i)
-		if !ok {
-			continue
-		}
-		switch {
-		case u == 0, u >= 0xdc00 && u <= 0xdfff:
-			return true
-		case u >= 0xd800 && u <= 0xdbff:
-			if i+6 >= len(raw) || raw[i+5] != '\\' {
+		switch c := raw[i]; {
+		case c == '"':
+			inString = !inString
+		case inString && c == '\\':
+			i++ // the escaped character
+			u, ok := hexEscape(raw, i)
+			if !ok {
+				continue
+			}
+			switch {
+			case u == 0, u >= 0xdc00 && u <= 0xdfff:
+				return true
+			case u >= 0xd800 && u <= 0xdbff:
+				if i+6 >= len(raw) || raw[i+5] != '\\' {
+					return true
+				}
+				if lo, ok := hexEscape(raw, i+6); !ok || lo < 0xdc00 || lo > 0xdfff {
+					return true
+				}
+				i += 6 // the pair's low half
+			}
+			i += 4
+		case !inString && (c == '-' || '0' <= c && c <= '9'):
+			j := i + 1
+			for j < len(raw) && strings.IndexByte("0123456789.eE+-", raw[j]) >= 0 {
+				j++
+			}
+			if numericOverflows(string(raw[i:j])) {
 				return true
 			}
-			if lo, ok := hexEscape(raw, i+6); !ok || lo < 0xdc00 || lo > 0xdfff {
-				return true
-			}
-			i += 6 // the pair's low half
+			i = j - 1
 		}
-		i += 4
 	}
 	return false
+}
+
+// numericOverflows reports whether num, a valid JSON number, is out of
+// the range of PostgreSQL's numeric, in which jsonb stores numbers: its
+// first nonzero digit more than 131071 places before the decimal point,
+// or more than 16383 digits after the point (an exponent shifts both),
+// or an exponent PostgreSQL does not even read (from 2^30-1 up, in
+// magnitude). encoding/json writes no such number for a float or an
+// integer, but a json.Number, a json.RawMessage, a MarshalJSON or a
+// *big.Int can.
+func numericOverflows(num string) bool {
+	const maxExp = math.MaxInt32 / 2 // PostgreSQL's own limit on the exponent
+	mant, exp, _ := strings.Cut(strings.ToLower(strings.TrimPrefix(num, "-")), "e")
+	e := 0
+	if exp != "" {
+		neg := exp[0] == '-'
+		for _, d := range strings.TrimLeft(exp, "+-") {
+			if e = e*10 + int(d-'0'); e >= maxExp {
+				return true
+			}
+		}
+		if neg {
+			e = -e
+		}
+	}
+	whole, frac, _ := strings.Cut(mant, ".")
+	if len(frac)-e > 16383 { // the digits after the point
+		return true
+	}
+	first := strings.IndexFunc(whole+frac, func(r rune) bool { return r != '0' })
+	return first >= 0 && len(whole)-1-first+e > 131071 // the first nonzero digit's power of ten
 }
 
 // hexEscape returns the code unit of the escape uXXXX at raw[i:], if it
