@@ -105,6 +105,7 @@ type runState struct {
 	start time.Time
 	mu    sync.Mutex
 	nodes map[int]trace.Span // node index -> span, while the node runs
+	ended []bool             // node index -> OnNodeEnd has run for it
 }
 
 type runKey struct{}
@@ -149,7 +150,7 @@ func (in *instruments) runStart(ctx context.Context, info asynctool.RunInfo) con
 		attrs = append(attrs, attribute.String("asynctool.run.deadline", info.Deadline.Format(time.RFC3339Nano)))
 	}
 	ctx, span := in.tracer.Start(ctx, "asynctool.run", trace.WithAttributes(attrs...))
-	st := &runState{span: span, start: time.Now(), nodes: make(map[int]trace.Span)}
+	st := &runState{span: span, start: time.Now(), nodes: make(map[int]trace.Span), ended: make([]bool, info.Nodes)}
 	return context.WithValue(ctx, runKey{}, st)
 }
 
@@ -164,12 +165,25 @@ func (in *instruments) nodeStart(ctx context.Context, ev asynctool.NodeEvent) co
 		KeyNodeWaitMS.Float64(float64(ev.Wait)/float64(time.Millisecond)),
 	))
 	st.mu.Lock()
+	if st.hasEnded(ev.Index) {
+		// The deadline or a cancellation ended the node (and perhaps the
+		// run) while this hook was on its way: nodeEnd has been and no
+		// one else would end the span.
+		st.mu.Unlock()
+		span.End()
+		return ctx
+	}
 	if old := st.nodes[ev.Index]; old != nil {
 		old.End() // an earlier attempt that nodeRetry did not end: a suspended node rerun by Resume
 	}
 	st.nodes[ev.Index] = span
 	st.mu.Unlock()
 	return ctx
+}
+
+// hasEnded reports whether OnNodeEnd has run for node i; st.mu is held.
+func (st *runState) hasEnded(i int) bool {
+	return i >= 0 && i < len(st.ended) && st.ended[i]
 }
 
 // nodeRetry ends the span of an attempt that failed and will be retried,
@@ -225,6 +239,9 @@ func (in *instruments) nodeEnd(ctx context.Context, ev asynctool.NodeEvent) {
 	st.mu.Lock()
 	span := st.nodes[ev.Index]
 	delete(st.nodes, ev.Index)
+	if ev.Index >= 0 && ev.Index < len(st.ended) {
+		st.ended[ev.Index] = true
+	}
 	st.mu.Unlock()
 	ran := ev.Attempt > 0
 	if span == nil {
