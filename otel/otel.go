@@ -50,7 +50,9 @@
 //	                         by asynctool.node.id and asynctool.node.outcome
 //	asynctool.node.outcomes  counter of ended nodes, by the same attributes
 //	asynctool.run.duration   histogram, seconds, of every run, by
-//	                         asynctool.run.outcome (ok or stopped)
+//	                         asynctool.run.outcome (ok or stopped: cut
+//	                         short by its deadline, a cancellation or
+//	                         PolicyEnd; a callback's panic is not)
 //
 // Node ids are metric attributes: keep them a fixed set per graph, not
 // per-request values.
@@ -59,6 +61,7 @@ package asynctoolotel
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -277,6 +280,17 @@ func (in *instruments) nodeEnd(ctx context.Context, ev asynctool.NodeEvent) {
 	in.outcomes.Add(ctx, 1, set)
 }
 
+// cutShort reports whether a run's error says it was stopped before every
+// node ended: the run's error joins that cause, if any, with the panics of
+// callbacks and hooks, which do not stop a run.
+func cutShort(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return slices.ContainsFunc(j.Unwrap(), cutShort)
+	}
+	_, panicked := err.(*asynctool.CallbackPanicError)
+	return !panicked
+}
+
 func (in *instruments) runEnd(ctx context.Context, rep *asynctool.Report) {
 	st, _ := ctx.Value(runKey{}).(*runState)
 	if st == nil {
@@ -291,7 +305,9 @@ func (in *instruments) runEnd(ctx context.Context, rep *asynctool.Report) {
 	st.span.SetAttributes(KeyRunFailed.Int(failed))
 	outcome := "ok"
 	if rep.RunErr != nil {
-		outcome = "stopped"
+		if cutShort(rep.RunErr) {
+			outcome = "stopped"
+		}
 		st.span.RecordError(rep.RunErr)
 		st.span.SetStatus(codes.Error, rep.RunErr.Error())
 	}

@@ -10,6 +10,8 @@ import (
 	asynctoolotel "github.com/asynctool-go/asynctool/otel"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
@@ -47,4 +49,39 @@ func TestS18NodeStartedAfterItsRunEndedEndsItsSpan(t *testing.T) {
 		assert.False(t, s.EndTime().IsZero(), "span %q never ended", s.Name())
 	}
 	assert.Len(t, ended, len(started))
+}
+
+// TestS18CallbackPanicIsNotAStoppedRun: a run whose every node ended in
+// time but whose Result callback panicked (BeginWork returns the
+// *CallbackPanicError) was counted in asynctool.run.duration with
+// outcome "stopped", as if it had been cut short.
+func TestS18CallbackPanicIsNotAStoppedRun(t *testing.T) {
+	h, exp, reader, _ := setup(t)
+	x := asynctool.NewWrapper("x", asynctooltest.Returns[int](1), 0).
+		Callback(asynctool.ResultFunc[int, int](func(bool, int, asynctool.WorkResult[int]) { panic("boom") }))
+	a := asynctool.New(asynctool.WithHooks(h))
+	err := a.BeginWork(context.Background(), time.Minute, x)
+	var cpe *asynctool.CallbackPanicError
+	require.ErrorAs(t, err, &cpe)
+	require.NoError(t, a.Close())
+
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	var outcomes []string
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if m.Name == "asynctool.run.duration" {
+			for _, dp := range m.Data.(metricdata.Histogram[float64]).DataPoints {
+				v, _ := dp.Attributes.Value(asynctoolotel.KeyRunOutcome)
+				outcomes = append(outcomes, v.AsString())
+			}
+		}
+	}
+	assert.Equal(t, []string{"ok"}, outcomes, "every node ended in time")
+
+	// The run's span still records the error BeginWork returned.
+	for _, s := range exp.GetSpans() {
+		if s.Name == "asynctool.run" {
+			assert.Equal(t, codes.Error, s.Status.Code)
+		}
+	}
 }
