@@ -24,7 +24,7 @@
 //	asynctool.node.index     its index in the run's report
 //	asynctool.node.state     finish or error
 //	asynctool.node.result    success, exception or timeout
-//	asynctool.node.outcome   success, failed, upstream_failed, skipped, timeout or retried
+//	asynctool.node.outcome   success, failed, upstream_failed, skipped, timeout, retried or suspended
 //	asynctool.node.ran       whether its worker was called
 //	asynctool.node.attempts  how many times its worker was started
 //	asynctool.node.reason    why it did not succeed, in words
@@ -39,8 +39,12 @@
 // name. An attempt that failed and is retried ends its span with the
 // attempt's error recorded, status Error, asynctool.node.attempts set to
 // that attempt's number, asynctool.node.outcome = "retried" and
-// asynctool.node.retry_in_ms the backoff before the next attempt. The last
-// attempt's span carries the node's outcome, as above. The run's span
+// asynctool.node.retry_in_ms the backoff before the next attempt. A node
+// suspended by [asynctool.PolicySuspend] keeps its failed attempt's span
+// open while it is pending; if Resume reruns it, that span ends when the
+// rerun starts, with status Error, asynctool.node.outcome = "suspended"
+// and the attempt's number. The last attempt's span carries the node's
+// outcome, as above. The run's span
 // carries asynctool.run.nodes, asynctool.run.failed (the number of nodes
 // that did not succeed) and, if the run was cut short, its error.
 //
@@ -176,11 +180,20 @@ func (in *instruments) nodeStart(ctx context.Context, ev asynctool.NodeEvent) co
 		span.End()
 		return ctx
 	}
-	if old := st.nodes[ev.Index]; old != nil {
-		old.End() // an earlier attempt that nodeRetry did not end: a suspended node rerun by Resume
-	}
+	old := st.nodes[ev.Index]
 	st.nodes[ev.Index] = span
 	st.mu.Unlock()
+	if old != nil {
+		// An earlier attempt that nodeRetry did not end: it failed, the
+		// node was suspended, and Resume reruns it now.
+		old.SetAttributes(
+			KeyNodeOutcome.String("suspended"),
+			KeyNodeRan.Bool(true),
+			KeyNodeAttempts.Int(ev.Attempt-1),
+		)
+		old.SetStatus(codes.Error, "failed and suspended; rerun by Resume")
+		old.End()
+	}
 	return ctx
 }
 

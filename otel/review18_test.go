@@ -2,6 +2,8 @@ package asynctoolotel_test
 
 import (
 	"context"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,4 +86,41 @@ func TestS18CallbackPanicIsNotAStoppedRun(t *testing.T) {
 			assert.Equal(t, codes.Error, s.Status.Code)
 		}
 	}
+}
+
+// TestS18SuspendedAttemptSpanSaysItFailed: the span of an attempt that
+// failed and suspended its node, then rerun by Resume, ended with status
+// Unset and no outcome, so the trace showed no failure at all.
+func TestS18SuspendedAttemptSpanSaysItFailed(t *testing.T) {
+	h, exp, _, _ := setup(t)
+	var calls atomic.Int32
+	x := asynctool.NewWrapper("x", asynctooltest.Func(func(context.Context, int) (int, error) {
+		if calls.Add(1) == 1 {
+			return 0, errDown
+		}
+		return 7, nil
+	}), 0).OnFailure(asynctool.PolicySuspend)
+	a := asynctool.New(asynctool.WithHooks(h))
+	run, err := a.Start(context.Background(), time.Minute, x)
+	require.NoError(t, err)
+	<-run.Suspended()
+	require.NoError(t, run.Resume("x", asynctool.Rerun()))
+	require.NoError(t, run.Wait(context.Background()))
+	require.NoError(t, a.Close())
+
+	var spans []tracetest.SpanStub
+	for _, s := range exp.GetSpans() {
+		if s.Name == "asynctool.node x" {
+			spans = append(spans, s)
+		}
+	}
+	require.Len(t, spans, 2, "one span per attempt")
+	slices.SortFunc(spans, func(p, q tracetest.SpanStub) int { return p.StartTime.Compare(q.StartTime) })
+	first := attrs(spans[0].Attributes)
+	assert.Equal(t, codes.Error, spans[0].Status.Code)
+	assert.Equal(t, "suspended", first["asynctool.node.outcome"].AsString())
+	assert.Equal(t, int64(1), first["asynctool.node.attempts"].AsInt64())
+	last := attrs(spans[1].Attributes)
+	assert.Equal(t, "success", last["asynctool.node.outcome"].AsString())
+	assert.Equal(t, int64(2), last["asynctool.node.attempts"].AsInt64())
 }
