@@ -188,8 +188,10 @@ func (rep *Report) DOT() string {
 
 // dotQuote returns s as a DOT double-quoted string. Backslashes and quotes
 // are escaped (a backslash would otherwise start one of DOT's label
-// escapes, such as \N), a newline becomes a centred line break, and other
-// control characters become spaces. Any other character, Unicode
+// escapes, such as \N), an ampersand becomes &amp; (Graphviz reads HTML
+// entities such as &#65; in any label, and &#1; would put a control
+// character into an SVG), a newline becomes a centred line break, and
+// other control characters become spaces. Any other character, Unicode
 // included, is kept as is: DOT files are UTF-8.
 func dotQuote(s string) string {
 	var b strings.Builder
@@ -199,6 +201,8 @@ func dotQuote(s string) string {
 		case r == '"' || r == '\\':
 			b.WriteByte('\\')
 			b.WriteRune(r)
+		case r == '&':
+			b.WriteString("&amp;")
 		case r == '\n':
 			b.WriteString(`\n`)
 		case r < ' ' || r == 0x7f:

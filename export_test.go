@@ -128,7 +128,7 @@ func TestExportEscaping(t *testing.T) {
 		{`\N`, `"\\N"`, `"\N"`},
 		{"two\nlines", `"two\nlines"`, `"two lines"`},
 		{"tab\there", `"tab here"`, `"tab here"`},
-		{"<b>&#1;`x`", `"<b>&#1;` + "`x`" + `"`, `"#lt;b#gt;#amp;#35;1;#96;x#96;"`},
+		{"<b>&#1;`x`", `"<b>&amp;#1;` + "`x`" + `"`, `"#lt;b#gt;#amp;#35;1;#96;x#96;"`},
 		{"日本 ✓", `"日本 ✓"`, `"日本 ✓"`},
 		{"", `"#0"`, `"#35;0"`},
 		{"end", `"end"`, `"end"`},

@@ -24,7 +24,7 @@
 //	asynctool.node.index     its index in the run's report
 //	asynctool.node.state     finish or error
 //	asynctool.node.result    success, exception or timeout
-//	asynctool.node.outcome   success, failed, upstream_failed, skipped, timeout or retried
+//	asynctool.node.outcome   success, failed, upstream_failed, skipped, timeout, retried or suspended
 //	asynctool.node.ran       whether its worker was called
 //	asynctool.node.attempts  how many times its worker was started
 //	asynctool.node.reason    why it did not succeed, in words
@@ -39,8 +39,12 @@
 // name. An attempt that failed and is retried ends its span with the
 // attempt's error recorded, status Error, asynctool.node.attempts set to
 // that attempt's number, asynctool.node.outcome = "retried" and
-// asynctool.node.retry_in_ms the backoff before the next attempt. The last
-// attempt's span carries the node's outcome, as above. The run's span
+// asynctool.node.retry_in_ms the backoff before the next attempt. A node
+// suspended by [asynctool.PolicySuspend] keeps its failed attempt's span
+// open while it is pending; if Resume reruns it, that span ends when the
+// rerun starts, with status Error, asynctool.node.outcome = "suspended"
+// and the attempt's number. The last attempt's span carries the node's
+// outcome, as above. The run's span
 // carries asynctool.run.nodes, asynctool.run.failed (the number of nodes
 // that did not succeed) and, if the run was cut short, its error.
 //
@@ -50,7 +54,9 @@
 //	                         by asynctool.node.id and asynctool.node.outcome
 //	asynctool.node.outcomes  counter of ended nodes, by the same attributes
 //	asynctool.run.duration   histogram, seconds, of every run, by
-//	                         asynctool.run.outcome (ok or stopped)
+//	                         asynctool.run.outcome (ok or stopped: cut
+//	                         short by its deadline, a cancellation or
+//	                         PolicyEnd; a callback's panic is not)
 //
 // Node ids are metric attributes: keep them a fixed set per graph, not
 // per-request values.
@@ -59,6 +65,7 @@ package asynctoolotel
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -105,6 +112,7 @@ type runState struct {
 	start time.Time
 	mu    sync.Mutex
 	nodes map[int]trace.Span // node index -> span, while the node runs
+	ended []bool             // node index -> OnNodeEnd has run for it
 }
 
 type runKey struct{}
@@ -149,7 +157,7 @@ func (in *instruments) runStart(ctx context.Context, info asynctool.RunInfo) con
 		attrs = append(attrs, attribute.String("asynctool.run.deadline", info.Deadline.Format(time.RFC3339Nano)))
 	}
 	ctx, span := in.tracer.Start(ctx, "asynctool.run", trace.WithAttributes(attrs...))
-	st := &runState{span: span, start: time.Now(), nodes: make(map[int]trace.Span)}
+	st := &runState{span: span, start: time.Now(), nodes: make(map[int]trace.Span), ended: make([]bool, info.Nodes)}
 	return context.WithValue(ctx, runKey{}, st)
 }
 
@@ -164,12 +172,34 @@ func (in *instruments) nodeStart(ctx context.Context, ev asynctool.NodeEvent) co
 		KeyNodeWaitMS.Float64(float64(ev.Wait)/float64(time.Millisecond)),
 	))
 	st.mu.Lock()
-	if old := st.nodes[ev.Index]; old != nil {
-		old.End() // an earlier attempt that nodeRetry did not end: a suspended node rerun by Resume
+	if st.hasEnded(ev.Index) {
+		// The deadline or a cancellation ended the node (and perhaps the
+		// run) while this hook was on its way: nodeEnd has been and no
+		// one else would end the span.
+		st.mu.Unlock()
+		span.End()
+		return ctx
 	}
+	old := st.nodes[ev.Index]
 	st.nodes[ev.Index] = span
 	st.mu.Unlock()
+	if old != nil {
+		// An earlier attempt that nodeRetry did not end: it failed, the
+		// node was suspended, and Resume reruns it now.
+		old.SetAttributes(
+			KeyNodeOutcome.String("suspended"),
+			KeyNodeRan.Bool(true),
+			KeyNodeAttempts.Int(ev.Attempt-1),
+		)
+		old.SetStatus(codes.Error, "failed and suspended; rerun by Resume")
+		old.End()
+	}
 	return ctx
+}
+
+// hasEnded reports whether OnNodeEnd has run for node i; st.mu is held.
+func (st *runState) hasEnded(i int) bool {
+	return i >= 0 && i < len(st.ended) && st.ended[i]
 }
 
 // nodeRetry ends the span of an attempt that failed and will be retried,
@@ -225,6 +255,9 @@ func (in *instruments) nodeEnd(ctx context.Context, ev asynctool.NodeEvent) {
 	st.mu.Lock()
 	span := st.nodes[ev.Index]
 	delete(st.nodes, ev.Index)
+	if ev.Index >= 0 && ev.Index < len(st.ended) {
+		st.ended[ev.Index] = true
+	}
 	st.mu.Unlock()
 	ran := ev.Attempt > 0
 	if span == nil {
@@ -260,6 +293,17 @@ func (in *instruments) nodeEnd(ctx context.Context, ev asynctool.NodeEvent) {
 	in.outcomes.Add(ctx, 1, set)
 }
 
+// cutShort reports whether a run's error says it was stopped before every
+// node ended: the run's error joins that cause, if any, with the panics of
+// callbacks and hooks, which do not stop a run.
+func cutShort(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return slices.ContainsFunc(j.Unwrap(), cutShort)
+	}
+	_, panicked := err.(*asynctool.CallbackPanicError)
+	return !panicked
+}
+
 func (in *instruments) runEnd(ctx context.Context, rep *asynctool.Report) {
 	st, _ := ctx.Value(runKey{}).(*runState)
 	if st == nil {
@@ -274,7 +318,9 @@ func (in *instruments) runEnd(ctx context.Context, rep *asynctool.Report) {
 	st.span.SetAttributes(KeyRunFailed.Int(failed))
 	outcome := "ok"
 	if rep.RunErr != nil {
-		outcome = "stopped"
+		if cutShort(rep.RunErr) {
+			outcome = "stopped"
+		}
 		st.span.RecordError(rep.RunErr)
 		st.span.SetStatus(codes.Error, rep.RunErr.Error())
 	}
