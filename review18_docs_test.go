@@ -69,3 +69,30 @@ func TestS18DocGoexitInAnEndHookNamesTheHook(t *testing.T) {
 		})
 	}
 }
+
+// TestS18DocNilOptionsDoNothing: the package documentation says the
+// library never panics on bad input, but New, NewPool, NewSerial and
+// NewKeyed called a nil option's method and panicked with a nil
+// dereference. A nil option now does nothing.
+func TestS18DocNilOptionsDoNothing(t *testing.T) {
+	assert.NotPanics(t, func() {
+		a := New(nil, WithMaxWorkers(2), nil)
+		assert.NoError(t, a.BeginWork(context.Background(), 0, NewWrapper("x", okWorker(), 0)))
+		assert.NoError(t, a.Close())
+	}, "New")
+	assert.NotPanics(t, func() {
+		p := NewPool(nil, PoolSize(2), nil)
+		assert.NoError(t, p.Submit(func() {}))
+		assert.NoError(t, p.Close())
+	}, "NewPool")
+	assert.NotPanics(t, func() {
+		s := NewSerial(nil, nil)
+		assert.NoError(t, s.Submit(func() {}))
+		s.Close()
+	}, "NewSerial")
+	assert.NotPanics(t, func() {
+		k := NewKeyed[int](nil, nil)
+		assert.NoError(t, k.Submit(1, func() {}))
+		k.Close()
+	}, "NewKeyed")
+}
