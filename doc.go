@@ -107,7 +107,7 @@
 // it would have, and nothing reports it. The library
 // itself never panics on bad input: it returns errors (the Pool's option
 // constructors excepted, which panic on values that can never work, such
-// as PoolSize(0)).
+// as PoolSize(0), and NewPool, which panics on an unknown FullPolicy).
 //
 // # Errors
 //

@@ -82,6 +82,7 @@ func PoolQueue(n int) PoolOption {
 
 // PoolWhenFull sets what Submit does when every worker is busy and the
 // queue is full. The zero FullPolicy selects the default, [CallerRuns].
+// [NewPool] panics on a policy that is none of the three.
 func PoolWhenFull(p FullPolicy) PoolOption {
 	return poolOptionFunc(func(c *poolConfig) { c.policy = p })
 }
