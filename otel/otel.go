@@ -41,8 +41,9 @@
 // that attempt's number, asynctool.node.outcome = "retried" and
 // asynctool.node.retry_in_ms the backoff before the next attempt. The last
 // attempt's span carries the node's outcome, as above. The run's span
-// carries asynctool.run.nodes, asynctool.run.failed (the number of nodes
-// that did not succeed) and, if the run was cut short, its error.
+// carries asynctool.run.nodes, asynctool.run.deadline (the group deadline,
+// RFC 3339, when the run has one), asynctool.run.failed (the number of
+// nodes that did not succeed) and, if the run was cut short, its error.
 //
 // # Metrics
 //
