@@ -53,7 +53,7 @@ type Async struct {
 	epoch time.Time
 }
 
-// Option configures an [Async].
+// Option configures an [Async]. A nil Option does nothing.
 type Option interface {
 	apply(*config)
 }
@@ -135,7 +135,9 @@ func WithExecutor(e Executor) Option {
 func New(opts ...Option) *Async {
 	c := config{maxWorkers: DefaultMaxWorkers}
 	for _, o := range opts {
-		o.apply(&c)
+		if o != nil {
+			o.apply(&c)
+		}
 	}
 	a := &Async{cfgErr: c.err, hooks: c.hooks, timings: c.timings, epoch: time.Now()}
 	if c.exec != nil {

@@ -94,13 +94,20 @@
 // [*CallbackPanicError], so none is lost; a panic in Retryable, Backoff or
 // a custom join is, like a worker's, the node's failure, found in its
 // result and not returned by BeginWork. User code that ends its goroutine
-// with runtime.Goexit (t.FailNow in a test), in a worker, a callback, a
-// custom join or a hook, fails the node it was working for with
-// [ErrGoexit] instead of hanging the run; for a worker's Goexit the node's
-// failure policy applies, but not its retries, as for a panic. The library
-// itself never panics on bad input: it returns errors (the Pool's option
-// constructors excepted, which panic on values that can never work, such
-// as PoolSize(0)).
+// with runtime.Goexit (t.FailNow in a test) does not hang the run either.
+// In a worker, Callback.Begin, or an OnNodeStart or OnNodeRetry hook, it
+// fails the node it was working for with [ErrGoexit] (for a worker's
+// Goexit the node's failure policy applies, but not its retries, as for a
+// panic); in a custom join it fails the join's node with an error
+// wrapping ErrGoexit. In Callback.Result, DefaultValue or an end hook
+// (OnNodeEnd, OnNodeSkip, OnNodeTimeout) the node's result stands, as for
+// a panic there, and BeginWork returns a *CallbackPanicError wrapping
+// ErrGoexit. OnRunStart runs on the goroutine that called BeginWork or
+// Start, which a Goexit in it ends; after one in OnRunEnd the run ends as
+// it would have, and nothing reports it. The library itself never panics
+// on bad input: it returns errors (the Pool's option constructors
+// excepted, which panic on values that can never work, such as
+// PoolSize(0) or PoolWhenFull(FullPolicy(9))).
 //
 // # Errors
 //

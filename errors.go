@@ -49,8 +49,10 @@ var (
 	ErrClosed = errors.New("asynctool: async is closed")
 
 	// ErrGoexit is the Err of a node whose worker called runtime.Goexit
-	// (as t.FailNow does in a test) instead of returning, and of a
-	// [RunBatches] item whose process did.
+	// (as t.FailNow does in a test) instead of returning, or whose
+	// Callback.Begin or OnNodeStart or OnNodeRetry hook did, and of a
+	// [RunBatches] item whose process did. A Goexit elsewhere in user
+	// code is reported wrapping it: see the package documentation.
 	ErrGoexit = errors.New("asynctool: worker called runtime.Goexit")
 	// ErrSkipped is the Err of a node that was short-circuited: it had not
 	// started and none of its successors needed its result any more.

@@ -137,20 +137,26 @@ func (r *Run) nodeStarted(i int32, ctx context.Context) context.Context {
 	return ctx
 }
 
-// nodeEnded runs the end hooks of node i.
-func (r *Run) nodeEnded(i int32) {
+// nodeEnded runs the end hooks of node i, naming each in wl.hook while
+// it runs, so that a runtime.Goexit in it is reported under its name (see
+// salvage).
+func (r *Run) nodeEnded(i int32, wl *worklist) {
 	ev := r.event(i)
 	for _, h := range r.hooks {
 		if h.OnNodeSkip != nil && ev.Result == ResultException && isSkip(ev.Err) {
+			wl.hook = "OnNodeSkip"
 			r.hooked("OnNodeSkip", ev.ID, func() { h.OnNodeSkip(r.ctx, ev) })
 		}
 		if h.OnNodeTimeout != nil && ev.Result == ResultTimeout {
+			wl.hook = "OnNodeTimeout"
 			r.hooked("OnNodeTimeout", ev.ID, func() { h.OnNodeTimeout(r.ctx, ev) })
 		}
 		if h.OnNodeEnd != nil {
+			wl.hook = "OnNodeEnd"
 			r.hooked("OnNodeEnd", ev.ID, func() { h.OnNodeEnd(r.ctx, ev) })
 		}
 	}
+	wl.hook = ""
 }
 
 func (r *Run) nodeRetrying(i int32, err error, delay time.Duration) {

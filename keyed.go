@@ -88,7 +88,9 @@ type keyQueue[K comparable] struct {
 func NewKeyed[K comparable](exec Executor, opts ...SerialOption) *Keyed[K] {
 	var c serialConfig
 	for _, o := range opts {
-		o.applySerial(&c)
+		if o != nil {
+			o.applySerial(&c)
+		}
 	}
 	if isNil(exec) {
 		exec = GoExecutor{}

@@ -39,7 +39,8 @@ func (p FullPolicy) String() string {
 	return fmt.Sprintf("FullPolicy(%d)", int(p))
 }
 
-// PoolOption configures a [Pool] built by [NewPool].
+// PoolOption configures a [Pool] built by [NewPool]. A nil PoolOption
+// does nothing.
 type PoolOption interface {
 	applyPool(*poolConfig)
 }
@@ -235,7 +236,9 @@ func NewPool(opts ...PoolOption) *Pool {
 		idle:  5 * time.Second,
 	}
 	for _, o := range opts {
-		o.applyPool(&c)
+		if o != nil {
+			o.applyPool(&c)
+		}
 	}
 	if c.policy == 0 {
 		c.policy = CallerRuns

@@ -17,7 +17,8 @@ const (
 	// cancelled, before the node ended.
 	ResultTimeout
 	// ResultException: the worker returned an error or panicked, an
-	// upstream it needed failed, or the node was skipped.
+	// upstream it needed failed, its join failed it, the node was
+	// skipped, or a PolicyEnd node ended the run before it ended.
 	ResultException
 )
 
@@ -42,7 +43,12 @@ func (s ResultState) String() string {
 //   - an [*UpstreamError] wrapping the error of an upstream it needed;
 //   - [ErrSkipped] if it was short-circuited;
 //   - the run context's cause ([context.DeadlineExceeded] for the group
-//     deadline) if it timed out.
+//     deadline) if it timed out, or a [*NodeTimeoutError] if its own
+//     [WorkerWrapper.Timeout] passed;
+//   - an [*EndError] if a [PolicyEnd] node ended the run first;
+//   - an error wrapping [ErrJoinFailed] or [ErrJoinUndecided], or a
+//     *PanicError, if its custom join failed it;
+//   - [ErrGoexit] if its worker ended its goroutine with runtime.Goexit.
 type WorkResult[R any] struct {
 	Value R
 	State ResultState

@@ -156,6 +156,10 @@ type worklist struct {
 	// last shared, woke or retried a helper; attempt then looks at nodes
 	// that may block (see queueBeforeBlocking).
 	refused bool
+	// hook: the end hook of node prop that is running (see
+	// Run.nodeEnded), "" while its Result callback is: the name a
+	// runtime.Goexit there is reported under (see salvage).
+	hook string
 }
 
 // getWorklist returns an empty worklist from the Async's free list,
@@ -171,7 +175,7 @@ func (a *Async) putWorklist(wl *worklist) {
 	wl.ready, wl.left, wl.ended, wl.batch = wl.ready[:0], wl.left[:0], wl.ended[:0], wl.batch[:0]
 	wl.cur, wl.prop, wl.sweep, wl.retry, wl.fresh, wl.front = -1, -1, false, false, false, false
 	wl.roots, wl.wake, wl.action, wl.refused = false, false, false, false
-	wl.after, wl.claim, wl.carried = -1, 0, false
+	wl.after, wl.claim, wl.carried, wl.hook = -1, 0, false, ""
 	a.worklists.Put(wl)
 }
 
@@ -990,8 +994,11 @@ func (r *Run) salvage(wl *worklist, pe *PanicError) *worklist {
 	switch {
 	case wl.prop >= 0:
 		// A Result callback or an end hook did not return.
-		i := wl.prop
-		r.callbackPanic(r.p.nodes[i].core.id, "Result", &PanicError{Value: why})
+		i, method := wl.prop, "Result"
+		if wl.hook != "" {
+			method = wl.hook
+		}
+		r.callbackPanic(r.p.nodes[i].core.id, method, &PanicError{Value: why})
 		r.afterCallback(i, 0, cont)
 	case wl.after >= 0:
 		// A custom join did not return: fail its node, then go on with
@@ -1357,7 +1364,7 @@ func (r *Run) processEnd(i int32, wl *worklist) {
 	}
 	if len(r.hooks) > 0 {
 		wl.fresh = false
-		r.nodeEnded(i)
+		r.nodeEnded(i, wl)
 	}
 	wl.prop = -1
 	r.afterCallback(i, 0, wl)

@@ -9,7 +9,7 @@ import (
 )
 
 // SerialOption configures a [Serial] built by [NewSerial] or a [Keyed]
-// built by [NewKeyed].
+// built by [NewKeyed]. A nil SerialOption does nothing.
 type SerialOption interface {
 	applySerial(*serialConfig)
 }
@@ -138,7 +138,9 @@ type serialItem struct {
 func NewSerial(exec Executor, opts ...SerialOption) *Serial {
 	var c serialConfig
 	for _, o := range opts {
-		o.applySerial(&c)
+		if o != nil {
+			o.applySerial(&c)
+		}
 	}
 	if isNil(exec) {
 		exec = GoExecutor{}

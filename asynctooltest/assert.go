@@ -139,8 +139,9 @@ func Failed(t testing.TB, rep *asynctool.Report, id string, target error) bool {
 	return true
 }
 
-// TimedOut checks that the node was ended by the group deadline or the
-// run's cancellation.
+// TimedOut checks that the node ended with asynctool.ResultTimeout: by
+// the group deadline, the run's cancellation, or its own
+// WorkerWrapper.Timeout.
 func TimedOut(t testing.TB, rep *asynctool.Report, id string) bool {
 	t.Helper()
 	n, ok := node(t, rep, id)

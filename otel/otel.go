@@ -44,9 +44,10 @@
 // open while it is pending; if Resume reruns it, that span ends when the
 // rerun starts, with status Error, asynctool.node.outcome = "suspended"
 // and the attempt's number. The last attempt's span carries the node's
-// outcome, as above. The run's span
-// carries asynctool.run.nodes, asynctool.run.failed (the number of nodes
-// that did not succeed) and, if the run was cut short, its error.
+// outcome, as above. The run's span carries asynctool.run.nodes,
+// asynctool.run.deadline (the group deadline, RFC 3339, when the run has
+// one), asynctool.run.failed (the number of nodes that did not succeed)
+// and, if the run was cut short, its error.
 //
 // # Metrics
 //
