@@ -84,6 +84,13 @@ func (e *BatchItemError) Unwrap() error { return e.Err }
 // or context.Cause(ctx); item failures are only in the report. A nil
 // fetch or process is an error, and a nil ctx is [ErrNilContext], returned
 // before anything runs.
+//
+// A panic in fetch is not recovered: it goes on up RunBatches' caller's
+// stack, as does a runtime.Goexit in fetch or in a process that runs on
+// the calling goroutine (an item the executor refused, or one a
+// [CallerRuns] pool ran there). Before it does, RunBatches cancels the
+// context of the items in flight and waits for them to return, so that
+// none outlives it.
 func RunBatches[T any](ctx context.Context, exec Executor,
 	fetch func(ctx context.Context, page int) ([]T, error),
 	process func(ctx context.Context, item T) error,
@@ -102,11 +109,22 @@ func RunBatches[T any](ctx context.Context, exec Executor,
 		exec = p
 	}
 	var (
-		report BatchReport
-		mu     sync.Mutex // guards report once items are in flight
-		wg     sync.WaitGroup
-		runErr error
+		report   BatchReport
+		mu       sync.Mutex // guards report once items are in flight
+		wg       sync.WaitGroup
+		runErr   error
+		finished bool
 	)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer func() {
+		if !finished {
+			// fetch panicked, or fetch or a process run on this goroutine
+			// called runtime.Goexit: no item may outlive RunBatches.
+			cancel(errBatchAborted)
+			wg.Wait()
+		}
+	}()
 	record := func(page, index int, err error, skipped bool) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -169,6 +187,7 @@ pages:
 		}
 	}
 	wg.Wait()
+	finished = true
 	if runErr == nil && report.Skipped > 0 {
 		// ctx ended after the last page was fetched, while items waited.
 		runErr = context.Cause(ctx)
@@ -178,6 +197,10 @@ pages:
 	})
 	return report, runErr
 }
+
+// errBatchAborted is the cause of the items' context when RunBatches
+// unwinds from a panic or a runtime.Goexit.
+var errBatchAborted = errors.New("asynctool: RunBatches ended by a panic or runtime.Goexit on its goroutine")
 
 // processItem calls process, turning a panic into a *PanicError.
 func processItem[T any](ctx context.Context, process func(context.Context, T) error, item T) (err error) {
