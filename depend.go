@@ -172,6 +172,21 @@ const (
 	DecideSuspend
 )
 
+// String returns the decision's name.
+func (d Decision) String() string {
+	switch d {
+	case DecideWait:
+		return "wait"
+	case DecideRun:
+		return "run"
+	case DecideFail:
+		return "fail"
+	case DecideSuspend:
+		return "suspend"
+	}
+	return fmt.Sprintf("Decision(%d)", int(d))
+}
+
 // setThresholds computes node n's join thresholds: the number of counted
 // upstream ends that trigger it (needOK) and that fail it (needFail). The
 // run's counters count up from zero, so that resetting a run is one clear.

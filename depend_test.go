@@ -157,3 +157,11 @@ func TestDependAndNextAreTheSameEdge(t *testing.T) {
 	assert.ErrorIs(t, z.Result().Err, errBoom, "x is a must dependency of z")
 	assert.Equal(t, 0, rec.count(rec.actions, "z"))
 }
+
+func TestDecisionString(t *testing.T) {
+	for d, want := range map[Decision]string{
+		DecideWait: "wait", DecideRun: "run", DecideFail: "fail", DecideSuspend: "suspend", Decision(7): "Decision(7)",
+	} {
+		assert.Equal(t, want, d.String())
+	}
+}
