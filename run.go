@@ -517,7 +517,9 @@ func (r *Run) Cancel() { r.cancel() }
 // wraps the run context's cause ([context.DeadlineExceeded] for the group
 // deadline) if the run was stopped before every node ended, joined with
 // any [*CallbackPanicError]. Worker failures are node results, not run
-// errors. If ctx ends first, Wait returns ctx.Err() and the run goes on.
+// errors. If ctx ends first, Wait returns ctx.Err() and the run goes on;
+// a run that has already ended when Wait is called, or when ctx ends,
+// gets its own error, whatever the state of ctx.
 func (r *Run) Wait(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext
@@ -525,7 +527,11 @@ func (r *Run) Wait(ctx context.Context) error {
 	select {
 	case <-r.done:
 	case <-ctx.Done():
-		return ctx.Err()
+		select {
+		case <-r.done: // both ready: the run's end wins
+		default:
+			return ctx.Err()
+		}
 	}
 	return r.err()
 }

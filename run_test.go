@@ -428,3 +428,18 @@ func TestShareReusesRoomTakenFromTheFront(t *testing.T) {
 	}
 	assert.Equal(t, []int32{4, 5, 6, 7}, got)
 }
+
+// TestWaitOnAnEndedRunIgnoresADoneContext checks that Wait returns the
+// run's own result for a run that has ended, even with a ctx that is
+// already done: the select used to pick between the two at random.
+func TestWaitOnAnEndedRunIgnoresADoneContext(t *testing.T) {
+	a := newAsync(t)
+	run, err := a.Start(context.Background(), time.Second, NewWrapper("x", okWorker(), 0))
+	require.NoError(t, err)
+	<-run.Done()
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 200 {
+		require.NoError(t, run.Wait(done))
+	}
+}
