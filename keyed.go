@@ -239,14 +239,15 @@ func (k *Keyed[K]) stopIntake() {
 // accepted still run, in order per key. Shutdown returns nil once they
 // have all run; the Keyed is then closed.
 //
-// If ctx is done first, Shutdown closes the Keyed as [Keyed.Close] does,
-// dropping the tasks that have not started, and returns ctx's error once
-// the running tasks have returned. If Close is called meanwhile, or was
-// before, Shutdown returns [ErrSerialClosed] once every drain loop has
-// ended; so does a Shutdown that begins after another has finished, while
-// Shutdowns called together all wait and return nil. Shutdown must not be
-// called from inside one of the Keyed's tasks, which would wait for
-// itself.
+// If ctx is done first (a ctx already done when Shutdown is called counts,
+// even with nothing left to run), Shutdown closes the Keyed as
+// [Keyed.Close] does, dropping the tasks that have not started, and
+// returns ctx's error once the running tasks have returned. If Close is
+// called meanwhile, or was before, Shutdown returns [ErrSerialClosed] once
+// every drain loop has ended; so does a Shutdown that begins after another
+// has finished, while Shutdowns called together all wait and return nil.
+// Shutdown must not be called from inside one of the Keyed's tasks, which
+// would wait for itself.
 func (k *Keyed[K]) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext

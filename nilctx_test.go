@@ -53,3 +53,19 @@ func TestNilContextIsAnError(t *testing.T) {
 	<-ran
 	require.NoError(t, k.Shutdown(context.Background()))
 }
+
+// TestShutdownWithADoneContextIsDeterministic checks that a Shutdown
+// whose ctx is already done reports it every time, even with nothing left
+// to run: it used to depend on which of the two a select saw first.
+func TestShutdownWithADoneContextIsDeterministic(t *testing.T) {
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 100 {
+		s := NewSerial(GoExecutor{})
+		require.ErrorIs(t, s.Shutdown(done), context.Canceled)
+		require.ErrorIs(t, s.Submit(func() {}), ErrSerialClosed)
+		k := NewKeyed[int](GoExecutor{})
+		require.ErrorIs(t, k.Shutdown(done), context.Canceled)
+		require.ErrorIs(t, k.Submit(1, func() {}), ErrSerialClosed)
+	}
+}

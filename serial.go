@@ -466,15 +466,16 @@ func (s *Serial) Close() {
 // Serial then refuses tasks as a closed one does (a later Close has
 // nothing left to drop).
 //
-// If ctx is done first, Shutdown closes the Serial as [Serial.Close] does,
-// dropping the tasks that have not started, and returns ctx's error. If
-// Close is called meanwhile, or was before, Shutdown returns
-// [ErrSerialClosed] once Close has returned; so does a Shutdown that
-// begins after another has finished, while Shutdowns called together all
-// wait and return nil. A Submit that races Shutdown may still return nil;
-// its task then runs before Shutdown returns nil. Shutdown must not be
-// called from inside one of the Serial's tasks, which would wait for
-// itself.
+// If ctx is done first (a ctx already done when Shutdown is called counts,
+// even with nothing left to run), Shutdown closes the Serial as
+// [Serial.Close] does, dropping the tasks that have not started, and
+// returns ctx's error. If Close is called meanwhile, or was before,
+// Shutdown returns [ErrSerialClosed] once Close has returned; so does a
+// Shutdown that begins after another has finished, while Shutdowns called
+// together all wait and return nil. A Submit that races Shutdown may still
+// return nil; its task then runs before Shutdown returns nil. Shutdown
+// must not be called from inside one of the Serial's tasks, which would
+// wait for itself.
 func (s *Serial) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext
@@ -508,8 +509,15 @@ func (s *Serial) Shutdown(ctx context.Context) error {
 
 // waitOrStop waits for wg, or, if ctx ends first, calls stop, which must
 // make wg's Wait return, waits for wg all the same (so that the goroutine
-// that waits is gone), and returns ctx's error.
+// that waits is gone), and returns ctx's error. A ctx already done counts
+// as ending first, even if wg has nothing to wait for, so that the result
+// does not depend on which of the two a select sees first.
 func waitOrStop(ctx context.Context, wg *sync.WaitGroup, stop func()) error {
+	if err := ctx.Err(); err != nil {
+		stop()
+		wg.Wait()
+		return err
+	}
 	done := make(chan struct{})
 	go func() {
 		wg.Wait()
