@@ -98,16 +98,15 @@
 // In a worker, Callback.Begin, or an OnNodeStart or OnNodeRetry hook, it
 // fails the node it was working for with [ErrGoexit] (for a worker's
 // Goexit the node's failure policy applies, but not its retries, as for a
-// panic); in a custom join it fails the join's node with an error
-// wrapping ErrGoexit. In Callback.Result, DefaultValue or an end hook
-// (OnNodeEnd, OnNodeSkip, OnNodeTimeout) the node's result stands, as for
-// a panic there, and BeginWork returns a *CallbackPanicError wrapping
-// ErrGoexit. OnRunStart runs on the goroutine that called BeginWork or
-// Start, which a Goexit in it ends; after one in OnRunEnd the run ends as
-// it would have, and nothing reports it. The library itself never panics
-// on bad input: it returns errors (the Pool's option constructors
-// excepted, which panic on values that can never work, such as
-// PoolSize(0) or PoolWhenFull(FullPolicy(9))).
+// panic); in a custom join it fails the join's node with an error wrapping
+// ErrGoexit. In Callback.Result, DefaultValue or an end hook (OnNodeEnd,
+// OnNodeSkip, OnNodeTimeout, OnRunEnd) the node's result, or the run's,
+// stands, as for a panic there, and BeginWork returns a
+// *CallbackPanicError wrapping ErrGoexit. OnRunStart runs on the goroutine
+// that called BeginWork or Start, which a Goexit in it ends. The library
+// itself never panics on bad input: it returns errors (the Pool's option
+// constructors excepted, which panic on values that can never work, such
+// as PoolSize(0) or PoolWhenFull(FullPolicy(9))).
 //
 // # Errors
 //

@@ -180,6 +180,20 @@ func (r *Run) runEnded() {
 			rep.End = r.wall(r.ended.Load())
 			rep.RunErr = r.err()
 		}
-		r.hooked("OnRunEnd", "", func() { h.OnRunEnd(r.ctx, rep) })
+		r.runEndHook(h.OnRunEnd, rep)
 	}
+}
+
+// runEndHook calls an OnRunEnd hook. A runtime.Goexit in it is reported
+// as a panic is: the run's end (see complete) is deferred, so the record
+// is in place before the run resolves.
+func (r *Run) runEndHook(f func(context.Context, *Report), rep *Report) {
+	returned := false
+	defer func() {
+		if !returned {
+			r.callbackPanic("", "OnRunEnd", &PanicError{Value: ErrGoexit})
+		}
+	}()
+	r.hooked("OnRunEnd", "", func() { f(r.ctx, rep) })
+	returned = true
 }
