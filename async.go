@@ -71,21 +71,25 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 // WithMaxWorkers bounds the number of goroutines the Async runs workers on
-// at once (default [DefaultMaxWorkers]), on a [Pool] it owns. Any DAG completes even with n = 1:
-// no goroutine ever waits for another node. The n goroutines are shared
-// by every run on the Async; a run that found none free goes on with
-// those it has, and takes one that frees up later while it still has
-// nodes queued. A run started from inside a worker (with a context that
-// comes from the worker's) is the exception: when no goroutine of the
-// pool is free, its first node, and a retry or a resumed node of it, run
-// on a goroutine of their own, past the bound, since the workers that
-// would free one may be waiting for such runs. A node's own
+// at once (default [DefaultMaxWorkers]), on a [Pool] it owns. Any DAG
+// completes even with n = 1: no goroutine ever waits for another node. The
+// n goroutines are shared by every run on the Async; a run that found none
+// free goes on with those it has, and takes one that frees up later while
+// it still has nodes queued. A run started from inside a worker (with a
+// context that comes from the worker's) is the exception: when no
+// goroutine of the pool is free, its first node, and a retry or a resumed
+// node of it, run on a goroutine of their own, past the bound, since the
+// workers that would free one may be waiting for such runs. A node's own
 // [WorkerWrapper.Timeout] is the other: when it passes, the node ends on
 // the timer's goroutine, which goes on with the nodes that its end makes
 // ready, past the bound while the node's worker, which ignored its ctx,
 // still holds a goroutine of the pool, so that such a worker does not hold
-// the run back. n must be at least 1; a smaller n makes every BeginWork
-// return an error saying so.
+// the run back. A task that neither a free goroutine nor the pool's queue
+// can take (a burst that fills both) is not lost either: a run's first
+// node, a retry and a resumed node then run on a goroutine of their own (a
+// retry on its backoff timer's), past the bound, and other ready nodes on
+// the goroutine that made them ready. n must be at least 1; a smaller n
+// makes every BeginWork return an error saying so.
 func WithMaxWorkers(n int) Option {
 	return optionFunc(func(c *config) {
 		if n < 1 {
