@@ -125,13 +125,15 @@ func (o streamRetry) applyStreamNode(c *streamNodeConfig) { c.retry = o.p }
 // then does the node fail, and its [FailurePolicy] apply, with the last
 // attempt's error and value. An error p.Retryable refuses (by default a
 // [*PanicError]) is not retried; a panic in Retryable or Backoff ends the
-// retries and becomes the node's error. The backoff waits on Run's
-// goroutine and ends early when Run's context does, and a retry never
-// starts, nor a backoff sleeps, past that context's deadline: the
-// failure policy applies at once instead. A [Rerun] of a suspended node
-// starts a new round of p.Attempts attempts. p is copied: the option may
-// be given to many nodes, and costs them no allocation. A node with
-// p.Attempts < 1 ends at once with an error wrapping [ErrBadRetry].
+// retries and becomes the node's error, and a node that calls
+// runtime.Goexit is not retried (it stops the stream, as it does without
+// retries). The backoff waits on Run's goroutine and ends early when Run's
+// context does, and a retry never starts, nor a backoff sleeps, past that
+// context's deadline: the failure policy applies at once instead. A
+// [Rerun] of a suspended node starts a new round of p.Attempts attempts. p
+// is copied: the option may be given to many nodes, and costs them no
+// allocation. A node with p.Attempts < 1 ends at once with an error
+// wrapping [ErrBadRetry].
 func StreamRetry(p RetryPolicy) StreamNodeOption {
 	return streamRetry{&p}
 }
