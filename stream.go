@@ -391,18 +391,19 @@ func (s *Stream[T]) pause(ctx context.Context, n *StreamNode[T]) (streamResume[T
 }
 
 // Resume resumes the stream paused at a node appended with
-// [PolicySuspend], as how says: [Rerun] runs the node again (if it fails
-// again, it pauses again), [SucceedWith] ends it with a value, which must
-// be a T, and the stream goes on, and [FailWith] ends it with an error
-// and stops the stream as [PolicyFail] does. It returns nil once the
-// resumption is accepted; Run applies it (a node to be rerun ends without
-// running if Run's context ends meanwhile). It returns an error wrapping
+// [PolicySuspend], as how says: [Rerun] runs the node again, with a new
+// round of its [StreamRetry] attempts (if it fails again, it pauses
+// again), [SucceedWith] ends it with a value, which must be a T, and the
+// stream goes on, and [FailWith] ends it with an error and stops the
+// stream as [PolicyFail] does. It returns nil once the resumption is
+// accepted; Run applies it (a node to be rerun ends without running if
+// Run's context ends meanwhile). It returns an error wrapping
 // [ErrNotPending] when the stream is not paused (never paused, already
-// resumed, or stopped because Run's context ended first: when Resume
-// races with the end of the context, exactly one of them decides), or
-// wrapping [ErrResultType] for a SucceedWith value that is not a T. A
-// FailWith(nil) or zero Resumption is refused with an error too. Resume
-// is safe for concurrent use; of concurrent calls, at most one succeeds.
+// resumed, or stopped because Run's context ended first: when Resume races
+// with the end of the context, exactly one of them decides), or wrapping
+// [ErrResultType] for a SucceedWith value that is not a T. A FailWith(nil)
+// or zero Resumption is refused with an error too. Resume is safe for
+// concurrent use; of concurrent calls, at most one succeeds.
 func (s *Stream[T]) Resume(how Resumption) error {
 	r := streamResume[T]{how: how}
 	switch how.kind {
