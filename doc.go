@@ -88,12 +88,12 @@
 // same way, without calling Action. A panic in Callback.Result leaves the
 // node's result as it was. A panic in a Defaulter's DefaultValue makes the
 // zero value stand in; a panic in a RetryPolicy's Retryable or Backoff
-// ends the retries and becomes the node's *PanicError; a panic in a custom
-// join fails the join's node; a panic in a hook is recovered. A panic in
-// Begin, Result, DefaultValue or a hook is also returned by BeginWork as a
-// [*CallbackPanicError], so none is lost; a panic in Retryable, Backoff or
-// a custom join is, like a worker's, the node's failure, found in its
-// result and not returned by BeginWork. User code that ends its goroutine
+// ends the retries and becomes the node's *PanicError (for a stream node
+// too); a panic in a custom join fails the join's node; a panic in a hook
+// is recovered. A panic in Begin, Result, DefaultValue or a hook is also
+// returned by BeginWork as a [*CallbackPanicError], so none is lost; a
+// panic in Retryable, Backoff or a custom join is, like a worker's, the
+// node's failure, found in its result and not returned by BeginWork. User code that ends its goroutine
 // with runtime.Goexit (t.FailNow in a test) does not hang the run either.
 // In a worker, Callback.Begin, or an OnNodeStart or OnNodeRetry hook, it
 // fails the node it was working for with [ErrGoexit] (for a worker's

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/asynctool-go/asynctool"
 )
@@ -107,4 +108,47 @@ func ExampleStream_continue() {
 	// close: <nil> run: <nil>
 	// bad: bad record
 	// last: ac <nil>
+}
+
+// A node with StreamRetry is called again when it fails, after the
+// backoff, and counts as failed only once its last attempt failed; its
+// failure policy applies then. An error Retryable refuses is not retried.
+func ExampleStream_retry() {
+	s := asynctool.NewStream(0)
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(context.Background()) }()
+
+	calls := 0
+	fetch := s.AppendWith(func(_ context.Context, n int) (int, error) {
+		calls++
+		if calls < 3 {
+			return 0, errors.New("service unavailable")
+		}
+		return n + 10, nil
+	}, asynctool.PolicyFail, asynctool.StreamRetry(asynctool.RetryPolicy{
+		Attempts: 3,
+		Backoff:  asynctool.ConstantBackoff(time.Millisecond),
+	}))
+
+	errNotFound := errors.New("not found")
+	lookup := s.AppendWith(func(context.Context, int) (int, error) {
+		return 0, errNotFound
+	}, asynctool.PolicyContinue, asynctool.StreamRetry(asynctool.RetryPolicy{
+		Attempts:  5,
+		Retryable: func(err error) bool { return !errors.Is(err, errNotFound) },
+	}))
+	after := s.Append(func(_ context.Context, n int) (int, error) { return n + 1, nil })
+
+	fmt.Println("close:", s.Close(), "run:", <-ran)
+	v, err := fetch.Wait()
+	fmt.Println("fetch:", v, err, "after", fetch.Attempts(), "attempts")
+	_, err = lookup.Wait()
+	fmt.Println("lookup:", err, "after", lookup.Attempts(), "attempt")
+	v, err = after.Wait()
+	fmt.Println("after:", v, err)
+	// Output:
+	// close: <nil> run: <nil>
+	// fetch: 10 <nil> after 3 attempts
+	// lookup: not found after 1 attempt
+	// after: 11 <nil>
 }

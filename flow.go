@@ -51,7 +51,9 @@ func (p FailurePolicy) String() string {
 	return fmt.Sprintf("FailurePolicy(%d)", int(p))
 }
 
-// RetryPolicy makes a node try its worker again when it fails.
+// RetryPolicy makes a node try its work again when it fails: a graph
+// node's worker ([WorkerWrapper.Retry]) or a stream node's function
+// ([StreamRetry]), under the same rules.
 type RetryPolicy struct {
 	// Attempts is the total number of attempts, at least 1.
 	Attempts int

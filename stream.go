@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynctool-go/asynctool/internal/mpsc"
 )
@@ -28,7 +29,9 @@ type StreamFunc[T any] func(ctx context.Context, prev T) (T, error)
 // the order their Append calls took effect.
 //
 // A node fails when its function returns an error or panics (its error is
-// then a [*PanicError]). What the failure does is the node's
+// then a [*PanicError]), after its retries, if it has a [StreamRetry]
+// option: as with a graph node's [RetryPolicy], a node counts as failed
+// only once its last attempt did. What the failure does is the node's
 // [FailurePolicy], given to [Stream.AppendWith] ([Stream.Append] means
 // [PolicyFail]):
 //
@@ -51,8 +54,10 @@ type StreamFunc[T any] func(ctx context.Context, prev T) (T, error)
 //     does. If Run's context ends first, the stream stops as below.
 //
 // When Run's context ends the stream stops too: Run returns
-// context.Cause(ctx), and nodes that did not run end with an error
-// wrapping [ErrStreamStopped] and the cause.
+// context.Cause(ctx), nodes that did not run end with an error
+// wrapping [ErrStreamStopped] and the cause, and a node waiting for its
+// next attempt ends with an error that wraps its last failure and the
+// cause.
 //
 // Every node appended ends exactly once, with a result or an error,
 // whether or not Run is ever called: unless Run or Close ends the stream,
@@ -83,13 +88,54 @@ type Stream[T any] struct {
 // StreamNode is the handle of one appended node: its result, once it has
 // ended.
 type StreamNode[T any] struct {
-	fn        StreamFunc[T]
-	policy    FailurePolicy
+	fn StreamFunc[T]
+	streamNodeConfig
+	attempts atomic.Int32 // times fn was called
+	// policy is the node's FailurePolicy, which AppendWith checked: a byte,
+	// so that it, close and attempts share one word and the retry policy
+	// did not make the node bigger.
+	policy    uint8
 	close     bool                          // Close's marker, not a user node
 	suspended atomic.Pointer[chan struct{}] // PolicySuspend only: closed when the node pauses
 	done      chan struct{}
 	val       T
 	err       error
+}
+
+// StreamNodeOption configures one node appended with
+// [Stream.AppendWith]. A nil StreamNodeOption does nothing.
+type StreamNodeOption interface {
+	applyStreamNode(*streamNodeConfig)
+}
+
+// streamNodeConfig is what StreamNodeOptions set, held in the node
+// itself so that applying them allocates nothing.
+type streamNodeConfig struct {
+	retry *RetryPolicy // nil: one attempt
+}
+
+type streamRetry struct{ p *RetryPolicy }
+
+func (o streamRetry) applyStreamNode(c *streamNodeConfig) { c.retry = o.p }
+
+// StreamRetry gives a stream node the retries a graph node gets from
+// [WorkerWrapper.Retry], with the same [RetryPolicy]: when the node's
+// function fails, it is called again, after p.Backoff's delay, with the
+// same input, until it succeeds or p.Attempts calls have been made; only
+// then does the node fail, and its [FailurePolicy] apply, with the last
+// attempt's error and value. An error p.Retryable refuses (by default a
+// [*PanicError]) is not retried; a panic in Retryable or Backoff ends the
+// retries and becomes the node's error, and a node that calls
+// runtime.Goexit is not retried (it stops the stream, as it does without
+// retries). The backoff waits on Run's goroutine and ends early when Run's
+// context does, and a retry never starts, nor a backoff sleeps, past that
+// context's deadline: the failure policy applies at once instead. A
+// [Rerun] of a suspended node starts a new round of p.Attempts attempts. p
+// is copied: the option may be given to many nodes, and costs them no
+// allocation. A node with p.Attempts < 1 ends at once with an error
+// wrapping [ErrBadRetry].
+func StreamRetry(p RetryPolicy) StreamNodeOption {
+	return streamRetry{&p}
 }
 
 // streamPause is one suspension of a stream, at node.
@@ -140,14 +186,17 @@ func (s *Stream[T]) Append(fn StreamFunc[T]) *StreamNode[T] {
 
 // AppendWith adds a node that runs fn after every node appended before
 // it; p says what the node's failure does to the stream (see [Stream];
-// 0 means PolicyFail). It never blocks and never fails: a node appended
+// 0 means PolicyFail), and opts configure the node ([StreamRetry]). The
+// node's configuration is fixed before it joins the stream, so it cannot
+// race with Run. AppendWith never blocks and never fails: a node appended
 // after Close ends at once with [ErrStreamClosed], one appended after the
 // stream stopped (a failure, or the end of Run's context) ends at once
 // with an error wrapping [ErrStreamStopped], a node with an unknown
-// policy ends at once with an error, and a nil fn gives a node that fails
-// with [ErrNilTask] when its turn comes.
-func (s *Stream[T]) AppendWith(fn StreamFunc[T], p FailurePolicy) *StreamNode[T] {
-	n := &StreamNode[T]{fn: fn, policy: p, done: make(chan struct{})}
+// policy or a bad retry policy ends at once with an error, and a nil fn
+// gives a node that fails with [ErrNilTask], without retries, when its
+// turn comes.
+func (s *Stream[T]) AppendWith(fn StreamFunc[T], p FailurePolicy, opts ...StreamNodeOption) *StreamNode[T] {
+	n := &StreamNode[T]{fn: fn, done: make(chan struct{})}
 	var zero T
 	switch p {
 	case 0, PolicyFail, PolicyContinue, PolicyEnd:
@@ -156,6 +205,16 @@ func (s *Stream[T]) AppendWith(fn StreamFunc[T], p FailurePolicy) *StreamNode[T]
 		n.suspended.Store(&ch)
 	default:
 		n.end(zero, fmt.Errorf("asynctool: stream node with unknown failure policy %v", p))
+		return n
+	}
+	n.policy = uint8(p)
+	for _, o := range opts {
+		if o != nil {
+			o.applyStreamNode(&n.streamNodeConfig)
+		}
+	}
+	if n.retry != nil && n.retry.Attempts < 1 {
+		n.end(zero, fmt.Errorf("%w: stream node with %d attempts", ErrBadRetry, n.retry.Attempts))
 		return n
 	}
 	if s.closing.Load() {
@@ -191,12 +250,14 @@ func (s *Stream[T]) push(n *StreamNode[T]) {
 //     returns the node's error;
 //   - a node with [PolicyEnd] fails: Run returns a [*StreamEndError];
 //   - ctx ends: Run returns context.Cause(ctx) without starting another
-//     node (a running node sees ctx end and should return). A node
-//     suspended at that moment ends with an error that wraps its own
-//     failure and the cause.
+//     node, or another attempt of one (a running node sees ctx end and
+//     should return). A node suspended, or waiting for its next attempt,
+//     at that moment ends with an error that wraps its own failure and
+//     the cause.
 //
-// While the stream is paused at a suspended node, Run waits on its
-// goroutine, without spinning, for [Stream.Resume] or the end of ctx.
+// While the stream is paused at a suspended node, or a node waits for
+// its next attempt, Run waits on its goroutine, without spinning, for
+// [Stream.Resume], the backoff, or the end of ctx.
 // Nodes that did not run end with an error, so that no node waits
 // forever. Run may be called only once; later calls return
 // [ErrStreamStarted]. A nil ctx is [ErrNilContext], and does not count as
@@ -245,17 +306,35 @@ func (s *Stream[T]) Run(ctx context.Context) error {
 				return s.end(batch[i+1:], ErrStreamClosed, nil)
 			}
 			pos++
-			policy := n.policy
+			policy := FailurePolicy(n.policy)
 			var (
-				v   T
-				err error
+				v     T
+				err   error
+				round int // attempts since the node started, or was rerun
 			)
 			for {
 				if ctx.Err() != nil {
-					return stop(batch[i:], context.Cause(ctx))
+					cause := context.Cause(ctx)
+					if round > 0 {
+						// Between two attempts: the node has failed.
+						var zero T
+						n.end(zero, fmt.Errorf("%w; stream stopped before the node's next attempt: %w", err, cause))
+						return stop(batch[i+1:], cause)
+					}
+					return stop(batch[i:], cause)
 				}
-				v, err = runNode(ctx, n.fn, prev)
-				if err == nil || policy != PolicySuspend {
+				round++
+				v, err = runNode(ctx, n, prev)
+				if err == nil {
+					break
+				}
+				if rp := n.retry; rp != nil && n.fn != nil && round < rp.Attempts {
+					var again bool
+					if again, err = backoff(ctx, rp, err, round); again {
+						continue
+					}
+				}
+				if policy != PolicySuspend {
 					break
 				}
 				r, cause := s.pause(ctx, n)
@@ -269,6 +348,7 @@ func (s *Stream[T]) Run(ctx context.Context) error {
 					v, err, policy = r.val, r.how.err, PolicyFail
 					break
 				}
+				round = 0 // a Rerun starts a new round of attempts
 			}
 			n.end(v, err)
 			batch[i] = nil
@@ -311,18 +391,19 @@ func (s *Stream[T]) pause(ctx context.Context, n *StreamNode[T]) (streamResume[T
 }
 
 // Resume resumes the stream paused at a node appended with
-// [PolicySuspend], as how says: [Rerun] runs the node again (if it fails
-// again, it pauses again), [SucceedWith] ends it with a value, which must
-// be a T, and the stream goes on, and [FailWith] ends it with an error
-// and stops the stream as [PolicyFail] does. It returns nil once the
-// resumption is accepted; Run applies it (a node to be rerun ends without
-// running if Run's context ends meanwhile). It returns an error wrapping
+// [PolicySuspend], as how says: [Rerun] runs the node again, with a new
+// round of its [StreamRetry] attempts (if it fails again, it pauses
+// again), [SucceedWith] ends it with a value, which must be a T, and the
+// stream goes on, and [FailWith] ends it with an error and stops the
+// stream as [PolicyFail] does. It returns nil once the resumption is
+// accepted; Run applies it (a node to be rerun ends without running if
+// Run's context ends meanwhile). It returns an error wrapping
 // [ErrNotPending] when the stream is not paused (never paused, already
-// resumed, or stopped because Run's context ended first: when Resume
-// races with the end of the context, exactly one of them decides), or
-// wrapping [ErrResultType] for a SucceedWith value that is not a T. A
-// FailWith(nil) or zero Resumption is refused with an error too. Resume
-// is safe for concurrent use; of concurrent calls, at most one succeeds.
+// resumed, or stopped because Run's context ended first: when Resume races
+// with the end of the context, exactly one of them decides), or wrapping
+// [ErrResultType] for a SucceedWith value that is not a T. A FailWith(nil)
+// or zero Resumption is refused with an error too. Resume is safe for
+// concurrent use; of concurrent calls, at most one succeeds.
 func (s *Stream[T]) Resume(how Resumption) error {
 	r := streamResume[T]{how: how}
 	switch how.kind {
@@ -377,25 +458,56 @@ func (s *Stream[T]) end(rest []*StreamNode[T], nodeErr, runErr error) error {
 	return runErr
 }
 
-// runNode runs fn, turning a panic into a *PanicError.
-func runNode[T any](ctx context.Context, fn StreamFunc[T], prev T) (v T, err error) {
-	if fn == nil {
+// runNode calls n's function and counts the attempt, turning a panic
+// into a *PanicError.
+func runNode[T any](ctx context.Context, n *StreamNode[T], prev T) (v T, err error) {
+	if n.fn == nil {
 		return v, ErrNilTask
 	}
+	n.attempts.Add(1)
 	defer func() {
 		if r := recover(); r != nil {
 			err = newPanicError(r)
 		}
 	}()
-	return fn(ctx, prev)
+	return n.fn(ctx, prev)
+}
+
+// backoff decides, after attempt done of a stream node failed with err,
+// whether it is retried, as a graph node's afterFailure does, and if so
+// waits for the backoff on the calling goroutine, until ctx ends at the
+// latest. It returns the node's error: err, or the panic of rp's own
+// Retryable or Backoff. A retry that would start at or after ctx's
+// deadline is not made.
+func backoff(ctx context.Context, rp *RetryPolicy, err error, done int) (bool, error) {
+	again, delay, perr := retryDecision(rp, err, done)
+	if perr != nil {
+		return false, perr // the policy itself failed: no retry
+	}
+	if !again {
+		return false, err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Add(delay).Before(d) {
+		return false, err
+	}
+	if delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done(): // Run sees it before the next attempt
+			t.Stop()
+		}
+	}
+	return true, err
 }
 
 // Close marks the end of the stream and waits for Run to finish the
 // nodes appended before it (the tail), then returns what Run returned:
 // nil, or the error that stopped the stream. Nodes appended after Close
 // end with [ErrStreamClosed]. While the stream is paused at a suspended
-// node, Close waits for [Stream.Resume] or the end of Run's context. Close
-// is idempotent. It blocks until Run has ended, so it must not be called
+// node, Close waits for [Stream.Resume] or the end of Run's context; it
+// waits for a node's retries and their backoffs too, but no longer than
+// Run's context lasts. Close is idempotent. It blocks until Run has ended, so it must not be called
 // before Run on Run's goroutine, nor from inside a node.
 func (s *Stream[T]) Close() error {
 	s.closeOnce.Do(func() {
@@ -405,6 +517,13 @@ func (s *Stream[T]) Close() error {
 	<-s.finished
 	return s.err
 }
+
+// Attempts returns how many times the node's function has been called so
+// far: 0 before it runs (and for a node that never ran), 1 after its
+// first attempt, and one more for each retry ([StreamRetry]) and each
+// [Rerun]. It is safe to call at any time; once the node has ended, it
+// is final.
+func (n *StreamNode[T]) Attempts() int { return int(n.attempts.Load()) }
 
 // Done returns a channel that is closed when the node has ended.
 func (n *StreamNode[T]) Done() <-chan struct{} { return n.done }
