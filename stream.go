@@ -501,14 +501,14 @@ func backoff(ctx context.Context, rp *RetryPolicy, err error, done int) (bool, e
 	return true, err
 }
 
-// Close marks the end of the stream and waits for Run to finish the
-// nodes appended before it (the tail), then returns what Run returned:
-// nil, or the error that stopped the stream. Nodes appended after Close
-// end with [ErrStreamClosed]. While the stream is paused at a suspended
-// node, Close waits for [Stream.Resume] or the end of Run's context; it
-// waits for a node's retries and their backoffs too, but no longer than
-// Run's context lasts. Close is idempotent. It blocks until Run has ended, so it must not be called
-// before Run on Run's goroutine, nor from inside a node.
+// Close marks the end of the stream and waits for Run to finish the nodes
+// appended before it (the tail), then returns what Run returned: nil, or
+// the error that stopped the stream. Nodes appended after Close end with
+// [ErrStreamClosed]. While the stream is paused at a suspended node, Close
+// waits for [Stream.Resume] or the end of Run's context; it waits for a
+// node's retries and their backoffs too, but no longer than Run's context
+// lasts. Close is idempotent. It blocks until Run has ended, so it must
+// not be called before Run on Run's goroutine, nor from inside a node.
 func (s *Stream[T]) Close() error {
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
