@@ -88,25 +88,27 @@
 // same way, without calling Action. A panic in Callback.Result leaves the
 // node's result as it was. A panic in a Defaulter's DefaultValue makes the
 // zero value stand in; a panic in a RetryPolicy's Retryable or Backoff
-// ends the retries and becomes the node's *PanicError (for a stream node
-// too); a panic in a custom join fails the join's node; a panic in a hook
-// is recovered. A panic in Begin, Result, DefaultValue or a hook is also
-// returned by BeginWork as a [*CallbackPanicError], so none is lost; a
-// panic in Retryable, Backoff or a custom join is, like a worker's, the
-// node's failure, found in its result and not returned by BeginWork. User code that ends its goroutine
-// with runtime.Goexit (t.FailNow in a test) does not hang the run either.
-// In a worker, Callback.Begin, or an OnNodeStart or OnNodeRetry hook, it
-// fails the node it was working for with [ErrGoexit] (for a worker's
-// Goexit the node's failure policy applies, but not its retries, as for a
-// panic); in a custom join it fails the join's node with an error wrapping
-// ErrGoexit. In Callback.Result, DefaultValue or an end hook (OnNodeEnd,
-// OnNodeSkip, OnNodeTimeout, OnRunEnd) the node's result, or the run's,
-// stands, as for a panic there, and BeginWork returns a
-// *CallbackPanicError wrapping ErrGoexit. OnRunStart runs on the goroutine
-// that called BeginWork or Start, which a Goexit in it ends. The library
-// itself never panics on bad input: it returns errors (the Pool's option
-// constructors excepted, which panic on values that can never work, such
-// as PoolSize(0) or PoolWhenFull(FullPolicy(9))).
+// ends the retries and becomes the node's *PanicError, under the node's
+// failure policy as any failure is (for a stream node too); a panic in a
+// custom join fails the join's node; a panic in a hook is recovered. A
+// panic in Begin, Result, DefaultValue or a hook is also returned by
+// BeginWork as a [*CallbackPanicError], so none is lost; a panic in
+// Retryable, Backoff or a custom join is, like a worker's, the node's
+// failure, found in its result and not returned by BeginWork. User code
+// that ends its goroutine with runtime.Goexit (t.FailNow in a test) does
+// not hang the run either. In a worker, Callback.Begin, or an OnNodeStart
+// or OnNodeRetry hook, it fails the node it was working for with
+// [ErrGoexit] (for a worker's Goexit the node's failure policy applies,
+// but not its retries, as for a panic); in a custom join it fails the
+// join's node with an error wrapping ErrGoexit. In Callback.Result,
+// DefaultValue or an end hook (OnNodeEnd, OnNodeSkip, OnNodeTimeout,
+// OnRunEnd) the node's result, or the run's, stands, as for a panic there,
+// and BeginWork returns a *CallbackPanicError wrapping ErrGoexit.
+// OnRunStart runs on the goroutine that called BeginWork or Start, which a
+// Goexit in it ends. The library itself never panics on bad input: it
+// returns errors (the Pool's option constructors excepted, which panic on
+// values that can never work, such as PoolSize(0) or
+// PoolWhenFull(FullPolicy(9))).
 //
 // # Errors
 //

@@ -274,10 +274,13 @@ func (r *Run) afterFailure(i int32, err error, wl *worklist) (bool, error) {
 		done := int(n.attempts.Load() - ext.base)
 		if done < rp.Attempts {
 			again, delay, perr := retryDecision(rp, err, done)
-			if perr != nil {
-				return false, perr // the policy itself failed: no retry
-			}
-			if again && r.fitsDeadline(i, delay) {
+			switch {
+			case perr != nil:
+				// The policy itself failed: no retry, and the node fails
+				// with its panic, under its failure policy as for any
+				// failure (so PolicySuspend suspends it, below).
+				err = perr
+			case again && r.fitsDeadline(i, delay):
 				// The hook first: once scheduled, the retry may run, and
 				// fail and call the hook again, before this call returns.
 				if len(r.hooks) > 0 {

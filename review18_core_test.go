@@ -2,6 +2,7 @@ package asynctool
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"testing"
 	"time"
@@ -34,4 +35,48 @@ func TestGoexitInOnRunEndIsReported(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRetryPolicyPanicAppliesTheFailurePolicy checks that a panic in a
+// node's Retryable ends its retries with the node's failure policy, as
+// any failure does: under PolicySuspend the node used to fail instead of
+// becoming pending (a stream node with the same policy paused).
+func TestRetryPolicyPanicAppliesTheFailurePolicy(t *testing.T) {
+	errBad := errors.New("bad")
+	retry := RetryPolicy{Attempts: 3, Retryable: func(error) bool { panic("retryable panicked") }}
+	failing := func() Worker[int, int] {
+		return WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, errBad })
+	}
+
+	t.Run("suspend", func(t *testing.T) {
+		a := newAsync(t)
+		x := NewWrapper("x", failing(), 0).Retry(retry).OnFailure(PolicySuspend)
+		run, err := a.Start(context.Background(), 0, x)
+		require.NoError(t, err)
+		t.Cleanup(run.Cancel)
+		select {
+		case <-run.Suspended():
+		case <-run.Done():
+			t.Fatalf("the run ended instead of suspending: %v", x.Result())
+		case <-time.After(10 * time.Second):
+			t.Fatal("the node neither suspended nor ended")
+		}
+		rep := run.Report()
+		assert.Equal(t, StatusPending, rep.Nodes[0].Status)
+		assert.Equal(t, 1, rep.Nodes[0].Attempts)
+		require.NoError(t, run.Resume("x", FailWith(errBad)))
+		require.NoError(t, run.Wait(context.Background()))
+		assert.Equal(t, ResultException, x.Result().State)
+	})
+
+	t.Run("continue", func(t *testing.T) {
+		a := newAsync(t)
+		x := NewWrapper("x", failing(), 0).Retry(retry).OnFailure(PolicyContinue)
+		y := NewWrapper("y", okWorker(), 0).Depend(x, true)
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, x))
+		var pe *PanicError
+		require.ErrorAs(t, x.Result().Err, &pe)
+		assert.Equal(t, "retryable panicked", pe.Value)
+		assert.Equal(t, ResultSuccess, y.Result().State, "the failure counts as done for y")
+	})
 }
