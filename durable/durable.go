@@ -232,7 +232,13 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 		return err
 	}
 	parked := await(run, cp)
-	err = run.Wait(ctx)
+	// The run has ended, or await cancelled it to park the job and it is
+	// ending; its ctx derives from ctx, so it ends when ctx does. Wait
+	// for its own error, with the callbacks' panics: Wait(ctx) would
+	// return ctx.Err() instead once River's ctx has ended (a job timeout,
+	// a JobCancel), while the run's sweep still calls its callbacks, or,
+	// both being ready, at random.
+	err = run.Wait(context.WithoutCancel(ctx))
 	endSaves()
 	cp.close() // a worker that outlived the run saves nothing now
 	// Park unless the deadline came first (nothing suspended any more, or
