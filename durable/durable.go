@@ -36,7 +36,10 @@
 // suspended one, from outside the job.
 //
 // A checkpointed result is stored as JSON, so a node's result type must
-// encode and decode with encoding/json, with no NUL character or
+// be a concrete type that encodes and decodes with encoding/json (an
+// interface type, or a type holding one, such as map[string]any, fails
+// the attempt with [ErrInterfaceResult]: JSON records no Go type to give
+// the result back with), with no NUL character or
 // unpaired surrogate in its strings and no number out of the range of
 // PostgreSQL's numeric, which PostgreSQL's jsonb cannot store
 // ([ErrUnstorableJSON]). Node ids are stored in the row too, so
@@ -56,6 +59,7 @@ package durable
 
 import (
 	"context"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -186,7 +190,9 @@ func (w *Worker[A]) Timeout(*river.Job[A]) time.Duration {
 // Every node id of the graph, and of every checkpointed node made for
 // it, must be valid UTF-8 without a NUL character ([ErrUnstorableID]):
 // an attempt whose graph has one that is not fails before any node
-// runs, with an error that names the id.
+// runs, with an error that names the id. So does an attempt whose graph
+// has a checkpointed node whose result type is, or holds, an interface
+// type ([ErrInterfaceResult]; see [Node]).
 //
 // River stores the text of the error Work returns in the job's row (its
 // errors), and PostgreSQL cannot store a NUL character there: when the
@@ -308,13 +314,34 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 // nodes, checkpointed or not: the check covers every node of the graph.
 var ErrUnstorableID = errors.New("a node id must be valid UTF-8 without a NUL character, to be stored in the job's row")
 
+// ErrInterfaceResult is the error, wrapped with the node's id and its
+// result type, of an attempt whose graph has a checkpointed node ([Node])
+// whose result type is an interface type (any, error, fmt.Stringer), or
+// holds one where encoding/json decodes into it (map[string]any, a
+// struct's exported field of type error). JSON records no Go type, so a
+// checkpoint cannot give such a result back: decoded into any, an int
+// comes back as a float64 and a struct as a map[string]any, so that a
+// retry would see another value than the first attempt; an interface with
+// methods does not decode at all, so that the worker would run again on
+// every attempt. A type that decodes itself (UnmarshalJSON, or
+// UnmarshalText) is its own business, whatever it holds.
+var ErrInterfaceResult = errors.New("a checkpointed result's type must not be, or hold where encoding/json decodes into it, an interface type: JSON records no Go type to give the result back with")
+
 // checkIDs returns an error that names the first id, among those of cp's
 // checkpointed nodes and then those of the graph reachable from starts,
-// that cannot be stored (ErrUnstorableID). A graph that asynctool rejects
-// is left to Start to report.
+// that cannot be stored (ErrUnstorableID), or else the first checkpointed
+// node, by id, whose result type the checkpoint cannot give back
+// (ErrInterfaceResult). A graph that asynctool rejects is left to Start
+// to report.
 func checkIDs(cp *Checkpoint, starts []asynctool.Wrapper) error {
 	cp.mu.Lock()
 	ids := slices.Sorted(maps.Keys(cp.nodes))
+	var typeErr error
+	for _, id := range ids {
+		if typeErr = cp.typeErrs[id]; typeErr != nil {
+			break
+		}
+	}
 	cp.mu.Unlock()
 	if rep, err := asynctool.Describe(starts...); err == nil {
 		for _, n := range rep.Nodes {
@@ -326,7 +353,88 @@ func checkIDs(cp *Checkpoint, starts []asynctool.Wrapper) error {
 			return fmt.Errorf("durable: node id %q: %w", id, ErrUnstorableID)
 		}
 	}
-	return nil
+	return typeErr
+}
+
+var (
+	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+	// resultTypeErrs caches resultTypeErr by type.
+	resultTypeErrs sync.Map
+)
+
+// resultTypeErr returns an error wrapping ErrInterfaceResult if t, a
+// checkpointed node's result type, is an interface type or holds one
+// where encoding/json decodes into it; nil otherwise.
+func resultTypeErr(t reflect.Type) error {
+	if e, ok := resultTypeErrs.Load(t); ok {
+		err, _ := e.(error)
+		return err
+	}
+	var err error
+	if where, it, found := interfaceIn(t, map[reflect.Type]bool{}); found {
+		if where == "" {
+			err = fmt.Errorf("result type %v is an interface type: %w", t, ErrInterfaceResult)
+		} else {
+			err = fmt.Errorf("result type %v holds the interface type %v at %s: %w", t, it, where, ErrInterfaceResult)
+		}
+	}
+	resultTypeErrs.Store(t, err)
+	return err
+}
+
+// interfaceIn finds an interface type that encoding/json would decode
+// into when it decodes a t: t itself (where is then ""), or one reached
+// through pointers, the elements of slices, arrays and maps, and the
+// fields encoding/json decodes (exported, not tagged "-", or the fields
+// of an embedded struct). It does not look into a type that decodes
+// itself (UnmarshalJSON, UnmarshalText), nor into a type again (seen),
+// which ends the walk of a recursive type.
+func interfaceIn(t reflect.Type, seen map[reflect.Type]bool) (where string, it reflect.Type, found bool) {
+	if t.Kind() == reflect.Interface {
+		return "", t, true // a nil interface value does not decode itself
+	}
+	pt := reflect.PointerTo(t)
+	if seen[t] || pt.Implements(jsonUnmarshaler) || pt.Implements(textUnmarshaler) {
+		return "", nil, false
+	}
+	seen[t] = true
+	in := func(step string, elem reflect.Type) (string, reflect.Type, bool) {
+		where, it, found := interfaceIn(elem, seen)
+		return step + where, it, found
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return in("", t.Elem())
+	case reflect.Slice, reflect.Array:
+		return in("[i]", t.Elem())
+	case reflect.Map:
+		return in("[key]", t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "-" && !strings.HasPrefix(f.Tag.Get("json"), "-,") {
+				continue
+			}
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			embeddedStruct := f.Anonymous && ft.Kind() == reflect.Struct
+			if !f.IsExported() && !embeddedStruct {
+				continue
+			}
+			step := "." + f.Name
+			if embeddedStruct {
+				step = "" // its fields are the outer struct's
+			}
+			if where, it, found := in(step, f.Type); found {
+				return where, it, true
+			}
+		}
+	}
+	return "", nil, false
 }
 
 // storable returns err, unless its text holds a NUL character, which
@@ -640,7 +748,10 @@ type Checkpoint struct {
 	// each with the function that ends it, suspended in a run, with its
 	// stored result (see await).
 	nodes map[string]func(run *asynctool.Run) (bool, error)
-	hits  int
+	// typeErrs are the checkpointed nodes, by id, whose result type the
+	// checkpoint cannot give back (ErrInterfaceResult).
+	typeErrs map[string]error
+	hits     int
 
 	// save stores a snapshot at once (Worker.SaveEach), nil if not.
 	// saveMu orders the saves and the close after which none is made.
@@ -786,6 +897,19 @@ func (cp *Checkpoint) stillDecided() []string {
 // graph, it must be valid UTF-8 without a NUL character, or the attempt
 // fails before any node runs ([ErrUnstorableID]).
 //
+// R must be a concrete type that JSON gives back: not an interface type
+// (any, error, fmt.Stringer), and holding none where encoding/json
+// decodes into it (map[string]any, []any, an exported struct field of
+// type error), unless the type that holds it decodes itself
+// (UnmarshalJSON, UnmarshalText). JSON records no Go type: replayed into
+// any, an int comes back as a float64 and a struct as a map[string]any,
+// so that a retry would see another value than the first attempt, and an
+// interface with methods does not decode at all, so that the worker
+// would run again on every attempt. Such a node fails every attempt
+// before any node runs, with [ErrInterfaceResult], its id and where the
+// interface is. Use the concrete type, or json.RawMessage for JSON whose
+// shape is not known.
+//
 // A result that does not encode as JSON fails the node, and so does one
 // whose JSON PostgreSQL cannot store ([ErrUnstorableJSON]: a string with
 // a NUL character, or an unpaired surrogate escape, or a number out of
@@ -804,6 +928,14 @@ func Node[P, R any](cp *Checkpoint, id string, worker asynctool.Worker[P, R], pa
 			cp.nodes = make(map[string]func(*asynctool.Run) (bool, error))
 		}
 		cp.nodes[id] = c.replay
+		if err := resultTypeErr(reflect.TypeFor[R]()); err != nil {
+			if cp.typeErrs == nil {
+				cp.typeErrs = make(map[string]error)
+			}
+			cp.typeErrs[id] = fmt.Errorf("durable: node %q: %w", id, err)
+		} else {
+			delete(cp.typeErrs, id) // a later Node with the same id
+		}
 		cp.mu.Unlock()
 	}
 	return asynctool.NewWrapper[P, R](id, c, param)

@@ -3,7 +3,11 @@ package durable
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,3 +83,102 @@ func runWorkerAs(t *testing.T, worker river.Worker[sumArgs], maxAttempts int) []
 		}
 	}
 }
+
+// stringer is a result type that holds an interface with methods.
+type stringer struct {
+	Name  string
+	Label fmt.Stringer
+}
+
+// tree is a recursive result type that holds an interface deep down.
+type tree struct {
+	Kids []*tree
+	Meta map[string]any
+}
+
+// refusesType runs a job whose checkpointed node "a" has result type R
+// (the worker returns want) and a failing sink b: the attempt must fail
+// before any node runs, with ErrInterfaceResult naming "a" and where the
+// interface is.
+func refusesType[R any](t *testing.T, want R, where string) {
+	t.Helper()
+	var runs atomic.Int32
+	build := func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		a := Node(cp, "a", asynctool.WorkerFunc[int, R](func(context.Context, int, asynctool.Wrappers) (R, error) {
+			runs.Add(1)
+			return want, nil
+		}), 0)
+		asynctool.NewWrapper("b", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			runs.Add(1)
+			return 0, errors.New("b is down")
+		}), 0).Depend(a, true)
+		return []asynctool.Wrapper{a}, nil
+	}
+	evs := runJob(t, 2, 10*time.Second, build)
+	require.Len(t, evs, 2)
+	require.Equal(t, rivertype.JobStateDiscarded, evs[1].Job.State)
+	for _, ev := range evs {
+		msg := ev.Job.Errors[len(ev.Job.Errors)-1].Error
+		assert.Contains(t, msg, fmt.Sprintf("durable: node %q: result type %v %s: %v", "a", reflect.TypeFor[R](), where, ErrInterfaceResult))
+	}
+	assert.Zero(t, runs.Load(), "no node ran")
+}
+
+// TestS18RInterfaceResultsFailTheAttempt guards Node's refusal of a
+// result type the checkpoint cannot give back: JSON records no Go type,
+// so a result decoded into an interface comes back as float64,
+// map[string]any and the like where the worker returned an int or a
+// struct (a retry sees another value than the first attempt), and an
+// interface with methods never decodes, so that its worker ran again on
+// every attempt, the checkpoint unused. Such a node fails each attempt
+// before any node runs, with ErrInterfaceResult, whether the interface is
+// R itself or held where encoding/json decodes into it.
+func TestS18RInterfaceResultsFailTheAttempt(t *testing.T) {
+	t.Run("any", func(t *testing.T) { refusesType[any](t, 42, "is an interface type") })
+	t.Run("error", func(t *testing.T) { refusesType[error](t, errors.New("declined"), "is an interface type") })
+	t.Run("fmt.Stringer", func(t *testing.T) { refusesType[fmt.Stringer](t, time.Second, "is an interface type") })
+	t.Run("map of any", func(t *testing.T) {
+		refusesType(t, map[string]any{"n": 1}, "holds the interface type interface {} at [key]")
+	})
+	t.Run("struct field", func(t *testing.T) {
+		refusesType(t, &stringer{Name: "x", Label: time.Second}, "holds the interface type fmt.Stringer at .Label")
+	})
+	t.Run("recursive", func(t *testing.T) {
+		refusesType(t, tree{}, "holds the interface type interface {} at .Meta[key]")
+	})
+}
+
+// TestS18RInterfaceCheckAllowsWhatRoundTrips checks what the check of
+// result types lets through: types without an interface where
+// encoding/json decodes, and types that decode themselves (UnmarshalJSON
+// or UnmarshalText), whatever they hold.
+func TestS18RInterfaceCheckAllowsWhatRoundTrips(t *testing.T) {
+	type hidden struct {
+		N       int
+		Skipped any `json:"-"`
+		private fmt.Stringer
+		Fine    *[]map[string]int
+	}
+	type list struct {
+		Next *list
+		V    [2]json.RawMessage
+	}
+	for _, typ := range []reflect.Type{
+		reflect.TypeFor[int](),
+		reflect.TypeFor[[]byte](),
+		reflect.TypeFor[json.RawMessage](),
+		reflect.TypeFor[map[string]json.RawMessage](),
+		reflect.TypeFor[time.Time](),
+		reflect.TypeFor[*cents](),
+		reflect.TypeFor[hidden](),
+		reflect.TypeFor[list](),
+		reflect.TypeFor[selfDecoding](),
+	} {
+		assert.NoError(t, resultTypeErr(typ), "%v", typ)
+	}
+}
+
+// selfDecoding holds an interface but decodes itself.
+type selfDecoding struct{ v any }
+
+func (s *selfDecoding) UnmarshalJSON(b []byte) error { return json.Unmarshal(b, &s.v) }
