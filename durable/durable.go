@@ -33,7 +33,8 @@
 // the attempt stores the checkpoint and cancels the job with a
 // [*SuspendedError] (see [Worker.Work]). [Resume] makes it run again,
 // optionally deciding the results of checkpointed nodes, such as the
-// suspended one, from outside the job.
+// suspended one, from outside the job (a nil result only for a node whose
+// result type can be nil: [ErrNilValue]).
 //
 // A checkpointed result is stored as JSON, so a node's result type must
 // be a concrete type that encodes and decodes with encoding/json (an
@@ -674,7 +675,8 @@ func (e *GraphFailedError) Unwrap() []error {
 type SuspendedError struct {
 	// Suspended are the nodes that suspended, each with the error its
 	// worker failed with; for a node a custom join suspended, nil, or
-	// why the value Resume gave it does not decode. A checkpointed node
+	// why the value Resume gave it cannot be used (it does not decode,
+	// or is nil for a result type that cannot be: ErrNilValue). A checkpointed node
 	// that a custom join suspended is listed only when it has no stored
 	// result that decodes: one that does ends the node instead (see
 	// [Worker.Work]).
@@ -740,10 +742,11 @@ func (e *SuspendedError) Unwrap() []error {
 // by earlier attempts, and those this attempt's nodes produced. It is safe
 // for concurrent use by the nodes of one attempt.
 type Checkpoint struct {
-	saved   map[string]json.RawMessage // from earlier attempts; read only
-	decided map[string]bool            // saved ids whose value Resume gave
-	mu      sync.Mutex
-	done    map[string]json.RawMessage // produced in this attempt
+	saved    map[string]json.RawMessage // from earlier attempts; read only
+	decided  map[string]bool            // saved ids whose value Resume gave
+	nilGiven map[string]bool            // decided ids whose value was nil
+	mu       sync.Mutex
+	done     map[string]json.RawMessage // produced in this attempt
 	// nodes are the checkpointed nodes of this attempt's graph, by id,
 	// each with the function that ends it, suspended in a run, with its
 	// stored result (see await).
@@ -751,7 +754,9 @@ type Checkpoint struct {
 	// typeErrs are the checkpointed nodes, by id, whose result type the
 	// checkpoint cannot give back (ErrInterfaceResult).
 	typeErrs map[string]error
-	hits     int
+	// notNil are the checkpointed nodes whose result type cannot be nil.
+	notNil map[string]bool
+	hits   int
 
 	// save stores a snapshot at once (Worker.SaveEach), nil if not.
 	// saveMu orders the saves and the close after which none is made.
@@ -785,6 +790,14 @@ type parkMark struct {
 	// stay decided in every later checkpoint, for as long as the value is
 	// replayed.
 	Decided []string `json:"decided,omitempty"`
+	// Nil are the decided nodes whose value Resume gave was nil (stored
+	// as JSON null): a node whose result type cannot be nil fails on it
+	// (ErrNilValue) rather than take the zero value. They stay with
+	// Decided.
+	Nil []string `json:"nil,omitempty"`
+	// NotNil are the checkpointed nodes of the graph that parked whose
+	// result type cannot be nil, for which Resume refuses a nil value.
+	NotNil []string `json:"notNil,omitempty"`
 }
 
 // newCheckpoint returns the checkpoint of an attempt that starts from
@@ -798,6 +811,10 @@ func newCheckpoint(saved map[string]json.RawMessage) *Checkpoint {
 			for _, id := range m.Decided {
 				cp.decided[id] = true
 			}
+			cp.nilGiven = make(map[string]bool, len(m.Nil))
+			for _, id := range m.Nil {
+				cp.nilGiven[id] = cp.decided[id]
+			}
 		}
 	}
 	return cp
@@ -809,6 +826,8 @@ func (cp *Checkpoint) parkedSnapshot(e *SuspendedError, attempt int) map[string]
 	all := cp.snapshot()
 	cp.mu.Lock()
 	m := parkMark{Decided: cp.stillDecided(), Nodes: slices.Sorted(maps.Keys(cp.nodes)), Attempt: attempt}
+	m.Nil = cp.nilOf(m.Decided)
+	m.NotNil = slices.Sorted(maps.Keys(cp.notNil))
 	cp.mu.Unlock()
 	for _, f := range e.Suspended {
 		m.Suspended = append(m.Suspended, f.ID)
@@ -869,7 +888,7 @@ func (cp *Checkpoint) snapshot() map[string]json.RawMessage {
 	maps.Copy(all, cp.done)
 	// A value Resume gave stays decided for as long as it is replayed.
 	if d := cp.stillDecided(); len(d) > 0 {
-		if raw, err := json.Marshal(parkMark{Decided: d}); err == nil {
+		if raw, err := json.Marshal(parkMark{Decided: d, Nil: cp.nilOf(d)}); err == nil {
 			all[parkKey] = raw
 		}
 	}
@@ -887,6 +906,43 @@ func (cp *Checkpoint) stillDecided() []string {
 	}
 	slices.Sort(d)
 	return d
+}
+
+// nilOf lists the ids among decided whose value Resume gave was nil.
+// cp.mu is held.
+func (cp *Checkpoint) nilOf(decided []string) []string {
+	var n []string
+	for _, id := range decided {
+		if cp.nilGiven[id] {
+			n = append(n, id)
+		}
+	}
+	return n
+}
+
+// ErrNilValue is the error, wrapped, of a nil value (nil, or a nil
+// pointer, slice or map) given to [Resume] for a node whose result type
+// cannot be nil (an int, a string, a struct), as asynctool.SucceedWith(nil)
+// is for such a node within one process. JSON stores it as null, which
+// would decode into the node's result as its zero value. Resume refuses
+// it when the graph that parked the job says the node cannot be nil; the
+// node fails on it otherwise (when the next attempt's graph gives the
+// node another result type), rather than take the zero value.
+var ErrNilValue = errors.New("a nil value is no result for a node whose result type cannot be nil")
+
+// canBeNil reports whether a value of type t can be nil.
+func canBeNil(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Interface, reflect.Pointer, reflect.Slice, reflect.Map, reflect.Chan, reflect.Func:
+		return true
+	}
+	return false
+}
+
+// isNil reports whether v, a value given to Resume, is nil.
+func isNil(v any) bool {
+	rv := reflect.ValueOf(v)
+	return !rv.IsValid() || canBeNil(rv.Type()) && rv.IsNil()
 }
 
 // Node returns a node with the given id that runs worker with param
@@ -928,6 +984,14 @@ func Node[P, R any](cp *Checkpoint, id string, worker asynctool.Worker[P, R], pa
 			cp.nodes = make(map[string]func(*asynctool.Run) (bool, error))
 		}
 		cp.nodes[id] = c.replay
+		if canBeNil(reflect.TypeFor[R]()) {
+			delete(cp.notNil, id)
+		} else {
+			if cp.notNil == nil {
+				cp.notNil = make(map[string]bool)
+			}
+			cp.notNil[id] = true
+		}
 		if err := resultTypeErr(reflect.TypeFor[R]()); err != nil {
 			if cp.typeErrs == nil {
 				cp.typeErrs = make(map[string]error)
@@ -977,20 +1041,19 @@ func (c *checkpointed[P, R]) Action(ctx context.Context, p P, all asynctool.Wrap
 		return v, c.save()
 	}
 	if raw, ok := c.cp.saved[c.id]; ok {
-		err := json.Unmarshal(raw, &v)
+		sv, err := c.decodeSaved(raw)
 		if err == nil {
 			c.cp.mu.Lock()
 			c.cp.hits++
 			c.cp.mu.Unlock()
-			return v, nil
+			return sv, nil
 		}
 		if c.cp.decided[c.id] {
 			// A person decided this result with Resume: running the
 			// worker instead (charging a card again) is not theirs.
-			return v, fmt.Errorf("durable: node %q: the value Resume gave does not decode into %T: %w", c.id, v, err)
+			return v, err
 		}
-		var zero R
-		v = zero // a stale checkpoint: run the worker
+		// A stale checkpoint: run the worker.
 	}
 	if c.worker == nil {
 		return v, fmt.Errorf("durable: node %q has a nil worker", c.id)
@@ -1140,10 +1203,10 @@ func (c *checkpointed[P, R]) replay(run *asynctool.Run) (bool, error) {
 	if !ok {
 		return false, nil
 	}
-	var v R
-	if err := json.Unmarshal(raw, &v); err != nil {
+	v, err := c.decodeSaved(raw)
+	if err != nil {
 		if c.cp.decided[c.id] {
-			return false, fmt.Errorf("durable: node %q: the value Resume gave does not decode into %T: %w", c.id, v, err)
+			return false, err
 		}
 		return false, nil // a stale result: running the worker is not the join's decision
 	}
@@ -1154,6 +1217,22 @@ func (c *checkpointed[P, R]) replay(run *asynctool.Run) (bool, error) {
 	c.cp.hits++
 	c.cp.mu.Unlock()
 	return true, nil
+}
+
+// decodeSaved decodes raw, the node's result stored by an earlier
+// attempt or given by Resume. The error says why a value Resume gave
+// cannot be used: it does not decode into R, or it was nil and R cannot
+// be nil (ErrNilValue), which JSON null would make R's zero value.
+func (c *checkpointed[P, R]) decodeSaved(raw json.RawMessage) (R, error) {
+	var v R
+	if c.cp.decided[c.id] && c.cp.nilGiven[c.id] && !canBeNil(reflect.TypeFor[R]()) {
+		return v, fmt.Errorf("durable: node %q: the value Resume gave is nil, and %v cannot be nil: %w", c.id, reflect.TypeFor[R](), ErrNilValue)
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		var zero R
+		return zero, fmt.Errorf("durable: node %q: the value Resume gave does not decode into %T: %w", c.id, v, err)
+	}
+	return v, nil
 }
 
 // save stores the checkpoint at once if the Worker saves each node.

@@ -182,3 +182,121 @@ func TestS18RInterfaceCheckAllowsWhatRoundTrips(t *testing.T) {
 type selfDecoding struct{ v any }
 
 func (s *selfDecoding) UnmarshalJSON(b []byte) error { return json.Unmarshal(b, &s.v) }
+
+// TestS18RResumeRefusesNilForANodeThatCannotBeNil guards Resume against
+// a nil value for a node whose result type cannot be nil (an int): stored
+// as JSON null, it decoded into the int as 0, and the sink went on with a
+// value nobody gave, where asynctool.SucceedWith(nil) is an error within
+// one process. The graph that parked the job knows which nodes cannot be
+// nil, so Resume refuses such a value at once, with ErrNilValue, and
+// writes nothing: the job stays parked, and a real value resumes it.
+func TestS18RResumeRefusesNilForANodeThatCannotBeNil(t *testing.T) {
+	var a, s atomic.Int32
+	var approved atomic.Bool
+	var got atomic.Int64
+	client, id, events := parkApproval(t, &a, &s, &approved, &got)
+	ctx := context.Background()
+	for _, v := range []any{nil, (*int)(nil), []int(nil)} {
+		_, err := Resume(ctx, client, id, map[string]any{"s": v})
+		require.ErrorIs(t, err, ErrNilValue, "%#v", v)
+		assert.ErrorContains(t, err, `the value of node "s" is nil, and its result type cannot be nil`)
+	}
+	_, err := Resume(ctx, client, id, map[string]any{"s": 7})
+	require.NoError(t, err, "still parked")
+	ev := waitFor(t, events, 1)[0]
+	require.Equal(t, river.EventKindJobCompleted, ev.Kind, "errors: %v", ev.Job.Errors)
+	assert.Equal(t, int64(7), got.Load())
+	assert.Equal(t, int32(1), s.Load())
+}
+
+// nilGraph builds gate (failing on the second attempt) → s
+// (checkpointed, PolicySuspend, failing; its result type a *int on the
+// first attempt and R after it, as after a deployment that changed it) →
+// sink, which calls read.
+func nilGraph[R any](s *atomic.Int32, read func(all asynctool.Wrappers) error) BuildFunc[sumArgs] {
+	return func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		gate := asynctool.NewWrapper("gate", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			if job.Attempt == 2 {
+				return 0, errors.New("gate: transient")
+			}
+			return 0, nil
+		}), 0)
+		var ns asynctool.Wrapper
+		if job.Attempt == 1 {
+			ns = Node(cp, "s", asynctool.WorkerFunc[int, *int](func(context.Context, int, asynctool.Wrappers) (*int, error) {
+				s.Add(1)
+				return nil, errors.New("needs approval")
+			}), 0).Depend(gate, true).OnFailure(asynctool.PolicySuspend)
+		} else {
+			ns = Node(cp, "s", asynctool.WorkerFunc[int, R](func(context.Context, int, asynctool.Wrappers) (R, error) {
+				s.Add(1)
+				var zero R
+				return zero, errors.New("needs approval")
+			}), 0).Depend(gate, true).OnFailure(asynctool.PolicySuspend)
+		}
+		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+			return 0, read(all)
+		}), 0).Depend(ns, true)
+		return []asynctool.Wrapper{gate}, nil
+	}
+}
+
+// TestS18RNilValueForANodeThatCannotBeNil guards the replay of a nil
+// value Resume gave, where the node's result type is known: Resume took
+// nil for s, a *int in the graph that parked the job, but later
+// attempts' s is an int. JSON null decoded into the int as 0, and the
+// sink read 0; now s fails with ErrNilValue (parking the job again, as it
+// is under PolicySuspend) and its worker does not run. The value stays
+// nil through an attempt that fails before s (the gate) and through a
+// Resume without values, until a Resume gives s a value.
+func TestS18RNilValueForANodeThatCannotBeNil(t *testing.T) {
+	var s atomic.Int32
+	var reads atomic.Int32
+	var got atomic.Int64
+	client, id, events := runParked(t, nilGraph[int](&s, func(all asynctool.Wrappers) error {
+		reads.Add(1)
+		r, err := asynctool.ResultOf[int](all, "s")
+		got.Store(int64(r.Value))
+		return err
+	}))
+	want := fmt.Sprintf(`durable: node "s": the value Resume gave is nil, and int cannot be nil: %v`, ErrNilValue)
+	_, err := Resume(context.Background(), client, id, map[string]any{"s": nil})
+	require.NoError(t, err, "a *int can be nil")
+	ev := untilParkedOrDone(t, events)
+	require.Equal(t, river.EventKindJobCancelled, ev.Kind, "parked again")
+	require.Equal(t, 3, ev.Job.Attempt, "the second attempt failed at the gate")
+	assert.Contains(t, ev.Job.Errors[len(ev.Job.Errors)-1].Error, want)
+
+	_, err = Resume(context.Background(), client, id, nil)
+	require.NoError(t, err)
+	ev = untilParkedOrDone(t, events)
+	require.Equal(t, river.EventKindJobCancelled, ev.Kind, "parked again")
+	assert.Contains(t, ev.Job.Errors[len(ev.Job.Errors)-1].Error, want)
+	assert.Zero(t, reads.Load(), "the sink did not run")
+	assert.Equal(t, int32(1), s.Load(), "s's worker did not run again")
+
+	_, err = Resume(context.Background(), client, id, map[string]any{"s": 5})
+	require.NoError(t, err)
+	ev = untilParkedOrDone(t, events)
+	require.Equal(t, river.EventKindJobCompleted, ev.Kind, "errors: %v", ev.Job.Errors)
+	assert.Equal(t, int64(5), got.Load())
+	assert.Equal(t, int32(1), s.Load())
+}
+
+// TestS18RNilValueForAPointerNode checks that a nil value is a value for
+// a node whose result type can be nil: the node replays nil.
+func TestS18RNilValueForAPointerNode(t *testing.T) {
+	var s atomic.Int32
+	var isNil atomic.Bool
+	client, id, events := runParked(t, nilGraph[*int](&s, func(all asynctool.Wrappers) error {
+		r, err := asynctool.ResultOf[*int](all, "s")
+		isNil.Store(r.Value == nil)
+		return err
+	}))
+	_, err := Resume(context.Background(), client, id, map[string]any{"s": nil})
+	require.NoError(t, err)
+	ev := untilParkedOrDone(t, events)
+	require.Equal(t, river.EventKindJobCompleted, ev.Kind, "errors: %v", ev.Job.Errors)
+	assert.True(t, isNil.Load())
+	assert.Equal(t, int32(1), s.Load())
+}
