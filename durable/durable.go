@@ -33,10 +33,14 @@
 // the attempt stores the checkpoint and cancels the job with a
 // [*SuspendedError] (see [Worker.Work]). [Resume] makes it run again,
 // optionally deciding the results of checkpointed nodes, such as the
-// suspended one, from outside the job.
+// suspended one, from outside the job (a nil result only for a node whose
+// result type can be nil: [ErrNilValue]).
 //
 // A checkpointed result is stored as JSON, so a node's result type must
-// encode and decode with encoding/json, with no NUL character or
+// be a concrete type that encodes and decodes with encoding/json (an
+// interface type, or a type holding one, such as map[string]any, fails
+// the attempt with [ErrInterfaceResult]: JSON records no Go type to give
+// the result back with), with no NUL character or
 // unpaired surrogate in its strings and no number out of the range of
 // PostgreSQL's numeric, which PostgreSQL's jsonb cannot store
 // ([ErrUnstorableJSON]). Node ids are stored in the row too, so
@@ -56,6 +60,7 @@ package durable
 
 import (
 	"context"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -186,7 +191,9 @@ func (w *Worker[A]) Timeout(*river.Job[A]) time.Duration {
 // Every node id of the graph, and of every checkpointed node made for
 // it, must be valid UTF-8 without a NUL character ([ErrUnstorableID]):
 // an attempt whose graph has one that is not fails before any node
-// runs, with an error that names the id.
+// runs, with an error that names the id. So does an attempt whose graph
+// has a checkpointed node whose result type is, or holds, an interface
+// type ([ErrInterfaceResult]; see [Node]).
 //
 // River stores the text of the error Work returns in the job's row (its
 // errors), and PostgreSQL cannot store a NUL character there: when the
@@ -232,7 +239,13 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 		return err
 	}
 	parked := await(run, cp)
-	err = run.Wait(ctx)
+	// The run has ended, or await cancelled it to park the job and it is
+	// ending; its ctx derives from ctx, so it ends when ctx does. Wait
+	// for its own error, with the callbacks' panics: Wait(ctx) would
+	// return ctx.Err() instead once River's ctx has ended (a job timeout,
+	// a JobCancel), while the run's sweep still calls its callbacks, or,
+	// both being ready, at random.
+	err = run.Wait(context.WithoutCancel(ctx))
 	endSaves()
 	cp.close() // a worker that outlived the run saves nothing now
 	// Park unless the deadline came first (nothing suspended any more, or
@@ -302,13 +315,34 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 // nodes, checkpointed or not: the check covers every node of the graph.
 var ErrUnstorableID = errors.New("a node id must be valid UTF-8 without a NUL character, to be stored in the job's row")
 
+// ErrInterfaceResult is the error, wrapped with the node's id and its
+// result type, of an attempt whose graph has a checkpointed node ([Node])
+// whose result type is an interface type (any, error, fmt.Stringer), or
+// holds one where encoding/json decodes into it (map[string]any, a
+// struct's exported field of type error). JSON records no Go type, so a
+// checkpoint cannot give such a result back: decoded into any, an int
+// comes back as a float64 and a struct as a map[string]any, so that a
+// retry would see another value than the first attempt; an interface with
+// methods does not decode at all, so that the worker would run again on
+// every attempt. A type that decodes itself (UnmarshalJSON, or
+// UnmarshalText) is its own business, whatever it holds.
+var ErrInterfaceResult = errors.New("a checkpointed result's type must not be, or hold where encoding/json decodes into it, an interface type: JSON records no Go type to give the result back with")
+
 // checkIDs returns an error that names the first id, among those of cp's
 // checkpointed nodes and then those of the graph reachable from starts,
-// that cannot be stored (ErrUnstorableID). A graph that asynctool rejects
-// is left to Start to report.
+// that cannot be stored (ErrUnstorableID), or else the first checkpointed
+// node, by id, whose result type the checkpoint cannot give back
+// (ErrInterfaceResult). A graph that asynctool rejects is left to Start
+// to report.
 func checkIDs(cp *Checkpoint, starts []asynctool.Wrapper) error {
 	cp.mu.Lock()
 	ids := slices.Sorted(maps.Keys(cp.nodes))
+	var typeErr error
+	for _, id := range ids {
+		if typeErr = cp.typeErrs[id]; typeErr != nil {
+			break
+		}
+	}
 	cp.mu.Unlock()
 	if rep, err := asynctool.Describe(starts...); err == nil {
 		for _, n := range rep.Nodes {
@@ -320,7 +354,88 @@ func checkIDs(cp *Checkpoint, starts []asynctool.Wrapper) error {
 			return fmt.Errorf("durable: node id %q: %w", id, ErrUnstorableID)
 		}
 	}
-	return nil
+	return typeErr
+}
+
+var (
+	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+	// resultTypeErrs caches resultTypeErr by type.
+	resultTypeErrs sync.Map
+)
+
+// resultTypeErr returns an error wrapping ErrInterfaceResult if t, a
+// checkpointed node's result type, is an interface type or holds one
+// where encoding/json decodes into it; nil otherwise.
+func resultTypeErr(t reflect.Type) error {
+	if e, ok := resultTypeErrs.Load(t); ok {
+		err, _ := e.(error)
+		return err
+	}
+	var err error
+	if where, it, found := interfaceIn(t, map[reflect.Type]bool{}); found {
+		if where == "" {
+			err = fmt.Errorf("result type %v is an interface type: %w", t, ErrInterfaceResult)
+		} else {
+			err = fmt.Errorf("result type %v holds the interface type %v at %s: %w", t, it, where, ErrInterfaceResult)
+		}
+	}
+	resultTypeErrs.Store(t, err)
+	return err
+}
+
+// interfaceIn finds an interface type that encoding/json would decode
+// into when it decodes a t: t itself (where is then ""), or one reached
+// through pointers, the elements of slices, arrays and maps, and the
+// fields encoding/json decodes (exported, not tagged "-", or the fields
+// of an embedded struct). It does not look into a type that decodes
+// itself (UnmarshalJSON, UnmarshalText), nor into a type again (seen),
+// which ends the walk of a recursive type.
+func interfaceIn(t reflect.Type, seen map[reflect.Type]bool) (where string, it reflect.Type, found bool) {
+	if t.Kind() == reflect.Interface {
+		return "", t, true // a nil interface value does not decode itself
+	}
+	pt := reflect.PointerTo(t)
+	if seen[t] || pt.Implements(jsonUnmarshaler) || pt.Implements(textUnmarshaler) {
+		return "", nil, false
+	}
+	seen[t] = true
+	in := func(step string, elem reflect.Type) (string, reflect.Type, bool) {
+		where, it, found := interfaceIn(elem, seen)
+		return step + where, it, found
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return in("", t.Elem())
+	case reflect.Slice, reflect.Array:
+		return in("[i]", t.Elem())
+	case reflect.Map:
+		return in("[key]", t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "-" && !strings.HasPrefix(f.Tag.Get("json"), "-,") {
+				continue
+			}
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			embeddedStruct := f.Anonymous && ft.Kind() == reflect.Struct
+			if !f.IsExported() && !embeddedStruct {
+				continue
+			}
+			step := "." + f.Name
+			if embeddedStruct {
+				step = "" // its fields are the outer struct's
+			}
+			if where, it, found := in(step, f.Type); found {
+				return where, it, true
+			}
+		}
+	}
+	return "", nil, false
 }
 
 // storable returns err, unless its text holds a NUL character, which
@@ -560,7 +675,8 @@ func (e *GraphFailedError) Unwrap() []error {
 type SuspendedError struct {
 	// Suspended are the nodes that suspended, each with the error its
 	// worker failed with; for a node a custom join suspended, nil, or
-	// why the value Resume gave it does not decode. A checkpointed node
+	// why the value Resume gave it cannot be used (it does not decode,
+	// or is nil for a result type that cannot be: ErrNilValue). A checkpointed node
 	// that a custom join suspended is listed only when it has no stored
 	// result that decodes: one that does ends the node instead (see
 	// [Worker.Work]).
@@ -626,15 +742,21 @@ func (e *SuspendedError) Unwrap() []error {
 // by earlier attempts, and those this attempt's nodes produced. It is safe
 // for concurrent use by the nodes of one attempt.
 type Checkpoint struct {
-	saved   map[string]json.RawMessage // from earlier attempts; read only
-	decided map[string]bool            // saved ids whose value Resume gave
-	mu      sync.Mutex
-	done    map[string]json.RawMessage // produced in this attempt
+	saved    map[string]json.RawMessage // from earlier attempts; read only
+	decided  map[string]bool            // saved ids whose value Resume gave
+	nilGiven map[string]bool            // decided ids whose value was nil
+	mu       sync.Mutex
+	done     map[string]json.RawMessage // produced in this attempt
 	// nodes are the checkpointed nodes of this attempt's graph, by id,
 	// each with the function that ends it, suspended in a run, with its
 	// stored result (see await).
 	nodes map[string]func(run *asynctool.Run) (bool, error)
-	hits  int
+	// typeErrs are the checkpointed nodes, by id, whose result type the
+	// checkpoint cannot give back (ErrInterfaceResult).
+	typeErrs map[string]error
+	// notNil are the checkpointed nodes whose result type cannot be nil.
+	notNil map[string]bool
+	hits   int
 
 	// save stores a snapshot at once (Worker.SaveEach), nil if not.
 	// saveMu orders the saves and the close after which none is made.
@@ -668,6 +790,14 @@ type parkMark struct {
 	// stay decided in every later checkpoint, for as long as the value is
 	// replayed.
 	Decided []string `json:"decided,omitempty"`
+	// Nil are the decided nodes whose value Resume gave was nil (stored
+	// as JSON null): a node whose result type cannot be nil fails on it
+	// (ErrNilValue) rather than take the zero value. They stay with
+	// Decided.
+	Nil []string `json:"nil,omitempty"`
+	// NotNil are the checkpointed nodes of the graph that parked whose
+	// result type cannot be nil, for which Resume refuses a nil value.
+	NotNil []string `json:"notNil,omitempty"`
 }
 
 // newCheckpoint returns the checkpoint of an attempt that starts from
@@ -681,6 +811,10 @@ func newCheckpoint(saved map[string]json.RawMessage) *Checkpoint {
 			for _, id := range m.Decided {
 				cp.decided[id] = true
 			}
+			cp.nilGiven = make(map[string]bool, len(m.Nil))
+			for _, id := range m.Nil {
+				cp.nilGiven[id] = cp.decided[id]
+			}
 		}
 	}
 	return cp
@@ -692,6 +826,8 @@ func (cp *Checkpoint) parkedSnapshot(e *SuspendedError, attempt int) map[string]
 	all := cp.snapshot()
 	cp.mu.Lock()
 	m := parkMark{Decided: cp.stillDecided(), Nodes: slices.Sorted(maps.Keys(cp.nodes)), Attempt: attempt}
+	m.Nil = cp.nilOf(m.Decided)
+	m.NotNil = slices.Sorted(maps.Keys(cp.notNil))
 	cp.mu.Unlock()
 	for _, f := range e.Suspended {
 		m.Suspended = append(m.Suspended, f.ID)
@@ -752,7 +888,7 @@ func (cp *Checkpoint) snapshot() map[string]json.RawMessage {
 	maps.Copy(all, cp.done)
 	// A value Resume gave stays decided for as long as it is replayed.
 	if d := cp.stillDecided(); len(d) > 0 {
-		if raw, err := json.Marshal(parkMark{Decided: d}); err == nil {
+		if raw, err := json.Marshal(parkMark{Decided: d, Nil: cp.nilOf(d)}); err == nil {
 			all[parkKey] = raw
 		}
 	}
@@ -772,6 +908,43 @@ func (cp *Checkpoint) stillDecided() []string {
 	return d
 }
 
+// nilOf lists the ids among decided whose value Resume gave was nil.
+// cp.mu is held.
+func (cp *Checkpoint) nilOf(decided []string) []string {
+	var n []string
+	for _, id := range decided {
+		if cp.nilGiven[id] {
+			n = append(n, id)
+		}
+	}
+	return n
+}
+
+// ErrNilValue is the error, wrapped, of a nil value (nil, or a nil
+// pointer, slice or map) given to [Resume] for a node whose result type
+// cannot be nil (an int, a string, a struct), as asynctool.SucceedWith(nil)
+// is for such a node within one process. JSON stores it as null, which
+// would decode into the node's result as its zero value. Resume refuses
+// it when the graph that parked the job says the node cannot be nil; the
+// node fails on it otherwise (when the next attempt's graph gives the
+// node another result type), rather than take the zero value.
+var ErrNilValue = errors.New("a nil value is no result for a node whose result type cannot be nil")
+
+// canBeNil reports whether a value of type t can be nil.
+func canBeNil(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Interface, reflect.Pointer, reflect.Slice, reflect.Map, reflect.Chan, reflect.Func:
+		return true
+	}
+	return false
+}
+
+// isNil reports whether v, a value given to Resume, is nil.
+func isNil(v any) bool {
+	rv := reflect.ValueOf(v)
+	return !rv.IsValid() || canBeNil(rv.Type()) && rv.IsNil()
+}
+
 // Node returns a node with the given id that runs worker with param
 // unless an earlier attempt of the job stored its result in cp, in which
 // case the node succeeds with that result without calling the worker.
@@ -779,6 +952,19 @@ func (cp *Checkpoint) stillDecided() []string {
 // empty: it is the key of the stored result; and, like every id of the
 // graph, it must be valid UTF-8 without a NUL character, or the attempt
 // fails before any node runs ([ErrUnstorableID]).
+//
+// R must be a concrete type that JSON gives back: not an interface type
+// (any, error, fmt.Stringer), and holding none where encoding/json
+// decodes into it (map[string]any, []any, an exported struct field of
+// type error), unless the type that holds it decodes itself
+// (UnmarshalJSON, UnmarshalText). JSON records no Go type: replayed into
+// any, an int comes back as a float64 and a struct as a map[string]any,
+// so that a retry would see another value than the first attempt, and an
+// interface with methods does not decode at all, so that the worker
+// would run again on every attempt. Such a node fails every attempt
+// before any node runs, with [ErrInterfaceResult], its id and where the
+// interface is. Use the concrete type, or json.RawMessage for JSON whose
+// shape is not known.
 //
 // A result that does not encode as JSON fails the node, and so does one
 // whose JSON PostgreSQL cannot store ([ErrUnstorableJSON]: a string with
@@ -798,6 +984,22 @@ func Node[P, R any](cp *Checkpoint, id string, worker asynctool.Worker[P, R], pa
 			cp.nodes = make(map[string]func(*asynctool.Run) (bool, error))
 		}
 		cp.nodes[id] = c.replay
+		if canBeNil(reflect.TypeFor[R]()) {
+			delete(cp.notNil, id)
+		} else {
+			if cp.notNil == nil {
+				cp.notNil = make(map[string]bool)
+			}
+			cp.notNil[id] = true
+		}
+		if err := resultTypeErr(reflect.TypeFor[R]()); err != nil {
+			if cp.typeErrs == nil {
+				cp.typeErrs = make(map[string]error)
+			}
+			cp.typeErrs[id] = fmt.Errorf("durable: node %q: %w", id, err)
+		} else {
+			delete(cp.typeErrs, id) // a later Node with the same id
+		}
 		cp.mu.Unlock()
 	}
 	return asynctool.NewWrapper[P, R](id, c, param)
@@ -839,20 +1041,19 @@ func (c *checkpointed[P, R]) Action(ctx context.Context, p P, all asynctool.Wrap
 		return v, c.save()
 	}
 	if raw, ok := c.cp.saved[c.id]; ok {
-		err := json.Unmarshal(raw, &v)
+		sv, err := c.decodeSaved(raw)
 		if err == nil {
 			c.cp.mu.Lock()
 			c.cp.hits++
 			c.cp.mu.Unlock()
-			return v, nil
+			return sv, nil
 		}
 		if c.cp.decided[c.id] {
 			// A person decided this result with Resume: running the
 			// worker instead (charging a card again) is not theirs.
-			return v, fmt.Errorf("durable: node %q: the value Resume gave does not decode into %T: %w", c.id, v, err)
+			return v, err
 		}
-		var zero R
-		v = zero // a stale checkpoint: run the worker
+		// A stale checkpoint: run the worker.
 	}
 	if c.worker == nil {
 		return v, fmt.Errorf("durable: node %q has a nil worker", c.id)
@@ -1002,10 +1203,10 @@ func (c *checkpointed[P, R]) replay(run *asynctool.Run) (bool, error) {
 	if !ok {
 		return false, nil
 	}
-	var v R
-	if err := json.Unmarshal(raw, &v); err != nil {
+	v, err := c.decodeSaved(raw)
+	if err != nil {
 		if c.cp.decided[c.id] {
-			return false, fmt.Errorf("durable: node %q: the value Resume gave does not decode into %T: %w", c.id, v, err)
+			return false, err
 		}
 		return false, nil // a stale result: running the worker is not the join's decision
 	}
@@ -1016,6 +1217,22 @@ func (c *checkpointed[P, R]) replay(run *asynctool.Run) (bool, error) {
 	c.cp.hits++
 	c.cp.mu.Unlock()
 	return true, nil
+}
+
+// decodeSaved decodes raw, the node's result stored by an earlier
+// attempt or given by Resume. The error says why a value Resume gave
+// cannot be used: it does not decode into R, or it was nil and R cannot
+// be nil (ErrNilValue), which JSON null would make R's zero value.
+func (c *checkpointed[P, R]) decodeSaved(raw json.RawMessage) (R, error) {
+	var v R
+	if c.cp.decided[c.id] && c.cp.nilGiven[c.id] && !canBeNil(reflect.TypeFor[R]()) {
+		return v, fmt.Errorf("durable: node %q: the value Resume gave is nil, and %v cannot be nil: %w", c.id, reflect.TypeFor[R](), ErrNilValue)
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		var zero R
+		return zero, fmt.Errorf("durable: node %q: the value Resume gave does not decode into %T: %w", c.id, v, err)
+	}
+	return v, nil
 }
 
 // save stores the checkpoint at once if the Worker saves each node.

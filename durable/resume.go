@@ -52,11 +52,17 @@ var ErrNotParked = errors.New("durable: the job is not parked by a suspended nod
 // Resume does not find, with River's rivertype.ErrNotFound; and every id
 // in values must name a checkpointed node of the graph that parked the
 // job, or the error names it; a value must encode as JSON that
-// PostgreSQL can store ([ErrUnstorableJSON]). What it cannot check is a
-// value's type: the value must decode into the node's result type, and
-// one that does not fails the node on the next attempt (with
-// PolicySuspend, or suspended by a custom join, it parks the job again,
-// with the decoding error), rather than running its worker again.
+// PostgreSQL can store ([ErrUnstorableJSON]); and a nil value (nil, or
+// a nil pointer, slice or map) is refused for a node whose result type
+// cannot be nil, such as an int or a struct ([ErrNilValue]), as
+// asynctool.SucceedWith(nil) is within one process: stored as JSON null,
+// it would decode as the zero value. What it cannot check is a value's
+// type: the value must decode into the node's result type, and one that
+// does not fails the node on the next attempt (with PolicySuspend, or
+// suspended by a custom join, it parks the job again, with the decoding
+// error), rather than running its worker again. So does a nil value for
+// a node whose result type, in the graph of that attempt, cannot be nil
+// (the graph that parked the job had one that can), with ErrNilValue.
 //
 // An attempt that River rescued as stuck, and that ends after a later
 // attempt parked the job, still has River merge its checkpoint into the
@@ -159,7 +165,11 @@ func withValues(cursors, cp map[string]json.RawMessage, mark *parkMark, values m
 			return nil, fmt.Errorf("no checkpointed node %q in the graph that parked the job (checkpointed: %s; suspended: %s)",
 				id, strings.Join(mark.Nodes, ", "), strings.Join(mark.Suspended, ", "))
 		}
-		b, err := checkpointJSON(values[id])
+		v := values[id]
+		if isNil(v) && slices.Contains(mark.NotNil, id) {
+			return nil, fmt.Errorf("the value of node %q is nil, and its result type cannot be nil: %w", id, ErrNilValue)
+		}
+		b, err := checkpointJSON(v)
 		if err != nil {
 			return nil, fmt.Errorf("the value of node %q: %w", id, err)
 		}
@@ -167,10 +177,14 @@ func withValues(cursors, cp map[string]json.RawMessage, mark *parkMark, values m
 		if !slices.Contains(mark.Decided, id) {
 			mark.Decided = append(mark.Decided, id)
 		}
+		mark.Nil = slices.DeleteFunc(mark.Nil, func(n string) bool { return n == id })
+		if isNil(v) {
+			mark.Nil = append(mark.Nil, id)
+		}
 	}
 	// Resumed: no longer parked (a later cancellation for another
-	// reason must not look parked); Decided stays.
-	mark.Suspended, mark.Nodes, mark.Attempt = nil, nil, 0
+	// reason must not look parked); Decided and Nil stay.
+	mark.Suspended, mark.Nodes, mark.NotNil, mark.Attempt = nil, nil, nil, 0
 	b, err := json.Marshal(mark)
 	if err != nil {
 		return nil, err
