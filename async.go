@@ -176,8 +176,9 @@ func (a *Async) trySubmit(task func()) bool { return a.try(task) }
 // (timeout 0 means ctx's deadline alone). Every worker receives a context
 // with that deadline, derived from ctx. When it passes, every node that
 // has not ended ends with [ResultTimeout] and its default value, its
-// callback fires, nodes that have not started never start, and BeginWork
-// returns an error wrapping [context.DeadlineExceeded] (or ctx's cause).
+// callback fires, nodes that have not started never start (see the package
+// documentation for a start under way), and BeginWork returns an error
+// wrapping [context.DeadlineExceeded] (or ctx's cause).
 //
 // BeginWork returns nil when every node ended in time, whatever the
 // workers returned: read failures from the nodes' results. Before running

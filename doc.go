@@ -66,10 +66,11 @@
 // carries ctx's values, and is the context every worker receives. When it
 // is done, BeginWork returns promptly with an error wrapping its cause
 // ([context.DeadlineExceeded] for a deadline); every node not yet ended
-// ends with [ResultTimeout] and its default value, its callback fires once,
-// nodes that have not started never start, running workers see ctx.Done(),
-// and whatever they return later is dropped. [Async.Close] waits for such
-// workers.
+// ends with [ResultTimeout] and its default value, its callback fires
+// once, nodes that have not started never start (a worker whose start was
+// under way as the deadline passed may still be called, with ctx already
+// done), running workers see ctx.Done(), and whatever they return later is
+// dropped. [Async.Close] waits for such workers.
 //
 // # Scheduling
 //
