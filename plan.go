@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -472,6 +473,7 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 			p.roots = append(p.roots, int32(k))
 		}
 	}
+	var names nameSets
 	for _, i := range order {
 		c := cores[i]
 		n := &p.nodes[idx[i]]
@@ -489,7 +491,7 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 		}
 		n.out0 = int32(len(outs))
 		for k, j := range succ(i) {
-			m := effectiveMust(cores[j], c.id, flatMust[first[i]+int32(k)])
+			m := effectiveMust(cores[j], c.id, flatMust[first[i]+int32(k)], &names)
 			outs = append(outs, pedge{node: idx[j], must: m})
 			to := &p.nodes[idx[j]]
 			ins[to.in1] = inEdge(idx[i], m)
@@ -543,7 +545,7 @@ func unreachableErr(cores []*nodeCore, j, missing int32, posOf func(*nodeCore) (
 // effectiveMust is whether the edge from upstream id into node c is a must
 // dependency under c's join: the declared flag for the default join,
 // always for AllSucceeded, membership for NamedSucceeded.
-func effectiveMust(c *nodeCore, id string, declared bool) bool {
+func effectiveMust(c *nodeCore, id string, declared bool, names *nameSets) bool {
 	spec := c.spec()
 	if spec == nil {
 		return declared
@@ -552,14 +554,40 @@ func effectiveMust(c *nodeCore, id string, declared bool) bool {
 	case joinAll:
 		return true
 	case joinNamed:
-		for _, n := range spec.join.ids {
-			if n == id {
-				return true
-			}
-		}
-		return false
+		return names.has(spec, id)
 	}
 	return declared
+}
+
+// fewNames is the most ids a NamedSucceeded join, or the upstreams it is
+// checked against, are scanned for instead of put in a set.
+const fewNames = 8
+
+// nameSets holds, for the NamedSucceeded joins of more than fewNames ids,
+// those ids as a set, made the first time one of the join's in-edges is
+// marked: scanning the ids for every in-edge would make compiling a wide
+// named join quadratic, where building must stay linear.
+type nameSets map[*flowSpec]map[string]struct{}
+
+// has reports whether id is one of the ids of spec's join.
+func (m *nameSets) has(spec *flowSpec, id string) bool {
+	ids := spec.join.ids
+	if len(ids) <= fewNames {
+		return slices.Contains(ids, id)
+	}
+	if *m == nil {
+		*m = make(nameSets)
+	}
+	set, ok := (*m)[spec]
+	if !ok {
+		set = make(map[string]struct{}, len(ids))
+		for _, n := range ids {
+			set[n] = struct{}{}
+		}
+		(*m)[spec] = set
+	}
+	_, ok = set[id]
+	return ok
 }
 
 // validateFlow rejects flow rules that do not fit the node.
@@ -578,11 +606,25 @@ func (n *pnode) validateFlow(p *plan) error {
 		if len(j.ids) == 0 {
 			return graphErr(ErrBadJoin, ids, "node %q: NamedSucceeded with no ids", n.core.id)
 		}
-		for _, id := range j.ids {
-			found := false
+		// The upstreams' ids, as a set when the join names more than a
+		// few: scanning them for every id would be quadratic.
+		var ups map[string]struct{}
+		if len(j.ids) > fewNames {
+			ups = make(map[string]struct{}, n.nIn())
 			for _, v := range p.ins[n.in0:n.in1] {
 				k, _ := upstream(v)
-				found = found || p.nodes[k].core.id == id
+				ups[p.nodes[k].core.id] = struct{}{}
+			}
+		}
+		for _, id := range j.ids {
+			found := false
+			if ups != nil {
+				_, found = ups[id]
+			} else {
+				for _, v := range p.ins[n.in0:n.in1] {
+					k, _ := upstream(v)
+					found = found || p.nodes[k].core.id == id
+				}
 			}
 			if !found {
 				return graphErr(ErrBadJoin, []string{n.core.id, id}, "node %q: %q is not one of its upstreams", n.core.id, id)
