@@ -3,6 +3,7 @@ package asynctool
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 )
 
@@ -126,7 +127,9 @@ func AtLeast(n int) Join { return Join{kind: joinAtLeast, n: n} }
 // NamedSucceeded runs the node once the upstreams with the given ids
 // succeeded, and fails it as soon as one of them fails; other upstreams
 // are ignored. Every id must be an upstream of the node.
-func NamedSucceeded(ids ...string) Join { return Join{kind: joinNamed, ids: ids} }
+func NamedSucceeded(ids ...string) Join {
+	return Join{kind: joinNamed, ids: slices.Clone(ids)} // the caller may reuse its slice
+}
 
 // CustomJoin decides with fn, called with the state of every upstream each
 // time one of them ends, until fn decides. Calls for one node in one run
