@@ -1,0 +1,38 @@
+package peers
+
+import (
+	"fmt"
+	"testing"
+)
+
+// TestImplementationsAgree runs every implementation on every shape of the
+// benchmarks (the fan at 200 nodes instead of 1,000, to keep the test
+// quick under -race) three times and checks that each run computed every
+// node's reference value, so the benchmarks compare the same work.
+func TestImplementationsAgree(t *testing.T) {
+	shapes := []*shape{diamondShape(), fanShape(200), rpcShape(100)}
+	all := append(impls(), impl{"goroutines", rawGoroutines})
+	for _, s := range shapes {
+		ref := s.reference()
+		for _, im := range all {
+			if im.name == "goroutines" && !s.sleep {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s/%s", s.name, im.name), func(t *testing.T) {
+				vals := make([]int64, s.n())
+				run := im.setup(t, s, vals)
+				for round := range 3 {
+					clear(vals)
+					if err := run(); err != nil {
+						t.Fatalf("round %d: %v", round, err)
+					}
+					for i, want := range ref {
+						if vals[i] != want {
+							t.Fatalf("round %d: node %d = %d, want %d", round, i, vals[i], want)
+						}
+					}
+				}
+			})
+		}
+	}
+}
