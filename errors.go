@@ -76,7 +76,8 @@ var (
 	ErrNotPending = errors.New("asynctool: node is not pending")
 	// ErrBadJoin means a join strategy does not fit the node's upstreams.
 	ErrBadJoin = errors.New("asynctool: invalid join")
-	// ErrBadRetry means a retry policy with fewer than one attempt.
+	// ErrBadRetry means a retry policy with fewer than one attempt, or
+	// with a negative AttemptTimeout.
 	ErrBadRetry = errors.New("asynctool: invalid retry policy")
 	// ErrBadTimeout means a negative node timeout.
 	ErrBadTimeout = errors.New("asynctool: invalid node timeout")
@@ -222,6 +223,33 @@ func (e *NodeTimeoutError) Error() string {
 
 // Unwrap returns context.DeadlineExceeded.
 func (e *NodeTimeoutError) Unwrap() error { return context.DeadlineExceeded }
+
+// AttemptTimeoutError is the error of one attempt of a node whose
+// [RetryPolicy.AttemptTimeout] passed before its worker (or stream
+// function) returned. It is an ordinary failure: the policy's Retryable
+// sees it, and after the last attempt it is the node's Err. It unwraps
+// to [context.DeadlineExceeded], and it is the context.Cause of the
+// attempt's context once the bound has passed.
+type AttemptTimeoutError struct {
+	// ID is the node's id; empty for a stream node.
+	ID string
+	// Attempt counts the times the node's worker was started, this one
+	// included, as [NodeEvent.Attempt], [NodeReport.Attempts] and
+	// [StreamNode.Attempts] do (a [Rerun] does not start again from 1).
+	Attempt int
+	// Timeout is the policy's AttemptTimeout.
+	Timeout time.Duration
+}
+
+func (e *AttemptTimeoutError) Error() string {
+	if e.ID == "" {
+		return fmt.Sprintf("asynctool: attempt %d exceeded its attempt timeout of %v", e.Attempt, e.Timeout)
+	}
+	return fmt.Sprintf("asynctool: attempt %d of node %q exceeded its attempt timeout of %v", e.Attempt, e.ID, e.Timeout)
+}
+
+// Unwrap returns context.DeadlineExceeded.
+func (e *AttemptTimeoutError) Unwrap() error { return context.DeadlineExceeded }
 
 // EndError is how a run ends when a node with [PolicyEnd] fails: it is
 // BeginWork's error and the Err of every node that had not ended.

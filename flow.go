@@ -63,6 +63,37 @@ type RetryPolicy struct {
 	// Retryable reports whether an error is worth another attempt. Nil
 	// means every error except a panic.
 	Retryable func(error) bool
+	// AttemptTimeout bounds each attempt on its own; 0 means no bound
+	// (an attempt then lasts as long as the node's [WorkerWrapper.Timeout]
+	// and the group deadline allow), and it must not be negative (a
+	// graph is then rejected with [ErrBadRetry] before anything runs; a
+	// stream node ends at once with it).
+	//
+	// Each attempt's context ends at the earliest of the moment the
+	// worker's Action (or the stream node's function) is called plus
+	// AttemptTimeout, the node's own Timeout and the group deadline (for
+	// a stream node, the end of Run's context). Callback.Begin and
+	// OnNodeStart hooks run before the bound starts, and backoffs are
+	// outside it. An attempt that has not returned when its own bound
+	// passes fails with an [*AttemptTimeoutError], whatever the worker
+	// returns then (a value or an error), unless it panicked: the panic
+	// stays its error. This is an ordinary failure: Retryable sees it
+	// (the default retries it), Backoff applies, and after the last
+	// attempt the node's [FailurePolicy] does, with the
+	// *AttemptTimeoutError as the node's Err. When the node's Timeout or
+	// the group deadline passes first, the node ends as it does without
+	// AttemptTimeout.
+	//
+	// The library cannot stop a worker that ignores its context: an
+	// attempt ends when its worker returns, so the next attempt (and its
+	// backoff) starts only then, and a node never runs two attempts at
+	// once. Meanwhile the node's Timeout and the group deadline still end
+	// the node at once, as they would without retries, and what the
+	// worker returns later is dropped; [Async.Close] waits for it.
+	//
+	// A node with AttemptTimeout pays one context.WithTimeout per
+	// attempt; nodes without it pay nothing.
+	AttemptTimeout time.Duration
 }
 
 // Backoff returns the delay before the attempt after attempt n (n >= 1).
@@ -356,6 +387,17 @@ func (r *Run) failAttempt(i int32, err error, wl *worklist) {
 	if f != nil && f.policy == PolicyEnd {
 		r.endRun(i, err)
 	}
+}
+
+// boundAttempt returns the context of the attempt of node i that is
+// starting, ended by the attempt's own bound d at the latest, with its
+// cancel, and the error the attempt fails with if the bound passes first,
+// which is also the context's cause: so a cause equal to it tells the
+// bound apart from the end of ctx, which gives its own cause.
+func (r *Run) boundAttempt(ctx context.Context, i int32, d time.Duration) (context.Context, context.CancelFunc, *AttemptTimeoutError) {
+	bound := &AttemptTimeoutError{ID: r.p.nodes[i].core.id, Attempt: int(r.nodes[i].attempts.Load()), Timeout: d}
+	ctx, cancel := context.WithTimeoutCause(ctx, d, bound)
+	return ctx, cancel, bound
 }
 
 // retryDecision asks the policy whether err is retryable and for the

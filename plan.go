@@ -638,6 +638,9 @@ func (n *pnode) validateFlow(p *plan) error {
 	if f.retry != nil && f.retry.Attempts < 1 {
 		return graphErr(ErrBadRetry, ids, "node %q: %d attempts", n.core.id, f.retry.Attempts)
 	}
+	if f.retry != nil && f.retry.AttemptTimeout < 0 {
+		return graphErr(ErrBadRetry, ids, "node %q: AttemptTimeout(%v)", n.core.id, f.retry.AttemptTimeout)
+	}
 	if f.timeout < 0 {
 		return graphErr(ErrBadTimeout, ids, "node %q: Timeout(%v)", n.core.id, f.timeout)
 	}

@@ -332,7 +332,7 @@ func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *Run, i int32, wl *
 	var err error
 	if pn.hasCallback || pn.flow != nil {
 		var beginPanic bool
-		v, err, beginPanic = w.call(ctx, r, pn.hasCallback)
+		v, err, beginPanic = w.call(ctx, r, i, pn.hasCallback)
 		if beginPanic {
 			r.callbackPanic(w.id, "Begin", err.(*PanicError))
 		}
@@ -372,10 +372,16 @@ func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *Run, i int32, wl *
 // call runs the callback's Begin (if the node has a callback) and then
 // the worker's Action, under one recover. A panic becomes err, a
 // *PanicError; beginPanic says whether it came from Begin, in which case
-// Action did not run.
-func (w *WorkerWrapper[P, R]) call(ctx context.Context, r *Run, hasCallback bool) (v R, err error, beginPanic bool) {
+// Action did not run. With a RetryPolicy.AttemptTimeout, Action gets a
+// context bounded by it, and an attempt that returns after the bound
+// passed fails with its *AttemptTimeoutError (see boundAttempt).
+func (w *WorkerWrapper[P, R]) call(ctx context.Context, r *Run, i int32, hasCallback bool) (v R, err error, beginPanic bool) {
 	inBegin := hasCallback
+	var cancel context.CancelFunc
 	defer func() {
+		if cancel != nil {
+			cancel()
+		}
 		if p := recover(); p != nil {
 			err, beginPanic = newPanicError(p), inBegin
 		}
@@ -384,7 +390,15 @@ func (w *WorkerWrapper[P, R]) call(ctx context.Context, r *Run, hasCallback bool
 		w.cb.Begin()
 		inBegin = false
 	}
+	var bound *AttemptTimeoutError
+	if f := r.p.nodes[i].flow; f != nil && f.retry != nil && f.retry.AttemptTimeout > 0 {
+		ctx, cancel, bound = r.boundAttempt(ctx, i, f.retry.AttemptTimeout)
+	}
 	v, err = w.worker.Action(ctx, w.param, Wrappers{r})
+	if bound != nil && context.Cause(ctx) == error(bound) {
+		var zero R
+		return zero, bound, false // the bound passed before Action returned
+	}
 	return v, err, false
 }
 
