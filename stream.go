@@ -132,8 +132,14 @@ func (o streamRetry) applyStreamNode(c *streamNodeConfig) { c.retry = o.p }
 // context's deadline: the failure policy applies at once instead. A
 // [Rerun] of a suspended node starts a new round of p.Attempts attempts. p
 // is copied: the option may be given to many nodes, and costs them no
-// allocation. A node with p.Attempts < 1 ends at once with an error
-// wrapping [ErrBadRetry].
+// allocation. With p.AttemptTimeout, each call's context ends at the
+// earlier of the call's start plus AttemptTimeout and the end of Run's
+// context, and a call that returns after its own bound passed fails with
+// an [*AttemptTimeoutError] (ID empty) and the zero value, unless it
+// panicked; Run's goroutine waits for a function that ignores its
+// context, so the next attempt starts only once it has returned. A node
+// with p.Attempts < 1 or a negative p.AttemptTimeout ends at once with
+// an error wrapping [ErrBadRetry].
 func StreamRetry(p RetryPolicy) StreamNodeOption {
 	return streamRetry{&p}
 }
@@ -215,6 +221,10 @@ func (s *Stream[T]) AppendWith(fn StreamFunc[T], p FailurePolicy, opts ...Stream
 	}
 	if n.retry != nil && n.retry.Attempts < 1 {
 		n.end(zero, fmt.Errorf("%w: stream node with %d attempts", ErrBadRetry, n.retry.Attempts))
+		return n
+	}
+	if n.retry != nil && n.retry.AttemptTimeout < 0 {
+		n.end(zero, fmt.Errorf("%w: stream node with AttemptTimeout %v", ErrBadRetry, n.retry.AttemptTimeout))
 		return n
 	}
 	if s.closing.Load() {
@@ -459,18 +469,38 @@ func (s *Stream[T]) end(rest []*StreamNode[T], nodeErr, runErr error) error {
 }
 
 // runNode calls n's function and counts the attempt, turning a panic
-// into a *PanicError.
+// into a *PanicError. With a RetryPolicy.AttemptTimeout, the function gets
+// a context bounded by it, and an attempt that returns after the bound
+// passed fails with an *AttemptTimeoutError and the zero value, as a
+// graph node's does (see WorkerWrapper.call).
 func runNode[T any](ctx context.Context, n *StreamNode[T], prev T) (v T, err error) {
 	if n.fn == nil {
 		return v, ErrNilTask
 	}
-	n.attempts.Add(1)
+	k := n.attempts.Add(1)
 	defer func() {
 		if r := recover(); r != nil {
 			err = newPanicError(r)
 		}
 	}()
-	return n.fn(ctx, prev)
+	if n.retry == nil || n.retry.AttemptTimeout <= 0 {
+		return n.fn(ctx, prev)
+	}
+	return runBounded(ctx, n, prev, &AttemptTimeoutError{Attempt: int(k), Timeout: n.retry.AttemptTimeout})
+}
+
+// runBounded calls n's function with a context that bound ends, and
+// returns bound if it passed before the function returned. bound is
+// the context's cause, which tells it apart from the end of ctx.
+func runBounded[T any](ctx context.Context, n *StreamNode[T], prev T, bound *AttemptTimeoutError) (T, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, bound.Timeout, bound)
+	defer cancel()
+	v, err := n.fn(ctx, prev)
+	if context.Cause(ctx) == error(bound) {
+		var zero T
+		return zero, bound
+	}
+	return v, err
 }
 
 // backoff decides, after attempt done of a stream node failed with err,
