@@ -91,6 +91,33 @@ func ExampleWorkerWrapper_Retry() {
 	// 42 3
 }
 
+// An RPC whose first try hangs: each attempt is bounded on its own, so
+// the hung try fails after 20 ms and the retry answers, well within the
+// node's one-second Timeout, which a hung try would otherwise use up.
+func ExampleRetryPolicy_attemptTimeout() {
+	var calls atomic.Int32
+	rpc := asynctool.NewWrapper("rpc", asynctool.WorkerFunc[int, int](
+		func(ctx context.Context, _ int, _ asynctool.Wrappers) (int, error) {
+			if calls.Add(1) == 1 {
+				<-ctx.Done() // a hung connection, until the attempt's bound
+				return 0, ctx.Err()
+			}
+			return 42, nil
+		}), 0).
+		Retry(asynctool.RetryPolicy{Attempts: 3, AttemptTimeout: 20 * time.Millisecond}).
+		Timeout(time.Second)
+
+	a := asynctool.New(asynctool.WithHooks(&asynctool.Hooks{
+		OnNodeRetry: func(_ context.Context, ev asynctool.NodeEvent) { fmt.Println("retry after:", ev.Err) },
+	}))
+	defer a.Close()
+	_ = a.BeginWork(context.Background(), time.Minute, rpc)
+	fmt.Println(rpc.Result().Value, calls.Load())
+	// Output:
+	// retry after: asynctool: attempt 1 of node "rpc" exceeded its attempt timeout of 20ms
+	// 42 2
+}
+
 // A node that needs a human: it suspends on failure, the run stays open,
 // and an operator resumes it with a value.
 func ExampleRun_Resume() {
