@@ -135,7 +135,8 @@ func ExponentialBackoff(base, max time.Duration, jitter float64) Backoff {
 // its first start) and the group deadline, and when d passes the node ends
 // at once with [ResultTimeout], its default value and a
 // [*NodeTimeoutError]; whatever its worker returns later is dropped. The
-// timeout covers every attempt and backoff of a retried node. It stops
+// timeout covers every attempt and backoff of a retried node; to bound
+// each attempt as well, set [RetryPolicy.AttemptTimeout]. It stops
 // while the node is pending ([PolicySuspend]), and a [Rerun] starts it
 // again, from the rerun's start. The node's end, and the nodes it makes
 // ready, are processed on the timer's goroutine, outside the Async's pool
@@ -151,7 +152,9 @@ func (w *WorkerWrapper[P, R]) Timeout(d time.Duration) *WorkerWrapper[P, R] {
 
 // Retry sets the node's retry policy and returns w. Begin fires before
 // every attempt, Result once after the last. A retry never starts, and a
-// backoff never sleeps, past the node's or the group's deadline.
+// backoff never sleeps, past the node's or the group's deadline. Attempts
+// never overlap: the next one starts only after the worker returned from
+// the last, even when p.AttemptTimeout ended that one's context.
 func (w *WorkerWrapper[P, R]) Retry(p RetryPolicy) *WorkerWrapper[P, R] {
 	if !w.checkBuildable("Retry") {
 		return w
