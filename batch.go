@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // BatchReport is what [RunBatches] did.
@@ -86,11 +87,13 @@ func (e *BatchItemError) Unwrap() error { return e.Err }
 // before anything runs.
 //
 // A panic in fetch is not recovered: it goes on up RunBatches' caller's
-// stack, as does a runtime.Goexit in fetch or in a process that runs on
-// the calling goroutine (an item the executor refused, or one a
-// [CallerRuns] pool ran there). Before it does, RunBatches cancels the
-// context of the items in flight and waits for them to return, so that
-// none outlives it.
+// stack, as does a panic in exec's Submit and a runtime.Goexit in fetch
+// or in a process that runs on the calling goroutine (an item the
+// executor refused, or one a [CallerRuns] pool ran there). Before it
+// does, RunBatches cancels the context of the items in flight and waits
+// for them to return, so that none outlives it; the item whose Submit
+// panicked is not waited for unless it had started, and does nothing if
+// it starts later.
 func RunBatches[T any](ctx context.Context, exec Executor,
 	fetch func(ctx context.Context, page int) ([]T, error),
 	process func(ctx context.Context, item T) error,
@@ -114,13 +117,27 @@ func RunBatches[T any](ctx context.Context, exec Executor,
 		wg       sync.WaitGroup
 		runErr   error
 		finished bool
+		// submitting is the number of the item whose Submit has not
+		// returned, until its task starts (then -1), or, once RunBatches
+		// unwinds out of that Submit, abandoned(it): the task then does
+		// nothing if it ever starts, as wg no longer counts it.
+		submitting atomic.Int64
+		seq        int64
 	)
+	submitting.Store(-1)
+	abandoned := func(seq int64) int64 { return -2 - seq }
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer func() {
 		if !finished {
 			// fetch panicked, or fetch or a process run on this goroutine
-			// called runtime.Goexit: no item may outlive RunBatches.
+			// called runtime.Goexit, or the executor's Submit panicked: no
+			// item may outlive RunBatches. An item whose Submit panicked
+			// before its task started may never start: it is not waited
+			// for.
+			if s := submitting.Load(); s >= 0 && submitting.CompareAndSwap(s, abandoned(s)) {
+				wg.Done()
+			}
 			cancel(errBatchAborted)
 			wg.Wait()
 		}
@@ -165,7 +182,12 @@ pages:
 				break pages
 			}
 			wg.Add(1)
+			seq++
+			n := seq
 			task := func() {
+				if !submitting.CompareAndSwap(n, -1) && submitting.Load() == abandoned(n) {
+					return // RunBatches unwound out of Submit without it
+				}
 				defer wg.Done()
 				if ctx.Err() != nil {
 					record(page, i, nil, true)
@@ -181,7 +203,10 @@ pages:
 				returned = true
 				record(page, i, err, false)
 			}
-			if exec.Submit(task) != nil {
+			submitting.Store(n)
+			err := exec.Submit(task)
+			submitting.CompareAndSwap(n, -1)
+			if err != nil {
 				task()
 			}
 		}
