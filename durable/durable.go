@@ -36,11 +36,10 @@
 // suspended one, from outside the job (a nil result only for a node whose
 // result type can be nil: [ErrNilValue]).
 //
-// A checkpointed result is stored as JSON, so a node's result type must
-// be a concrete type that encodes and decodes with encoding/json (an
-// interface type, or a type holding one, such as map[string]any, fails
-// the attempt with [ErrInterfaceResult]: JSON records no Go type to give
-// the result back with), with no NUL character or
+// A checkpointed result is stored as JSON, so a node's result must
+// decode back into its type ([ErrUndecodableResult]: an interface with
+// methods, such as error, never does; an any gets JSON's own types back,
+// a float64 for an int), with no NUL character or
 // unpaired surrogate in its strings and no number out of the range of
 // PostgreSQL's numeric, which PostgreSQL's jsonb cannot store
 // ([ErrUnstorableJSON]). Node ids are stored in the row too, so
@@ -60,7 +59,6 @@ package durable
 
 import (
 	"context"
-	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -192,8 +190,9 @@ func (w *Worker[A]) Timeout(*river.Job[A]) time.Duration {
 // it, must be valid UTF-8 without a NUL character ([ErrUnstorableID]):
 // an attempt whose graph has one that is not fails before any node
 // runs, with an error that names the id. So does an attempt whose graph
-// has a checkpointed node whose result type is, or holds, an interface
-// type ([ErrInterfaceResult]; see [Node]).
+// has a checkpointed node whose result type is an interface type with
+// methods, which no JSON decodes into ([ErrUndecodableResult]; see
+// [Node]).
 //
 // River stores the text of the error Work returns in the job's row (its
 // errors), and PostgreSQL cannot store a NUL character there: when the
@@ -315,24 +314,21 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 // nodes, checkpointed or not: the check covers every node of the graph.
 var ErrUnstorableID = errors.New("a node id must be valid UTF-8 without a NUL character, to be stored in the job's row")
 
-// ErrInterfaceResult is the error, wrapped with the node's id and its
-// result type, of an attempt whose graph has a checkpointed node ([Node])
-// whose result type is an interface type (any, error, fmt.Stringer), or
-// holds one where encoding/json decodes into it (map[string]any, a
-// struct's exported field of type error). JSON records no Go type, so a
-// checkpoint cannot give such a result back: decoded into any, an int
-// comes back as a float64 and a struct as a map[string]any, so that a
-// retry would see another value than the first attempt; an interface with
-// methods does not decode at all, so that the worker would run again on
-// every attempt. A type that decodes itself (UnmarshalJSON, or
-// UnmarshalText) is its own business, whatever it holds.
-var ErrInterfaceResult = errors.New("a checkpointed result's type must not be, or hold where encoding/json decodes into it, an interface type: JSON records no Go type to give the result back with")
+// ErrUndecodableResult is the error, wrapped with the node's id and its
+// result type, of a checkpointed node ([Node]) whose result would not
+// come back from its JSON. A result type that is an interface with
+// methods (error, fmt.Stringer) can never come back, so such a node fails
+// every attempt before any node runs. Otherwise the result is decoded
+// back when it is checkpointed, and a result that does not decode (a
+// struct whose exported field of type error holds an error) fails the
+// node, which a retry would otherwise run again, its checkpoint unused.
+var ErrUndecodableResult = errors.New("a checkpointed result must decode back into its type from its JSON")
 
 // checkIDs returns an error that names the first id, among those of cp's
 // checkpointed nodes and then those of the graph reachable from starts,
 // that cannot be stored (ErrUnstorableID), or else the first checkpointed
 // node, by id, whose result type the checkpoint cannot give back
-// (ErrInterfaceResult). A graph that asynctool rejects is left to Start
+// (ErrUndecodableResult). A graph that asynctool rejects is left to Start
 // to report.
 func checkIDs(cp *Checkpoint, starts []asynctool.Wrapper) error {
 	cp.mu.Lock()
@@ -357,85 +353,26 @@ func checkIDs(cp *Checkpoint, starts []asynctool.Wrapper) error {
 	return typeErr
 }
 
-var (
-	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
-	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
-	// resultTypeErrs caches resultTypeErr by type.
-	resultTypeErrs sync.Map
-)
-
-// resultTypeErr returns an error wrapping ErrInterfaceResult if t, a
-// checkpointed node's result type, is an interface type or holds one
-// where encoding/json decodes into it; nil otherwise.
+// resultTypeErr returns an error wrapping ErrUndecodableResult if t, a
+// checkpointed node's result type, is an interface type with methods:
+// JSON decodes into no such type (only a null, into a nil one). Other
+// types are checked value by value, when a result is checkpointed (see
+// decodesBack).
 func resultTypeErr(t reflect.Type) error {
-	if e, ok := resultTypeErrs.Load(t); ok {
-		err, _ := e.(error)
-		return err
+	if t.Kind() == reflect.Interface && t.NumMethod() > 0 {
+		return fmt.Errorf("result type %v is an interface type with methods, into which JSON does not decode: %w", t, ErrUndecodableResult)
 	}
-	var err error
-	if where, it, found := interfaceIn(t, map[reflect.Type]bool{}); found {
-		if where == "" {
-			err = fmt.Errorf("result type %v is an interface type: %w", t, ErrInterfaceResult)
-		} else {
-			err = fmt.Errorf("result type %v holds the interface type %v at %s: %w", t, it, where, ErrInterfaceResult)
-		}
-	}
-	resultTypeErrs.Store(t, err)
-	return err
+	return nil
 }
 
-// interfaceIn finds an interface type that encoding/json would decode
-// into when it decodes a t: t itself (where is then ""), or one reached
-// through pointers, the elements of slices, arrays and maps, and the
-// fields encoding/json decodes (exported, not tagged "-", or the fields
-// of an embedded struct). It does not look into a type that decodes
-// itself (UnmarshalJSON, UnmarshalText), nor into a type again (seen),
-// which ends the walk of a recursive type.
-func interfaceIn(t reflect.Type, seen map[reflect.Type]bool) (where string, it reflect.Type, found bool) {
-	if t.Kind() == reflect.Interface {
-		return "", t, true // a nil interface value does not decode itself
+// decodesBack returns an error wrapping ErrUndecodableResult if raw, a
+// result's JSON, does not decode into an R.
+func decodesBack[R any](raw []byte) error {
+	var back R
+	if err := json.Unmarshal(raw, &back); err != nil {
+		return fmt.Errorf("its JSON does not decode back into %v: %w: %w", reflect.TypeFor[R](), ErrUndecodableResult, err)
 	}
-	pt := reflect.PointerTo(t)
-	if seen[t] || pt.Implements(jsonUnmarshaler) || pt.Implements(textUnmarshaler) {
-		return "", nil, false
-	}
-	seen[t] = true
-	in := func(step string, elem reflect.Type) (string, reflect.Type, bool) {
-		where, it, found := interfaceIn(elem, seen)
-		return step + where, it, found
-	}
-	switch t.Kind() {
-	case reflect.Pointer:
-		return in("", t.Elem())
-	case reflect.Slice, reflect.Array:
-		return in("[i]", t.Elem())
-	case reflect.Map:
-		return in("[key]", t.Elem())
-	case reflect.Struct:
-		for i := range t.NumField() {
-			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if name == "-" && !strings.HasPrefix(f.Tag.Get("json"), "-,") {
-				continue
-			}
-			ft := f.Type
-			if ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			embeddedStruct := f.Anonymous && ft.Kind() == reflect.Struct
-			if !f.IsExported() && !embeddedStruct {
-				continue
-			}
-			step := "." + f.Name
-			if embeddedStruct {
-				step = "" // its fields are the outer struct's
-			}
-			if where, it, found := in(step, f.Type); found {
-				return where, it, true
-			}
-		}
-	}
-	return "", nil, false
+	return nil
 }
 
 // storable returns err, unless its text holds a NUL character, which
@@ -752,7 +689,7 @@ type Checkpoint struct {
 	// stored result (see await).
 	nodes map[string]func(run *asynctool.Run) (bool, error)
 	// typeErrs are the checkpointed nodes, by id, whose result type the
-	// checkpoint cannot give back (ErrInterfaceResult).
+	// checkpoint cannot give back (ErrUndecodableResult).
 	typeErrs map[string]error
 	// notNil are the checkpointed nodes whose result type cannot be nil.
 	notNil map[string]bool
@@ -953,18 +890,17 @@ func isNil(v any) bool {
 // graph, it must be valid UTF-8 without a NUL character, or the attempt
 // fails before any node runs ([ErrUnstorableID]).
 //
-// R must be a concrete type that JSON gives back: not an interface type
-// (any, error, fmt.Stringer), and holding none where encoding/json
-// decodes into it (map[string]any, []any, an exported struct field of
-// type error), unless the type that holds it decodes itself
-// (UnmarshalJSON, UnmarshalText). JSON records no Go type: replayed into
-// any, an int comes back as a float64 and a struct as a map[string]any,
-// so that a retry would see another value than the first attempt, and an
-// interface with methods does not decode at all, so that the worker
-// would run again on every attempt. Such a node fails every attempt
-// before any node runs, with [ErrInterfaceResult], its id and where the
-// interface is. Use the concrete type, or json.RawMessage for JSON whose
-// shape is not known.
+// R's values must come back from their JSON. An interface type with
+// methods (error, fmt.Stringer) never does, so a node of such an R fails
+// every attempt before any node runs, with [ErrUndecodableResult] and its
+// id. Other results are decoded back as they are checkpointed, and one
+// that does not decode (a struct whose exported field of type error
+// holds an error) fails the node with ErrUndecodableResult: a retry would
+// otherwise run its worker again, the checkpoint unused. JSON records no
+// Go type: an any, or a map[string]any, comes back with JSON's own types
+// (a float64 where the worker returned an int, a map[string]any for a
+// struct), as encoding/json gives them. Use the concrete type, or
+// json.RawMessage for JSON whose shape is not known.
 //
 // A result that does not encode as JSON fails the node, and so does one
 // whose JSON PostgreSQL cannot store ([ErrUnstorableJSON]: a string with
@@ -1063,6 +999,9 @@ func (c *checkpointed[P, R]) Action(ctx context.Context, p P, all asynctool.Wrap
 		return v, err
 	}
 	raw, err = checkpointJSON(v)
+	if err == nil {
+		err = decodesBack[R](raw)
+	}
 	if err != nil {
 		return v, fmt.Errorf("durable: node %q: result cannot be checkpointed: %w", c.id, err)
 	}
