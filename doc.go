@@ -113,7 +113,8 @@
 // Goexit in it ends. The library itself never panics on bad input: it
 // returns errors (the Pool's option constructors excepted, which panic on
 // values that can never work, such as PoolSize(0) or
-// PoolWhenFull(FullPolicy(9))).
+// PoolWhenFull(FullPolicy(9)), and WithRunHooks, which panics on a nil ctx
+// as context.WithValue does).
 //
 // # Errors
 //
