@@ -263,7 +263,10 @@ func (s *Stream[T]) push(n *StreamNode[T]) {
 //     node, or another attempt of one (a running node sees ctx end and
 //     should return). A node suspended, or waiting for its next attempt,
 //     at that moment ends with an error that wraps its own failure and
-//     the cause.
+//     the cause. A running node that returns an error as ctx ends (its
+//     ctx.Err(), say) has failed like any other: its policy applies, so
+//     under PolicyFail Run returns that error, which is ctx.Err() and not
+//     the cause if the node returned ctx.Err().
 //
 // While the stream is paused at a suspended node, or a node waits for
 // its next attempt, Run waits on its goroutine, without spinning, for
