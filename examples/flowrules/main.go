@@ -107,6 +107,20 @@ func main() {
 		Timeout(200 * time.Millisecond)
 	run("Retry: succeeds on the third attempt", flaky)
 
+	// A per-attempt timeout: the first try hangs, is cut at 20 ms and
+	// retried, and the second answers in 5 ms; the node's own Timeout
+	// (bounding all attempts together) is 200 ms.
+	var tries atomic.Int32
+	hung := asynctool.NewWrapper("replica", asynctool.WorkerFunc[string, int](func(ctx context.Context, s string, all asynctool.Wrappers) (int, error) {
+		if tries.Add(1) == 1 {
+			return rpc(time.Second, 0, nil)(ctx, s, all) // hangs past its bound
+		}
+		return rpc(5*time.Millisecond, 9, nil)(ctx, s, all)
+	}), "").
+		Retry(asynctool.RetryPolicy{Attempts: 3, AttemptTimeout: 20 * time.Millisecond}).
+		Timeout(200 * time.Millisecond)
+	run("Retry with AttemptTimeout(20ms): a hung first try is cut short and retried", hung)
+
 	// A node timeout: the node ends at 20 ms with its default, while the
 	// group deadline is a second.
 	stuck := asynctool.NewWrapper("stuck", rpc(time.Second, 1, nil), "").
