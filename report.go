@@ -311,6 +311,11 @@ func (r *Run) reason(i int32) string {
 			return why
 		}
 	}
+	if ate, ok := err.(*AttemptTimeoutError); ok && ate.ID == pn.core.id && int32(ate.Attempt) == r.attemptsOf(i) {
+		// Its own last attempt's bound (see WorkerWrapper.call), not an
+		// error of another run's node that the worker returned.
+		return fmt.Sprintf("attempt %d passed its attempt timeout of %v", ate.Attempt, ate.Timeout)
+	}
 	if errors.Is(err, ErrGoexit) {
 		return "worker called runtime.Goexit"
 	}
