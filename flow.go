@@ -91,8 +91,8 @@ type RetryPolicy struct {
 	// the node at once, as they would without retries, and what the
 	// worker returns later is dropped; [Async.Close] waits for it.
 	//
-	// A node with AttemptTimeout pays one context.WithTimeout per
-	// attempt; nodes without it pay nothing.
+	// A node with AttemptTimeout pays one context.WithTimeoutCause and
+	// one *AttemptTimeoutError per attempt; nodes without it pay nothing.
 	AttemptTimeout time.Duration
 }
 

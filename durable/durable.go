@@ -36,16 +36,16 @@
 // suspended one, from outside the job (a nil result only for a node whose
 // result type can be nil: [ErrNilValue]).
 //
-// A checkpointed result is stored as JSON, so a node's result must
-// decode back into its type ([ErrUndecodableResult]: an interface with
-// methods, such as error, never does; an any gets JSON's own types back,
-// a float64 for an int), with no NUL character or
+// A checkpointed result is stored as JSON, so a node's result must decode
+// back into its type ([ErrUndecodableResult]: an interface with methods,
+// such as error, comes back only as nil, and is refused; an any gets
+// JSON's own types back, a float64 for an int), with no NUL character or
 // unpaired surrogate in its strings and no number out of the range of
 // PostgreSQL's numeric, which PostgreSQL's jsonb cannot store
-// ([ErrUnstorableJSON]). Node ids are stored in the row too, so
-// they must be valid UTF-8 without a NUL character ([ErrUnstorableID]);
-// and River stores the text of the error an attempt ends with, in which
-// a NUL character is written as U+FFFD (see [Worker.Work]).
+// ([ErrUnstorableJSON]). Node ids are stored in the row too, so they must
+// be valid UTF-8 without a NUL character ([ErrUnstorableID]); and River
+// stores the text of the error an attempt ends with, in which a NUL
+// character is written as U+FFFD (see [Worker.Work]).
 // Checkpoints are stored when an attempt ends with an error (a suspension
 // included) or a snooze (River stores a resumable step's cursor whenever
 // Work returns an error). When an attempt's process dies, River rescues
@@ -315,13 +315,14 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 var ErrUnstorableID = errors.New("a node id must be valid UTF-8 without a NUL character, to be stored in the job's row")
 
 // ErrUndecodableResult is the error, wrapped with the node's id and its
-// result type, of a checkpointed node ([Node]) whose result would not
-// come back from its JSON. A result type that is an interface with
-// methods (error, fmt.Stringer) can never come back, so such a node fails
-// every attempt before any node runs. Otherwise the result is decoded
-// back when it is checkpointed, and a result that does not decode (a
-// struct whose exported field of type error holds an error) fails the
-// node, which a retry would otherwise run again, its checkpoint unused.
+// result type, of a checkpointed node ([Node]) whose result would not come
+// back from its JSON. A result type that is an interface with methods
+// (error, fmt.Stringer) comes back only as nil, so such a node fails every
+// attempt before any node runs, rather than after a worker that returned a
+// value has run. Otherwise the result is decoded back when it is
+// checkpointed, and a result that does not decode (a struct whose exported
+// field of type error holds an error) fails the node, which a retry would
+// otherwise run again, its checkpoint unused.
 var ErrUndecodableResult = errors.New("a checkpointed result must decode back into its type from its JSON")
 
 // checkIDs returns an error that names the first id, among those of cp's
@@ -891,16 +892,16 @@ func isNil(v any) bool {
 // fails before any node runs ([ErrUnstorableID]).
 //
 // R's values must come back from their JSON. An interface type with
-// methods (error, fmt.Stringer) never does, so a node of such an R fails
-// every attempt before any node runs, with [ErrUndecodableResult] and its
-// id. Other results are decoded back as they are checkpointed, and one
-// that does not decode (a struct whose exported field of type error
-// holds an error) fails the node with ErrUndecodableResult: a retry would
-// otherwise run its worker again, the checkpoint unused. JSON records no
-// Go type: an any, or a map[string]any, comes back with JSON's own types
-// (a float64 where the worker returned an int, a map[string]any for a
-// struct), as encoding/json gives them. Use the concrete type, or
-// json.RawMessage for JSON whose shape is not known.
+// methods (error, fmt.Stringer) comes back only as nil, so a node of such
+// an R fails every attempt before any node runs, with
+// [ErrUndecodableResult] and its id. Other results are decoded back as
+// they are checkpointed, and one that does not decode (a struct whose
+// exported field of type error holds an error) fails the node with
+// ErrUndecodableResult: a retry would otherwise run its worker again, the
+// checkpoint unused. JSON records no Go type: an any, or a map[string]any,
+// comes back with JSON's own types (a float64 where the worker returned an
+// int, a map[string]any for a struct), as encoding/json gives them. Use
+// the concrete type, or json.RawMessage for JSON whose shape is not known.
 //
 // A result that does not encode as JSON fails the node, and so does one
 // whose JSON PostgreSQL cannot store ([ErrUnstorableJSON]: a string with
