@@ -3,6 +3,7 @@ package peers
 import (
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,6 +20,9 @@ type shape struct {
 	sinks []int32   // nodes without successors
 	ids   []string  // ids[i]: the node's id, "n<i>", built once
 	sleep bool      // nodes that have both dependencies and successors sleep 1 ms
+	// calls, when not nil (in TestImplementationsAgree only), counts the
+	// times each node's work ran.
+	calls []atomic.Int32
 }
 
 // n returns the number of nodes.
@@ -107,6 +111,9 @@ func (s *shape) compute(vals []int64, i int32) int64 {
 // work is compute preceded, in the RPC shape, by a 1 ms sleep on the
 // nodes that have both dependencies and successors.
 func (s *shape) work(vals []int64, i int32) int64 {
+	if s.calls != nil {
+		s.calls[i].Add(1)
+	}
 	if s.sleep && len(s.deps[i]) > 0 && len(s.succ[i]) > 0 {
 		time.Sleep(time.Millisecond)
 	}
