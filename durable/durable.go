@@ -589,9 +589,10 @@ func (e *GraphFailedError) Error() string {
 
 // Unwrap returns the run's error and the nodes' errors, for errors.Is.
 // When a node asked River to cancel the job (river.JobCancel), the nodes'
-// river.JobSnooze errors are left out: River obeys a snooze anywhere in
-// the error before it looks for a cancellation, and would snooze the job,
-// running the cancelling node again, instead of cancelling it.
+// river.JobSnooze errors are left out (one that asks for both gives its
+// cancellation alone): River obeys a snooze anywhere in the error before
+// it looks for a cancellation, and would snooze the job, running the
+// cancelling node again, instead of cancelling it.
 func (e *GraphFailedError) Unwrap() []error {
 	var errs []error
 	if e.RunErr != nil {
@@ -599,8 +600,17 @@ func (e *GraphFailedError) Unwrap() []error {
 	}
 	cancel := asksCancel(e.Failed)
 	for _, f := range e.Failed {
-		if f.Err != nil && !(cancel && isJobSnooze(f.Err)) {
+		switch {
+		case f.Err == nil:
+		case !cancel || !isJobSnooze(f.Err):
 			errs = append(errs, f.Err)
+		case isJobCancel(f.Err):
+			// One error that asks for both: only its cancellation, or
+			// River would see the snooze first, or, with the error left
+			// out, neither.
+			var c *rivertype.JobCancelError
+			errors.As(f.Err, &c)
+			errs = append(errs, c)
 		}
 	}
 	return errs

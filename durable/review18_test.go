@@ -236,3 +236,17 @@ func TestS18GraphFailedErrorUnwrap(t *testing.T) {
 	assert.ErrorIs(t, e, cancelErr)
 	assert.Contains(t, e.Error(), "JobSnoozeError", "the text still names every node's error")
 }
+
+// TestGraphFailedErrorUnwrapOneErrorAskingBoth checks a node error that
+// asks River both to cancel and to snooze the job (errors.Join of the
+// two): it used to be left out of Unwrap whole, so that River saw
+// neither and retried the job as an ordinary failure; its cancellation
+// now reaches River, and its snooze does not.
+func TestGraphFailedErrorUnwrapOneErrorAskingBoth(t *testing.T) {
+	both := errors.Join(river.JobCancel(errors.New("withdrawn")), river.JobSnooze(time.Second))
+	e := &GraphFailedError{Failed: []NodeFailure{{ID: "x", Err: both}}}
+	var cancelErr *rivertype.JobCancelError
+	var snoozeErr *rivertype.JobSnoozeError
+	assert.ErrorAs(t, e, &cancelErr, "the cancellation reaches River")
+	assert.False(t, errors.As(e, &snoozeErr), "the snooze does not")
+}
