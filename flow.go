@@ -96,6 +96,18 @@ type RetryPolicy struct {
 	AttemptTimeout time.Duration
 }
 
+// problem says what is wrong with p, or "" if nothing is: the one check
+// of a retry policy, for graph nodes (Compile) and stream nodes alike.
+func (p *RetryPolicy) problem() string {
+	switch {
+	case p.Attempts < 1:
+		return fmt.Sprintf("%d attempts", p.Attempts)
+	case p.AttemptTimeout < 0:
+		return fmt.Sprintf("AttemptTimeout(%v)", p.AttemptTimeout)
+	}
+	return ""
+}
+
 // Backoff returns the delay before the attempt after attempt n (n >= 1).
 type Backoff func(n int) time.Duration
 
@@ -392,15 +404,20 @@ func (r *Run) failAttempt(i int32, err error, wl *worklist) {
 	}
 }
 
-// boundAttempt returns the context of the attempt of node i that is
-// starting, ended by the attempt's own bound d at the latest, with its
-// cancel, and the error the attempt fails with if the bound passes first,
-// which is also the context's cause: so a cause equal to it tells the
-// bound apart from the end of ctx, which gives its own cause.
-func (r *Run) boundAttempt(ctx context.Context, i int32, d time.Duration) (context.Context, context.CancelFunc, *AttemptTimeoutError) {
-	bound := &AttemptTimeoutError{ID: r.p.nodes[i].core.id, Attempt: int(r.nodes[i].attempts.Load()), Timeout: d}
-	ctx, cancel := context.WithTimeoutCause(ctx, d, bound)
-	return ctx, cancel, bound
+// callBounded calls f, one attempt of a graph or a stream node, with a
+// context that ends bound.Timeout from now at the latest, and returns
+// bound if that passed before f returned, whatever f returned. bound is
+// the context's cause, which tells it apart from the end of ctx (which
+// gives its own cause). A panic in f goes on up, the context cancelled.
+func callBounded[R any](ctx context.Context, bound *AttemptTimeoutError, f func(context.Context) (R, error)) (R, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, bound.Timeout, bound)
+	defer cancel()
+	v, err := f(ctx)
+	if context.Cause(ctx) == error(bound) {
+		var zero R
+		return zero, bound
+	}
+	return v, err
 }
 
 // retryDecision asks the policy whether err is retryable and for the

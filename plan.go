@@ -635,11 +635,10 @@ func (n *pnode) validateFlow(p *plan) error {
 			return graphErr(ErrBadJoin, ids, "node %q: CustomJoin(nil)", n.core.id)
 		}
 	}
-	if f.retry != nil && f.retry.Attempts < 1 {
-		return graphErr(ErrBadRetry, ids, "node %q: %d attempts", n.core.id, f.retry.Attempts)
-	}
-	if f.retry != nil && f.retry.AttemptTimeout < 0 {
-		return graphErr(ErrBadRetry, ids, "node %q: AttemptTimeout(%v)", n.core.id, f.retry.AttemptTimeout)
+	if f.retry != nil {
+		if bad := f.retry.problem(); bad != "" {
+			return graphErr(ErrBadRetry, ids, "node %q: %s", n.core.id, bad)
+		}
 	}
 	if f.timeout < 0 {
 		return graphErr(ErrBadTimeout, ids, "node %q: Timeout(%v)", n.core.id, f.timeout)

@@ -219,13 +219,11 @@ func (s *Stream[T]) AppendWith(fn StreamFunc[T], p FailurePolicy, opts ...Stream
 			o.applyStreamNode(&n.streamNodeConfig)
 		}
 	}
-	if n.retry != nil && n.retry.Attempts < 1 {
-		n.end(zero, fmt.Errorf("%w: stream node with %d attempts", ErrBadRetry, n.retry.Attempts))
-		return n
-	}
-	if n.retry != nil && n.retry.AttemptTimeout < 0 {
-		n.end(zero, fmt.Errorf("%w: stream node with AttemptTimeout %v", ErrBadRetry, n.retry.AttemptTimeout))
-		return n
+	if n.retry != nil {
+		if bad := n.retry.problem(); bad != "" {
+			n.end(zero, fmt.Errorf("%w: stream node with %s", ErrBadRetry, bad))
+			return n
+		}
 	}
 	if s.closing.Load() {
 		n.end(zero, ErrStreamClosed)
@@ -489,21 +487,8 @@ func runNode[T any](ctx context.Context, n *StreamNode[T], prev T) (v T, err err
 	if n.retry == nil || n.retry.AttemptTimeout <= 0 {
 		return n.fn(ctx, prev)
 	}
-	return runBounded(ctx, n, prev, &AttemptTimeoutError{Attempt: int(k), Timeout: n.retry.AttemptTimeout})
-}
-
-// runBounded calls n's function with a context that bound ends, and
-// returns bound if it passed before the function returned. bound is
-// the context's cause, which tells it apart from the end of ctx.
-func runBounded[T any](ctx context.Context, n *StreamNode[T], prev T, bound *AttemptTimeoutError) (T, error) {
-	ctx, cancel := context.WithTimeoutCause(ctx, bound.Timeout, bound)
-	defer cancel()
-	v, err := n.fn(ctx, prev)
-	if context.Cause(ctx) == error(bound) {
-		var zero T
-		return zero, bound
-	}
-	return v, err
+	return callBounded(ctx, &AttemptTimeoutError{Attempt: int(k), Timeout: n.retry.AttemptTimeout},
+		func(ctx context.Context) (T, error) { return n.fn(ctx, prev) })
 }
 
 // backoff decides, after attempt done of a stream node failed with err,

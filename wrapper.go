@@ -374,14 +374,10 @@ func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *Run, i int32, wl *
 // *PanicError; beginPanic says whether it came from Begin, in which case
 // Action did not run. With a RetryPolicy.AttemptTimeout, Action gets a
 // context bounded by it, and an attempt that returns after the bound
-// passed fails with its *AttemptTimeoutError (see boundAttempt).
+// passed fails with its *AttemptTimeoutError (see callBounded).
 func (w *WorkerWrapper[P, R]) call(ctx context.Context, r *Run, i int32, hasCallback bool) (v R, err error, beginPanic bool) {
 	inBegin := hasCallback
-	var cancel context.CancelFunc
 	defer func() {
-		if cancel != nil {
-			cancel()
-		}
 		if p := recover(); p != nil {
 			err, beginPanic = newPanicError(p), inBegin
 		}
@@ -390,15 +386,14 @@ func (w *WorkerWrapper[P, R]) call(ctx context.Context, r *Run, i int32, hasCall
 		w.cb.Begin()
 		inBegin = false
 	}
-	var bound *AttemptTimeoutError
 	if f := r.p.nodes[i].flow; f != nil && f.retry != nil && f.retry.AttemptTimeout > 0 {
-		ctx, cancel, bound = r.boundAttempt(ctx, i, f.retry.AttemptTimeout)
+		bound := &AttemptTimeoutError{ID: w.id, Attempt: int(r.nodes[i].attempts.Load()), Timeout: f.retry.AttemptTimeout}
+		v, err = callBounded(ctx, bound, func(ctx context.Context) (R, error) {
+			return w.worker.Action(ctx, w.param, Wrappers{r})
+		})
+		return v, err, false
 	}
 	v, err = w.worker.Action(ctx, w.param, Wrappers{r})
-	if bound != nil && context.Cause(ctx) == error(bound) {
-		var zero R
-		return zero, bound, false // the bound passed before Action returned
-	}
 	return v, err, false
 }
 
