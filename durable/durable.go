@@ -37,8 +37,8 @@
 // result type can be nil: [ErrNilValue]).
 //
 // A checkpointed result is stored as JSON, so a node's result must decode
-// back into its type ([ErrUndecodableResult]: an interface with methods,
-// such as error, comes back only as nil, and is refused; an any gets
+// back into its type ([ErrUndecodableResult]: an error, or another
+// interface with methods, holding a value does not; an any gets
 // JSON's own types back, a float64 for an int), with no NUL character or
 // unpaired surrogate in its strings and no number out of the range of
 // PostgreSQL's numeric, which PostgreSQL's jsonb cannot store
@@ -58,6 +58,7 @@
 package durable
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -189,10 +190,7 @@ func (w *Worker[A]) Timeout(*river.Job[A]) time.Duration {
 // Every node id of the graph, and of every checkpointed node made for
 // it, must be valid UTF-8 without a NUL character ([ErrUnstorableID]):
 // an attempt whose graph has one that is not fails before any node
-// runs, with an error that names the id. So does an attempt whose graph
-// has a checkpointed node whose result type is an interface type with
-// methods, which no JSON decodes into ([ErrUndecodableResult]; see
-// [Node]).
+// runs, with an error that names the id.
 //
 // River stores the text of the error Work returns in the job's row (its
 // errors), and PostgreSQL cannot store a NUL character there: when the
@@ -315,31 +313,21 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 var ErrUnstorableID = errors.New("a node id must be valid UTF-8 without a NUL character, to be stored in the job's row")
 
 // ErrUndecodableResult is the error, wrapped with the node's id and its
-// result type, of a checkpointed node ([Node]) whose result would not come
-// back from its JSON. A result type that is an interface with methods
-// (error, fmt.Stringer) comes back only as nil, so such a node fails every
-// attempt before any node runs, rather than after a worker that returned a
-// value has run. Otherwise the result is decoded back when it is
-// checkpointed, and a result that does not decode (a struct whose exported
-// field of type error holds an error) fails the node, which a retry would
-// otherwise run again, its checkpoint unused.
+// result type, of a checkpointed node ([Node]) whose result does not come
+// back from its JSON: each result is decoded back as it is checkpointed,
+// and one that does not decode (an error, a fmt.Stringer or another
+// interface with methods holding a value, or a struct field of such a
+// type) fails the node, which a retry would otherwise run again, its
+// checkpoint unused.
 var ErrUndecodableResult = errors.New("a checkpointed result must decode back into its type from its JSON")
 
 // checkIDs returns an error that names the first id, among those of cp's
 // checkpointed nodes and then those of the graph reachable from starts,
-// that cannot be stored (ErrUnstorableID), or else the first checkpointed
-// node, by id, whose result type the checkpoint cannot give back
-// (ErrUndecodableResult). A graph that asynctool rejects is left to Start
-// to report.
+// that cannot be stored (ErrUnstorableID). A graph that asynctool rejects
+// is left to Start to report.
 func checkIDs(cp *Checkpoint, starts []asynctool.Wrapper) error {
 	cp.mu.Lock()
 	ids := slices.Sorted(maps.Keys(cp.nodes))
-	var typeErr error
-	for _, id := range ids {
-		if typeErr = cp.typeErrs[id]; typeErr != nil {
-			break
-		}
-	}
 	cp.mu.Unlock()
 	if rep, err := asynctool.Describe(starts...); err == nil {
 		for _, n := range rep.Nodes {
@@ -350,18 +338,6 @@ func checkIDs(cp *Checkpoint, starts []asynctool.Wrapper) error {
 		if strings.ContainsRune(id, 0) || !utf8.ValidString(id) {
 			return fmt.Errorf("durable: node id %q: %w", id, ErrUnstorableID)
 		}
-	}
-	return typeErr
-}
-
-// resultTypeErr returns an error wrapping ErrUndecodableResult if t, a
-// checkpointed node's result type, is an interface type with methods:
-// JSON decodes into no such type (only a null, into a nil one). Other
-// types are checked value by value, when a result is checkpointed (see
-// decodesBack).
-func resultTypeErr(t reflect.Type) error {
-	if t.Kind() == reflect.Interface && t.NumMethod() > 0 {
-		return fmt.Errorf("result type %v is an interface type with methods, into which JSON does not decode: %w", t, ErrUndecodableResult)
 	}
 	return nil
 }
@@ -690,19 +666,16 @@ func (e *SuspendedError) Unwrap() []error {
 // by earlier attempts, and those this attempt's nodes produced. It is safe
 // for concurrent use by the nodes of one attempt.
 type Checkpoint struct {
-	saved    map[string]json.RawMessage // from earlier attempts; read only
-	decided  map[string]bool            // saved ids whose value Resume gave
-	nilGiven map[string]bool            // decided ids whose value was nil
-	mu       sync.Mutex
-	done     map[string]json.RawMessage // produced in this attempt
+	saved   map[string]json.RawMessage // from earlier attempts; read only
+	decided map[string]bool            // saved ids whose value Resume gave
+	mu      sync.Mutex
+	done    map[string]json.RawMessage // produced in this attempt
 	// nodes are the checkpointed nodes of this attempt's graph, by id,
 	// each with the function that ends it, suspended in a run, with its
 	// stored result (see await).
 	nodes map[string]func(run *asynctool.Run) (bool, error)
-	// typeErrs are the checkpointed nodes, by id, whose result type the
-	// checkpoint cannot give back (ErrUndecodableResult).
-	typeErrs map[string]error
-	// notNil are the checkpointed nodes whose result type cannot be nil.
+	// notNil are the checkpointed nodes whose result type does not take
+	// JSON null (see nullable).
 	notNil map[string]bool
 	hits   int
 
@@ -738,11 +711,6 @@ type parkMark struct {
 	// stay decided in every later checkpoint, for as long as the value is
 	// replayed.
 	Decided []string `json:"decided,omitempty"`
-	// Nil are the decided nodes whose value Resume gave was nil (stored
-	// as JSON null): a node whose result type cannot be nil fails on it
-	// (ErrNilValue) rather than take the zero value. They stay with
-	// Decided.
-	Nil []string `json:"nil,omitempty"`
 	// NotNil are the checkpointed nodes of the graph that parked whose
 	// result type cannot be nil, for which Resume refuses a nil value.
 	NotNil []string `json:"notNil,omitempty"`
@@ -759,10 +727,6 @@ func newCheckpoint(saved map[string]json.RawMessage) *Checkpoint {
 			for _, id := range m.Decided {
 				cp.decided[id] = true
 			}
-			cp.nilGiven = make(map[string]bool, len(m.Nil))
-			for _, id := range m.Nil {
-				cp.nilGiven[id] = cp.decided[id]
-			}
 		}
 	}
 	return cp
@@ -774,7 +738,6 @@ func (cp *Checkpoint) parkedSnapshot(e *SuspendedError, attempt int) map[string]
 	all := cp.snapshot()
 	cp.mu.Lock()
 	m := parkMark{Decided: cp.stillDecided(), Nodes: slices.Sorted(maps.Keys(cp.nodes)), Attempt: attempt}
-	m.Nil = cp.nilOf(m.Decided)
 	m.NotNil = slices.Sorted(maps.Keys(cp.notNil))
 	cp.mu.Unlock()
 	for _, f := range e.Suspended {
@@ -836,7 +799,7 @@ func (cp *Checkpoint) snapshot() map[string]json.RawMessage {
 	maps.Copy(all, cp.done)
 	// A value Resume gave stays decided for as long as it is replayed.
 	if d := cp.stillDecided(); len(d) > 0 {
-		if raw, err := json.Marshal(parkMark{Decided: d, Nil: cp.nilOf(d)}); err == nil {
+		if raw, err := json.Marshal(parkMark{Decided: d}); err == nil {
 			all[parkKey] = raw
 		}
 	}
@@ -856,27 +819,26 @@ func (cp *Checkpoint) stillDecided() []string {
 	return d
 }
 
-// nilOf lists the ids among decided whose value Resume gave was nil.
-// cp.mu is held.
-func (cp *Checkpoint) nilOf(decided []string) []string {
-	var n []string
-	for _, id := range decided {
-		if cp.nilGiven[id] {
-			n = append(n, id)
-		}
-	}
-	return n
-}
-
 // ErrNilValue is the error, wrapped, of a nil value (nil, or a nil
 // pointer, slice or map) given to [Resume] for a node whose result type
-// cannot be nil (an int, a string, a struct), as asynctool.SucceedWith(nil)
-// is for such a node within one process. JSON stores it as null, which
-// would decode into the node's result as its zero value. Resume refuses
-// it when the graph that parked the job says the node cannot be nil; the
-// node fails on it otherwise (when the next attempt's graph gives the
-// node another result type), rather than take the zero value.
+// does not take JSON null (an int, a string, a struct that does not decode
+// itself), as asynctool.SucceedWith(nil) is for such a node within one
+// process: null would decode into it as its zero value. Resume refuses a
+// nil value when the graph that parked the job says the node's type does
+// not take null. A node whose given value is null on replay (a nil value
+// for a type that changed since the job parked, or a value that is not nil
+// but encodes as null, such as json.RawMessage("null")) fails with it,
+// rather than take the zero value; a type whose UnmarshalJSON handles null
+// gets the null.
 var ErrNilValue = errors.New("a nil value is no result for a node whose result type cannot be nil")
+
+// nullable reports whether JSON null is a value of t: t can be nil, or
+// decodes itself (its UnmarshalJSON gets the null, and a nullable type
+// makes its own "no value" of it). Into any other type, null decodes as
+// the zero value, which nobody gave.
+func nullable(t reflect.Type) bool {
+	return canBeNil(t) || reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]())
+}
 
 // canBeNil reports whether a value of type t can be nil.
 func canBeNil(t reflect.Type) bool {
@@ -901,17 +863,16 @@ func isNil(v any) bool {
 // graph, it must be valid UTF-8 without a NUL character, or the attempt
 // fails before any node runs ([ErrUnstorableID]).
 //
-// R's values must come back from their JSON. An interface type with
-// methods (error, fmt.Stringer) comes back only as nil, so a node of such
-// an R fails every attempt before any node runs, with
-// [ErrUndecodableResult] and its id. Other results are decoded back as
-// they are checkpointed, and one that does not decode (a struct whose
-// exported field of type error holds an error) fails the node with
-// ErrUndecodableResult: a retry would otherwise run its worker again, the
-// checkpoint unused. JSON records no Go type: an any, or a map[string]any,
-// comes back with JSON's own types (a float64 where the worker returned an
-// int, a map[string]any for a struct), as encoding/json gives them. Use
-// the concrete type, or json.RawMessage for JSON whose shape is not known.
+// R's values must come back from their JSON: each result is decoded back
+// as it is checkpointed, and one that does not decode (an error, or
+// another interface with methods, holding a value, or a struct whose
+// exported field of such a type does) fails the node with
+// [ErrUndecodableResult]: a retry would otherwise run its worker again,
+// the checkpoint unused. JSON records no Go type: an any, or a
+// map[string]any, comes back with JSON's own types (a float64 where the
+// worker returned an int, a map[string]any for a struct), as encoding/json
+// gives them. Use the concrete type, or json.RawMessage for JSON whose
+// shape is not known.
 //
 // A result that does not encode as JSON fails the node, and so does one
 // whose JSON PostgreSQL cannot store ([ErrUnstorableJSON]: a string with
@@ -931,21 +892,13 @@ func Node[P, R any](cp *Checkpoint, id string, worker asynctool.Worker[P, R], pa
 			cp.nodes = make(map[string]func(*asynctool.Run) (bool, error))
 		}
 		cp.nodes[id] = c.replay
-		if canBeNil(reflect.TypeFor[R]()) {
+		if nullable(reflect.TypeFor[R]()) {
 			delete(cp.notNil, id)
 		} else {
 			if cp.notNil == nil {
 				cp.notNil = make(map[string]bool)
 			}
 			cp.notNil[id] = true
-		}
-		if err := resultTypeErr(reflect.TypeFor[R]()); err != nil {
-			if cp.typeErrs == nil {
-				cp.typeErrs = make(map[string]error)
-			}
-			cp.typeErrs[id] = fmt.Errorf("durable: node %q: %w", id, err)
-		} else {
-			delete(cp.typeErrs, id) // a later Node with the same id
 		}
 		cp.mu.Unlock()
 	}
@@ -1171,12 +1124,12 @@ func (c *checkpointed[P, R]) replay(run *asynctool.Run) (bool, error) {
 
 // decodeSaved decodes raw, the node's result stored by an earlier
 // attempt or given by Resume. The error says why a value Resume gave
-// cannot be used: it does not decode into R, or it was nil and R cannot
-// be nil (ErrNilValue), which JSON null would make R's zero value.
+// cannot be used: it does not decode into R, or it is JSON null and R
+// cannot be nil (ErrNilValue), which null would leave R's zero value.
 func (c *checkpointed[P, R]) decodeSaved(raw json.RawMessage) (R, error) {
 	var v R
-	if c.cp.decided[c.id] && c.cp.nilGiven[c.id] && !canBeNil(reflect.TypeFor[R]()) {
-		return v, fmt.Errorf("durable: node %q: the value Resume gave is nil, and %v cannot be nil: %w", c.id, reflect.TypeFor[R](), ErrNilValue)
+	if c.cp.decided[c.id] && string(bytes.TrimSpace(raw)) == "null" && !nullable(reflect.TypeFor[R]()) {
+		return v, fmt.Errorf("durable: node %q: the value Resume gave is null, and %v cannot be nil: %w", c.id, reflect.TypeFor[R](), ErrNilValue)
 	}
 	if err := json.Unmarshal(raw, &v); err != nil {
 		var zero R

@@ -60,9 +60,11 @@ var ErrNotParked = errors.New("durable: the job is not parked by a suspended nod
 // type: the value must decode into the node's result type, and one that
 // does not fails the node on the next attempt (with PolicySuspend, or
 // suspended by a custom join, it parks the job again, with the decoding
-// error), rather than running its worker again. So does a nil value for
-// a node whose result type, in the graph of that attempt, cannot be nil
-// (the graph that parked the job had one that can), with ErrNilValue.
+// error), rather than running its worker again. So does a value that
+// is JSON null for a node whose result type, in the graph of that
+// attempt, does not take null (a nil value, where the graph that parked
+// the job had a type that can be nil; or one that is not nil but encodes
+// as null, such as json.RawMessage("null")), with ErrNilValue.
 //
 // An attempt that River rescued as stuck, and that ends after a later
 // attempt parked the job, still has River merge its checkpoint into the
@@ -177,13 +179,9 @@ func withValues(cursors, cp map[string]json.RawMessage, mark *parkMark, values m
 		if !slices.Contains(mark.Decided, id) {
 			mark.Decided = append(mark.Decided, id)
 		}
-		mark.Nil = slices.DeleteFunc(mark.Nil, func(n string) bool { return n == id })
-		if isNil(v) {
-			mark.Nil = append(mark.Nil, id)
-		}
 	}
 	// Resumed: no longer parked (a later cancellation for another
-	// reason must not look parked); Decided and Nil stay.
+	// reason must not look parked); Decided stays.
 	mark.Suspended, mark.Nodes, mark.NotNil, mark.Attempt = nil, nil, nil, 0
 	b, err := json.Marshal(mark)
 	if err != nil {
