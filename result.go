@@ -45,6 +45,8 @@ func (s ResultState) String() string {
 //   - the run context's cause ([context.DeadlineExceeded] for the group
 //     deadline) if it timed out, or a [*NodeTimeoutError] if its own
 //     [WorkerWrapper.Timeout] passed;
+//   - an [*AttemptTimeoutError] if its last attempt passed its
+//     [RetryPolicy.AttemptTimeout];
 //   - an [*EndError] if a [PolicyEnd] node ended the run first;
 //   - an error wrapping [ErrJoinFailed] or [ErrJoinUndecided], or a
 //     *PanicError, if its custom join failed it;
