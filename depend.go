@@ -3,6 +3,7 @@ package asynctool
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync/atomic"
 )
@@ -74,6 +75,11 @@ type Join struct {
 	n    int
 	ids  []string
 	fn   func(ups []Upstream) Decision
+	// when is set for a [When] join (kind joinCustom, ids its one id):
+	// it decides in fn's place, with an error for the node when it fails
+	// it. whenType is the type its condition takes.
+	when     func(ups []Upstream) (Decision, error)
+	whenType reflect.Type
 }
 
 type joinKind uint8
@@ -102,6 +108,9 @@ func (j Join) String() string {
 		return fmt.Sprintf("at least %d succeeded", j.n)
 	case joinNamed:
 		return fmt.Sprintf("named %v succeeded", j.ids)
+	}
+	if j.when != nil {
+		return fmt.Sprintf("when %q", j.ids[0])
 	}
 	return "custom"
 }
@@ -135,10 +144,77 @@ func NamedSucceeded(ids ...string) Join {
 // time one of them ends, until fn decides. Calls for one node in one run
 // never overlap; the runs of a [Plan] share fn, and call it concurrently.
 // A panic in fn fails the node, and so does a Decision that is none of the
-// four. fn should be quick: it runs as part of an upstream's end, which
+// five. fn should be quick: it runs as part of an upstream's end, which
 // the run waits for as it waits for a Result callback, also past the
 // group deadline.
 func CustomJoin(fn func(ups []Upstream) Decision) Join { return Join{kind: joinCustom, fn: fn} }
+
+// When is the join of a conditional branch: it runs the node once every
+// upstream succeeded and cond, called then with the value of the upstream
+// with the given id, reports true. When cond reports false the node is
+// not taken: it does not run, and it ends with [ErrNotTaken], its default
+// value and its Result callback, as a short-circuited node does. Several
+// nodes with When joins on one upstream make a switch: each runs or not
+// as its condition says.
+//
+// Like [AllSucceeded], a failed upstream fails the node (with an
+// [*UpstreamError]), and an upstream that was not taken makes the node
+// not taken too, without calling cond. An upstream that failed under
+// [PolicyContinue] counts as a success, and cond gets its default value.
+//
+// Compile rejects the join with [ErrBadJoin] when id is not an upstream
+// of the node, when cond is nil, and when the upstream's result type can
+// never hold a T. When the upstream's result type is an interface, its
+// value is checked when cond would be called: a value that is not a T
+// fails the node with an error wrapping [ErrResultType].
+//
+// cond runs as part of the last upstream's end, as a [CustomJoin]'s fn
+// does: it should be quick, it is called at most once per node and run,
+// the runs of a [Plan] call it concurrently, and a panic in it fails the
+// node with a [*PanicError].
+//
+// Nodes downstream of one that was not taken apply their own joins: with
+// the default join's must dependencies, AllSucceeded, NamedSucceeded and
+// When, a must upstream not taken makes the node not taken; with
+// AnySucceeded, AtLeast and optional dependencies, a node whose join can
+// no longer be met only because upstreams were not taken is not taken,
+// and it fails when one of those upstreams failed; AllDone runs the node
+// whatever its upstreams did. A custom join sees a not-taken upstream as
+// ended and not OK, with Err [ErrNotTaken], and may answer [DecideSkip].
+func When[T any](id string, cond func(v T) bool) Join {
+	j := Join{kind: joinCustom, ids: []string{id}, whenType: reflect.TypeFor[T]()}
+	if cond == nil {
+		return j // refused by Compile, which names the node
+	}
+	j.when = func(ups []Upstream) (Decision, error) {
+		var v any
+		found := false
+		for k := range ups {
+			u := &ups[k]
+			switch {
+			case !u.Ended:
+				return DecideWait, nil
+			case !u.OK && u.Err == ErrNotTaken:
+				return DecideSkip, nil
+			case !u.OK:
+				return DecideFail, &UpstreamError{ID: u.ID, Err: u.Err}
+			case u.ID == id && !found:
+				v, found = u.Value, true
+			}
+		}
+		// A nil interface value (from an upstream whose result type is an
+		// interface) is T's zero value when T is an interface too.
+		t, ok := v.(T)
+		if !ok && (v != nil || reflect.TypeFor[T]().Kind() != reflect.Interface) {
+			return DecideFail, fmt.Errorf("%w: When(%q) takes %v, and the upstream's value is %#v", ErrResultType, id, reflect.TypeFor[T](), v)
+		}
+		if cond(t) {
+			return DecideRun, nil
+		}
+		return DecideSkip, nil
+	}
+	return j
+}
 
 // Upstream is one upstream node as a custom join sees it.
 type Upstream struct {
@@ -173,6 +249,12 @@ const (
 	// The node has not fired: its upstreams go on (none is
 	// short-circuited for it) until Resume reruns or ends it.
 	DecideSuspend
+	// DecideSkip: do not take this branch. The node does not run: it
+	// ends with [ErrNotTaken], its default value and its Result
+	// callback, as a short-circuited node does, and the nodes downstream
+	// of it apply their joins (see [When]). Its upstreams that have not
+	// started and that no other node needs are short-circuited.
+	DecideSkip
 )
 
 // String returns the decision's name.
@@ -186,6 +268,8 @@ func (d Decision) String() string {
 		return "fail"
 	case DecideSuspend:
 		return "suspend"
+	case DecideSkip:
+		return "skip"
 	}
 	return fmt.Sprintf("Decision(%d)", int(d))
 }
@@ -260,7 +344,7 @@ func (r *Run) upstreamEndedFrom(i int32, done int, ok bool, ends int32, wl *work
 		case joinAny, joinAtLeast:
 			if !ok {
 				if reached(&sn.failCount, sp.needFail) {
-					r.failFromUpstream(s, i, r.joinImpossible(s), wl)
+					r.cannotJoin(s, i, r.joinImpossible, wl)
 				}
 				continue
 			}
@@ -275,11 +359,15 @@ func (r *Run) upstreamEndedFrom(i int32, done int, ok bool, ends int32, wl *work
 				continue
 			case ok:
 			case e.must:
-				r.failFromUpstream(s, i, r.upstreamErr(i), wl)
+				if r.isNotTaken(i) {
+					r.notTaken(s, i, wl)
+				} else {
+					r.failFromUpstream(s, i, r.upstreamErr(i), wl)
+				}
 				continue
 			default:
 				if reached(&sn.failCount, sp.needFail) {
-					r.failFromUpstream(s, i, r.allUpstreamErr(s), wl)
+					r.cannotJoin(s, i, r.allUpstreamErr, wl)
 				}
 				continue
 			}
@@ -324,6 +412,17 @@ func (r *Run) upstreamEndedFrom(i int32, done int, ok bool, ends int32, wl *work
 	return ends
 }
 
+// cannotJoin ends node s, whose join the end of upstream by has made
+// impossible: not taken if only upstreams not taken made it so, failed
+// with why(s) otherwise.
+func (r *Run) cannotJoin(s, by int32, why func(s int32) error, wl *worklist) {
+	if r.onlyNotTaken(s) {
+		r.notTaken(s, by, wl)
+		return
+	}
+	r.failFromUpstream(s, by, why(s), wl)
+}
+
 // reached counts one more upstream end on c and reports whether that makes
 // need. A threshold of one needs no count: the CAS out of sInit that
 // follows decides once.
@@ -336,14 +435,14 @@ func (r *Run) upstreamErr(i int32) error {
 	return &UpstreamError{ID: pn.core.id, Err: pn.core.impl.resultErr(r.slot(i), r.nodes[i].st())}
 }
 
-// allUpstreamErr joins the errors of the upstreams of s that ended without
-// counting as a success.
+// allUpstreamErr joins the errors of the upstreams of s that failed:
+// that ended without counting as a success, and were taken.
 func (r *Run) allUpstreamErr(s int32) error {
 	in := r.p.in(s)
 	errs := make([]error, 0, len(in))
 	for _, v := range in {
 		j, _ := upstream(v)
-		if st := r.nodes[j].st(); terminal(st) && !r.counts(j) {
+		if st := r.nodes[j].st(); terminal(st) && !r.counts(j) && !r.isNotTaken(j) {
 			errs = append(errs, r.upstreamErr(j))
 		}
 	}
@@ -383,6 +482,8 @@ func (r *Run) customJoin(s, from int32, wl *worklist) {
 		r.trigger(s, from, wl)
 	case d == DecideFail:
 		r.failFromUpstream(s, from, fmt.Errorf("%w: node %q", ErrJoinFailed, pn.core.id), wl)
+	case d == DecideSkip:
+		r.notTaken(s, from, wl)
 	case d == DecideSuspend:
 		// The node has not fired: its upstreams are not released (their
 		// results are what a Rerun reads) until Resume decides.
@@ -420,21 +521,51 @@ func (r *Run) askJoin(s int32) (d Decision, perr error, ok bool) {
 			up.Value, up.Result, up.Err = r.p.nodes[j].core.impl.resultAny(r.slot(j), st)
 		}
 	}
-	d, perr = callJoin(pn.flow.join.fn, ups)
-	if perr == nil && (d < DecideWait || d > DecideSuspend) {
-		// Not one of the four: it would decide nothing, and the node
+	d, perr = callJoin(&pn.flow.join, ups)
+	if perr == nil && (d < DecideWait || d > DecideSkip) {
+		// Not one of the five: it would decide nothing, and the node
 		// would wait for ever. It fails the node, as a panic does.
-		perr = fmt.Errorf("asynctool: custom join of %q returned Decision(%d), which is none of the four", pn.core.id, int(d))
+		perr = fmt.Errorf("asynctool: custom join of %q returned Decision(%d), which is none of the five", pn.core.id, int(d))
 	}
 	ext.decided = perr != nil || d != DecideWait
 	return d, perr, true
 }
 
-func callJoin(fn func([]Upstream) Decision, ups []Upstream) (d Decision, perr error) {
+// callJoin asks j, a custom or When join; perr is set when it failed the
+// node: a panic, or a When join's reason.
+func callJoin(j *Join, ups []Upstream) (d Decision, perr error) {
 	defer func() {
 		if v := recover(); v != nil {
 			perr = newPanicError(v)
 		}
 	}()
-	return fn(ups), nil
+	if j.when != nil {
+		return j.when(ups)
+	}
+	return j.fn(ups), nil
+}
+
+// notTaken ends node s, which has not fired, as a branch not taken: its
+// join decided so, after upstream by ended (see DecideSkip).
+func (r *Run) notTaken(s, by int32, wl *worklist) {
+	r.failFromUpstream(s, by, ErrNotTaken, wl)
+}
+
+// isNotTaken reports whether node j, which has ended, was not taken.
+func (r *Run) isNotTaken(j int32) bool {
+	st := r.nodes[j].st()
+	return st == sError && r.p.nodes[j].core.impl.resultErr(r.slot(j), st) == ErrNotTaken
+}
+
+// onlyNotTaken reports whether every upstream of s that ended without
+// counting as a success was not taken: then s, whose join can no longer
+// be met, is not taken either instead of failing.
+func (r *Run) onlyNotTaken(s int32) bool {
+	for _, v := range r.p.in(s) {
+		j, _ := upstream(v)
+		if st := r.nodes[j].st(); terminal(st) && !r.counts(j) && !r.isNotTaken(j) {
+			return false
+		}
+	}
+	return true
 }

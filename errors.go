@@ -57,6 +57,10 @@ var (
 	// ErrSkipped is the Err of a node that was short-circuited: it had not
 	// started and none of its successors needed its result any more.
 	ErrSkipped = errors.New("asynctool: skipped: no successor needs this node")
+	// ErrNotTaken is the Err of a node that was not taken: its join
+	// decided not to run it ([When], [DecideSkip]), or an upstream it
+	// needed was not taken (see When for how each join treats one).
+	ErrNotTaken = errors.New("asynctool: not taken: the branch was not chosen")
 	// ErrUnknownID is returned by [ResultOf] for an id that is not a node of
 	// the run.
 	ErrUnknownID = errors.New("asynctool: no node with this id in the run")

@@ -34,6 +34,8 @@ func outcome(n *NodeReport) (class, color, word string) {
 		return "timeout", colorTimeout, "timeout"
 	case n.State == StateError && isSkip(n.Err):
 		return "skipped", colorSkipped, "skipped"
+	case n.State == StateError && n.Err == ErrNotTaken:
+		return "skipped", colorSkipped, "not taken"
 	case n.State == StateError:
 		return "exception", colorException, "exception"
 	case n.State == StateWorking:
@@ -133,7 +135,8 @@ func (rep *Report) criticalEdges() map[[2]int]bool {
 //	finish (success)                  green   #a6d96a
 //	error: exception (failed, panic,  red     #f4a582
 //	       upstream failed)
-//	error: skipped (ErrSkipped)       grey    #d9d9d9
+//	error: skipped (ErrSkipped) or    grey    #d9d9d9
+//	       not taken (ErrNotTaken)
 //	error: timeout                    orange  #fdae61
 //	working (a snapshot of a run)     blue    #abd9e9
 //	init (never ran, not ended)       white   #ffffff

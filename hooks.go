@@ -26,8 +26,9 @@ type Hooks struct {
 	// OnNodeEnd is called once for every node, after its Result callback,
 	// with its final state, result and duration.
 	OnNodeEnd func(ctx context.Context, ev NodeEvent)
-	// OnNodeSkip is called, before OnNodeEnd, for a node that was
-	// short-circuited; ev.Reason says why.
+	// OnNodeSkip is called, before OnNodeEnd, for a node that did not
+	// run because it was short-circuited (ev.Err is [ErrSkipped]) or not
+	// taken ([ErrNotTaken]); ev.Reason says why.
 	OnNodeSkip func(ctx context.Context, ev NodeEvent)
 	// OnNodeTimeout is called, before OnNodeEnd, for a node ended by the
 	// group deadline, the run's cancellation or its own timeout.
@@ -143,7 +144,7 @@ func (r *Run) nodeStarted(i int32, ctx context.Context) context.Context {
 func (r *Run) nodeEnded(i int32, wl *worklist) {
 	ev := r.event(i)
 	for _, h := range r.hooks {
-		if h.OnNodeSkip != nil && ev.Result == ResultException && isSkip(ev.Err) {
+		if h.OnNodeSkip != nil && ev.Result == ResultException && (isSkip(ev.Err) || ev.Err == ErrNotTaken) {
 			wl.hook = "OnNodeSkip"
 			r.hooked("OnNodeSkip", ev.ID, func() { h.OnNodeSkip(r.ctx, ev) })
 		}

@@ -631,7 +631,12 @@ func (n *pnode) validateFlow(p *plan) error {
 			}
 		}
 	case joinCustom:
-		if j.fn == nil {
+		switch {
+		case j.whenType != nil:
+			if err := n.validateWhen(p); err != nil {
+				return err
+			}
+		case j.fn == nil:
 			return graphErr(ErrBadJoin, ids, "node %q: CustomJoin(nil)", n.core.id)
 		}
 	}
@@ -647,6 +652,44 @@ func (n *pnode) validateFlow(p *plan) error {
 		return graphErr(ErrBadPolicy, ids, "node %q: OnFailure(%v)", n.core.id, f.policy)
 	}
 	return nil
+}
+
+// validateWhen rejects a When join whose condition is nil, whose id is
+// not an upstream of the node, or whose type no value of that upstream
+// can have.
+func (n *pnode) validateWhen(p *plan) error {
+	j := &n.flow.join
+	id := j.ids[0]
+	if j.when == nil {
+		return graphErr(ErrBadJoin, []string{n.core.id}, "node %q: When(%q) with a nil condition", n.core.id, id)
+	}
+	for _, v := range p.ins[n.in0:n.in1] {
+		k, _ := upstream(v)
+		if p.nodes[k].core.id != id {
+			continue
+		}
+		up, want := p.nodes[k].core.impl.resultType(), j.whenType
+		if !canHold(up, want) {
+			return graphErr(ErrBadJoin, []string{n.core.id, id},
+				"node %q: When(%q) takes %v, and %q returns %v", n.core.id, id, want, id, up)
+		}
+		return nil
+	}
+	return graphErr(ErrBadJoin, []string{n.core.id, id}, "node %q: %q is not one of its upstreams", n.core.id, id)
+}
+
+// canHold reports whether a value of static type up, held in an any, can
+// be a want (the type assertion x.(want) can succeed).
+func canHold(up, want reflect.Type) bool {
+	switch {
+	case up.Kind() != reflect.Interface && want.Kind() != reflect.Interface:
+		return up == want
+	case up.Kind() != reflect.Interface:
+		return up.Implements(want)
+	case want.Kind() != reflect.Interface:
+		return want.Implements(up)
+	}
+	return true // two interfaces: some dynamic type may have both
 }
 
 func (p *plan) String() string { return fmt.Sprintf("plan(%d nodes)", len(p.nodes)) }

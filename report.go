@@ -204,7 +204,8 @@ const (
 	StatusSucceeded
 	// StatusFailed: ended with ResultException, other than skipped.
 	StatusFailed
-	// StatusSkipped: short-circuited.
+	// StatusSkipped: did not run because it was short-circuited (Err
+	// [ErrSkipped]) or not taken ([ErrNotTaken]).
 	StatusSkipped
 	// StatusTimedOut: ended with ResultTimeout.
 	StatusTimedOut
@@ -235,7 +236,7 @@ func (r *Run) status(i int32, st int32, rep *Report) Status {
 		switch {
 		case rs == ResultTimeout:
 			return StatusTimedOut
-		case isSkip(err):
+		case isSkip(err), err == ErrNotTaken:
 			return StatusSkipped
 		}
 		return StatusFailed
@@ -305,6 +306,14 @@ func (r *Run) reason(i int32) string {
 		return fmt.Sprintf("stopped: node %q ended the run", ee.ID)
 	case isSkip(err):
 		return "no successor needed it any more"
+	case err == ErrNotTaken:
+		if by := r.nodes[i].decidedBy(); by >= 0 && r.isNotTaken(by) {
+			return fmt.Sprintf("upstream %q was not taken", r.p.nodes[by].core.id)
+		}
+		if pn.flow != nil {
+			return fmt.Sprintf("not taken: join %v decided so", pn.flow.join)
+		}
+		return "not taken"
 	}
 	if r.attemptsOf(i) == 0 {
 		if why := joinReason(pn, err); why != "" {
@@ -338,6 +347,17 @@ func joinReason(pn *pnode, err error) string {
 		}
 	case joinCustom:
 		var pe *PanicError
+		if pn.flow.join.when != nil {
+			switch {
+			case errors.As(err, &up) && err == error(up):
+				return fmt.Sprintf("must upstream %q failed", up.ID)
+			case errors.As(err, &pe) && err == error(pe):
+				return fmt.Sprintf("join %v: its condition panicked", pn.flow.join)
+			case errors.Is(err, ErrResultType):
+				return fmt.Sprintf("join %v: upstream's value has another type", pn.flow.join)
+			}
+			return ""
+		}
 		switch {
 		case errors.Is(err, ErrJoinFailed):
 			return "custom join decided to fail"
@@ -345,7 +365,7 @@ func joinReason(pn *pnode, err error) string {
 			return "custom join undecided after every upstream ended"
 		case errors.As(err, &pe) && err == error(pe):
 			return "custom join panicked"
-		default: // a Decision that is none of the four (see askJoin)
+		default: // a Decision that is none of the five (see askJoin)
 			return fmt.Sprintf("custom join failed: %v", err)
 		}
 	default: // the default join, AllSucceeded, NamedSucceeded, AnySucceeded

@@ -1,0 +1,489 @@
+package asynctool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// route builds a string node that returns v.
+func route(id, v string) *WorkerWrapper[int, string] {
+	return NewWrapper(id, WorkerFunc[int, string](func(context.Context, int, Wrappers) (string, error) {
+		return v, nil
+	}), 0)
+}
+
+func isRoute(want string) func(string) bool {
+	return func(v string) bool { return v == want }
+}
+
+// TestWhenSwitch checks a switch: of three branches on one upstream's
+// value only the chosen one runs; the others are not taken, with their
+// default values and callbacks, no Begin and no Action, and are reported
+// as skipped with the reason.
+func TestWhenSwitch(t *testing.T) {
+	for _, choice := range []string{"cache", "db", "none"} {
+		t.Run(choice, func(t *testing.T) {
+			a := newAsync(t)
+			rec := newRecorder()
+			r := route("route", choice)
+			cache := rec.node("cache", ok(1)).Default(-1).Depend(r, true).Join(When("route", isRoute("cache")))
+			db := rec.node("db", ok(2)).Default(-2).Depend(r, true).Join(When("route", isRoute("db")))
+			require.NoError(t, a.BeginWork(context.Background(), 0, r))
+
+			for _, c := range []struct {
+				w     *WorkerWrapper[int, int]
+				taken bool
+				v     int
+			}{{cache, choice == "cache", 1}, {db, choice == "db", 2}} {
+				id := c.w.ID()
+				res := c.w.Result()
+				if c.taken {
+					assert.Equal(t, WorkResult[int]{Value: c.v, State: ResultSuccess}, res, id)
+					assert.Equal(t, 1, rec.count(rec.actions, id), id)
+					assert.True(t, rec.success[id], id)
+					continue
+				}
+				assert.Equal(t, WorkResult[int]{Value: -c.v, State: ResultException, Err: ErrNotTaken}, res, id)
+				assert.Equal(t, StateError, c.w.State(), id)
+				assert.Zero(t, rec.count(rec.actions, id), "%s ran", id)
+				assert.Zero(t, rec.count(rec.begins, id), "%s began", id)
+				assert.Equal(t, 1, rec.count(rec.results, id), "%s's Result callback", id)
+				assert.False(t, rec.success[id], id)
+			}
+		})
+	}
+}
+
+// TestWhenReport checks how a run's report shows a node not taken and
+// one not taken because its upstream was not.
+func TestWhenReport(t *testing.T) {
+	a := newAsync(t)
+	r := route("route", "db")
+	cache := NewWrapper("cache", okWorker(), 0).Depend(r, true).Join(When("route", isRoute("cache")))
+	NewWrapper("parse", okWorker(), 0).Depend(cache, true)
+	run, err := a.Start(context.Background(), 0, r)
+	require.NoError(t, err)
+	require.NoError(t, run.Wait(context.Background()))
+	rep := run.Report()
+	c, p := nodeReport(t, rep, "cache"), nodeReport(t, rep, "parse")
+	assert.Equal(t, StatusSkipped, c.Status)
+	assert.Equal(t, `not taken: join when "route" decided so`, c.Reason)
+	assert.Equal(t, "route", c.DecidedBy)
+	assert.False(t, c.Ran)
+	assert.Equal(t, StatusSkipped, p.Status)
+	assert.Equal(t, `upstream "cache" was not taken`, p.Reason)
+	assert.Equal(t, "cache", p.DecidedBy)
+	assert.Equal(t, ErrNotTaken, p.Err)
+	assert.Contains(t, rep.DOT(), "not taken")
+	assert.Contains(t, rep.String(), "cache: skipped by=route (not taken: join when \"route\" decided so)")
+}
+
+// nodeReport returns the node with the given id in rep.
+func nodeReport(t *testing.T, rep *Report, id string) NodeReport {
+	t.Helper()
+	for _, n := range rep.Nodes {
+		if n.ID == id {
+			return n
+		}
+	}
+	t.Fatalf("no node %q in the report", id)
+	return NodeReport{}
+}
+
+// TestNotTakenPropagates checks what each join does with an upstream
+// that was not taken.
+func TestNotTakenPropagates(t *testing.T) {
+	type outcome struct {
+		ran bool
+		err error // nil: succeeded
+	}
+	notTaken := outcome{err: ErrNotTaken}
+	ran := outcome{ran: true}
+	tests := []struct {
+		name string
+		// build adds node "x" downstream of skipped (not taken), good
+		// (succeeded) and bad (failed).
+		build func(skipped, good, bad *WorkerWrapper[int, int]) *WorkerWrapper[int, int]
+		want  outcome
+	}{
+		{"must", func(s, _, _ *WorkerWrapper[int, int]) *WorkerWrapper[int, int] {
+			return NewWrapper("x", okWorker(), 0).Depend(s, true)
+		}, notTaken},
+		{"must beside a success", func(s, g, _ *WorkerWrapper[int, int]) *WorkerWrapper[int, int] {
+			return NewWrapper("x", okWorker(), 0).Depend(s, true).Depend(g, true)
+		}, notTaken},
+		{"optional beside a must success", func(s, g, _ *WorkerWrapper[int, int]) *WorkerWrapper[int, int] {
+			return NewWrapper("x", okWorker(), 0).Depend(s, false).Depend(g, true)
+		}, ran},
+		{"all optional, one succeeded", func(s, g, _ *WorkerWrapper[int, int]) *WorkerWrapper[int, int] {
+			return NewWrapper("x", okWorker(), 0).Depend(s, false).Depend(g, false)
+		}, ran},
+		{"all optional, none taken", func(s, _, _ *WorkerWrapper[int, int]) *WorkerWrapper[int, int] {
+			return NewWrapper("x", okWorker(), 0).Depend(s, false)
+		}, notTaken},
+		{"all optional, the other failed", func(s, _, b *WorkerWrapper[int, int]) *WorkerWrapper[int, int] {
+			return NewWrapper("x", okWorker(), 0).Depend(s, false).Depend(b, false)
+		}, outcome{err: errBoom}},
+		{"AllSucceeded", func(s, g, _ *WorkerWrapper[int, int]) *WorkerWrapper[int, int] {
+			return NewWrapper("x", okWorker(), 0).Depend(s, false).Depend(g, false).Join(AllSucceeded())
+		}, notTaken},
+		{"AllDone", func(s, _, b *WorkerWrapper[int, int]) *WorkerWrapper[int, int] {
+			return NewWrapper("x", okWorker(), 0).Depend(s, true).Depend(b, true).Join(AllDone())
+		}, ran},
+		{"AnySucceeded, one succeeded", func(s, g, _ *WorkerWrapper[int, int]) *WorkerWrapper[int, int] {
+			return NewWrapper("x", okWorker(), 0).Depend(s, true).Depend(g, true).Join(AnySucceeded())
+		}, ran},
+		{"AnySucceeded, the other failed", func(s, _, b *WorkerWrapper[int, int]) *WorkerWrapper[int, int] {
+			return NewWrapper("x", okWorker(), 0).Depend(s, true).Depend(b, true).Join(AnySucceeded())
+		}, outcome{err: errBoom}},
+		{"AtLeast(2) of three, one not taken", func(s, g, _ *WorkerWrapper[int, int]) *WorkerWrapper[int, int] {
+			g2 := NewWrapper("g2", okWorker(), 0).Depend(g, true)
+			return NewWrapper("x", okWorker(), 0).Depend(s, true).Depend(g, true).Depend(g2, true).Join(AtLeast(2))
+		}, ran},
+		{"AtLeast(2), not enough taken", func(s, g, _ *WorkerWrapper[int, int]) *WorkerWrapper[int, int] {
+			return NewWrapper("x", okWorker(), 0).Depend(s, true).Depend(g, true).Join(AtLeast(2))
+		}, notTaken},
+		{"NamedSucceeded names it", func(s, g, _ *WorkerWrapper[int, int]) *WorkerWrapper[int, int] {
+			return NewWrapper("x", okWorker(), 0).Depend(s, false).Depend(g, false).Join(NamedSucceeded("skipped"))
+		}, notTaken},
+		{"NamedSucceeded names the other", func(s, g, _ *WorkerWrapper[int, int]) *WorkerWrapper[int, int] {
+			return NewWrapper("x", okWorker(), 0).Depend(s, false).Depend(g, false).Join(NamedSucceeded("good"))
+		}, ran},
+		{"When on another upstream", func(s, g, _ *WorkerWrapper[int, int]) *WorkerWrapper[int, int] {
+			return NewWrapper("x", okWorker(), 0).Depend(s, true).Depend(g, true).Join(When("good", func(int) bool { return true }))
+		}, notTaken},
+		{"custom join sees it", func(s, _, _ *WorkerWrapper[int, int]) *WorkerWrapper[int, int] {
+			return NewWrapper("x", okWorker(), 0).Depend(s, true).Join(CustomJoin(func(ups []Upstream) Decision {
+				if ups[0].Ended && !ups[0].OK && ups[0].Err == ErrNotTaken {
+					return DecideRun
+				}
+				return DecideFail
+			}))
+		}, ran},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAsync(t)
+			var acted atomic.Bool
+			root := NewWrapper("root", okWorker(), 0)
+			skipped := NewWrapper("skipped", okWorker(), 0).Depend(root, true).Join(When("root", func(int) bool { return false }))
+			good := NewWrapper("good", okWorker(), 0).Depend(root, true)
+			bad := NewWrapper("bad", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, errBoom }), 0).Depend(root, true)
+			x := tc.build(skipped, good, bad)
+			x.worker = WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+				acted.Store(true)
+				return 7, nil
+			})
+			require.NoError(t, a.BeginWork(context.Background(), 0, root))
+			require.ErrorIs(t, skipped.Result().Err, ErrNotTaken)
+			assert.Equal(t, tc.want.ran, acted.Load(), "ran")
+			res := x.Result()
+			switch {
+			case tc.want.err == nil:
+				assert.Equal(t, WorkResult[int]{Value: 7, State: ResultSuccess}, res)
+			case tc.want.err == ErrNotTaken:
+				// exactly the sentinel: a node not taken, not a failure
+				// that wraps one
+				assert.Equal(t, ErrNotTaken, res.Err)
+			default:
+				assert.ErrorIs(t, res.Err, tc.want.err)
+				assert.NotErrorIs(t, res.Err, ErrNotTaken, "a failure beside a branch not taken is a failure")
+			}
+		})
+	}
+}
+
+// TestWhenUpstreamFails checks that a When join fails its node, with
+// the upstream's error, when an upstream fails, without calling its
+// condition, and that a failure under PolicyContinue gives the
+// condition the default value.
+func TestWhenUpstreamFails(t *testing.T) {
+	t.Run("fail", func(t *testing.T) {
+		a := newAsync(t)
+		var asked atomic.Bool
+		up := NewWrapper("up", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, errBoom }), 0)
+		x := NewWrapper("x", okWorker(), 0).Depend(up, true).Join(When("up", func(int) bool { asked.Store(true); return true }))
+		run, err := a.Start(context.Background(), 0, up)
+		require.NoError(t, err)
+		require.NoError(t, run.Wait(context.Background()))
+		var ue *UpstreamError
+		require.ErrorAs(t, x.Result().Err, &ue)
+		assert.Equal(t, "up", ue.ID)
+		assert.ErrorIs(t, x.Result().Err, errBoom)
+		assert.False(t, asked.Load())
+		assert.Equal(t, `must upstream "up" failed`, nodeReport(t, run.Report(), "x").Reason)
+	})
+	t.Run("continue", func(t *testing.T) {
+		a := newAsync(t)
+		var got atomic.Int64
+		up := NewWrapper("up", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 5, errBoom }), 0).
+			Default(42).OnFailure(PolicyContinue)
+		x := NewWrapper("x", okWorker(), 0).Depend(up, true).Join(When("up", func(v int) bool { got.Store(int64(v)); return true }))
+		require.NoError(t, a.BeginWork(context.Background(), 0, up))
+		assert.Equal(t, ResultSuccess, x.Result().State)
+		assert.Equal(t, int64(42), got.Load())
+	})
+}
+
+// TestWhenWaitsForEveryUpstream checks that the condition is asked once,
+// after every upstream succeeded, with the named upstream's value.
+func TestWhenWaitsForEveryUpstream(t *testing.T) {
+	a := newAsync(t)
+	gate := make(chan struct{})
+	release := releaser(t, gate)
+	var calls atomic.Int32
+	slow := NewWrapper("slow", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		return gated(gate, 1)(ctx, Wrappers{})
+	}), 0)
+	fast := route("fast", "go")
+	x := NewWrapper("x", okWorker(), 0).Depend(slow, true).Depend(fast, true).Join(When("fast", func(v string) bool {
+		calls.Add(1)
+		return v == "go"
+	}))
+	run, err := a.Start(context.Background(), 0, slow, fast)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return fast.State() == StateFinish }, 10*time.Second, time.Millisecond)
+	assert.Zero(t, calls.Load(), "asked before slow ended")
+	assert.Equal(t, StateInit, x.State())
+	release()
+	require.NoError(t, run.Wait(context.Background()))
+	assert.Equal(t, int32(1), calls.Load())
+	assert.Equal(t, ResultSuccess, x.Result().State)
+}
+
+// TestWhenConditionPanics checks that a panic in the condition fails the
+// node with a *PanicError and leaves the run going.
+func TestWhenConditionPanics(t *testing.T) {
+	a := newAsync(t)
+	up := NewWrapper("up", okWorker(), 0)
+	x := NewWrapper("x", okWorker(), 0).Depend(up, true).Join(When("up", func(int) bool { panic("bad condition") }))
+	y := NewWrapper("y", okWorker(), 0).Depend(up, true)
+	run, err := a.Start(context.Background(), 0, up)
+	require.NoError(t, err)
+	require.NoError(t, run.Wait(context.Background()))
+	var pe *PanicError
+	require.ErrorAs(t, x.Result().Err, &pe)
+	assert.Equal(t, "bad condition", pe.Value)
+	assert.Equal(t, ResultSuccess, y.Result().State)
+	assert.Equal(t, `join when "up": its condition panicked`, nodeReport(t, run.Report(), "x").Reason)
+}
+
+type shape interface{ Area() float64 }
+
+type square float64
+
+func (s square) Area() float64 { return float64(s * s) }
+
+// TestWhenTypes checks Compile's check of a When join's type against its
+// upstream's result type, and the check made at run time when the
+// upstream's type is an interface.
+func TestWhenTypes(t *testing.T) {
+	anyNode := func(v any) *WorkerWrapper[int, any] {
+		return NewWrapper("up", WorkerFunc[int, any](func(context.Context, int, Wrappers) (any, error) { return v, nil }), 0)
+	}
+	t.Run("compile", func(t *testing.T) {
+		tests := []struct {
+			name  string
+			build func() Wrapper
+			msg   string // "" when Compile accepts it
+		}{
+			{"same type", func() Wrapper {
+				up := route("up", "a")
+				NewWrapper("x", okWorker(), 0).Depend(up, true).Join(When("up", isRoute("a")))
+				return up
+			}, ""},
+			{"other type", func() Wrapper {
+				up := route("up", "a")
+				NewWrapper("x", okWorker(), 0).Depend(up, true).Join(When("up", func(int) bool { return true }))
+				return up
+			}, `node "x": When("up") takes int, and "up" returns string`},
+			{"named type of the same underlying type", func() Wrapper {
+				type label string
+				up := route("up", "a")
+				NewWrapper("x", okWorker(), 0).Depend(up, true).Join(When("up", func(label) bool { return true }))
+				return up
+			}, `takes asynctool.label, and "up" returns string`},
+			{"interface the result implements", func() Wrapper {
+				up := NewWrapper("up", WorkerFunc[int, square](func(context.Context, int, Wrappers) (square, error) { return 2, nil }), 0)
+				NewWrapper("x", okWorker(), 0).Depend(up, true).Join(When("up", func(s shape) bool { return s.Area() > 1 }))
+				return up
+			}, ""},
+			{"interface the result does not implement", func() Wrapper {
+				up := route("up", "a")
+				NewWrapper("x", okWorker(), 0).Depend(up, true).Join(When("up", func(shape) bool { return true }))
+				return up
+			}, `takes asynctool.shape, and "up" returns string`},
+			{"any result", func() Wrapper {
+				up := anyNode("a")
+				NewWrapper("x", okWorker(), 0).Depend(up, true).Join(When("up", isRoute("a")))
+				return up
+			}, ""},
+			{"interface result no type of which is T", func() Wrapper {
+				up := NewWrapper("up", WorkerFunc[int, shape](func(context.Context, int, Wrappers) (shape, error) { return square(1), nil }), 0)
+				NewWrapper("x", okWorker(), 0).Depend(up, true).Join(When("up", isRoute("a")))
+				return up
+			}, `takes string, and "up" returns asynctool.shape`},
+			{"not an upstream", func() Wrapper {
+				up := route("up", "a")
+				NewWrapper("x", okWorker(), 0).Depend(up, true).Join(When("other", isRoute("a")))
+				return up
+			}, `node "x": "other" is not one of its upstreams`},
+			{"nil condition", func() Wrapper {
+				up := route("up", "a")
+				NewWrapper("x", okWorker(), 0).Depend(up, true).Join(When[string]("up", nil))
+				return up
+			}, `node "x": When("up") with a nil condition`},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				_, err := Compile(tc.build())
+				if tc.msg == "" {
+					require.NoError(t, err)
+					return
+				}
+				require.ErrorIs(t, err, ErrBadJoin)
+				assert.Contains(t, err.Error(), tc.msg)
+				var ge *GraphError
+				require.ErrorAs(t, err, &ge)
+				assert.Equal(t, "x", ge.Nodes[0])
+			})
+		}
+	})
+	t.Run("run", func(t *testing.T) {
+		for _, tc := range []struct {
+			v    any
+			want error // nil: the condition was asked and ran the node
+		}{
+			{"a", nil},
+			{7, ErrResultType},
+			{nil, ErrResultType},
+		} {
+			t.Run(fmt.Sprint(tc.v), func(t *testing.T) {
+				a := newAsync(t)
+				up := anyNode(tc.v)
+				x := NewWrapper("x", okWorker(), 0).Depend(up, true).Join(When("up", isRoute("a")))
+				require.NoError(t, a.BeginWork(context.Background(), 0, up))
+				if tc.want == nil {
+					assert.Equal(t, ResultSuccess, x.Result().State)
+					return
+				}
+				assert.ErrorIs(t, x.Result().Err, tc.want)
+				assert.Contains(t, x.Result().Err.Error(), `When("up") takes string`)
+			})
+		}
+	})
+	t.Run("nil interface to an interface", func(t *testing.T) {
+		a := newAsync(t)
+		up := anyNode(nil)
+		var gotNil atomic.Bool
+		x := NewWrapper("x", okWorker(), 0).Depend(up, true).Join(When("up", func(e error) bool { gotNil.Store(e == nil); return true }))
+		require.NoError(t, a.BeginWork(context.Background(), 0, up))
+		assert.Equal(t, ResultSuccess, x.Result().State)
+		assert.True(t, gotNil.Load())
+	})
+}
+
+// TestDecideSkip checks a custom join's DecideSkip: the node is not
+// taken, and an upstream that only it needed and had not started is
+// short-circuited.
+func TestDecideSkip(t *testing.T) {
+	a := newAsync(t)
+	gate := make(chan struct{})
+	release := releaser(t, gate)
+	first := NewWrapper("first", okWorker(), 0)
+	slow := NewWrapper("slow", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		return gated(gate, 1)(ctx, Wrappers{})
+	}), 0)
+	late := NewWrapper("late", okWorker(), 0).Depend(slow, true) // waits on slow: not started when x decides
+	x := NewWrapper("x", okWorker(), 0).Depend(first, true).Depend(late, true).Join(CustomJoin(func(ups []Upstream) Decision {
+		if ups[0].Ended {
+			return DecideSkip
+		}
+		return DecideWait
+	}))
+	run, err := a.Start(context.Background(), 0, first, slow)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return x.State() == StateError }, 10*time.Second, time.Millisecond)
+	release()
+	require.NoError(t, run.Wait(context.Background()))
+	assert.Equal(t, ErrNotTaken, x.Result().Err)
+	assert.Equal(t, ErrSkipped, late.Result().Err, "late only fed x")
+	assert.Equal(t, "skip", DecideSkip.String())
+	assert.Equal(t, `not taken: join custom decided so`, nodeReport(t, run.Report(), "x").Reason)
+}
+
+// TestNotTakenHooks checks that OnNodeSkip sees a node not taken, with
+// ErrNotTaken, and that a policy does not apply to it: a node not taken
+// has not failed.
+func TestNotTakenHooks(t *testing.T) {
+	var mu sync.Mutex
+	skips := map[string]error{}
+	a := newAsync(t, WithHooks(&Hooks{OnNodeSkip: func(_ context.Context, ev NodeEvent) {
+		mu.Lock()
+		skips[ev.ID] = ev.Err
+		mu.Unlock()
+	}}))
+	up := NewWrapper("up", okWorker(), 0)
+	x := NewWrapper("x", okWorker(), 0).Depend(up, true).Join(When("up", func(int) bool { return false })).OnFailure(PolicyEnd)
+	y := NewWrapper("y", okWorker(), 0).Depend(x, true).OnFailure(PolicySuspend)
+	z := NewWrapper("z", okWorker(), 0).Depend(up, true)
+	require.NoError(t, a.BeginWork(context.Background(), 0, up), "PolicyEnd applies to a failure, not to a branch not taken")
+	assert.Equal(t, ResultSuccess, z.Result().State)
+	assert.Equal(t, ErrNotTaken, y.Result().Err)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, map[string]error{"x": ErrNotTaken, "y": ErrNotTaken}, skips)
+}
+
+// TestWhenInAPlanConcurrently runs one plan with a switch from many
+// goroutines, each run choosing its branch from its own parameter, under
+// -race.
+func TestWhenInAPlanConcurrently(t *testing.T) {
+	a := newAsync(t)
+	r := NewWrapper("route", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		return ctx.Value(ctxKey{}).(int), nil
+	}), 0)
+	even := NewWrapper("even", okWorker(), 0).Depend(r, true).Join(When("route", func(v int) bool { return v%2 == 0 }))
+	odd := NewWrapper("odd", okWorker(), 0).Depend(r, true).Join(When("route", func(v int) bool { return v%2 == 1 }))
+	join := NewWrapper("join", okWorker(), 0).Depend(even, false).Depend(odd, false)
+	pl, err := Compile(r)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for k := range 200 {
+		wg.Go(func() {
+			run, err := a.RunPlan(context.WithValue(context.Background(), ctxKey{}, k), pl, 0)
+			if !assert.NoError(t, err) {
+				return
+			}
+			defer run.Release()
+			taken, other := even, odd
+			if k%2 == 1 {
+				taken, other = odd, even
+			}
+			assert.Equal(t, ResultSuccess, taken.ResultIn(run).State, "run %d", k)
+			assert.Equal(t, ErrNotTaken, other.ResultIn(run).Err, "run %d", k)
+			assert.Equal(t, ResultSuccess, join.ResultIn(run).State, "run %d", k)
+		})
+	}
+	wg.Wait()
+}
+
+// TestDecisionOutOfRangeNamesFive checks the message for a Decision past
+// DecideSkip.
+func TestDecisionOutOfRangeNamesFive(t *testing.T) {
+	a := newAsync(t)
+	up := NewWrapper("up", okWorker(), 0)
+	x := NewWrapper("x", okWorker(), 0).Depend(up, true).Join(CustomJoin(func([]Upstream) Decision { return DecideSkip + 1 }))
+	require.NoError(t, a.BeginWork(context.Background(), 0, up))
+	require.Error(t, x.Result().Err)
+	assert.Contains(t, x.Result().Err.Error(), "Decision(5), which is none of the five")
+	assert.False(t, errors.Is(x.Result().Err, ErrNotTaken))
+}
