@@ -46,6 +46,16 @@
 // order they end in, because a node's outcome should not depend on how
 // many edges it has or on timing.
 //
+// # Branches
+//
+// A node with a [When] join is a branch: it runs once its upstreams
+// succeeded and its condition holds for one upstream's value, and
+// otherwise it is not taken: it ends in StateError with [ErrNotTaken], its
+// default value and its callback, without running. A custom join does the
+// same with [DecideSkip]. A node not taken is not a failure: it applies no
+// [FailurePolicy], and the nodes that needed it are not taken either,
+// unless one of their upstreams failed (see When for each join).
+//
 // # Short-circuit
 //
 // A node that has not started and has successors is skipped (it ends in
@@ -95,7 +105,8 @@
 // zero value stand in; a panic in a RetryPolicy's Retryable or Backoff
 // ends the retries and becomes the node's *PanicError, under the node's
 // failure policy as any failure is (for a stream node too); a panic in a
-// custom join fails the join's node; a panic in a hook is recovered. A
+// custom join or a When condition fails the join's node; a panic in a
+// hook is recovered. A
 // panic in Begin, Result, DefaultValue or a hook is also returned by
 // BeginWork as a [*CallbackPanicError], so none is lost; a panic in
 // Retryable, Backoff or a custom join is, like a worker's, the node's

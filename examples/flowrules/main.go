@@ -1,6 +1,6 @@
-// Command flowrules shows every join strategy and failure policy of
-// asynctool on small graphs whose workers are simulated RPCs, and prints
-// each run's report.
+// Command flowrules shows every join strategy, a branch (When) and every
+// failure policy of asynctool on small graphs whose workers are simulated
+// RPCs, and prints each run's report.
 package main
 
 import (
@@ -94,6 +94,20 @@ func main() {
 		starts, _ := fanIn(j.outcomes, j.join)
 		run(j.title, starts...)
 	}
+
+	// A branch: the route's value chooses which of the two calls runs;
+	// the other is not taken, and so is the node that needed it, while
+	// the page, whose dependencies are optional, runs on the one taken.
+	routeTo := asynctool.NewWrapper("route", asynctool.WorkerFunc[string, string](func(context.Context, string, asynctool.Wrappers) (string, error) {
+		return "db", nil
+	}), "")
+	cache := asynctool.NewWrapper("cache", rpc(5*time.Millisecond, 1, nil), "").
+		Depend(routeTo, true).Join(asynctool.When("route", func(to string) bool { return to == "cache" }))
+	decode := asynctool.NewWrapper("decode", rpc(0, 1, nil), "").Depend(cache, true)
+	db := asynctool.NewWrapper("db", rpc(10*time.Millisecond, 2, nil), "").
+		Depend(routeTo, true).Join(asynctool.When("route", func(to string) bool { return to == "db" }))
+	asynctool.NewWrapper("page", rpc(0, 3, nil), "").Depend(decode, false).Depend(db, false)
+	run(`When: route says "db", so cache and decode are not taken`, routeTo)
 
 	// Retries with backoff, bounded by a node timeout.
 	var calls atomic.Int32
