@@ -222,7 +222,8 @@ type Upstream struct {
 	ID string
 	// Ended reports whether the upstream has a final result; OK whether it
 	// counts as a success for joins (it succeeded, or failed under
-	// PolicyContinue).
+	// PolicyContinue). An upstream that was not taken (see [When]) has
+	// ended and is not OK, with Err [ErrNotTaken].
 	Ended, OK bool
 	// Pending reports whether the upstream is suspended.
 	Pending bool
