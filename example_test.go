@@ -120,3 +120,24 @@ func ExampleCallback() {
 	// Output:
 	// success=false value=-1 state=exception err=asynctool: upstream "bad" failed: boom
 }
+
+// A worker reads an upstream it holds in a variable: the result's type
+// is checked by the compiler, and there is no id to mistype.
+func ExampleWorkerWrapper_ResultFrom() {
+	user := asynctool.NewWrapper("user", asynctool.WorkerFunc[int, string](
+		func(context.Context, int, asynctool.Wrappers) (string, error) { return "ada", nil }), 7)
+	greet := asynctool.NewWrapper("greet", asynctool.WorkerFunc[string, string](
+		func(_ context.Context, greeting string, all asynctool.Wrappers) (string, error) {
+			u, err := user.ResultFrom(all) // a WorkResult[string]
+			return greeting + ", " + u.Value, err
+		}), "hello").Depend(user, true)
+
+	a := asynctool.New()
+	defer a.Close()
+	if err := a.BeginWork(context.Background(), time.Second, user); err != nil {
+		panic(err)
+	}
+	fmt.Println(greet.Result().Value)
+	// Output:
+	// hello, ada
+}

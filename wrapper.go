@@ -131,6 +131,27 @@ func (w *WorkerWrapper[P, R]) ResultIn(r *Run) WorkResult[R] {
 	return WorkResult[R]{}
 }
 
+// ResultFrom returns the node's result in the run that all belongs to:
+// what [ResultOf] returns for the node's id, but typed by the compiler,
+// with no id to mistype and no [ErrResultType] possible. A worker reads
+// an upstream it holds in a variable:
+//
+//	u, err := user.ResultFrom(all)
+//
+// For a node that has not ended yet it returns a zero WorkResult (State
+// ResultDefault). It returns an error wrapping [ErrUnknownID] when the
+// node is not part of that run (for the zero Wrappers, for example).
+func (w *WorkerWrapper[P, R]) ResultFrom(all Wrappers) (WorkResult[R], error) {
+	if w == nil || all.r == nil || all.r.p == nil || all.r.p != w.owner.Load() {
+		id := "<nil>"
+		if w != nil {
+			id = w.id
+		}
+		return WorkResult[R]{}, fmt.Errorf("%w: node %q is not part of this run", ErrUnknownID, id)
+	}
+	return w.ResultIn(all.r), nil
+}
+
 // ID returns the node's id.
 func (w *WorkerWrapper[P, R]) ID() string { return w.id }
 

@@ -1,0 +1,77 @@
+package asynctool
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestResultFrom checks that a worker reads an upstream it holds with
+// ResultFrom, in a single-use run and in concurrent runs of a plan, each
+// run seeing its own value, and that a node of another run, the zero
+// Wrappers and a nil wrapper give ErrUnknownID.
+func TestResultFrom(t *testing.T) {
+	a := newAsync(t)
+	user := NewWrapper("user", WorkerFunc[int, string](func(ctx context.Context, _ int, _ Wrappers) (string, error) {
+		return ctx.Value(ctxKey{}).(string), nil
+	}), 0)
+	other := NewWrapper("other", okWorker(), 0) // never in user's runs
+	var nilNode *WorkerWrapper[int, int]
+	page := NewWrapper("page", WorkerFunc[int, string](func(_ context.Context, _ int, all Wrappers) (string, error) {
+		u, err := user.ResultFrom(all)
+		if err != nil {
+			return "", err
+		}
+		if _, err := other.ResultFrom(all); !assert.ErrorIs(t, err, ErrUnknownID) {
+			return "", err
+		}
+		if _, err := nilNode.ResultFrom(all); !assert.ErrorIs(t, err, ErrUnknownID) {
+			return "", err
+		}
+		return "hello " + u.Value, nil
+	}), 0).Depend(user, true)
+	pl, err := Compile(user)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for k := range 100 {
+		wg.Go(func() {
+			name := string(rune('a' + k%26))
+			run, err := a.RunPlan(context.WithValue(context.Background(), ctxKey{}, name), pl, 0)
+			if !assert.NoError(t, err) {
+				return
+			}
+			defer run.Release()
+			assert.Equal(t, WorkResult[string]{Value: "hello " + name, State: ResultSuccess}, page.ResultIn(run))
+		})
+	}
+	wg.Wait()
+
+	_, err = user.ResultFrom(Wrappers{})
+	assert.ErrorIs(t, err, ErrUnknownID)
+	assert.Contains(t, err.Error(), `node "user" is not part of this run`)
+
+	// A single-use run, and an optional upstream that has not ended.
+	gate := make(chan struct{})
+	release := releaser(t, gate)
+	slow := NewWrapper("slow", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		return gated(gate, 1)(ctx, Wrappers{})
+	}), 0).ShortCircuit(false)
+	first := NewWrapper("first", okWorker(), 0)
+	var seen WorkResult[int]
+	reader := NewWrapper("reader", WorkerFunc[int, int](func(_ context.Context, _ int, all Wrappers) (int, error) {
+		var err error
+		seen, err = slow.ResultFrom(all)
+		return 0, err
+	}), 0).Depend(first, true).Depend(slow, false)
+	run, err := a.Start(context.Background(), 0, first, slow)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return reader.State() == StateFinish }, 10*time.Second, time.Millisecond)
+	release()
+	require.NoError(t, run.Wait(context.Background()))
+	assert.Equal(t, WorkResult[int]{}, seen, "an upstream not ended reads as zero")
+	assert.Equal(t, WorkResult[int]{Value: 1, State: ResultSuccess}, slow.Result())
+}
