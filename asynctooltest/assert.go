@@ -75,8 +75,8 @@ func RanOnce(t testing.TB, rep *asynctool.Report, id string) bool {
 }
 
 // NeverStarted checks that the node's worker was never called, whatever
-// the node's outcome (skipped, failed upstream, timed out before it
-// started, or not ended).
+// the node's outcome (skipped, not taken, failed upstream, timed out
+// before it started, or not ended).
 func NeverStarted(t testing.TB, rep *asynctool.Report, id string) bool {
 	t.Helper()
 	n, ok := node(t, rep, id)
@@ -105,6 +105,24 @@ func WasSkipped(t testing.TB, rep *asynctool.Report, id string) bool {
 	return true
 }
 
+// NotTaken checks that the node was a branch not taken: it never started
+// and its error is [asynctool.ErrNotTaken] itself (not an error that
+// wraps it), because its join ([asynctool.When], a custom join's
+// DecideSkip) decided not to run it or an upstream it needed was not
+// taken. Such a node also ends in error, so [Failed] holds for it too.
+func NotTaken(t testing.TB, rep *asynctool.Report, id string) bool {
+	t.Helper()
+	n, ok := node(t, rep, id)
+	if !ok {
+		return false
+	}
+	if n.Ran || n.Err != asynctool.ErrNotTaken {
+		t.Errorf("%q ended %v/%v, ran=%v, err=%v, want it not taken", id, n.State, n.Result, n.Ran, n.Err)
+		return false
+	}
+	return true
+}
+
 // Succeeded checks that the node finished with a result from its worker.
 func Succeeded(t testing.TB, rep *asynctool.Report, id string) bool {
 	t.Helper()
@@ -120,7 +138,7 @@ func Succeeded(t testing.TB, rep *asynctool.Report, id string) bool {
 }
 
 // Failed checks that the node ended in error (failed, panicked, failed
-// upstream, skipped or timed out) with an error that matches target under
+// upstream, skipped, not taken or timed out) with an error that matches target under
 // errors.Is; a nil target matches any error.
 func Failed(t testing.TB, rep *asynctool.Report, id string, target error) bool {
 	t.Helper()

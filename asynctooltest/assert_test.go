@@ -54,6 +54,8 @@ func onSpy(t *testing.T, f func(s *spy)) *spy {
 //	first (1ms) ┄┐
 //	spare       ┄┴─> any    (spare is skipped once first triggers any)
 //	slow (1h) times out at the 1s deadline
+//	route ("db") ─> cache (When route == "cache") ─must─> parse
+//	                          (cache is not taken, nor parse after it)
 func story(t *testing.T) *asynctool.Report {
 	var rep *asynctool.Report
 	synctest.Test(t, func(t *testing.T) {
@@ -65,7 +67,11 @@ func story(t *testing.T) *asynctool.Report {
 		spare := asynctool.NewWrapper("spare", asynctooltest.Returns[int](1), 0).Depend(spareUp, true)
 		asynctool.NewWrapper("any", asynctooltest.Returns[int](1), 0).Depend(first, false).Depend(spare, false)
 		slow := asynctool.NewWrapper("slow", asynctooltest.Sleeps[int](time.Hour, 1), 0)
-		rep = asynctooltest.RunWithin(t, time.Second, a, first, spareUp, slow)
+		route := asynctool.NewWrapper("route", asynctooltest.Returns[int]("db"), 0)
+		cache := asynctool.NewWrapper("cache", asynctooltest.Returns[int](1), 0).Depend(route, true).
+			Join(asynctool.When("route", func(v string) bool { return v == "cache" }))
+		asynctool.NewWrapper("parse", asynctooltest.Returns[int](2), 0).Depend(cache, true)
+		rep = asynctooltest.RunWithin(t, time.Second, a, first, spareUp, slow, route)
 	})
 	return rep
 }
@@ -84,6 +90,10 @@ func TestAssertionsHold(t *testing.T) {
 		assert.True(t, asynctooltest.NeverStarted(s, rep, "spare"))
 		assert.True(t, asynctooltest.TimedOut(s, rep, "slow"))
 		assert.True(t, asynctooltest.Failed(s, rep, "slow", nil))
+		assert.True(t, asynctooltest.NotTaken(s, rep, "cache"))
+		assert.True(t, asynctooltest.NotTaken(s, rep, "parse"), "its must upstream was not taken")
+		assert.True(t, asynctooltest.NeverStarted(s, rep, "cache"))
+		assert.True(t, asynctooltest.Failed(s, rep, "cache", asynctool.ErrNotTaken), "it ends in error")
 	})
 	assert.Empty(t, s.errors)
 }
@@ -103,6 +113,10 @@ func TestAssertionsFail(t *testing.T) {
 		{"succeeded, failed", func(s *spy) bool { return asynctooltest.Succeeded(s, rep, "b") }, `"b" ended error/exception (worker failed, err=down), want finish/success`},
 		{"failed, succeeded", func(s *spy) bool { return asynctooltest.Failed(s, rep, "a", nil) }, `"a" ended finish/success, want error`},
 		{"failed, other error", func(s *spy) bool { return asynctooltest.Failed(s, rep, "b", asynctool.ErrSkipped) }, `"b" failed with down, want an error matching ` + asynctool.ErrSkipped.Error()},
+		{"not taken, skipped", func(s *spy) bool { return asynctooltest.NotTaken(s, rep, "spare") }, `"spare" ended error/exception, ran=false, err=asynctool: skipped: no successor needs this node, want it not taken`},
+		{"not taken, failed upstream", func(s *spy) bool { return asynctooltest.NotTaken(s, rep, "c") }, `"c" ended error/exception, ran=false, err=asynctool: upstream "b" failed: down, want it not taken`},
+		{"not taken, succeeded", func(s *spy) bool { return asynctooltest.NotTaken(s, rep, "a") }, `"a" ended finish/success, ran=true, err=<nil>, want it not taken`},
+		{"skipped, not taken", func(s *spy) bool { return asynctooltest.WasSkipped(s, rep, "cache") }, `"cache" ended error/exception, ran=false, err=asynctool: not taken: the branch was not chosen, want it skipped`},
 		{"timed out, failed", func(s *spy) bool { return asynctooltest.TimedOut(s, rep, "b") }, `"b" ended error/exception (err=down), want timeout`},
 		{"unknown id", func(s *spy) bool { return asynctooltest.Succeeded(s, rep, "zz") }, `asynctooltest: no node "zz" in the report`},
 		{"nil report", func(s *spy) bool { return asynctooltest.RanOnce(s, nil, "a") }, `asynctooltest: nil report`},
@@ -115,6 +129,27 @@ func TestAssertionsFail(t *testing.T) {
 			require.Len(t, s.errors, 1)
 			assert.Equal(t, tt.want, s.errors[0])
 		})
+	}
+}
+
+// TestNotTakenIsTheSentinel checks that NotTaken wants the node's error
+// to be asynctool.ErrNotTaken itself, as the library stores it, and the
+// node not to have run: a worker that returned it, or an error that wraps
+// it, is a failure.
+func TestNotTakenIsTheSentinel(t *testing.T) {
+	rep := &asynctool.Report{Nodes: []asynctool.NodeReport{
+		{ID: "ran", Ran: true, Attempts: 1, State: asynctool.StateError, Result: asynctool.ResultException, Err: asynctool.ErrNotTaken},
+		{ID: "wrapped", State: asynctool.StateError, Result: asynctool.ResultException, Err: fmt.Errorf("join: %w", asynctool.ErrNotTaken)},
+	}}
+	for id, want := range map[string]string{
+		"ran":     `"ran" ended error/exception, ran=true, err=asynctool: not taken: the branch was not chosen, want it not taken`,
+		"wrapped": `"wrapped" ended error/exception, ran=false, err=join: asynctool: not taken: the branch was not chosen, want it not taken`,
+	} {
+		var ok bool
+		s := onSpy(t, func(s *spy) { ok = asynctooltest.NotTaken(s, rep, id) })
+		assert.False(t, ok, id)
+		require.Len(t, s.errors, 1, id)
+		assert.Equal(t, want, s.errors[0])
 	}
 }
 

@@ -11,7 +11,8 @@
 //   - a [Recorder] that collects what the nodes' callbacks saw
 //     ([Callback] adapts it to a node);
 //   - assertions on a run's [asynctool.Report]: [RanBefore], [RanOnce],
-//     [WasSkipped], [NeverStarted], [Succeeded], [Failed], [TimedOut];
+//     [WasSkipped], [NotTaken], [NeverStarted], [Succeeded], [Failed],
+//     [TimedOut];
 //   - [Run] and [RunWithin], which run a graph on a fresh Async that
 //     records times and return its report, and [Start] for tests that
 //     act while the run is going on.

@@ -174,6 +174,15 @@ func (w *Worker[A]) Timeout(*river.Job[A]) time.Duration {
 // *asynctool.GraphError) or cannot start (asynctool.ErrClosed), fails the
 // attempt with that error.
 //
+// A node that did not run because it was short-circuited or not taken
+// (a branch that its asynctool.When join, or a custom join's DecideSkip,
+// did not choose, or a node downstream of one) has not failed: as a
+// sink it counts as done, and it is named neither in a
+// *GraphFailedError nor in a *SuspendedError's Failed. A retry asks each
+// When condition again, with its upstream's value replayed when that
+// upstream is checkpointed: checkpoint the node a switch chooses by, or
+// the retry may take another branch.
+//
 // A node under PolicySuspend whose worker failed parks the job: once
 // every branch that does not need the node has ended (see
 // asynctool.Run.Suspended), the run is cancelled, the checkpoint is
@@ -484,7 +493,8 @@ func callbackPanics(err error) []error {
 	return out
 }
 
-// ok reports whether a node with status s counts as done.
+// ok reports whether a node with status s counts as done: a node
+// short-circuited or not taken (both StatusSkipped) has not failed.
 func ok(s asynctool.Status) bool {
 	return s == asynctool.StatusSucceeded || s == asynctool.StatusSkipped
 }
@@ -872,7 +882,11 @@ func isNil(v any) bool {
 // map[string]any, comes back with JSON's own types (a float64 where the
 // worker returned an int, a map[string]any for a struct), as encoding/json
 // gives them. Use the concrete type, or json.RawMessage for JSON whose
-// shape is not known.
+// shape is not known. An [asynctool.When] condition on such a node gets
+// them too: a When[int] on an any that held an int takes its branch on
+// the first attempt and, on a replay, where the value is a float64, fails
+// its node with asynctool.ErrResultType. A condition on a concrete type
+// (a string, a struct) sees on a replay the value its JSON decodes to.
 //
 // A result that does not encode as JSON fails the node, and so does one
 // whose JSON PostgreSQL cannot store ([ErrUnstorableJSON]: a string with

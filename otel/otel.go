@@ -13,8 +13,8 @@
 // "asynctool.node <id>", a child of the run's span. A node's span starts
 // when its worker is about to run, and the worker's context carries it, so
 // the spans of RPC clients called by the worker nest under their node. A
-// node that never ran (it was skipped, an upstream it needed failed, or the
-// deadline passed before it started) gets a zero-length span at the moment
+// node that never ran (it was skipped or not taken, an upstream it needed
+// failed, or the deadline passed before it started) gets a zero-length span at the moment
 // it ended, with asynctool.node.ran = false, so that every node of a run
 // can be found in its trace.
 //
@@ -24,7 +24,7 @@
 //	asynctool.node.index     its index in the run's report
 //	asynctool.node.state     finish or error
 //	asynctool.node.result    success, exception or timeout
-//	asynctool.node.outcome   success, failed, upstream_failed, skipped, timeout, retried or suspended
+//	asynctool.node.outcome   success, failed, upstream_failed, skipped, not_taken, timeout, retried or suspended
 //	asynctool.node.ran       whether its worker was called
 //	asynctool.node.attempts  how many times its worker was started
 //	asynctool.node.reason    why it did not succeed, in words
@@ -33,7 +33,11 @@
 //
 // A node that did not succeed has its error recorded on the span
 // (RecordError) and the span's status set to Error; a node ended by the
-// deadline while running also gets a "timeout" event.
+// deadline while running also gets a "timeout" event. A node not taken
+// (its Err is [asynctool.ErrNotTaken]: a [asynctool.When] join or a
+// custom join's DecideSkip chose another branch, or an upstream it needed
+// was not taken) has not failed: its outcome is not_taken, its reason
+// says why, and its span has no error and status Unset.
 //
 // A node with a retry policy gets one span per attempt, all with the same
 // name. An attempt that failed and is retried ends its span with the
@@ -46,8 +50,8 @@
 // and the attempt's number. The last attempt's span carries the node's
 // outcome, as above. The run's span carries asynctool.run.nodes,
 // asynctool.run.deadline (the group deadline, RFC 3339, when the run has
-// one), asynctool.run.failed (the number of nodes that did not succeed)
-// and, if the run was cut short, its error.
+// one), asynctool.run.failed (the number of nodes that did not succeed,
+// not counting those not taken) and, if the run was cut short, its error.
 //
 // # Metrics
 //
@@ -241,6 +245,8 @@ func outcome(ev asynctool.NodeEvent) string {
 		return "timeout"
 	case ev.Err == asynctool.ErrSkipped: // not errors.Is: a worker's error may wrap a skipped upstream's
 		return "skipped"
+	case ev.Err == asynctool.ErrNotTaken: // likewise: the sentinel itself, as the core stores it
+		return "not_taken"
 	case ev.Attempt == 0 && errors.As(ev.Err, &up):
 		return "upstream_failed"
 	}
@@ -278,7 +284,7 @@ func (in *instruments) nodeEnd(ctx context.Context, ev asynctool.NodeEvent) {
 		attrs = append(attrs, KeyNodeReason.String(ev.Reason))
 	}
 	span.SetAttributes(attrs...)
-	if ev.Err != nil {
+	if ev.Err != nil && out != "not_taken" {
 		if ran && ev.Result == asynctool.ResultTimeout {
 			span.AddEvent("timeout", trace.WithTimestamp(now))
 		}
@@ -312,7 +318,9 @@ func (in *instruments) runEnd(ctx context.Context, rep *asynctool.Report) {
 	}
 	failed := 0
 	for i := range rep.Nodes {
-		if rep.Nodes[i].State != asynctool.StateFinish {
+		// A branch not taken is not a failure: counting it would make
+		// every switch report failures.
+		if rep.Nodes[i].State != asynctool.StateFinish && rep.Nodes[i].Err != asynctool.ErrNotTaken {
 			failed++
 		}
 	}
