@@ -42,6 +42,7 @@ func (s ResultState) String() string {
 //   - the worker's own error, or a [*PanicError] if it panicked;
 //   - an [*UpstreamError] wrapping the error of an upstream it needed;
 //   - [ErrSkipped] if it was short-circuited;
+//   - [ErrNotTaken] if it was a branch not taken (see [When]);
 //   - the run context's cause ([context.DeadlineExceeded] for the group
 //     deadline) if it timed out, or a [*NodeTimeoutError] if its own
 //     [WorkerWrapper.Timeout] passed;
@@ -49,7 +50,9 @@ func (s ResultState) String() string {
 //     [RetryPolicy.AttemptTimeout];
 //   - an [*EndError] if a [PolicyEnd] node ended the run first;
 //   - an error wrapping [ErrJoinFailed] or [ErrJoinUndecided], or a
-//     *PanicError, if its custom join failed it;
+//     *PanicError, if its custom join failed it; an error wrapping
+//     [ErrResultType], or a *PanicError, if its [When] join's condition
+//     could not be asked or panicked;
 //   - [ErrGoexit] if its worker ended its goroutine with runtime.Goexit.
 type WorkResult[R any] struct {
 	Value R
