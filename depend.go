@@ -157,9 +157,10 @@ func CustomJoin(fn func(ups []Upstream) Decision) Join { return Join{kind: joinC
 // nodes with When joins on one upstream make a switch: each runs or not
 // as its condition says.
 //
-// Like [AllSucceeded], a failed upstream fails the node (with an
-// [*UpstreamError]), and an upstream that was not taken makes the node
-// not taken too, without calling cond. An upstream that failed under
+// Like [AllSucceeded], a failed upstream fails the node at once,
+// whatever the others are doing (with an [*UpstreamError]), and an
+// upstream that was not taken makes the node not taken too, without
+// calling cond. An upstream that failed under
 // [PolicyContinue] counts as a success, and cond gets its default value.
 //
 // Compile rejects the join with [ErrBadJoin] when id is not an upstream
@@ -188,19 +189,28 @@ func When[T any](id string, cond func(v T) bool) Join {
 	}
 	j.when = func(ups []Upstream) (Decision, error) {
 		var v any
-		found := false
+		found, wait, skip := false, false, false
+		// Every upstream is looked at before waiting, so that a failure
+		// or a branch not taken decides at once whatever the order of
+		// the upstreams, as AllSucceeded does.
 		for k := range ups {
 			u := &ups[k]
 			switch {
 			case !u.Ended:
-				return DecideWait, nil
+				wait = true
 			case !u.OK && u.Err == ErrNotTaken:
-				return DecideSkip, nil
+				skip = true
 			case !u.OK:
 				return DecideFail, &UpstreamError{ID: u.ID, Err: u.Err}
 			case u.ID == id && !found:
 				v, found = u.Value, true
 			}
+		}
+		switch {
+		case skip:
+			return DecideSkip, nil
+		case wait:
+			return DecideWait, nil
 		}
 		// A nil interface value (from an upstream whose result type is an
 		// interface) is T's zero value when T is an interface too.
