@@ -2,6 +2,7 @@ package asynctool
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -95,4 +96,28 @@ func TestS19RWhenFailsBesidePendingUpstream(t *testing.T) {
 			assert.ErrorIs(t, x.Result().Err, errBoom)
 		})
 	}
+}
+
+// TestS19RWhenConditionGoexit: a condition that ends its goroutine with
+// runtime.Goexit fails the node with ErrGoexit, as a CustomJoin's fn
+// does, the run goes on, and the report does not blame the worker, which
+// never ran.
+func TestS19RWhenConditionGoexit(t *testing.T) {
+	a := newAsync(t)
+	up := NewWrapper("up", okWorker(), 0)
+	x := NewWrapper("x", okWorker(), 0).Depend(up, true).Join(When("up", func(int) bool { runtime.Goexit(); return true }))
+	other := NewWrapper("other", okWorker(), 0).Depend(up, true)
+	after := NewWrapper("after", okWorker(), 0).Depend(x, false)
+	run, err := a.Start(context.Background(), time.Minute, up)
+	require.NoError(t, err)
+	requireEnds(t, run, "the run did not end after the condition's Goexit")
+	require.NoError(t, run.Wait(context.Background()))
+	assert.ErrorIs(t, x.Result().Err, ErrGoexit)
+	assert.Equal(t, ResultSuccess, other.Result().State)
+	assert.ErrorIs(t, after.Result().Err, ErrGoexit)
+	n := nodeReport(t, run.Report(), "x")
+	assert.False(t, n.Ran)
+	assert.Equal(t, StatusFailed, n.Status)
+	assert.NotContains(t, n.Reason, "worker", "the worker never ran")
+	assert.Contains(t, n.Reason, `when "up"`)
 }

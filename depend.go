@@ -172,7 +172,8 @@ func CustomJoin(fn func(ups []Upstream) Decision) Join { return Join{kind: joinC
 // cond runs as part of the last upstream's end, as a [CustomJoin]'s fn
 // does: it should be quick, it is called at most once per node and run,
 // the runs of a [Plan] call it concurrently, and a panic in it fails the
-// node with a [*PanicError].
+// node with a [*PanicError] (a runtime.Goexit, with an error wrapping
+// [ErrGoexit]).
 //
 // Nodes downstream of one that was not taken apply their own joins: with
 // the default join's must dependencies, AllSucceeded, NamedSucceeded and

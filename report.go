@@ -355,6 +355,8 @@ func joinReason(pn *pnode, err error) string {
 				return fmt.Sprintf("join %v: its condition panicked", pn.flow.join)
 			case errors.Is(err, ErrResultType):
 				return fmt.Sprintf("join %v: upstream's value has another type", pn.flow.join)
+			case errors.Is(err, ErrGoexit): // see salvage
+				return fmt.Sprintf("join %v: its condition called runtime.Goexit", pn.flow.join)
 			}
 			return ""
 		}
