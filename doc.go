@@ -18,8 +18,8 @@
 //
 // Every node reachable from the start nodes ends exactly once, in
 // [StateFinish] (the worker succeeded in time) or [StateError] (it failed,
-// panicked, was skipped, an upstream it needed failed, or the deadline
-// passed). A worker's Action runs at most once (once per attempt with a
+// panicked, was skipped, was a branch not taken (see [When]), an upstream
+// it needed failed, or the deadline passed). A worker's Action runs at most once (once per attempt with a
 // RetryPolicy or a Resume(Rerun)). Callback.Begin runs right
 // before Action, only if it runs; Callback.Result runs exactly once per
 // node, whether or not the node ran. A node's result is written before its

@@ -42,7 +42,8 @@ func (s ResultState) String() string {
 //   - the worker's own error, or a [*PanicError] if it panicked;
 //   - an [*UpstreamError] wrapping the error of an upstream it needed;
 //   - [ErrSkipped] if it was short-circuited;
-//   - [ErrNotTaken] if it was a branch not taken (see [When]);
+//   - [ErrNotTaken] if it was a branch not taken ([When], [DecideSkip]),
+//     or an upstream it needed was;
 //   - the run context's cause ([context.DeadlineExceeded] for the group
 //     deadline) if it timed out, or a [*NodeTimeoutError] if its own
 //     [WorkerWrapper.Timeout] passed;

@@ -162,7 +162,8 @@ func (w *Worker[A]) Timeout(*river.Job[A]) time.Duration {
 }
 
 // Work runs one attempt of job. It returns nil when every sink of the
-// graph (a node no other node depends on) succeeded, so that a failure
+// graph (a node no other node depends on) succeeded or was a branch not
+// taken (asynctool.ErrNotTaken, reported as skipped), so that a failure
 // the graph tolerates (an optional upstream, a node under PolicyContinue
 // that is not a sink) or the group deadline stopping a node no sink
 // needed does not fail the job. It returns an error, a *GraphFailedError
