@@ -487,3 +487,52 @@ func TestDecisionOutOfRangeNamesFive(t *testing.T) {
 	assert.Contains(t, x.Result().Err.Error(), "Decision(5), which is none of the five")
 	assert.False(t, errors.Is(x.Result().Err, ErrNotTaken))
 }
+
+// TestReturnedSentinelIsAFailure checks that a worker returning
+// ErrNotTaken or ErrSkipped itself (an upstream's error, passed on), or a
+// Resume(FailWith(...)) of either, fails the node: it ran, it is reported
+// as failed, its dependants fail rather than being not taken, and
+// errors.Is still finds the sentinel.
+func TestReturnedSentinelIsAFailure(t *testing.T) {
+	for _, sentinel := range []error{ErrNotTaken, ErrSkipped} {
+		t.Run(sentinel.Error(), func(t *testing.T) {
+			var skips atomic.Int32
+			a := newAsync(t, WithHooks(&Hooks{OnNodeSkip: func(context.Context, NodeEvent) { skips.Add(1) }}))
+			up := NewWrapper("up", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, sentinel }), 0)
+			down := NewWrapper("down", okWorker(), 0).Depend(up, true)
+			NewWrapper("opt", okWorker(), 0).Depend(up, false)
+			run, err := a.Start(context.Background(), 0, up)
+			require.NoError(t, err)
+			require.NoError(t, run.Wait(context.Background()))
+			rep := run.Report()
+			u := nodeReport(t, rep, "up")
+			assert.Equal(t, StatusFailed, u.Status)
+			assert.True(t, u.Ran)
+			assert.Equal(t, "worker failed", u.Reason)
+			assert.ErrorIs(t, up.Result().Err, sentinel)
+			assert.NotEqual(t, sentinel, up.Result().Err)
+			assert.Equal(t, sentinel.Error(), up.Result().Err.Error())
+			var ue *UpstreamError
+			assert.ErrorAs(t, down.Result().Err, &ue, "down fails, it is not taken")
+			assert.Equal(t, StatusFailed, nodeReport(t, rep, "down").Status)
+			assert.Equal(t, StatusFailed, nodeReport(t, rep, "opt").Status)
+			assert.Zero(t, skips.Load())
+		})
+	}
+	t.Run("FailWith", func(t *testing.T) {
+		a := newAsync(t)
+		up := NewWrapper("up", okWorker(), 0)
+		x := NewWrapper("x", okWorker(), 0).Depend(up, true).Join(CustomJoin(func([]Upstream) Decision { return DecideSuspend }))
+		down := NewWrapper("down", okWorker(), 0).Depend(x, true)
+		run, err := a.Start(context.Background(), 0, up)
+		require.NoError(t, err)
+		t.Cleanup(run.Cancel)
+		require.Eventually(t, func() bool { return nodeReport(t, run.Report(), "x").Status == StatusPending }, 10*time.Second, time.Millisecond)
+		require.NoError(t, run.Resume("x", FailWith(ErrNotTaken)))
+		require.NoError(t, run.Wait(context.Background()))
+		assert.Equal(t, StatusFailed, nodeReport(t, run.Report(), "x").Status)
+		assert.ErrorIs(t, x.Result().Err, ErrNotTaken)
+		var ue *UpstreamError
+		assert.ErrorAs(t, down.Result().Err, &ue)
+	})
+}

@@ -56,6 +56,12 @@ var (
 	ErrGoexit = errors.New("asynctool: worker called runtime.Goexit")
 	// ErrSkipped is the Err of a node that was short-circuited: it had not
 	// started and none of its successors needed its result any more.
+	//
+	// The engine stores ErrSkipped and ErrNotTaken as they are, and tells
+	// such a node by comparing its Err with ==. A worker that returns
+	// either (an upstream's error passed on), or a Resume(FailWith(...))
+	// of either, fails its node: the error is wrapped, with the same
+	// message, so errors.Is still finds the sentinel.
 	ErrSkipped = errors.New("asynctool: skipped: no successor needs this node")
 	// ErrNotTaken is the Err of a node that was not taken: its join
 	// decided not to run it ([When], [DecideSkip]), or an upstream it

@@ -393,6 +393,7 @@ func (r *Run) failAttempt(i int32, err error, wl *worklist) {
 	if !r.nodes[i].move(sWorking, sEnding, 0) {
 		return
 	}
+	err = asFailure(err)
 	r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), ResultException, err)
 	f := r.p.nodes[i].flow
 	if f != nil {
@@ -403,6 +404,27 @@ func (r *Run) failAttempt(i int32, err error, wl *worklist) {
 		r.endRun(i, err)
 	}
 }
+
+// asFailure keeps the engine's own markers for a node that did not run,
+// ErrSkipped and ErrNotTaken, which it stores as they are and tells by
+// ==, apart from the same sentinel given as a failure: a worker that
+// returns an upstream's ErrNotTaken, or a FailWith(ErrSkipped). Such an
+// error is wrapped, with the same message, so errors.Is still finds the
+// sentinel, and the node is reported, and treated by the nodes after
+// it, as having failed.
+func asFailure(err error) error {
+	if err == ErrSkipped || err == ErrNotTaken {
+		return &failedWith{err}
+	}
+	return err
+}
+
+// failedWith is a failure whose error is one of the engine's markers (see
+// asFailure).
+type failedWith struct{ err error }
+
+func (e *failedWith) Error() string { return e.err.Error() }
+func (e *failedWith) Unwrap() error { return e.err }
 
 // callBounded calls f, one attempt of a graph or a stream node, with a
 // context that ends bound.Timeout from now at the latest, and returns
@@ -603,7 +625,7 @@ func (r *Run) Resume(id string, how Resumption) error {
 			ext.resumedFail = true
 			ext.mu.Unlock()
 		}
-		r.failResumed(i, ResultException, how.err)
+		r.failResumed(i, ResultException, asFailure(how.err))
 		return nil
 	}
 	return fmt.Errorf("asynctool: Resume(%q): zero Resumption", id)
