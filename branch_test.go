@@ -361,10 +361,11 @@ func TestWhenTypes(t *testing.T) {
 		for _, tc := range []struct {
 			v    any
 			want error // nil: the condition was asked and ran the node
+			msg  string
 		}{
-			{"a", nil},
-			{7, ErrResultType},
-			{nil, ErrResultType},
+			{"a", nil, ""},
+			{7.0, ErrResultType, "a float64, 7"},
+			{nil, ErrResultType, "nil"},
 		} {
 			t.Run(fmt.Sprint(tc.v), func(t *testing.T) {
 				a := newAsync(t)
@@ -376,7 +377,7 @@ func TestWhenTypes(t *testing.T) {
 					return
 				}
 				assert.ErrorIs(t, x.Result().Err, tc.want)
-				assert.Contains(t, x.Result().Err.Error(), `When("up") takes string`)
+				assert.Contains(t, x.Result().Err.Error(), `When("up") takes string, and the upstream's value is `+tc.msg)
 			})
 		}
 	})

@@ -217,7 +217,7 @@ func When[T any](id string, cond func(v T) bool) Join {
 		// interface) is T's zero value when T is an interface too.
 		t, ok := v.(T)
 		if !ok && (v != nil || reflect.TypeFor[T]().Kind() != reflect.Interface) {
-			return DecideFail, fmt.Errorf("%w: When(%q) takes %v, and the upstream's value is %#v", ErrResultType, id, reflect.TypeFor[T](), v)
+			return DecideFail, fmt.Errorf("%w: When(%q) takes %v, and the upstream's value is %s", ErrResultType, id, reflect.TypeFor[T](), describeValue(v))
 		}
 		if cond(t) {
 			return DecideRun, nil
@@ -225,6 +225,15 @@ func When[T any](id string, cond func(v T) bool) Join {
 		return DecideSkip, nil
 	}
 	return j
+}
+
+// describeValue names v's type and shows v, for an error message: "a
+// float64, 2", or "nil".
+func describeValue(v any) string {
+	if v == nil {
+		return "nil"
+	}
+	return fmt.Sprintf("a %T, %#v", v, v)
 }
 
 // Upstream is one upstream node as a custom join sees it.
