@@ -537,3 +537,113 @@ func TestReturnedSentinelIsAFailure(t *testing.T) {
 		assert.ErrorAs(t, down.Result().Err, &ue)
 	})
 }
+
+// TestWhenResultFallback checks a fallback: the backup runs only when the
+// primary did not succeed, whatever the reason (an error, its own
+// timeout, not taken), its condition sees the primary's whole result,
+// and the page runs on whichever succeeded.
+func TestWhenResultFallback(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		primary func(context.Context, int, Wrappers) (int, error)
+		taken   bool // primary's branch taken
+		backup  bool // backup ran
+		state   ResultState
+	}{
+		{"primary succeeds", func(context.Context, int, Wrappers) (int, error) { return 1, nil }, true, false, ResultSuccess},
+		{"primary fails", func(context.Context, int, Wrappers) (int, error) { return 0, errBoom }, true, true, ResultException},
+		{"primary times out", func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			<-ctx.Done()
+			return 0, ctx.Err()
+		}, true, true, ResultTimeout},
+		{"primary not taken", func(context.Context, int, Wrappers) (int, error) { return 1, nil }, false, true, ResultException},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAsync(t)
+			var seen atomic.Pointer[WorkResult[int]]
+			var ran atomic.Bool
+			flag := NewWrapper("flag", WorkerFunc[int, bool](func(context.Context, int, Wrappers) (bool, error) { return tc.taken, nil }), 0)
+			primary := NewWrapper("primary", WorkerFunc[int, int](tc.primary), 0).Default(-1).Timeout(time.Millisecond).
+				Depend(flag, true).Join(When("flag", func(on bool) bool { return on }))
+			backup := NewWrapper("backup", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+				ran.Store(true)
+				return 2, nil
+			}), 0).Depend(primary, false).Join(WhenResult("primary", func(r WorkResult[int]) bool {
+				seen.Store(&r)
+				return r.State != ResultSuccess
+			}))
+			page := NewWrapper("page", WorkerFunc[int, int](func(_ context.Context, _ int, all Wrappers) (int, error) {
+				for _, w := range []*WorkerWrapper[int, int]{primary, backup} {
+					if r, _ := w.ResultFrom(all); r.State == ResultSuccess {
+						return r.Value * 10, nil
+					}
+				}
+				return 0, errors.New("neither")
+			}), 0).Depend(primary, false).Depend(backup, false)
+			require.NoError(t, a.BeginWork(context.Background(), 0, flag))
+			assert.Equal(t, tc.backup, ran.Load(), "backup ran")
+			want := 10
+			if tc.backup {
+				want = 20
+			}
+			assert.Equal(t, WorkResult[int]{Value: want, State: ResultSuccess}, page.Result())
+			if !tc.backup {
+				// The page ran on the primary's success and no longer
+				// needed the backup: short-circuited, or not taken if its
+				// join was asked first.
+				assert.Contains(t, []error{ErrSkipped, ErrNotTaken}, backup.Result().Err)
+				return
+			}
+			r := seen.Load()
+			require.NotNil(t, r)
+			assert.Equal(t, tc.state, r.State)
+			assert.Equal(t, -1, r.Value, "the primary's default value")
+			assert.Equal(t, primary.Result().Err, r.Err)
+		})
+	}
+}
+
+// TestWhenResultWaitsForEveryUpstream checks that WhenResult, like
+// AllDone, waits for every upstream and is not failed by one that failed.
+func TestWhenResultWaitsForEveryUpstream(t *testing.T) {
+	a := newAsync(t)
+	gate := make(chan struct{})
+	release := releaser(t, gate)
+	bad := NewWrapper("bad", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, errBoom }), 0)
+	slow := NewWrapper("slow", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		return gated(gate, 1)(ctx, Wrappers{})
+	}), 0)
+	var calls atomic.Int32
+	x := NewWrapper("x", okWorker(), 0).Depend(bad, true).Depend(slow, true).Join(WhenResult("bad", func(r WorkResult[int]) bool {
+		calls.Add(1)
+		return errors.Is(r.Err, errBoom)
+	}))
+	run, err := a.Start(context.Background(), 0, bad, slow)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return bad.State() == StateError }, 10*time.Second, time.Millisecond)
+	assert.Zero(t, calls.Load())
+	assert.Equal(t, StateInit, x.State())
+	release()
+	require.NoError(t, run.Wait(context.Background()))
+	assert.Equal(t, int32(1), calls.Load())
+	assert.Equal(t, ResultSuccess, x.Result().State)
+	assert.Equal(t, `when result of "bad"`, Join(WhenResult("bad", func(WorkResult[int]) bool { return true })).String())
+}
+
+// TestWhenResultValidation checks Compile's checks of a WhenResult join.
+func TestWhenResultValidation(t *testing.T) {
+	for _, tc := range []struct {
+		join Join
+		msg  string
+	}{
+		{WhenResult[string]("up", nil), `node "x": WhenResult("up") with a nil condition`},
+		{WhenResult("up", func(WorkResult[int]) bool { return true }), `node "x": WhenResult("up") takes int, and "up" returns string`},
+		{WhenResult("nope", func(WorkResult[string]) bool { return true }), `node "x": "nope" is not one of its upstreams`},
+	} {
+		up := route("up", "a")
+		NewWrapper("x", okWorker(), 0).Depend(up, true).Join(tc.join)
+		_, err := Compile(up)
+		require.ErrorIs(t, err, ErrBadJoin)
+		assert.Contains(t, err.Error(), tc.msg)
+	}
+}

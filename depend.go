@@ -80,6 +80,8 @@ type Join struct {
 	// it. whenType is the type its condition takes.
 	when     func(ups []Upstream) (Decision, error)
 	whenType reflect.Type
+	// whenResult tells a WhenResult join from a When join.
+	whenResult bool
 }
 
 type joinKind uint8
@@ -109,7 +111,10 @@ func (j Join) String() string {
 	case joinNamed:
 		return fmt.Sprintf("named %v succeeded", j.ids)
 	}
-	if j.when != nil {
+	switch {
+	case j.whenType != nil && j.whenResult:
+		return fmt.Sprintf("when result of %q", j.ids[0])
+	case j.whenType != nil:
 		return fmt.Sprintf("when %q", j.ids[0])
 	}
 	return "custom"
@@ -213,11 +218,9 @@ func When[T any](id string, cond func(v T) bool) Join {
 		case wait:
 			return DecideWait, nil
 		}
-		// A nil interface value (from an upstream whose result type is an
-		// interface) is T's zero value when T is an interface too.
-		t, ok := v.(T)
-		if !ok && (v != nil || reflect.TypeFor[T]().Kind() != reflect.Interface) {
-			return DecideFail, fmt.Errorf("%w: When(%q) takes %v, and the upstream's value is %s", ErrResultType, id, reflect.TypeFor[T](), describeValue(v))
+		t, err := valueAs[T]("When", id, v)
+		if err != nil {
+			return DecideFail, err
 		}
 		if cond(t) {
 			return DecideRun, nil
@@ -225,6 +228,71 @@ func When[T any](id string, cond func(v T) bool) Join {
 		return DecideSkip, nil
 	}
 	return j
+}
+
+// WhenResult is the join of a branch that looks at how an upstream
+// ended, a fallback for example: it runs the node once every upstream
+// has ended, whatever the outcome (as [AllDone]), and cond, called then
+// with the result of the upstream with the given id, reports true. When
+// cond reports false the node is not taken, as with [When].
+//
+// cond sees the upstream's whole result: its value (the worker's, or its
+// default value when it did not succeed), its State and its Err, which
+// is [ErrNotTaken] for an upstream not taken. So a fallback that runs
+// only when the primary call did not succeed is
+//
+//	backup.Depend(primary, false).
+//		Join(asynctool.WhenResult("primary", func(r asynctool.WorkResult[Price]) bool {
+//			return r.State != asynctool.ResultSuccess
+//		}))
+//
+// and the node that reads them depends on both as optional dependencies,
+// so that it runs on the first of them to succeed.
+//
+// Compile checks id and T as for When, and a value that is not a T when
+// the upstream's type is an interface fails the node with an error
+// wrapping [ErrResultType]. cond is user code called as When's is.
+func WhenResult[T any](id string, cond func(r WorkResult[T]) bool) Join {
+	j := Join{kind: joinCustom, ids: []string{id}, whenType: reflect.TypeFor[T](), whenResult: true}
+	if cond == nil {
+		return j // refused by Compile, which names the node
+	}
+	j.when = func(ups []Upstream) (Decision, error) {
+		var at *Upstream
+		for k := range ups {
+			u := &ups[k]
+			if !u.Ended {
+				return DecideWait, nil
+			}
+			if u.ID == id && at == nil {
+				at = u
+			}
+		}
+		if at == nil {
+			return DecideFail, fmt.Errorf("asynctool: WhenResult(%q): no such upstream", id) // Compile refuses it
+		}
+		t, err := valueAs[T]("WhenResult", id, at.Value)
+		if err != nil {
+			return DecideFail, err
+		}
+		if cond(WorkResult[T]{Value: t, State: at.Result, Err: at.Err}) {
+			return DecideRun, nil
+		}
+		return DecideSkip, nil
+	}
+	return j
+}
+
+// valueAs returns v, the value of upstream id, as the T that join fn
+// (When or WhenResult) takes. A nil interface value (from an upstream
+// whose result type is an interface) is T's zero value when T is an
+// interface too.
+func valueAs[T any](fn, id string, v any) (T, error) {
+	t, ok := v.(T)
+	if !ok && (v != nil || reflect.TypeFor[T]().Kind() != reflect.Interface) {
+		return t, fmt.Errorf("%w: %s(%q) takes %v, and the upstream's value is %s", ErrResultType, fn, id, reflect.TypeFor[T](), describeValue(v))
+	}
+	return t, nil
 }
 
 // describeValue names v's type and shows v, for an error message: "a

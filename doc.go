@@ -50,7 +50,8 @@
 //
 // A node with a [When] join is a branch: it runs once its upstreams
 // succeeded and its condition holds for one upstream's value, and
-// otherwise it is not taken: it ends in StateError with [ErrNotTaken], its
+// otherwise it is not taken (a [WhenResult] join looks at how an
+// upstream ended instead, for a fallback): it ends in StateError with [ErrNotTaken], its
 // default value and its callback, without running. A custom join does the
 // same with [DecideSkip]. A node not taken is not a failure: it applies no
 // [FailurePolicy], and the nodes that needed it are not taken either,

@@ -65,3 +65,44 @@ func ExampleWhen() {
 	// grace (from the database)
 	//   cached: not taken: join when "lookup" decided so
 }
+
+// A fallback: the backup price service is called only when the primary
+// did not answer in time, and the quote takes whichever succeeded.
+func ExampleWhenResult() {
+	price := func(id string, d time.Duration, v int) *asynctool.WorkerWrapper[string, int] {
+		return asynctool.NewWrapper(id, asynctool.WorkerFunc[string, int](
+			func(ctx context.Context, _ string, _ asynctool.Wrappers) (int, error) {
+				select {
+				case <-time.After(d):
+					return v, nil
+				case <-ctx.Done():
+					return 0, context.Cause(ctx)
+				}
+			}), "sku-1")
+	}
+	primary := price("primary", time.Second, 100).Timeout(20 * time.Millisecond) // too slow today
+	backup := price("backup", time.Millisecond, 101).
+		Depend(primary, false).
+		Join(asynctool.WhenResult("primary", func(r asynctool.WorkResult[int]) bool {
+			return r.State != asynctool.ResultSuccess
+		}))
+	quote := asynctool.NewWrapper("quote", asynctool.WorkerFunc[string, string](
+		func(_ context.Context, _ string, all asynctool.Wrappers) (string, error) {
+			for _, p := range []*asynctool.WorkerWrapper[string, int]{primary, backup} {
+				if r, _ := p.ResultFrom(all); r.State == asynctool.ResultSuccess {
+					return fmt.Sprintf("%d from the %s", r.Value, p.ID()), nil
+				}
+			}
+			return "", fmt.Errorf("no price")
+		}), "").
+		Depend(primary, false).Depend(backup, false)
+
+	a := asynctool.New()
+	defer a.Close()
+	_ = a.BeginWork(context.Background(), time.Second, primary)
+	fmt.Println(quote.Result().Value)
+	fmt.Println("primary:", primary.Result().State)
+	// Output:
+	// 101 from the backup
+	// primary: timeout
+}

@@ -660,8 +660,12 @@ func (n *pnode) validateFlow(p *plan) error {
 func (n *pnode) validateWhen(p *plan) error {
 	j := &n.flow.join
 	id := j.ids[0]
+	fn := "When"
+	if j.whenResult {
+		fn = "WhenResult"
+	}
 	if j.when == nil {
-		return graphErr(ErrBadJoin, []string{n.core.id}, "node %q: When(%q) with a nil condition", n.core.id, id)
+		return graphErr(ErrBadJoin, []string{n.core.id}, "node %q: %s(%q) with a nil condition", n.core.id, fn, id)
 	}
 	for _, v := range p.ins[n.in0:n.in1] {
 		k, _ := upstream(v)
@@ -671,7 +675,7 @@ func (n *pnode) validateWhen(p *plan) error {
 		up, want := p.nodes[k].core.impl.resultType(), j.whenType
 		if !canHold(up, want) {
 			return graphErr(ErrBadJoin, []string{n.core.id, id},
-				"node %q: When(%q) takes %v, and %q returns %v", n.core.id, id, want, id, up)
+				"node %q: %s(%q) takes %v, and %q returns %v", n.core.id, fn, id, want, id, up)
 		}
 		return nil
 	}

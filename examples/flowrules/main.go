@@ -1,4 +1,4 @@
-// Command flowrules shows every join strategy, a branch (When) and every
+// Command flowrules shows every join strategy, branches and every
 // failure policy of asynctool on small graphs whose workers are simulated
 // RPCs, and prints each run's report.
 package main
@@ -108,6 +108,15 @@ func main() {
 		Depend(routeTo, true).Join(asynctool.When("route", func(to string) bool { return to == "db" }))
 	asynctool.NewWrapper("page", rpc(0, 3, nil), "").Depend(decode, false).Depend(db, false)
 	run(`When: route says "db", so cache and decode are not taken`, routeTo)
+
+	// A fallback: the backup runs only because the primary timed out, and
+	// the quote takes the backup's price.
+	primary := asynctool.NewWrapper("primary", rpc(time.Second, 100, nil), "").Timeout(20 * time.Millisecond)
+	backup := asynctool.NewWrapper("backup", rpc(5*time.Millisecond, 101, nil), "").
+		Depend(primary, false).
+		Join(asynctool.WhenResult("primary", func(r asynctool.WorkResult[int]) bool { return r.State != asynctool.ResultSuccess }))
+	asynctool.NewWrapper("quote", rpc(0, 1, nil), "").Depend(primary, false).Depend(backup, false)
+	run("WhenResult: the backup runs because the primary timed out", primary)
 
 	// Retries with backoff, bounded by a node timeout.
 	var calls atomic.Int32
