@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -39,4 +40,33 @@ func TestS19QWhenResultOnAnInterfaceUpstreamThatFailed(t *testing.T) {
 	x := NewWrapper("x", okWorker(), 0).Depend(up, true).Join(WhenResult("up", func(WorkResult[int]) bool { return true }))
 	require.NoError(t, a2.BeginWork(context.Background(), 0, up))
 	assert.ErrorIs(t, x.Result().Err, ErrResultType)
+}
+
+// TestS19QWhenResultNotTakenReason: a WhenResult join looks at one
+// upstream's result and does not propagate another's not being taken
+// (it runs whatever its upstreams did, as AllDone). When its condition
+// said no and the last upstream to end was a branch not taken, the
+// report said "upstream "other" was not taken", which is not why the node
+// was not taken: its condition on "primary" decided.
+func TestS19QWhenResultNotTakenReason(t *testing.T) {
+	a := newAsync(t)
+	gate := make(chan struct{})
+	release := releaser(t, gate)
+	flag := NewWrapper("flag", WorkerFunc[int, bool](func(context.Context, int, Wrappers) (bool, error) {
+		<-gate
+		return false, nil
+	}), 0)
+	other := NewWrapper("other", okWorker(), 0).Depend(flag, true).Join(When("flag", func(on bool) bool { return on }))
+	primary := NewWrapper("primary", okWorker(), 0)
+	x := NewWrapper("x", okWorker(), 0).Depend(primary, true).Depend(other, true).
+		Join(WhenResult("primary", func(r WorkResult[int]) bool { return r.State != ResultSuccess }))
+	run, err := a.Start(context.Background(), 0, flag, primary)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return primary.State() == StateFinish }, 10*time.Second, time.Millisecond)
+	release()
+	require.NoError(t, run.Wait(context.Background()))
+	require.Equal(t, ErrNotTaken, x.Result().Err)
+	n := nodeReport(t, run.Report(), "x")
+	assert.Equal(t, "other", n.DecidedBy)
+	assert.Equal(t, `not taken: join when result of "primary" decided so`, n.Reason)
 }
