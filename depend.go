@@ -186,7 +186,7 @@ func CustomJoin(fn func(ups []Upstream) Decision) Join { return Join{kind: joinC
 // AnySucceeded, AtLeast and optional dependencies, a node whose join can
 // no longer be met only because upstreams were not taken is not taken,
 // and it fails when one of those upstreams failed; AllDone runs the node
-// whatever its upstreams did. A custom join sees a not-taken upstream as
+// whatever its upstreams did, and [WhenResult] asks its condition. A custom join sees a not-taken upstream as
 // ended and not OK, with Err [ErrNotTaken], and may answer [DecideSkip].
 func When[T any](id string, cond func(v T) bool) Join {
 	j := Join{kind: joinCustom, ids: []string{id}, whenType: reflect.TypeFor[T]()}
