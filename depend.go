@@ -186,7 +186,7 @@ func CustomJoin(fn func(ups []Upstream) Decision) Join { return Join{kind: joinC
 // AnySucceeded, AtLeast and optional dependencies, a node whose join can
 // no longer be met only because upstreams were not taken is not taken,
 // and it fails when one of those upstreams failed; AllDone runs the node
-// whatever its upstreams did. A custom join sees a not-taken upstream as
+// whatever its upstreams did, and [WhenResult] asks its condition. A custom join sees a not-taken upstream as
 // ended and not OK, with Err [ErrNotTaken], and may answer [DecideSkip].
 func When[T any](id string, cond func(v T) bool) Join {
 	j := Join{kind: joinCustom, ids: []string{id}, whenType: reflect.TypeFor[T]()}
@@ -251,7 +251,10 @@ func When[T any](id string, cond func(v T) bool) Join {
 //
 // Compile checks id and T as for When, and a value that is not a T when
 // the upstream's type is an interface fails the node with an error
-// wrapping [ErrResultType]. cond is user code called as When's is.
+// wrapping [ErrResultType], except a nil value of an upstream that did
+// not succeed (an interface's zero value, its default when it has none),
+// which cond gets as T's zero value. cond is user code called as When's
+// is.
 func WhenResult[T any](id string, cond func(r WorkResult[T]) bool) Join {
 	j := Join{kind: joinCustom, ids: []string{id}, whenType: reflect.TypeFor[T](), whenResult: true}
 	if cond == nil {
@@ -271,9 +274,15 @@ func WhenResult[T any](id string, cond func(r WorkResult[T]) bool) Join {
 		if at == nil {
 			return DecideFail, fmt.Errorf("asynctool: WhenResult(%q): no such upstream", id) // Compile refuses it
 		}
-		t, err := valueAs[T]("WhenResult", id, at.Value)
-		if err != nil {
-			return DecideFail, err
+		var t T
+		// An upstream that did not succeed has its default value: the
+		// zero value of its result type when it has none, a nil
+		// interface that is T's zero value here.
+		if at.Value != nil || at.Result == ResultSuccess {
+			var err error
+			if t, err = valueAs[T]("WhenResult", id, at.Value); err != nil {
+				return DecideFail, err
+			}
 		}
 		if cond(WorkResult[T]{Value: t, State: at.Result, Err: at.Err}) {
 			return DecideRun, nil

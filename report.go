@@ -307,7 +307,10 @@ func (r *Run) reason(i int32) string {
 	case isSkip(err):
 		return "no successor needed it any more"
 	case err == ErrNotTaken:
-		if by := r.nodes[i].decidedBy(); by >= 0 && r.isNotTaken(by) {
+		// A WhenResult join does not pass an upstream's not being taken
+		// on: its condition decided, whichever upstream ended last.
+		propagated := pn.flow == nil || !pn.flow.join.whenResult
+		if by := r.nodes[i].decidedBy(); by >= 0 && propagated && r.isNotTaken(by) {
 			return fmt.Sprintf("upstream %q was not taken", r.p.nodes[by].core.id)
 		}
 		if pn.flow != nil {

@@ -39,11 +39,12 @@ func (s ResultState) String() string {
 // WorkResult is a node's outcome. On success Value is what the worker
 // returned and Err is nil. Otherwise Value is the node's default value
 // (see [WorkerWrapper.Default] and [Defaulter]) and Err says why:
-//   - the worker's own error, or a [*PanicError] if it panicked;
+//   - the worker's own error, or a [*PanicError] if it panicked (a
+//     worker's own ErrSkipped or ErrNotTaken is wrapped: see [ErrSkipped]);
 //   - an [*UpstreamError] wrapping the error of an upstream it needed;
 //   - [ErrSkipped] if it was short-circuited;
-//   - [ErrNotTaken] if it was a branch not taken ([When], [DecideSkip]),
-//     or an upstream it needed was;
+//   - [ErrNotTaken] if it was a branch not taken ([When], [WhenResult],
+//     [DecideSkip]), or an upstream it needed was;
 //   - the run context's cause ([context.DeadlineExceeded] for the group
 //     deadline) if it timed out, or a [*NodeTimeoutError] if its own
 //     [WorkerWrapper.Timeout] passed;
@@ -52,8 +53,10 @@ func (s ResultState) String() string {
 //   - an [*EndError] if a [PolicyEnd] node ended the run first;
 //   - an error wrapping [ErrJoinFailed] or [ErrJoinUndecided], or a
 //     *PanicError, if its custom join failed it; an error wrapping
-//     [ErrResultType], or a *PanicError, if its [When] join's condition
-//     could not be asked or panicked;
+//     [ErrResultType], or a *PanicError, if its [When] or [WhenResult]
+//     join's condition could not be asked or panicked (an error wrapping
+//     [ErrGoexit] if the condition or a custom join called
+//     runtime.Goexit);
 //   - [ErrGoexit] if its worker ended its goroutine with runtime.Goexit.
 type WorkResult[R any] struct {
 	Value R

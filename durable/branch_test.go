@@ -290,6 +290,6 @@ func TestWhenOnAnAnyNodeAfterAReplay(t *testing.T) {
 	require.Len(t, evs, 2)
 	assert.Equal(t, int32(1), b.Load(), "b was taken on the first attempt only")
 	require.Equal(t, rivertype.JobStateDiscarded, evs[1].Job.State)
-	assert.Contains(t, lastError(t, evs[1]), `When("a") takes int, and the upstream's value is 2`)
+	assert.Contains(t, lastError(t, evs[1]), `When("a") takes int, and the upstream's value is a float64, 2`)
 	assert.Contains(t, lastError(t, evs[1]), asynctool.ErrResultType.Error())
 }

@@ -176,13 +176,17 @@ func (w *Worker[A]) Timeout(*river.Job[A]) time.Duration {
 // attempt with that error.
 //
 // A node that did not run because it was short-circuited or not taken
-// (a branch that its asynctool.When join, or a custom join's DecideSkip,
-// did not choose, or a node downstream of one) has not failed: as a
-// sink it counts as done, and it is named neither in a
+// (a branch that its asynctool.When or asynctool.WhenResult join, or a
+// custom join's DecideSkip, did not choose, or a node downstream of one)
+// has not failed: as a sink it counts as done, and it is named neither in a
 // *GraphFailedError nor in a *SuspendedError's Failed. A retry asks each
 // When condition again, with its upstream's value replayed when that
 // upstream is checkpointed: checkpoint the node a switch chooses by, or
-// the retry may take another branch.
+// the retry may take another branch. Only successes are checkpointed: an
+// asynctool.WhenResult condition (a fallback) sees a checkpointed
+// upstream that succeeded replayed, and one that failed run again, so a
+// retry may call the primary again and then not take the backup that
+// the earlier attempt ran.
 //
 // A node under PolicySuspend whose worker failed parks the job: once
 // every branch that does not need the node has ended (see
@@ -883,10 +887,11 @@ func isNil(v any) bool {
 // map[string]any, comes back with JSON's own types (a float64 where the
 // worker returned an int, a map[string]any for a struct), as encoding/json
 // gives them. Use the concrete type, or json.RawMessage for JSON whose
-// shape is not known. An [asynctool.When] condition on such a node gets
-// them too: a When[int] on an any that held an int takes its branch on
-// the first attempt and, on a replay, where the value is a float64, fails
-// its node with asynctool.ErrResultType. A condition on a concrete type
+// shape is not known. An [asynctool.When] or [asynctool.WhenResult]
+// condition on such a node gets them too: a When[int] on an any that
+// held an int takes its branch on the first attempt and, on a replay,
+// where the value is a float64, fails its node with
+// asynctool.ErrResultType. A condition on a concrete type
 // (a string, a struct) sees on a replay the value its JSON decodes to.
 //
 // A result that does not encode as JSON fails the node, and so does one
