@@ -647,3 +647,26 @@ func TestWhenResultValidation(t *testing.T) {
 		assert.Contains(t, err.Error(), tc.msg)
 	}
 }
+
+// TestCauseThatIsTheSentinelIsATimeout checks that a run cancelled with
+// ErrNotTaken as its cause ends its nodes as timeouts, not as branches
+// not taken: the nodes after them are ended by the run too, and none is
+// reported skipped.
+func TestCauseThatIsTheSentinelIsATimeout(t *testing.T) {
+	a := newAsync(t)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	up := NewWrapper("up", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		cancel(ErrNotTaken)
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}), 0)
+	down := NewWrapper("down", okWorker(), 0).Depend(up, true)
+	run, err := a.Start(ctx, 0, up)
+	require.NoError(t, err)
+	require.ErrorIs(t, run.Wait(context.Background()), ErrNotTaken)
+	for _, n := range run.Report().Nodes {
+		assert.Equal(t, StatusTimedOut, n.Status, n.ID)
+	}
+	assert.Equal(t, ResultTimeout, down.Result().State)
+	assert.False(t, run.isNotTaken(0) || run.isNotTaken(1))
+}

@@ -652,7 +652,13 @@ func (r *Run) notTaken(s, by int32, wl *worklist) {
 // isNotTaken reports whether node j, which has ended, was not taken.
 func (r *Run) isNotTaken(j int32) bool {
 	st := r.nodes[j].st()
-	return st == sError && r.p.nodes[j].core.impl.resultErr(r.slot(j), st) == ErrNotTaken
+	if st != sError {
+		return false
+	}
+	// An exception: a node the run's context ended has its cause for Err,
+	// which may be any error, this one too.
+	rs, err := r.p.nodes[j].core.impl.resultMeta(r.slot(j), st)
+	return rs == ResultException && err == ErrNotTaken
 }
 
 // onlyNotTaken reports whether every upstream of s that ended without

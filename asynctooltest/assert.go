@@ -116,7 +116,7 @@ func NotTaken(t testing.TB, rep *asynctool.Report, id string) bool {
 	if !ok {
 		return false
 	}
-	if n.Ran || n.Err != asynctool.ErrNotTaken {
+	if n.Ran || n.Err != asynctool.ErrNotTaken || n.Result != asynctool.ResultException {
 		t.Errorf("%q ended %v/%v, ran=%v, err=%v, want it not taken", id, n.State, n.Result, n.Ran, n.Err)
 		return false
 	}

@@ -320,7 +320,7 @@ func (in *instruments) runEnd(ctx context.Context, rep *asynctool.Report) {
 	for i := range rep.Nodes {
 		// A branch not taken is not a failure: counting it would make
 		// every switch report failures.
-		if rep.Nodes[i].State != asynctool.StateFinish && rep.Nodes[i].Err != asynctool.ErrNotTaken {
+		if n := &rep.Nodes[i]; n.State != asynctool.StateFinish && (n.Err != asynctool.ErrNotTaken || n.Result != asynctool.ResultException) {
 			failed++
 		}
 	}
