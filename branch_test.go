@@ -670,3 +670,32 @@ func TestCauseThatIsTheSentinelIsATimeout(t *testing.T) {
 	assert.Equal(t, ResultTimeout, down.Result().State)
 	assert.False(t, run.isNotTaken(0) || run.isNotTaken(1))
 }
+
+// TestReportShowsJoins checks that reports, static and of a run, name a
+// node's join when it is not the default one, and that DOT and Mermaid
+// show it under the node's id, escaped.
+func TestReportShowsJoins(t *testing.T) {
+	build := func() (*WorkerWrapper[int, string], *WorkerWrapper[int, int]) {
+		r := route("route", "db")
+		cache := NewWrapper("cache", okWorker(), 0).Depend(r, true).Join(When("route", isRoute("cache")))
+		NewWrapper("db", okWorker(), 0).Depend(r, true).Join(When("route", isRoute("db")))
+		NewWrapper("plain", okWorker(), 0).Depend(r, true).Timeout(time.Minute) // flow rules, default join
+		return r, cache
+	}
+	r, _ := build()
+	static, err := Describe(r)
+	require.NoError(t, err)
+	a := newAsync(t)
+	r2, _ := build()
+	run, err := a.Start(context.Background(), 0, r2)
+	require.NoError(t, err)
+	require.NoError(t, run.Wait(context.Background()))
+	for name, rep := range map[string]*Report{"static": static, "run": run.Report()} {
+		assert.Equal(t, "", nodeReport(t, rep, "route").Join, name)
+		assert.Equal(t, `when "route"`, nodeReport(t, rep, "cache").Join, name)
+		assert.Equal(t, "", nodeReport(t, rep, "plain").Join, name)
+		assert.Contains(t, rep.DOT(), `cache\nwhen \"route\"`, name)
+		assert.Contains(t, rep.Mermaid(), `cache<br/>when #quot;route#quot;`, name)
+	}
+	assert.Contains(t, run.Report().DOT(), `cache\nwhen \"route\"\nnot taken`)
+}

@@ -96,6 +96,8 @@ const (
 	joinCustom
 )
 
+// String describes the join in words, as reports, pictures and errors
+// show it: "all succeeded", `when "route"`, "custom".
 func (j Join) String() string {
 	switch j.kind {
 	case joinDefault:

@@ -56,15 +56,18 @@ func (rep *Report) isStatic() bool {
 	return true
 }
 
-// nodeLines returns the lines of node n's label: its id, then (for a run)
-// its outcome, its duration when times were recorded, and its attempts
-// when it ran more than once.
+// nodeLines returns the lines of node n's label: its id, its join when it
+// is not the default one, then (for a run) its outcome, its duration when
+// times were recorded, and its attempts when it ran more than once.
 func (rep *Report) nodeLines(n *NodeReport, static bool) []string {
 	id := n.ID
 	if id == "" {
 		id = "#" + strconv.Itoa(n.Index)
 	}
 	lines := []string{id}
+	if n.Join != "" {
+		lines = append(lines, n.Join)
+	}
 	if static {
 		return lines
 	}
@@ -128,9 +131,11 @@ func (rep *Report) criticalEdges() map[[2]int]bool {
 // including the empty one, quotes, spaces and any Unicode, appears only
 // inside an escaped label. Edges go from upstream to downstream: solid
 // for must dependencies, dashed for optional ones, and thick for the
-// edges of the critical path (see [Report.CriticalPath]). Durations
-// appear on the nodes when the run recorded times ([WithTimings] or
-// hooks). A node's fill colour is its outcome:
+// edges of the critical path (see [Report.CriticalPath]). A node whose
+// join is not the default one shows it under its id (`when "route"`, so
+// a switch's branches can be told apart). Durations appear on the nodes
+// when the run recorded times ([WithTimings] or hooks). A node's fill
+// colour is its outcome:
 //
 //	finish (success)                  green   #a6d96a
 //	error: exception (failed, panic,  red     #f4a582
@@ -142,8 +147,8 @@ func (rep *Report) criticalEdges() map[[2]int]bool {
 //	init (never ran, not ended)       white   #ffffff
 //
 // A static report (every node in StateInit with no result, as from
-// [Describe] or [Plan.Describe]) is drawn as the plain graph: no colours,
-// no outcomes, no durations, no critical path.
+// [Describe] or [Plan.Describe]) is drawn as the plain graph, with the
+// joins: no colours, no outcomes, no durations, no critical path.
 func (rep *Report) DOT() string {
 	static := rep.isStatic()
 	var b strings.Builder

@@ -48,6 +48,10 @@ type NodeReport struct {
 	DecidedBy string
 	// Reason explains, in words, why a node did not succeed.
 	Reason string
+	// Join is the node's join strategy in words, as [Join.String] gives
+	// it (`when "route"`, `at least 2 succeeded`), empty for the default
+	// join of [WorkerWrapper.Depend].
+	Join string
 	// Ready, Started and Ended are when the node's join was satisfied,
 	// when its worker started, and when its result became final. Wait is
 	// Started-Ready, the time it waited for a goroutine. Lane numbers the
@@ -94,6 +98,9 @@ func (r *Run) Report() *Report {
 		nr.Status = r.status(int32(i), st, rep)
 		nr.Attempts = int(r.attemptsOf(int32(i)))
 		nr.Ran = nr.Attempts > 0
+		if pn.flow != nil && pn.joinKind != joinDefault {
+			nr.Join = pn.flow.join.String()
+		}
 		if st == sPending && r.exts != nil && r.exts[i] != nil {
 			ext := r.exts[i]
 			ext.mu.Lock()
