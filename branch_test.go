@@ -699,3 +699,44 @@ func TestReportShowsJoins(t *testing.T) {
 	}
 	assert.Contains(t, run.Report().DOT(), `cache\nwhen \"route\"\nnot taken`)
 }
+
+// TestWideWhenJoinIsLinear checks that a When join over many upstreams
+// looks at each upstream's end alone until the last one, instead of at
+// every upstream on every end, which made a wide join quadratic: a run
+// of a plan whose sink has a When join over a thousand upstreams
+// allocates a bounded number of objects per upstream (one []Upstream per
+// end, over 1,000 objects per run, before the fix; a few dozen after).
+func TestWideWhenJoinIsLinear(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	a := newAsync(t, WithMaxWorkers(2))
+	const n = 1000
+	root := NewWrapper("root", okWorker(), 0)
+	var asked atomic.Int32
+	sink := NewWrapper("sink", okWorker(), 0).Join(When("m0", func(int) bool { asked.Add(1); return true }))
+	for k := range n - 2 {
+		sink.Depend(NewWrapper(fmt.Sprint("m", k), okWorker(), 0).Depend(root, true), true)
+	}
+	pl, err := Compile(root)
+	require.NoError(t, err)
+	runs := int32(0)
+	run := func() {
+		runs++
+		r, err := a.RunPlan(context.Background(), pl, time.Minute)
+		if err != nil {
+			panic(err)
+		}
+		if sink.ResultIn(r).State != ResultSuccess {
+			panic("the sink did not run")
+		}
+		r.Release()
+	}
+	for range 20 {
+		run() // warm the pools
+	}
+	allocs := testing.AllocsPerRun(50, run)
+	t.Logf("%.1f allocs per run of %d nodes", allocs, n)
+	assert.Less(t, allocs, float64(n)/4, "allocs per run")
+	assert.Equal(t, runs, asked.Load(), "the condition is asked once per run")
+}

@@ -75,10 +75,13 @@ type Join struct {
 	n    int
 	ids  []string
 	fn   func(ups []Upstream) Decision
-	// when is set for a [When] join (kind joinCustom, ids its one id):
-	// it decides in fn's place, with an error for the node when it fails
-	// it. whenType is the type its condition takes.
-	when     func(ups []Upstream) (Decision, error)
+	// when is set for a [When] or [WhenResult] join (kind joinCustom,
+	// ids its one id): it decides in fn's place, with an error for the
+	// node when it fails it. It is asked after each upstream end with
+	// last, the upstream that ended (without its Value), and ups, every
+	// upstream, once they have all ended (nil before). whenType is the type its condition
+	// takes.
+	when     func(last Upstream, ups []Upstream) (Decision, error)
 	whenType reflect.Type
 	// whenResult tells a WhenResult join from a When join.
 	whenResult bool
@@ -153,7 +156,9 @@ func NamedSucceeded(ids ...string) Join {
 // A panic in fn fails the node, and so does a Decision that is none of the
 // five. fn should be quick: it runs as part of an upstream's end, which
 // the run waits for as it waits for a Result callback, also past the
-// group deadline.
+// group deadline. Since every call gets every upstream, a custom join
+// over n upstreams costs O(n²) per run; the built-in joins, [When] and
+// [WhenResult] included, cost O(n).
 func CustomJoin(fn func(ups []Upstream) Decision) Join { return Join{kind: joinCustom, fn: fn} }
 
 // When is the join of a conditional branch: it runs the node once every
@@ -195,17 +200,26 @@ func When[T any](id string, cond func(v T) bool) Join {
 	if cond == nil {
 		return j // refused by Compile, which names the node
 	}
-	j.when = func(ups []Upstream) (Decision, error) {
+	j.when = func(last Upstream, ups []Upstream) (Decision, error) {
+		// Each upstream's end is looked at as it comes, so that a failure
+		// or a branch not taken decides at once whatever the others are
+		// doing, as AllSucceeded does.
+		switch {
+		case !last.OK && last.Err == ErrNotTaken:
+			return DecideSkip, nil
+		case !last.OK:
+			return DecideFail, &UpstreamError{ID: last.ID, Err: last.Err}
+		case ups == nil:
+			return DecideWait, nil
+		}
+		// Every upstream has ended. One whose own call is yet to come
+		// (the ends raced) may have failed or not been taken: a failure
+		// wins, as it would have had its call come first.
 		var v any
-		found, wait, skip := false, false, false
-		// Every upstream is looked at before waiting, so that a failure
-		// or a branch not taken decides at once whatever the order of
-		// the upstreams, as AllSucceeded does.
+		found, skip := false, false
 		for k := range ups {
 			u := &ups[k]
 			switch {
-			case !u.Ended:
-				wait = true
 			case !u.OK && u.Err == ErrNotTaken:
 				skip = true
 			case !u.OK:
@@ -214,11 +228,8 @@ func When[T any](id string, cond func(v T) bool) Join {
 				v, found = u.Value, true
 			}
 		}
-		switch {
-		case skip:
+		if skip {
 			return DecideSkip, nil
-		case wait:
-			return DecideWait, nil
 		}
 		t, err := valueAs[T]("When", id, v)
 		if err != nil {
@@ -262,14 +273,13 @@ func WhenResult[T any](id string, cond func(r WorkResult[T]) bool) Join {
 	if cond == nil {
 		return j // refused by Compile, which names the node
 	}
-	j.when = func(ups []Upstream) (Decision, error) {
+	j.when = func(_ Upstream, ups []Upstream) (Decision, error) {
+		if ups == nil {
+			return DecideWait, nil // not every upstream has ended
+		}
 		var at *Upstream
 		for k := range ups {
-			u := &ups[k]
-			if !u.Ended {
-				return DecideWait, nil
-			}
-			if u.ID == id && at == nil {
+			if u := &ups[k]; u.ID == id && at == nil {
 				at = u
 			}
 		}
@@ -570,7 +580,7 @@ func (r *Run) customJoin(s, from int32, wl *worklist) {
 	sn, pn := &r.nodes[s], &r.p.nodes[s]
 	c, _ := sn.arrive(0, from, int64(sReady))
 	all := c == pn.needOK
-	d, perr, ok := r.askJoin(s)
+	d, perr, ok := r.askJoin(s, from, all)
 	if !ok {
 		return
 	}
@@ -598,9 +608,10 @@ func (r *Run) customJoin(s, from int32, wl *worklist) {
 }
 
 // askJoin calls node s's custom join with its upstreams' current state,
-// unless it already decided. Calls never overlap; ok is false if the join
+// unless it already decided, after upstream from ended; all says whether
+// every upstream has ended. Calls never overlap; ok is false if the join
 // was not asked.
-func (r *Run) askJoin(s int32) (d Decision, perr error, ok bool) {
+func (r *Run) askJoin(s, from int32, all bool) (d Decision, perr error, ok bool) {
 	sn, pn := &r.nodes[s], &r.p.nodes[s]
 	ext := r.exts[s]
 	ext.join.Lock()
@@ -608,20 +619,25 @@ func (r *Run) askJoin(s int32) (d Decision, perr error, ok bool) {
 	if ext.decided || sn.st() != sInit {
 		return 0, nil, false
 	}
-	in := r.p.in(s)
-	ups := make([]Upstream, len(in))
-	for k, v := range in {
-		j, _ := upstream(v)
-		up := &ups[k]
-		up.ID = r.p.nodes[j].core.id
-		st := r.nodes[j].st()
-		up.Pending = st == sPending
-		if terminal(st) {
-			up.Ended, up.OK = true, r.counts(j)
-			up.Value, up.Result, up.Err = r.p.nodes[j].core.impl.resultAny(r.slot(j), st)
+	j := &pn.flow.join
+	var last Upstream
+	var ups []Upstream
+	if j.when != nil {
+		// A When or WhenResult join decides on the upstream that just
+		// ended alone until every upstream has: a call per upstream end
+		// that looked at every upstream would make a wide join
+		// quadratic.
+		last = r.upstreamView(from, false)
+	}
+	if j.when == nil || all {
+		in := r.p.in(s)
+		ups = make([]Upstream, len(in))
+		for k, v := range in {
+			u, _ := upstream(v)
+			ups[k] = r.upstreamView(u, true)
 		}
 	}
-	d, perr = callJoin(&pn.flow.join, ups)
+	d, perr = callJoin(j, last, ups)
 	if perr == nil && (d < DecideWait || d > DecideSkip) {
 		// Not one of the five: it would decide nothing, and the node
 		// would wait for ever. It fails the node, as a panic does.
@@ -631,16 +647,35 @@ func (r *Run) askJoin(s int32) (d Decision, perr error, ok bool) {
 	return d, perr, true
 }
 
-// callJoin asks j, a custom or When join; perr is set when it failed the
-// node: a panic, or a When join's reason.
-func callJoin(j *Join, ups []Upstream) (d Decision, perr error) {
+// upstreamView is upstream j as a custom join sees it now; without its
+// Value unless value is set (boxing it may allocate).
+func (r *Run) upstreamView(j int32, value bool) Upstream {
+	up := Upstream{ID: r.p.nodes[j].core.id}
+	st := r.nodes[j].st()
+	up.Pending = st == sPending
+	if terminal(st) {
+		up.Ended, up.OK = true, r.counts(j)
+		impl := r.p.nodes[j].core.impl
+		if value {
+			up.Value, up.Result, up.Err = impl.resultAny(r.slot(j), st)
+		} else {
+			up.Result, up.Err = impl.resultMeta(r.slot(j), st)
+		}
+	}
+	return up
+}
+
+// callJoin asks j, a custom or a When join (see Join.when for last and
+// ups); perr is set when it failed the node: a panic, or a When join's
+// reason.
+func callJoin(j *Join, last Upstream, ups []Upstream) (d Decision, perr error) {
 	defer func() {
 		if v := recover(); v != nil {
 			perr = newPanicError(v)
 		}
 	}()
 	if j.when != nil {
-		return j.when(ups)
+		return j.when(last, ups)
 	}
 	return j.fn(ups), nil
 }
