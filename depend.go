@@ -169,11 +169,11 @@ func CustomJoin(fn func(ups []Upstream) Decision) Join { return Join{kind: joinC
 // nodes with When joins on one upstream make a switch: each runs or not
 // as its condition says.
 //
-// Like [AllSucceeded], a failed upstream fails the node at once,
-// whatever the others are doing (with an [*UpstreamError]), and an
-// upstream that was not taken makes the node not taken too, without
-// calling cond. An upstream that failed under
-// [PolicyContinue] counts as a success, and cond gets its default value.
+// Like [AllSucceeded], a failed upstream fails the node at once, whatever
+// the others are doing (with an [*UpstreamError]), and an upstream that was
+// not taken makes the node not taken too, without calling cond. An upstream
+// that failed under [PolicyContinue] counts as a success, and cond gets its
+// default value.
 //
 // Compile rejects the join with [ErrBadJoin] when id is not an upstream
 // of the node, when cond is nil, and when the upstream's result type can
@@ -190,11 +190,12 @@ func CustomJoin(fn func(ups []Upstream) Decision) Join { return Join{kind: joinC
 // Nodes downstream of one that was not taken apply their own joins: with
 // the default join's must dependencies, AllSucceeded, NamedSucceeded and
 // When, a must upstream not taken makes the node not taken; with
-// AnySucceeded, AtLeast and optional dependencies, a node whose join can
-// no longer be met only because upstreams were not taken is not taken,
-// and it fails when one of those upstreams failed; AllDone runs the node
-// whatever its upstreams did, and [WhenResult] asks its condition. A custom join sees a not-taken upstream as
-// ended and not OK, with Err [ErrNotTaken], and may answer [DecideSkip].
+// AnySucceeded, AtLeast and optional dependencies, a node whose join can no
+// longer be met only because upstreams were not taken is not taken, and it
+// fails when one of those upstreams failed; AllDone runs the node whatever
+// its upstreams did, and [WhenResult] asks its condition. A custom join
+// sees a not-taken upstream as ended and not OK, with Err [ErrNotTaken],
+// and may answer [DecideSkip].
 func When[T any](id string, cond func(v T) bool) Join {
 	j := Join{kind: joinCustom, ids: []string{id}, whenType: reflect.TypeFor[T]()}
 	if cond == nil {

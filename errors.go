@@ -63,8 +63,8 @@ var (
 	// of either, fails its node: the error is wrapped, with the same
 	// message, so errors.Is still finds the sentinel.
 	ErrSkipped = errors.New("asynctool: skipped: no successor needs this node")
-	// ErrNotTaken is the Err of a node that was not taken: its join
-	// decided not to run it ([When], [WhenResult], [DecideSkip]), or an upstream it
+	// ErrNotTaken is the Err of a node that was not taken: its join decided
+	// not to run it ([When], [WhenResult], [DecideSkip]), or an upstream it
 	// needed was not taken (see When for how each join treats one).
 	ErrNotTaken = errors.New("asynctool: not taken: the branch was not chosen")
 	// ErrUnknownID is returned by [ResultOf] for an id that is not a node of
