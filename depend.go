@@ -195,7 +195,12 @@ func CustomJoin(fn func(ups []Upstream) Decision) Join { return Join{kind: joinC
 // fails when one of those upstreams failed; AllDone runs the node whatever
 // its upstreams did, and [WhenResult] asks its condition. A custom join
 // sees a not-taken upstream as ended and not OK, with Err [ErrNotTaken],
-// and may answer [DecideSkip].
+// and may answer [DecideSkip]. These rules look at the upstreams that
+// have ended when the join decides: a node with a must upstream that
+// failed and another that was not taken fails or is not taken as the
+// first of the two to end decides (a When join that sees both ended
+// fails), and "only because upstreams were not taken" counts the
+// upstreams ended by the time the join could no longer be met.
 func When[T any](id string, cond func(v T) bool) Join {
 	j := Join{kind: joinCustom, ids: []string{id}, whenType: reflect.TypeFor[T]()}
 	if cond == nil {
