@@ -700,13 +700,13 @@ func TestReportShowsJoins(t *testing.T) {
 	assert.Contains(t, run.Report().DOT(), `cache\nwhen \"route\"\nnot taken`)
 }
 
-// TestWideWhenJoinIsLinear checks that a When join over many upstreams
+// TestWideWhenJoinAllocatesLinearly checks that a When join over many upstreams
 // looks at each upstream's end alone until the last one, instead of at
 // every upstream on every end, which made a wide join quadratic: a run
 // of a plan whose sink has a When join over a thousand upstreams
 // allocates a bounded number of objects per upstream (one []Upstream per
 // end, over 1,000 objects per run, before the fix; a few dozen after).
-func TestWideWhenJoinIsLinear(t *testing.T) {
+func TestWideWhenJoinAllocatesLinearly(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
