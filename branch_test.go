@@ -700,8 +700,8 @@ func TestReportShowsJoins(t *testing.T) {
 	assert.Contains(t, run.Report().DOT(), `cache\nwhen \"route\"\nnot taken`)
 }
 
-// TestWideWhenJoinAllocatesLinearly checks that a When join over many upstreams
-// looks at each upstream's end alone until the last one, instead of at
+// TestWideWhenJoinAllocatesLinearly checks that a When join over many
+// upstreams looks at each upstream's end alone until the last one, instead of at
 // every upstream on every end, which made a wide join quadratic: a run
 // of a plan whose sink has a When join over a thousand upstreams
 // allocates a bounded number of objects per upstream (one []Upstream per
