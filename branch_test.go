@@ -549,21 +549,26 @@ func TestWhenResultFallback(t *testing.T) {
 		taken   bool // primary's branch taken
 		backup  bool // backup ran
 		state   ResultState
+		// timeout is the primary's own: short only where it is to time
+		// out, since a worker that returns at once may still take over a
+		// millisecond on a loaded machine (under -race 3 runs in 1,000
+		// of the others timed out with a millisecond for every case).
+		timeout time.Duration
 	}{
-		{"primary succeeds", func(context.Context, int, Wrappers) (int, error) { return 1, nil }, true, false, ResultSuccess},
-		{"primary fails", func(context.Context, int, Wrappers) (int, error) { return 0, errBoom }, true, true, ResultException},
+		{"primary succeeds", func(context.Context, int, Wrappers) (int, error) { return 1, nil }, true, false, ResultSuccess, time.Hour},
+		{"primary fails", func(context.Context, int, Wrappers) (int, error) { return 0, errBoom }, true, true, ResultException, time.Hour},
 		{"primary times out", func(ctx context.Context, _ int, _ Wrappers) (int, error) {
 			<-ctx.Done()
 			return 0, ctx.Err()
-		}, true, true, ResultTimeout},
-		{"primary not taken", func(context.Context, int, Wrappers) (int, error) { return 1, nil }, false, true, ResultException},
+		}, true, true, ResultTimeout, time.Millisecond},
+		{"primary not taken", func(context.Context, int, Wrappers) (int, error) { return 1, nil }, false, true, ResultException, time.Hour},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newAsync(t)
 			var seen atomic.Pointer[WorkResult[int]]
 			var ran atomic.Bool
 			flag := NewWrapper("flag", WorkerFunc[int, bool](func(context.Context, int, Wrappers) (bool, error) { return tc.taken, nil }), 0)
-			primary := NewWrapper("primary", WorkerFunc[int, int](tc.primary), 0).Default(-1).Timeout(time.Millisecond).
+			primary := NewWrapper("primary", WorkerFunc[int, int](tc.primary), 0).Default(-1).Timeout(tc.timeout).
 				Depend(flag, true).Join(When("flag", func(on bool) bool { return on }))
 			backup := NewWrapper("backup", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
 				ran.Store(true)

@@ -61,16 +61,28 @@ func TestS19QFallbackAcrossAttempts(t *testing.T) {
 		}
 	})
 	t.Run("primary failed, then runs again", func(t *testing.T) {
-		var backup atomic.Int32
+		var backup, primary atomic.Int32
+		// taken records the condition's answers by attempt: the backup,
+		// checkpointed once it ran, would be replayed, not called, if the
+		// retry took it, so its call count cannot tell.
+		var mu sync.Mutex
+		taken := map[int][]bool{}
 		evs := runJob(t, 3, 10*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
 			p := Node(cp, "primary", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+				primary.Add(1)
 				if job.Attempt == 1 {
 					return 0, errors.New("primary is down")
 				}
 				return 1, nil
 			}), 0)
 			b := intNode(cp, "backup", &backup, nil).Depend(p, false).
-				Join(asynctool.WhenResult("primary", func(r asynctool.WorkResult[int]) bool { return r.State != asynctool.ResultSuccess }))
+				Join(asynctool.WhenResult("primary", func(r asynctool.WorkResult[int]) bool {
+					take := r.State != asynctool.ResultSuccess
+					mu.Lock()
+					taken[job.Attempt] = append(taken[job.Attempt], take)
+					mu.Unlock()
+					return take
+				}))
 			asynctool.NewWrapper("quote", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
 				if job.Attempt == 1 {
 					return 0, errors.New("quote is down")
@@ -81,7 +93,15 @@ func TestS19QFallbackAcrossAttempts(t *testing.T) {
 		})
 		require.Len(t, evs, 2)
 		assert.Equal(t, river.EventKindJobCompleted, evs[1].Kind)
-		assert.Equal(t, int32(1), backup.Load(), "the backup ran on the first attempt only: the retry called the primary again")
+		assert.Equal(t, int32(1), backup.Load(), "the backup ran on the first attempt")
+		assert.Equal(t, int32(2), primary.Load(), "the retry called the primary again")
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Equal(t, []bool{true}, taken[1], "the first attempt took the backup")
+		// The quote may run on the primary's success and the backup be
+		// short-circuited before its join is asked: at most one answer.
+		assert.NotContains(t, taken[2], true, "the retry did not take the backup")
+		assert.LessOrEqual(t, len(taken[2]), 1)
 	})
 	t.Run("any primary fails", func(t *testing.T) {
 		var backup atomic.Int32

@@ -110,7 +110,8 @@ func main() {
 	run(`When: route says "db", so cache and decode are not taken`, routeTo)
 
 	// A fallback: the backup runs only because the primary timed out, and
-	// the quote takes the backup's price.
+	// the quote, whose dependencies are optional, runs on the backup's
+	// success.
 	primary := asynctool.NewWrapper("primary", rpc(time.Second, 100, nil), "").Timeout(20 * time.Millisecond)
 	backup := asynctool.NewWrapper("backup", rpc(5*time.Millisecond, 101, nil), "").
 		Depend(primary, false).
