@@ -745,3 +745,20 @@ func TestWideWhenJoinAllocatesLinearly(t *testing.T) {
 	assert.Less(t, allocs, float64(n)/4, "allocs per run")
 	assert.Equal(t, runs, asked.Load(), "the condition is asked once per run")
 }
+
+// TestWhenContinuedAnyUpstreamWithoutDefault checks that a When join on
+// an any upstream that failed under PolicyContinue with no default asks
+// its condition with T's zero value, as WhenResult does, instead of
+// failing with ErrResultType: the doc says the condition gets the
+// default value, and a nil interface is the zero value of any.
+func TestWhenContinuedAnyUpstreamWithoutDefault(t *testing.T) {
+	a := newAsync(t)
+	up := NewWrapper("up", WorkerFunc[int, any](func(context.Context, int, Wrappers) (any, error) { return nil, errBoom }), 0).
+		OnFailure(PolicyContinue)
+	got := atomic.Int64{}
+	got.Store(-1)
+	x := NewWrapper("x", okWorker(), 0).Depend(up, true).Join(When("up", func(v int) bool { got.Store(int64(v)); return true }))
+	require.NoError(t, a.BeginWork(context.Background(), 0, up))
+	assert.Equal(t, ResultSuccess, x.Result().State, "%v", x.Result().Err)
+	assert.Equal(t, int64(0), got.Load())
+}

@@ -173,7 +173,7 @@ func CustomJoin(fn func(ups []Upstream) Decision) Join { return Join{kind: joinC
 // the others are doing (with an [*UpstreamError]), and an upstream that was
 // not taken makes the node not taken too, without calling cond. An upstream
 // that failed under [PolicyContinue] counts as a success, and cond gets its
-// default value.
+// default value (T's zero value when that default is a nil interface).
 //
 // Compile rejects the join with [ErrBadJoin] when id is not an upstream
 // of the node, when cond is nil, and when the upstream's result type can
@@ -221,8 +221,8 @@ func When[T any](id string, cond func(v T) bool) Join {
 		// Every upstream has ended. One whose own call is yet to come
 		// (the ends raced) may have failed or not been taken: a failure
 		// wins, as it would have had its call come first.
-		var v any
-		found, skip := false, false
+		var at *Upstream
+		skip := false
 		for k := range ups {
 			u := &ups[k]
 			switch {
@@ -230,14 +230,17 @@ func When[T any](id string, cond func(v T) bool) Join {
 				skip = true
 			case !u.OK:
 				return DecideFail, &UpstreamError{ID: u.ID, Err: u.Err}
-			case u.ID == id && !found:
-				v, found = u.Value, true
+			case u.ID == id && at == nil:
+				at = u
 			}
 		}
 		if skip {
 			return DecideSkip, nil
 		}
-		t, err := valueAs[T]("When", id, v)
+		if at == nil {
+			return DecideFail, fmt.Errorf("asynctool: When(%q): no such upstream", id) // Compile refuses it
+		}
+		t, err := upstreamAs[T]("When", id, at)
 		if err != nil {
 			return DecideFail, err
 		}
@@ -292,15 +295,9 @@ func WhenResult[T any](id string, cond func(r WorkResult[T]) bool) Join {
 		if at == nil {
 			return DecideFail, fmt.Errorf("asynctool: WhenResult(%q): no such upstream", id) // Compile refuses it
 		}
-		var t T
-		// An upstream that did not succeed has its default value: the
-		// zero value of its result type when it has none, a nil
-		// interface that is T's zero value here.
-		if at.Value != nil || at.Result == ResultSuccess {
-			var err error
-			if t, err = valueAs[T]("WhenResult", id, at.Value); err != nil {
-				return DecideFail, err
-			}
+		t, err := upstreamAs[T]("WhenResult", id, at)
+		if err != nil {
+			return DecideFail, err
 		}
 		if cond(WorkResult[T]{Value: t, State: at.Result, Err: at.Err}) {
 			return DecideRun, nil
@@ -308,6 +305,19 @@ func WhenResult[T any](id string, cond func(r WorkResult[T]) bool) Join {
 		return DecideSkip, nil
 	}
 	return j
+}
+
+// upstreamAs returns the value of upstream u (whose id is id) as the T
+// that join fn (When or WhenResult) takes. An upstream that did not
+// succeed has its default value: the zero value of its result type when
+// it has none, which for an interface is a nil that stands for T's zero
+// value here.
+func upstreamAs[T any](fn, id string, u *Upstream) (T, error) {
+	if u.Value == nil && u.Result != ResultSuccess {
+		var zero T
+		return zero, nil
+	}
+	return valueAs[T](fn, id, u.Value)
 }
 
 // valueAs returns v, the value of upstream id, as the T that join fn
