@@ -141,3 +141,50 @@ func ExampleWorkerWrapper_ResultFrom() {
 	// Output:
 	// hello, ada
 }
+
+// A fan-out whose width is known only at run time: the prices node builds
+// a graph with one node per item in the cart and runs it on the same
+// Async, under its own context, so the sub-graph has the request's
+// deadline and is cancelled with it. A run started from inside a worker
+// never waits behind the busy workers that wait for it.
+func ExampleAsync_BeginWork_subGraph() {
+	a := asynctool.New()
+	defer a.Close()
+	priceOf := asynctool.WorkerFunc[string, int](func(_ context.Context, item string, _ asynctool.Wrappers) (int, error) {
+		return len(item) * 100, nil // an RPC per item, in real life
+	})
+	cart := asynctool.NewWrapper("cart", asynctool.WorkerFunc[int64, []string](
+		func(context.Context, int64, asynctool.Wrappers) ([]string, error) {
+			return []string{"apple", "pear", "fig"}, nil
+		}), 42)
+	total := asynctool.NewWrapper("total", asynctool.WorkerFunc[int64, int](
+		func(ctx context.Context, _ int64, all asynctool.Wrappers) (int, error) {
+			items, err := cart.ResultFrom(all)
+			if err != nil {
+				return 0, err
+			}
+			prices := make([]*asynctool.WorkerWrapper[string, int], len(items.Value))
+			starts := make([]asynctool.Wrapper, len(items.Value))
+			for k, item := range items.Value {
+				prices[k] = asynctool.NewWrapper("price/"+item, priceOf, item)
+				starts[k] = prices[k]
+			}
+			if err := a.BeginWork(ctx, 0, starts...); err != nil {
+				return 0, err
+			}
+			sum := 0
+			for _, p := range prices {
+				r := p.Result()
+				if r.Err != nil {
+					return 0, r.Err
+				}
+				sum += r.Value
+			}
+			return sum, nil
+		}), 42).Depend(cart, true)
+
+	err := a.BeginWork(context.Background(), time.Second, cart)
+	fmt.Println(err, total.Result().Value)
+	// Output:
+	// <nil> 1200
+}
