@@ -135,7 +135,9 @@
 // worker, two nodes with one id, a cycle (with its path), a dependency not
 // reachable from the start nodes (the node that has it is named, with the
 // upstreams that were reached: an edge is kept only on its upstream, so
-// the missing one cannot be), an edge declared both must and optional, or
-// a wrapper already used by another run. Worker failures are node
+// the missing one cannot be), an edge declared both must and optional, a
+// wrapper already used by another run, or bad flow rules (a join that
+// cannot fit, a negative timeout, a retry policy or [Hedged] worker that
+// can never work). Worker failures are node
 // results, not BeginWork errors.
 package asynctool

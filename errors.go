@@ -87,7 +87,8 @@ var (
 	// ErrBadJoin means a join strategy does not fit the node's upstreams.
 	ErrBadJoin = errors.New("asynctool: invalid join")
 	// ErrBadRetry means a retry policy with fewer than one attempt, or
-	// with a negative AttemptTimeout.
+	// with a negative AttemptTimeout, or a [Hedged] worker with fewer
+	// than one attempt or a negative delay.
 	ErrBadRetry = errors.New("asynctool: invalid retry policy")
 	// ErrBadTimeout means a negative node timeout.
 	ErrBadTimeout = errors.New("asynctool: invalid node timeout")

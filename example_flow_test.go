@@ -145,3 +145,31 @@ func ExampleRun_Resume() {
 	// pending
 	// receipt for approved by ops
 }
+
+// A hedged RPC: the first call is slow today, so after 100ms a second one
+// starts beside it; the second answers first, and the first is
+// cancelled.
+func ExampleHedged() {
+	var calls atomic.Int32
+	price := asynctool.WorkerFunc[string, string](func(ctx context.Context, sku string, _ asynctool.Wrappers) (string, error) {
+		n := calls.Add(1)
+		d := time.Millisecond
+		if n == 1 {
+			d = 10 * time.Second // a replica stuck in a GC pause
+		}
+		select {
+		case <-time.After(d):
+			return fmt.Sprintf("%s: 9.99 (call %d)", sku, n), nil
+		case <-ctx.Done():
+			return "", context.Cause(ctx)
+		}
+	})
+	quote := asynctool.NewWrapper("quote", asynctool.Hedged(price, 100*time.Millisecond, 3), "sku-1")
+
+	a := asynctool.New()
+	defer a.Close()
+	err := a.BeginWork(context.Background(), 5*time.Second, quote)
+	fmt.Println(err, quote.Result().Value, calls.Load())
+	// Output:
+	// <nil> sku-1: 9.99 (call 2) 2
+}

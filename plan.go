@@ -362,6 +362,9 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 		case !c.impl.hasWorker():
 			return nil, graphErr(ErrNilWorker, []string{c.id}, "node %q", c.id)
 		}
+		if why, err := c.impl.workerProblem(); err != nil {
+			return nil, graphErr(err, []string{c.id}, "node %q: %s", c.id, why)
+		}
 	}
 
 	// Edges, deduplicated in linear time (seen[j] == i+1 marks an edge

@@ -262,6 +262,10 @@ func (c *nodeCore) checkBuildable(method string) bool {
 // nodeImpl is the typed half of a wrapper, called by the engine.
 type nodeImpl interface {
 	hasWorker() bool
+	// workerProblem is what makes the worker unusable when it can tell
+	// (see checkedWorker): the words that follow the node's id, and a
+	// sentinel.
+	workerProblem() (string, error)
 	newSlot() any
 	// ownSlot returns the slot inside the wrapper, for its single-use run.
 	ownSlot() any
@@ -310,6 +314,19 @@ func (w *WorkerWrapper[P, R]) hasWorker() bool {
 		return false
 	}
 	return true
+}
+
+// checkedWorker is a worker of this package that can tell, before it
+// runs, that it never can ([Hedged]'s).
+type checkedWorker interface {
+	workerProblem() (string, error)
+}
+
+func (w *WorkerWrapper[P, R]) workerProblem() (string, error) {
+	if c, ok := w.worker.(checkedWorker); ok {
+		return c.workerProblem()
+	}
+	return "", nil
 }
 
 func (w *WorkerWrapper[P, R]) newSlot() any { return new(slot[R]) }

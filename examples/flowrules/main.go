@@ -119,6 +119,18 @@ func main() {
 	asynctool.NewWrapper("quote", rpc(0, 1, nil), "").Depend(primary, false).Depend(backup, false)
 	run("WhenResult: the backup runs because the primary timed out", primary)
 
+	// A hedged call: the first replica is stuck, so after 20 ms a second
+	// call starts beside it and answers; the first is cancelled.
+	var hedges atomic.Int32
+	quoteOf := asynctool.WorkerFunc[string, int](func(ctx context.Context, s string, all asynctool.Wrappers) (int, error) {
+		if hedges.Add(1) == 1 {
+			return rpc(time.Second, 0, nil)(ctx, s, all)
+		}
+		return rpc(5*time.Millisecond, 42, nil)(ctx, s, all)
+	})
+	run("Hedged: a second call after 20ms answers for a stuck first one",
+		asynctool.NewWrapper("hedged-quote", asynctool.Hedged(quoteOf, 20*time.Millisecond, 3), ""))
+
 	// Retries with backoff, bounded by a node timeout.
 	var calls atomic.Int32
 	flaky := asynctool.NewWrapper("flaky", asynctool.WorkerFunc[string, int](func(ctx context.Context, _ string, _ asynctool.Wrappers) (int, error) {

@@ -1,0 +1,153 @@
+package asynctool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Hedged returns a worker that hedges w against a slow call, as "The Tail
+// at Scale" and gRPC's hedging policy do: it calls w, and each time delay
+// passes without a success it calls w again beside the calls still
+// running, up to attempts calls in all. A call that fails starts the next
+// one at once, so Hedged retries too. The first call to succeed gives the
+// worker's value; the other calls' contexts are then cancelled, and the
+// worker returns once they have returned, so no call outlives it. When
+// every call failed it returns their errors joined, in the order they
+// came. A panic in a call, or a runtime.Goexit, is that call's failure (a
+// [*PanicError], [ErrGoexit]). Each call gets the worker's parameter and
+// view of the run, and a context that ends with the worker's.
+//
+// delay 0 starts every call at once. attempts 1 calls w once, on the
+// worker's goroutine, as w itself would be called. A call that ignores
+// its context keeps the worker from returning; the node's own Timeout and
+// the group deadline still end the node on time, as for any worker.
+//
+// To the node, the calls are one attempt: Begin, OnNodeStart, a
+// [RetryPolicy] and the report count the hedged worker's Action, not the
+// calls inside it; combine them with a RetryPolicy to retry the whole
+// hedge. w is called concurrently with itself, so it must be safe for
+// that. If w implements [Defaulter], the hedged worker does too.
+//
+// Compile rejects a node whose hedged worker has a nil w
+// ([ErrNilWorker]), fewer than one attempt or a negative delay
+// ([ErrBadRetry]).
+func Hedged[P, R any](w Worker[P, R], delay time.Duration, attempts int) Worker[P, R] {
+	return &hedged[P, R]{w: w, delay: delay, attempts: attempts}
+}
+
+// hedged is the worker Hedged returns.
+type hedged[P, R any] struct {
+	w        Worker[P, R]
+	delay    time.Duration
+	attempts int
+}
+
+// workerProblem says what makes h unusable, for Compile (see
+// checkedWorker).
+func (h *hedged[P, R]) workerProblem() (string, error) {
+	switch {
+	case h.w == nil:
+		return "its Hedged worker has a nil worker", ErrNilWorker
+	case h.attempts < 1:
+		return fmt.Sprintf("its Hedged worker has %d attempts", h.attempts), ErrBadRetry
+	case h.delay < 0:
+		return fmt.Sprintf("its Hedged worker has a negative delay (%v)", h.delay), ErrBadRetry
+	}
+	if f, ok := h.w.(WorkerFunc[P, R]); ok && f == nil {
+		return "its Hedged worker has a nil WorkerFunc", ErrNilWorker
+	}
+	return "", nil
+}
+
+// DefaultValue is w's, or R's zero value when w is no Defaulter: the
+// value the node would report with w itself.
+func (h *hedged[P, R]) DefaultValue() R {
+	if d, ok := h.w.(Defaulter[R]); ok {
+		return d.DefaultValue()
+	}
+	var zero R
+	return zero
+}
+
+// call is one call's outcome.
+type call[R any] struct {
+	v   R
+	err error
+}
+
+// Action runs the hedged calls.
+func (h *hedged[P, R]) Action(ctx context.Context, param P, all Wrappers) (R, error) {
+	if why, err := h.workerProblem(); err != nil {
+		var zero R
+		return zero, fmt.Errorf("%w: %s", err, why) // only if Compile was bypassed
+	}
+	if h.attempts == 1 {
+		return h.w.Action(ctx, param, all)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan call[R], h.attempts) // never blocks a call
+	var wg sync.WaitGroup
+	started := 0
+	start := func() {
+		started++
+		wg.Add(1)
+		go h.call(ctx, param, all, done, &wg)
+	}
+	start()
+	var next *time.Timer
+	if h.attempts > 1 {
+		next = time.NewTimer(h.delay)
+		defer next.Stop()
+	}
+	var errs []error
+	for {
+		var tick <-chan time.Time
+		if started < h.attempts && ctx.Err() == nil {
+			tick = next.C
+		}
+		select {
+		case c := <-done:
+			if c.err == nil {
+				cancel()
+				wg.Wait()
+				return c.v, nil
+			}
+			errs = append(errs, c.err)
+			if started < h.attempts && ctx.Err() == nil {
+				start() // a failure starts the next call at once
+				next.Reset(h.delay)
+			} else if len(errs) == started {
+				wg.Wait() // every call has sent, and is returning
+				var zero R
+				return zero, errors.Join(errs...)
+			}
+		case <-tick:
+			start()
+			next.Reset(h.delay)
+		}
+	}
+}
+
+// call makes one call of w and sends its outcome on done, also when w
+// panics or calls runtime.Goexit.
+func (h *hedged[P, R]) call(ctx context.Context, param P, all Wrappers, done chan<- call[R], wg *sync.WaitGroup) {
+	defer wg.Done()
+	var c call[R]
+	normal := false
+	defer func() {
+		if !normal {
+			if v := recover(); v != nil {
+				c.err = newPanicError(v)
+			} else {
+				c.err = ErrGoexit
+			}
+		}
+		done <- c
+	}()
+	c.v, c.err = h.w.Action(ctx, param, all)
+	normal = true
+}

@@ -1,0 +1,214 @@
+package asynctool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// replica is a worker whose n-th call (from 1) takes took[n-1] and then
+// returns fails[n-1] or, when that is nil, 100+n; it records its calls,
+// and which of them saw their context cancelled.
+type replica struct {
+	took      []time.Duration
+	fails     []error
+	mu        sync.Mutex
+	calls     int
+	cancelled []int
+}
+
+func (r *replica) Action(ctx context.Context, _ int, _ Wrappers) (int, error) {
+	r.mu.Lock()
+	r.calls++
+	n := r.calls
+	r.mu.Unlock()
+	d, err := r.took[n-1], error(nil)
+	if n <= len(r.fails) {
+		err = r.fails[n-1]
+	}
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+		r.mu.Lock()
+		r.cancelled = append(r.cancelled, n)
+		r.mu.Unlock()
+		return 0, ctx.Err()
+	}
+	if err != nil {
+		return 0, err
+	}
+	return 100 + n, nil
+}
+
+// TestHedgedSlowFirstCall checks the point of hedging: the first call is
+// slow, the second, started after the delay, answers first; the first is
+// cancelled, and the worker returns at the second's answer, not the
+// first's.
+func TestHedgedSlowFirstCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &replica{took: []time.Duration{time.Second, 5 * time.Millisecond}}
+		start := time.Now()
+		v, err := Hedged[int, int](r, 10*time.Millisecond, 3).Action(context.Background(), 0, Wrappers{})
+		require.NoError(t, err)
+		assert.Equal(t, 102, v)
+		assert.Equal(t, 15*time.Millisecond, time.Since(start))
+		assert.Equal(t, 2, r.calls, "a third call after 20ms is not needed")
+		assert.Equal(t, []int{1}, r.cancelled)
+	})
+}
+
+// TestHedgedFastFirstCall checks that a call answering within the delay
+// is the only one.
+func TestHedgedFastFirstCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &replica{took: []time.Duration{9 * time.Millisecond}}
+		v, err := Hedged[int, int](r, 10*time.Millisecond, 3).Action(context.Background(), 0, Wrappers{})
+		require.NoError(t, err)
+		assert.Equal(t, 101, v)
+		assert.Equal(t, 1, r.calls)
+	})
+}
+
+// TestHedgedFailureStartsTheNextCall checks that a failed call starts the
+// next one at once, not after the delay, and that when every call failed
+// the errors are joined in the order they came.
+func TestHedgedFailureStartsTheNextCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e1, e2, e3 := errors.New("e1"), errors.New("e2"), errors.New("e3")
+		r := &replica{took: []time.Duration{time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond}, fails: []error{e1, e2, e3}}
+		start := time.Now()
+		_, err := Hedged[int, int](r, time.Hour, 3).Action(context.Background(), 0, Wrappers{})
+		assert.Equal(t, 6*time.Millisecond, time.Since(start), "each failure started the next call at once")
+		assert.Equal(t, 3, r.calls)
+		for _, e := range []error{e1, e2, e3} {
+			assert.ErrorIs(t, err, e)
+		}
+		assert.Equal(t, "e1\ne2\ne3", err.Error())
+
+		r = &replica{took: []time.Duration{time.Millisecond, time.Millisecond}, fails: []error{e1}}
+		v, err := Hedged[int, int](r, time.Hour, 3).Action(context.Background(), 0, Wrappers{})
+		require.NoError(t, err)
+		assert.Equal(t, 102, v, "the retry after a failure succeeded")
+	})
+}
+
+// TestHedgedAttemptsBound checks that no more than attempts calls start,
+// and that delay 0 starts them all at once.
+func TestHedgedAttemptsBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &replica{took: []time.Duration{40 * time.Millisecond, 30 * time.Millisecond, 20 * time.Millisecond, time.Millisecond}}
+		start := time.Now()
+		v, err := Hedged[int, int](r, 0, 3).Action(context.Background(), 0, Wrappers{})
+		require.NoError(t, err)
+		assert.Equal(t, 103, v, "the three calls started together; the third answered first")
+		assert.Equal(t, 20*time.Millisecond, time.Since(start))
+		assert.Equal(t, 3, r.calls)
+		assert.ElementsMatch(t, []int{1, 2}, r.cancelled)
+	})
+}
+
+// TestHedgedPanicAndGoexit checks that a call that panics or calls
+// runtime.Goexit is a failed call, which neither crashes the process nor
+// hangs the worker, and that another call can still succeed.
+func TestHedgedPanicAndGoexit(t *testing.T) {
+	for _, how := range []string{"panic", "goexit"} {
+		t.Run(how, func(t *testing.T) {
+			var calls atomic.Int32
+			w := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+				if calls.Add(1) == 1 {
+					if how == "panic" {
+						panic("boom")
+					}
+					runtime.Goexit()
+				}
+				return 7, nil
+			})
+			v, err := Hedged[int, int](w, time.Hour, 2).Action(context.Background(), 0, Wrappers{})
+			require.NoError(t, err)
+			assert.Equal(t, 7, v)
+
+			calls.Store(-10) // every call fails now
+			_, err = Hedged[int, int](WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+				if how == "panic" {
+					panic("boom")
+				}
+				runtime.Goexit()
+				return 0, nil
+			}), time.Hour, 2).Action(context.Background(), 0, Wrappers{})
+			if how == "panic" {
+				var pe *PanicError
+				require.ErrorAs(t, err, &pe)
+				assert.Equal(t, "boom", pe.Value)
+			} else {
+				assert.ErrorIs(t, err, ErrGoexit)
+			}
+		})
+	}
+}
+
+// TestHedgedContextEnds checks that when the worker's context ends, no
+// further call starts and the worker returns with the calls' errors.
+func TestHedgedContextEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &replica{took: []time.Duration{time.Hour, time.Hour, time.Hour}}
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Millisecond)
+		defer cancel()
+		_, err := Hedged[int, int](r, 10*time.Millisecond, 3).Action(ctx, 0, Wrappers{})
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, 2, r.calls, "the call due at 20ms never started")
+	})
+}
+
+type hedgeDefaulting struct{ WorkerFunc[int, int] }
+
+func (hedgeDefaulting) DefaultValue() int { return -5 }
+
+// TestHedgedInAGraph checks a hedged node in a run: it succeeds with the
+// hedge's value, counts as one attempt, keeps its worker's default value,
+// and Compile rejects bad hedges with the node named.
+func TestHedgedInAGraph(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		r := &replica{took: []time.Duration{time.Second, 5 * time.Millisecond}}
+		x := NewWrapper("x", Hedged[int, int](r, 10*time.Millisecond, 2), 0)
+		run, err := a.Start(context.Background(), time.Minute, x)
+		require.NoError(t, err)
+		require.NoError(t, run.Wait(context.Background()))
+		assert.Equal(t, WorkResult[int]{Value: 102, State: ResultSuccess}, x.Result())
+		assert.Equal(t, 1, run.Report().Nodes[0].Attempts)
+
+		failing := hedgeDefaulting{func(context.Context, int, Wrappers) (int, error) { return 0, errBoom }}
+		y := NewWrapper("y", Hedged[int, int](failing, time.Millisecond, 2), 0)
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, y))
+		assert.Equal(t, -5, y.Result().Value, "the worker's Defaulter")
+		assert.ErrorIs(t, y.Result().Err, errBoom)
+	})
+	for _, tc := range []struct {
+		w      Worker[int, int]
+		target error
+		msg    string
+	}{
+		{Hedged[int, int](nil, time.Millisecond, 2), ErrNilWorker, `node "h": its Hedged worker has a nil worker`},
+		{Hedged[int, int](WorkerFunc[int, int](nil), time.Millisecond, 2), ErrNilWorker, `node "h": its Hedged worker has a nil WorkerFunc`},
+		{Hedged(okWorker(), time.Millisecond, 0), ErrBadRetry, `node "h": its Hedged worker has 0 attempts`},
+		{Hedged(okWorker(), -time.Millisecond, 2), ErrBadRetry, `node "h": its Hedged worker has a negative delay (-1ms)`},
+	} {
+		t.Run(fmt.Sprint(tc.target), func(t *testing.T) {
+			_, err := Compile(NewWrapper("h", tc.w, 0))
+			require.ErrorIs(t, err, tc.target)
+			assert.Contains(t, err.Error(), tc.msg)
+			_, err = tc.w.Action(context.Background(), 0, Wrappers{})
+			assert.ErrorIs(t, err, tc.target, "called directly, it says so too")
+		})
+	}
+}
