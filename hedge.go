@@ -89,9 +89,13 @@ func (h *hedged[P, R]) Action(ctx context.Context, param P, all Wrappers) (R, er
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	done := make(chan call[R], h.attempts) // never blocks a call
+	// Every call sends its outcome once, and Action receives until every
+	// call that started has sent, also after a success, so no send is
+	// left blocked: done needs no room for attempts outcomes (attempts
+	// may be math.MaxInt, a hedge bounded by the deadline alone).
+	done := make(chan call[R])
 	var wg sync.WaitGroup
-	started := 0
+	started, ended := 0, 0
 	start := func() {
 		started++
 		wg.Add(1)
@@ -111,8 +115,12 @@ func (h *hedged[P, R]) Action(ctx context.Context, param P, all Wrappers) (R, er
 		}
 		select {
 		case c := <-done:
+			ended++
 			if c.err == nil {
 				cancel()
+				for ; ended < started; ended++ {
+					<-done
+				}
 				wg.Wait()
 				return c.v, nil
 			}
@@ -120,7 +128,7 @@ func (h *hedged[P, R]) Action(ctx context.Context, param P, all Wrappers) (R, er
 			if started < h.attempts && ctx.Err() == nil {
 				start() // a failure starts the next call at once
 				next.Reset(h.delay)
-			} else if len(errs) == started {
+			} else if ended == started {
 				wg.Wait() // every call has sent, and is returning
 				var zero R
 				return zero, errors.Join(errs...)
