@@ -31,9 +31,9 @@ import (
 // hedge. w is called concurrently with itself, so it must be safe for
 // that. If w implements [Defaulter], the hedged worker does too.
 //
-// Compile rejects a node whose hedged worker has a nil w
-// ([ErrNilWorker]), fewer than one attempt or a negative delay
-// ([ErrBadRetry]).
+// Compile rejects a node whose hedged worker, or a hedged worker it
+// wraps, has a nil w ([ErrNilWorker]), fewer than one attempt or a
+// negative delay ([ErrBadRetry]).
 func Hedged[P, R any](w Worker[P, R], delay time.Duration, attempts int) Worker[P, R] {
 	return &hedged[P, R]{w: w, delay: delay, attempts: attempts}
 }
@@ -58,6 +58,9 @@ func (h *hedged[P, R]) workerProblem() (string, error) {
 	}
 	if f, ok := h.w.(WorkerFunc[P, R]); ok && f == nil {
 		return "its Hedged worker has a nil WorkerFunc", ErrNilWorker
+	}
+	if c, ok := h.w.(checkedWorker); ok {
+		return c.workerProblem() // a Hedged of a Hedged
 	}
 	return "", nil
 }

@@ -34,3 +34,26 @@ func TestS19HHedgedUnboundedAttempts(t *testing.T) {
 	assert.Equal(t, 1, v)
 	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<10), "a call that answers at once costs no buffer for a million")
 }
+
+// TestS19HHedgedNestedProblem checks that Compile sees a bad Hedged worker
+// inside another Hedged, as it sees one at the top: the node could never
+// succeed, and the doc promises it is rejected before anything runs.
+func TestS19HHedgedNestedProblem(t *testing.T) {
+	for _, tc := range []struct {
+		inner  Worker[int, int]
+		target error
+		msg    string
+	}{
+		{Hedged[int, int](nil, time.Millisecond, 2), ErrNilWorker, "nil worker"},
+		{Hedged[int, int](WorkerFunc[int, int](nil), time.Millisecond, 2), ErrNilWorker, "nil WorkerFunc"},
+		{Hedged(okWorker(), time.Millisecond, 0), ErrBadRetry, "0 attempts"},
+		{Hedged(okWorker(), -time.Millisecond, 2), ErrBadRetry, "negative delay"},
+	} {
+		_, err := Compile(NewWrapper("h", Hedged(tc.inner, time.Millisecond, 2), 0))
+		require.ErrorIs(t, err, tc.target)
+		assert.Contains(t, err.Error(), `node "h": `)
+		assert.Contains(t, err.Error(), tc.msg)
+	}
+	_, err := Compile(NewWrapper("h", Hedged(Hedged(okWorker(), time.Millisecond, 2), 0, 3), 0))
+	require.NoError(t, err, "a good hedge of a good hedge")
+}
