@@ -112,11 +112,15 @@ func (h *hedged[P, R]) Action(ctx context.Context, param P, all Wrappers) (R, er
 	}
 	var errs []error
 	for {
+		// While a call may still start, the end of ctx stops the timer
+		// from starting one (the loop then waits for the calls only).
 		var tick <-chan time.Time
+		var stop <-chan struct{}
 		if started < h.attempts && ctx.Err() == nil {
-			tick = next.C
+			tick, stop = next.C, ctx.Done()
 		}
 		select {
+		case <-stop:
 		case c := <-done:
 			ended++
 			if c.err == nil {
@@ -137,6 +141,9 @@ func (h *hedged[P, R]) Action(ctx context.Context, param P, all Wrappers) (R, er
 				return zero, errors.Join(errs...)
 			}
 		case <-tick:
+			if ctx.Err() != nil {
+				continue // ended as the timer fired
+			}
 			start()
 			next.Reset(h.delay)
 		}

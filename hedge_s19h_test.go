@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -56,4 +57,26 @@ func TestS19HHedgedNestedProblem(t *testing.T) {
 	}
 	_, err := Compile(NewWrapper("h", Hedged(Hedged(okWorker(), time.Millisecond, 2), 0, 3), 0))
 	require.NoError(t, err, "a good hedge of a good hedge")
+}
+
+// TestS19HHedgedNoCallAfterContextEnds checks that once the worker's
+// context ended, the hedge timer starts no further call, also while the
+// calls already running ignore the context: a call started then is an
+// RPC sent after the caller gave up, and the worker would wait for it.
+func TestS19HHedgedNoCallAfterContextEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls atomic.Int32
+		deaf := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			calls.Add(1)
+			time.Sleep(30 * time.Millisecond) // ignores its context
+			return 0, errBoom
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := Hedged(deaf, 10*time.Millisecond, 3).Action(ctx, 0, Wrappers{})
+		assert.ErrorIs(t, err, errBoom)
+		assert.Equal(t, int32(2), calls.Load(), "the call due at 20ms, after the context ended at 15ms, never started")
+		assert.Equal(t, 40*time.Millisecond, time.Since(start), "the second call, started at 10ms, returned at 40ms")
+	})
 }
