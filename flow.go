@@ -395,12 +395,9 @@ func (r *Run) failAttempt(i int32, err error, wl *worklist) {
 	}
 	err = asFailure(err)
 	r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), ResultException, err)
-	f := r.p.nodes[i].flow
-	if f != nil {
-		r.failedFinally(i)
-	}
+	r.failedFinally(i)
 	r.finish(i, sError, wl)
-	if f != nil && f.policy == PolicyEnd {
+	if f := r.p.nodes[i].flow; f != nil && f.policy == PolicyEnd {
 		r.endRun(i, err)
 	}
 }

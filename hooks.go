@@ -144,7 +144,7 @@ func (r *Run) nodeStarted(i int32, ctx context.Context) context.Context {
 func (r *Run) nodeEnded(i int32, wl *worklist) {
 	ev := r.event(i)
 	for _, h := range r.hooks {
-		if h.OnNodeSkip != nil && ev.Result == ResultException && (isSkip(ev.Err) || ev.Err == ErrNotTaken) {
+		if h.OnNodeSkip != nil && didNotRun(ev.Result, ev.Err) {
 			wl.hook = "OnNodeSkip"
 			r.hooked("OnNodeSkip", ev.ID, func() { h.OnNodeSkip(r.ctx, ev) })
 		}

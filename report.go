@@ -179,10 +179,15 @@ func (rep *Report) String() string {
 }
 
 // isSkip reports whether err is a short-circuited node's: the engine
-// stores ErrSkipped itself. An error that only wraps it is a worker's
-// (one that returned the error of a skipped upstream it read), and that
-// node ran.
+// stores ErrSkipped itself, and wraps it when a worker returns it (see
+// asFailure).
 func isSkip(err error) bool { return err == ErrSkipped }
+
+// didNotRun reports whether a node's result is one the engine stores for
+// a node that ended without running: short-circuited or not taken.
+func didNotRun(rs ResultState, err error) bool {
+	return rs == ResultException && (isSkip(err) || err == ErrNotTaken)
+}
 
 // Status is a node's state as a [Report] shows it. The zero value means
 // unknown.
@@ -243,7 +248,7 @@ func (r *Run) status(i int32, st int32, rep *Report) Status {
 		switch {
 		case rs == ResultTimeout:
 			return StatusTimedOut
-		case isSkip(err), err == ErrNotTaken:
+		case didNotRun(rs, err):
 			return StatusSkipped
 		}
 		return StatusFailed
