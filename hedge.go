@@ -105,11 +105,8 @@ func (h *hedged[P, R]) Action(ctx context.Context, param P, all Wrappers) (R, er
 		go h.call(ctx, param, all, done, &wg)
 	}
 	start()
-	var next *time.Timer
-	if h.attempts > 1 {
-		next = time.NewTimer(h.delay)
-		defer next.Stop()
-	}
+	next := time.NewTimer(h.delay) // attempts > 1 here
+	defer next.Stop()
 	var errs []error
 	for {
 		// While a call may still start, the end of ctx stops the timer
