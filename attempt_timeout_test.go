@@ -17,8 +17,8 @@ const ms = time.Millisecond
 
 // hangs returns a worker whose attempts 1..n (counted in calls) wait for
 // their ctx to end and return its error; later attempts return v.
-func hangs(calls *atomic.Int32, n int32, v int) func(context.Context, Wrappers) (int, error) {
-	return func(ctx context.Context, _ Wrappers) (int, error) {
+func hangs(calls *atomic.Int32, n int32, v int) WorkerFunc[int, int] {
+	return func(ctx context.Context, _ int, _ Wrappers) (int, error) {
 		if calls.Add(1) <= n {
 			<-ctx.Done()
 			return 0, ctx.Err()
@@ -50,7 +50,7 @@ func TestAttemptTimeoutRetriesAHungAttempt(t *testing.T) {
 			d, ok := ctx.Deadline()
 			require.True(t, ok, "an attempt's ctx has a deadline")
 			deadlines = append(deadlines, time.Until(d))
-			v, err := hang(ctx, all)
+			v, err := hang(ctx, 0, all)
 			causes = append(causes, context.Cause(ctx))
 			return v, err
 		}), 0).
@@ -96,9 +96,7 @@ func TestAttemptTimeoutExhausted(t *testing.T) {
 				a := New()
 				defer a.Close()
 				var calls atomic.Int32
-				rpc := NewWrapper("rpc", WorkerFunc[int, int](func(ctx context.Context, _ int, all Wrappers) (int, error) {
-					return hangs(&calls, 100, 0)(ctx, all)
-				}), 0).Default(-1).Retry(policy).OnFailure(tt.policy)
+				rpc := NewWrapper("rpc", hangs(&calls, 100, 0), 0).Default(-1).Retry(policy).OnFailure(tt.policy)
 				down := NewWrapper("down", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil }), 0).
 					Depend(rpc, true)
 				start := time.Now()
@@ -122,9 +120,7 @@ func TestAttemptTimeoutExhausted(t *testing.T) {
 			a := New()
 			defer a.Close()
 			var calls atomic.Int32
-			rpc := NewWrapper("rpc", WorkerFunc[int, int](func(ctx context.Context, _ int, all Wrappers) (int, error) {
-				return hangs(&calls, 3, 9)(ctx, all)
-			}), 0).Default(-1).Retry(policy).OnFailure(PolicySuspend)
+			rpc := NewWrapper("rpc", hangs(&calls, 3, 9), 0).Default(-1).Retry(policy).OnFailure(PolicySuspend)
 			r, err := a.Start(context.Background(), time.Minute, rpc)
 			require.NoError(t, err)
 			<-r.Suspended()
@@ -142,9 +138,7 @@ func TestAttemptTimeoutExhausted(t *testing.T) {
 			a := New()
 			defer a.Close()
 			var calls atomic.Int32
-			rpc := NewWrapper("rpc", WorkerFunc[int, int](func(ctx context.Context, _ int, all Wrappers) (int, error) {
-				return hangs(&calls, 100, 0)(ctx, all)
-			}), 0).Default(-1).Retry(policy).OnFailure(PolicySuspend)
+			rpc := NewWrapper("rpc", hangs(&calls, 100, 0), 0).Default(-1).Retry(policy).OnFailure(PolicySuspend)
 			r, err := a.Start(context.Background(), time.Minute, rpc)
 			require.NoError(t, err)
 			<-r.Suspended()
@@ -177,9 +171,7 @@ func TestAttemptTimeoutNodeTimeoutWins(t *testing.T) {
 				a := New()
 				defer a.Close()
 				var calls atomic.Int32
-				rpc := NewWrapper("rpc", WorkerFunc[int, int](func(ctx context.Context, _ int, all Wrappers) (int, error) {
-					return hangs(&calls, 100, 0)(ctx, all)
-				}), 0).Timeout(tt.timeout).Retry(RetryPolicy{Attempts: 5, AttemptTimeout: 50 * ms})
+				rpc := NewWrapper("rpc", hangs(&calls, 100, 0), 0).Timeout(tt.timeout).Retry(RetryPolicy{Attempts: 5, AttemptTimeout: 50 * ms})
 				start := time.Now()
 				require.NoError(t, a.BeginWork(context.Background(), time.Minute, rpc))
 				assert.Equal(t, tt.timeout, time.Since(start))
@@ -199,9 +191,7 @@ func TestAttemptTimeoutGroupDeadlineWins(t *testing.T) {
 		a := New()
 		defer a.Close()
 		var calls atomic.Int32
-		rpc := NewWrapper("rpc", WorkerFunc[int, int](func(ctx context.Context, _ int, all Wrappers) (int, error) {
-			return hangs(&calls, 100, 0)(ctx, all)
-		}), 0).Retry(RetryPolicy{Attempts: 5, AttemptTimeout: 50 * ms})
+		rpc := NewWrapper("rpc", hangs(&calls, 100, 0), 0).Retry(RetryPolicy{Attempts: 5, AttemptTimeout: 50 * ms})
 		start := time.Now()
 		err := a.BeginWork(context.Background(), 80*ms, rpc)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
@@ -221,9 +211,7 @@ func TestAttemptTimeoutNotRetryable(t *testing.T) {
 		defer a.Close()
 		var calls atomic.Int32
 		var seen []error
-		rpc := NewWrapper("rpc", WorkerFunc[int, int](func(ctx context.Context, _ int, all Wrappers) (int, error) {
-			return hangs(&calls, 100, 0)(ctx, all)
-		}), 0).Retry(RetryPolicy{Attempts: 5, AttemptTimeout: 50 * ms, Retryable: func(err error) bool {
+		rpc := NewWrapper("rpc", hangs(&calls, 100, 0), 0).Retry(RetryPolicy{Attempts: 5, AttemptTimeout: 50 * ms, Retryable: func(err error) bool {
 			seen = append(seen, err)
 			var ate *AttemptTimeoutError
 			return !errors.As(err, &ate)
@@ -259,8 +247,8 @@ func TestAttemptTimeoutPanicStays(t *testing.T) {
 // ignoring returns a worker that ignores its ctx: attempts 1..n (counted
 // in calls) sleep for d and then return a value, later ones return v at
 // once. It records the most attempts that ever ran at once in most.
-func ignoring(calls, running, most *atomic.Int32, n int32, d time.Duration, v int) func(context.Context, Wrappers) (int, error) {
-	return func(context.Context, Wrappers) (int, error) {
+func ignoring(calls, running, most *atomic.Int32, n int32, d time.Duration, v int) WorkerFunc[int, int] {
+	return func(context.Context, int, Wrappers) (int, error) {
 		k := calls.Add(1)
 		now := running.Add(1)
 		defer running.Add(-1)
@@ -290,9 +278,7 @@ func TestAttemptTimeoutWorkerIgnoringContext(t *testing.T) {
 			a := New(WithHooks(&Hooks{OnNodeRetry: func(_ context.Context, ev NodeEvent) { retryErrs = append(retryErrs, ev.Err) }}))
 			defer a.Close()
 			var calls, running, most atomic.Int32
-			rpc := NewWrapper("rpc", WorkerFunc[int, int](func(ctx context.Context, _ int, all Wrappers) (int, error) {
-				return ignoring(&calls, &running, &most, 2, 200*ms, 7)(ctx, all)
-			}), 0).Retry(RetryPolicy{Attempts: 3, AttemptTimeout: 50 * ms})
+			rpc := NewWrapper("rpc", ignoring(&calls, &running, &most, 2, 200*ms, 7), 0).Retry(RetryPolicy{Attempts: 3, AttemptTimeout: 50 * ms})
 			start := time.Now()
 			require.NoError(t, a.BeginWork(context.Background(), time.Minute, rpc))
 			assert.Equal(t, 400*ms, time.Since(start), "each retry waited for the late attempt to return")
@@ -309,9 +295,7 @@ func TestAttemptTimeoutWorkerIgnoringContext(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			a := New()
 			var calls, running, most atomic.Int32
-			rpc := NewWrapper("rpc", WorkerFunc[int, int](func(ctx context.Context, _ int, all Wrappers) (int, error) {
-				return ignoring(&calls, &running, &most, 100, 200*ms, 7)(ctx, all)
-			}), 0).Timeout(120 * ms).Retry(RetryPolicy{Attempts: 3, AttemptTimeout: 50 * ms})
+			rpc := NewWrapper("rpc", ignoring(&calls, &running, &most, 100, 200*ms, 7), 0).Timeout(120 * ms).Retry(RetryPolicy{Attempts: 3, AttemptTimeout: 50 * ms})
 			start := time.Now()
 			require.NoError(t, a.BeginWork(context.Background(), time.Minute, rpc))
 			assert.Equal(t, 120*ms, time.Since(start), "the node's Timeout ends it while the worker runs")
@@ -332,9 +316,7 @@ func TestAttemptTimeoutWorkerIgnoringContext(t *testing.T) {
 			for k := range 20 {
 				wg.Go(func() {
 					var calls, running, most atomic.Int32
-					rpc := NewWrapper("rpc", WorkerFunc[int, int](func(ctx context.Context, _ int, all Wrappers) (int, error) {
-						return ignoring(&calls, &running, &most, 3, time.Duration(k+1)*10*ms, k)(ctx, all)
-					}), 0).Retry(RetryPolicy{Attempts: 4, AttemptTimeout: 5 * ms, Backoff: ConstantBackoff(time.Duration(k%3) * ms)})
+					rpc := NewWrapper("rpc", ignoring(&calls, &running, &most, 3, time.Duration(k+1)*10*ms, k), 0).Retry(RetryPolicy{Attempts: 4, AttemptTimeout: 5 * ms, Backoff: ConstantBackoff(time.Duration(k%3) * ms)})
 					assert.NoError(t, a.BeginWork(context.Background(), time.Minute, rpc))
 					assert.Equal(t, WorkResult[int]{Value: k, State: ResultSuccess}, rpc.Result())
 					assert.Equal(t, int32(1), most.Load(), "attempts at once")

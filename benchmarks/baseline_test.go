@@ -17,20 +17,20 @@ func runByHand(ctx context.Context, s *shape, vals []int64, timeout time.Duratio
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	g, ctx := errgroup.WithContext(ctx)
-	done := make([]chan struct{}, s.n())
+	done := make([]chan struct{}, s.N())
 	for i := range done {
 		done[i] = make(chan struct{})
 	}
-	for i := range s.n() {
+	for i := range s.N() {
 		g.Go(func() error {
-			for _, d := range s.deps[i] {
+			for _, d := range s.Deps[i] {
 				select {
 				case <-done[d]:
 				case <-ctx.Done():
 					return ctx.Err()
 				}
 			}
-			s.work(vals, int32(i))
+			s.Work(vals, int32(i))
 			close(done[i])
 			return nil
 		})
@@ -65,19 +65,19 @@ type limit struct {
 // nodes' values. Call close to stop them.
 func newLimit(s *shape, vals []int64, workers int) *limit {
 	maxOut := 0
-	for _, ss := range s.succ {
+	for _, ss := range s.Succ {
 		maxOut = max(maxOut, len(ss))
 	}
 	l := &limit{
 		s:       s,
 		vals:    vals,
-		pending: make([]atomic.Int32, s.n()),
-		buf:     make([]int32, s.n()),
+		pending: make([]atomic.Int32, s.N()),
+		buf:     make([]int32, s.N()),
 		// Every node is handed off at most once, in a batch of at least
 		// one, so a send never blocks.
-		work:    make(chan []int32, s.n()),
+		work:    make(chan []int32, s.N()),
 		done:    make(chan struct{}, 1),
-		scratch: make([]int32, 0, maxOut+len(s.roots)),
+		scratch: make([]int32, 0, maxOut+len(s.Roots)),
 		workers: workers,
 	}
 	for range workers {
@@ -99,11 +99,11 @@ func newLimit(s *shape, vals []int64, workers int) *limit {
 // caller hands the roots but one to the workers and drives the last one.
 func (l *limit) run() {
 	for i := range l.pending {
-		l.pending[i].Store(int32(len(l.s.deps[i])))
+		l.pending[i].Store(int32(len(l.s.Deps[i])))
 	}
 	l.cursor.Store(0)
-	l.sinksLeft.Store(int32(len(l.s.sinks)))
-	roots := l.s.roots
+	l.sinksLeft.Store(int32(len(l.s.Sinks)))
+	roots := l.s.Roots
 	l.handOff(roots[:len(roots)-1])
 	l.drive(roots[len(roots)-1], &l.scratch)
 	<-l.done
@@ -113,8 +113,8 @@ func (l *limit) run() {
 // successor it made ready; the others are handed off.
 func (l *limit) drive(i int32, scratch *[]int32) {
 	for i >= 0 {
-		l.s.work(l.vals, i)
-		succ := l.s.succ[i]
+		l.s.Work(l.vals, i)
+		succ := l.s.Succ[i]
 		if len(succ) == 0 {
 			if l.sinksLeft.Add(-1) == 0 {
 				l.done <- struct{}{}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/asynctool-go/asynctool"
+	"github.com/asynctool-go/asynctool/benchmarks/internal/shapes"
 )
 
 // floor is limit plus what the library's contract asks of each node, as
@@ -194,21 +195,21 @@ func (g *fgroup[P, R]) exec(f *floor, i int32, fresh bool) bool {
 // close to stop them.
 func newFloor(s *shape, worker asynctool.Worker[int32, int64], workers int, inline bool, groups int) *floor {
 	maxOut := 0
-	need := make([]int32, s.n())
-	for i, ss := range s.succ {
+	need := make([]int32, s.N())
+	for i, ss := range s.Succ {
 		maxOut = max(maxOut, len(ss))
-		need[i] = int32(len(s.deps[i]))
+		need[i] = int32(len(s.Deps[i]))
 	}
 	gs := make([]*fgroup[int32, int64], groups)
 	for gi := range gs {
-		size := (s.n() - gi + groups - 1) / groups
+		size := (s.N() - gi + groups - 1) / groups
 		gs[gi] = &fgroup[int32, int64]{
 			workers: make([]asynctool.Worker[int32, int64], size),
 			params:  make([]int32, size),
 			results: make([]int64, size),
 		}
 	}
-	nodes := make([]fnode, s.n())
+	nodes := make([]fnode, s.N())
 	for i := range nodes {
 		g, k := gs[i%groups], i/groups
 		g.workers[k], g.params[k] = worker, int32(i)
@@ -219,11 +220,11 @@ func newFloor(s *shape, worker asynctool.Worker[int32, int64], workers int, inli
 		nodes:   nodes,
 		groups:  gs,
 		need:    need,
-		state:   make([]atomic.Int32, s.n()),
-		buf:     make([]int32, s.n()),
-		work:    make(chan []int32, s.n()),
+		state:   make([]atomic.Int32, s.N()),
+		buf:     make([]int32, s.N()),
+		work:    make(chan []int32, s.N()),
 		done:    make(chan struct{}, 1),
-		scratch: make([]int32, 0, maxOut+len(s.roots)),
+		scratch: make([]int32, 0, maxOut+len(s.Roots)),
 		workers: workers,
 		inline:  inline,
 		timeout: groupDeadline,
@@ -256,7 +257,7 @@ func (f *floor) run() {
 		f.state[i].Store(w)
 	}
 	f.cursor.Store(0)
-	f.sinks.Store(int32(len(f.s.sinks)))
+	f.sinks.Store(int32(len(f.s.Sinks)))
 	// A flag per run: the AfterFunc of a run whose deadline passed may
 	// set its flag after that run has returned.
 	expired := new(atomic.Bool)
@@ -264,7 +265,7 @@ func (f *floor) run() {
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	stop := context.AfterFunc(ctx, func() { expired.Store(true) })
 	f.ctx = ctx
-	if roots := f.s.roots; f.inline {
+	if roots := f.s.Roots; f.inline {
 		f.handOff(roots[:len(roots)-1])
 		last := roots[len(roots)-1]
 		if f.state[last].CompareAndSwap(fReady, fWorking) {
@@ -321,7 +322,7 @@ func (f *floor) drive(i int32, scratch *[]int32) {
 // ready but the first, and returns that one, which the same CAS claimed
 // for this goroutine, or -1. The end of a sink may end the run.
 func (f *floor) after(i int32, scratch *[]int32) int32 {
-	succ := f.s.succ[i]
+	succ := f.s.Succ[i]
 	if len(succ) == 0 {
 		if f.sinks.Add(-1) == 0 {
 			f.done <- struct{}{}
@@ -386,8 +387,8 @@ func implFloor(inline bool, groups int) impl {
 // plan on the 1,000-node shapes (see floor).
 func BenchmarkFloor(b *testing.B) {
 	impls := []impl{implLimit, implFloor(true, 1), implFloor(false, 1), implFloor(false, 2), implLibraryRun}
-	for _, s := range graphShapes() {
-		b.Run(fmt.Sprintf("shape=%s/n=%d", s.name, s.n()), func(b *testing.B) {
+	for _, s := range shapes.Graph() {
+		b.Run(fmt.Sprintf("shape=%s/n=%d", s.Name, s.N()), func(b *testing.B) {
 			runImpls(b, s, impls)
 		})
 	}
@@ -401,7 +402,7 @@ func BenchmarkFloor(b *testing.B) {
 // the second run's nodes. In a synctest bubble, nodes that do not sleep
 // take no time.
 func TestFloorDeadline(t *testing.T) {
-	s := chainShape(20)
+	s := shapes.Chain(20)
 	for _, c := range []struct {
 		inline bool
 		groups int
@@ -423,19 +424,19 @@ func TestFloorDeadline(t *testing.T) {
 			defer f.close()
 			f.timeout = time.Millisecond
 			f.run()
-			want := slices.Repeat([]int32{fError}, s.n())
+			want := slices.Repeat([]int32{fError}, s.N())
 			want[0], want[1] = fFinish, fFinish
 			assert.Equal(t, want, states(f), "inline=%v groups=%d", inline, c.groups)
 			assert.Equal(t, int32(3), calls.Load(), "inline=%v groups=%d: no worker starts after the deadline", inline, c.groups)
-			values := make([]int64, s.n())
+			values := make([]int64, s.N())
 			values[0], values[1] = 1, 1 // node 2's value came late: not a result
 			assert.Equal(t, values, f.values(), "inline=%v groups=%d: results", inline, c.groups)
 
 			stale.Store(f.expired)
 			f.timeout = time.Minute
 			f.run()
-			assert.Equal(t, slices.Repeat([]int32{fFinish}, s.n()), states(f), "inline=%v groups=%d: the next run", inline, c.groups)
-			assert.Equal(t, slices.Repeat([]int64{1}, s.n()), f.values(), "inline=%v groups=%d: the next run's results", inline, c.groups)
+			assert.Equal(t, slices.Repeat([]int32{fFinish}, s.N()), states(f), "inline=%v groups=%d: the next run", inline, c.groups)
+			assert.Equal(t, slices.Repeat([]int64{1}, s.N()), f.values(), "inline=%v groups=%d: the next run's results", inline, c.groups)
 		})
 	}
 }

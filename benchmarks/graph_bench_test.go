@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/asynctool-go/asynctool"
+	"github.com/asynctool-go/asynctool/benchmarks/internal/shapes"
 )
 
 // groupDeadline is the group deadline of every library and by-hand run:
@@ -36,10 +37,10 @@ func newLibGraph(s *shape, vals []int64) *libGraph {
 	return &libGraph{
 		s: s,
 		worker: asynctool.WorkerFunc[int32, int64](func(_ context.Context, i int32, _ asynctool.Wrappers) (int64, error) {
-			return s.work(vals, i), nil
+			return s.Work(vals, i), nil
 		}),
-		nodes: make([]*node, s.n()),
-		roots: make([]asynctool.Wrapper, len(s.roots)),
+		nodes: make([]*node, s.N()),
+		roots: make([]asynctool.Wrapper, len(s.Roots)),
 	}
 }
 
@@ -50,8 +51,8 @@ func (g *libGraph) byID(vals []int64) *libGraph {
 	s := g.s
 	g.worker = asynctool.WorkerFunc[int32, int64](func(_ context.Context, i int32, all asynctool.Wrappers) (int64, error) {
 		v := int64(1)
-		for _, d := range s.deps[i] {
-			r, err := asynctool.ResultOf[int64](all, s.ids[d])
+		for _, d := range s.Deps[i] {
+			r, err := asynctool.ResultOf[int64](all, s.IDs[d])
 			if err != nil {
 				return 0, err
 			}
@@ -79,16 +80,16 @@ func (g *libGraph) withCallback(got []int64) *libGraph {
 func (g *libGraph) build() []asynctool.Wrapper {
 	s := g.s
 	for i := range g.nodes {
-		w := asynctool.NewWrapper(s.ids[i], g.worker, int32(i))
+		w := asynctool.NewWrapper(s.IDs[i], g.worker, int32(i))
 		if g.cb != nil {
 			w.Callback(g.cb)
 		}
-		for _, d := range s.deps[i] {
+		for _, d := range s.Deps[i] {
 			w.Depend(g.nodes[d], true)
 		}
 		g.nodes[i] = w
 	}
-	for k, r := range s.roots {
+	for k, r := range s.Roots {
 		g.roots[k] = g.nodes[r]
 	}
 	return g.roots
@@ -128,9 +129,9 @@ func measure(b *testing.B, nodes int, body func(), check func() error) {
 // value in vals.
 func checkSinks(s *shape, ref, vals []int64) func() error {
 	return func() error {
-		for _, k := range s.sinks {
+		for _, k := range s.Sinks {
 			if vals[k] != ref[k] {
-				return fmt.Errorf("%s: sink %d = %d, want %d", s.name, k, vals[k], ref[k])
+				return fmt.Errorf("%s: sink %d = %d, want %d", s.Name, k, vals[k], ref[k])
 			}
 		}
 		return nil
@@ -171,8 +172,8 @@ var (
 	// implLibraryHooks is library-run with a Result callback on every
 	// node and an OnNodeEnd hook on the Async.
 	implLibraryHooks = impl{"library-hooks", func(b *testing.B, s *shape, vals []int64) func() {
-		a := newAsync(b, asynctool.WithHooks(endCounter(s.n())))
-		return planRunner(b, a, newLibGraph(s, vals).withCallback(make([]int64, s.n())))
+		a := newAsync(b, asynctool.WithHooks(endCounter(s.N())))
+		return planRunner(b, a, newLibGraph(s, vals).withCallback(make([]int64, s.N())))
 	}}
 	// implLibraryByID is library-build+run with workers that read their
 	// dependencies with ResultOf, as request code does.
@@ -218,12 +219,12 @@ func buildRunner(b *testing.B, a *asynctool.Async, g *libGraph) func() {
 
 // runImpls runs one sub-benchmark impl=<name> per implementation on s.
 func runImpls(b *testing.B, s *shape, impls []impl) {
-	ref := s.reference()
+	ref := s.Reference()
 	for _, im := range impls {
 		b.Run("impl="+im.name, func(b *testing.B) {
-			vals := make([]int64, s.n())
+			vals := make([]int64, s.N())
 			body := im.setup(b, s, vals)
-			measure(b, s.n(), body, checkSinks(s, ref, vals))
+			measure(b, s.N(), body, checkSinks(s, ref, vals))
 		})
 	}
 }
@@ -233,8 +234,8 @@ func runImpls(b *testing.B, s *shape, impls []impl) {
 // hooks installed.
 func BenchmarkGraph(b *testing.B) {
 	impls := []impl{implLibraryRun, implLibraryRunCPU, implByHand, implLimit, implLibraryBuildRun, implLibraryHooks}
-	for _, s := range graphShapes() {
-		b.Run(fmt.Sprintf("shape=%s/n=%d", s.name, s.n()), func(b *testing.B) {
+	for _, s := range shapes.Graph() {
+		b.Run(fmt.Sprintf("shape=%s/n=%d", s.Name, s.N()), func(b *testing.B) {
 			runImpls(b, s, impls)
 		})
 	}
@@ -244,16 +245,16 @@ func BenchmarkGraph(b *testing.B) {
 // where per-run overhead dominates: library-build+run is the target's
 // "build + run with a group deadline".
 func BenchmarkDiamond(b *testing.B) {
-	runImpls(b, diamondShape(), []impl{implByHand, implLimit, implLibraryBuildRun, implLibraryByID, implLibraryRun})
+	runImpls(b, shapes.Diamond(), []impl{implByHand, implLimit, implLibraryBuildRun, implLibraryByID, implLibraryRun})
 }
 
 // BenchmarkSizes runs chains and fans of growing size: ns/node should
 // stay flat, showing no work quadratic in the graph's size.
 func BenchmarkSizes(b *testing.B) {
-	for _, mk := range []func(int) *shape{chainShape, fanShape} {
+	for _, mk := range []func(int) *shape{shapes.Chain, shapes.Fan} {
 		for _, n := range []int{100, 1000, 10000} {
 			s := mk(n)
-			b.Run(fmt.Sprintf("shape=%s/n=%d", s.name, n), func(b *testing.B) {
+			b.Run(fmt.Sprintf("shape=%s/n=%d", s.Name, n), func(b *testing.B) {
 				runImpls(b, s, []impl{implLibraryRun, implLibraryBuildRun})
 			})
 		}
@@ -264,7 +265,7 @@ func BenchmarkSizes(b *testing.B) {
 // 1 ms → 1, with the default Async. ns/op is the wall time of one run;
 // impl=goroutines is the floor: 100 raw goroutines and a WaitGroup.
 func BenchmarkRPCFanout(b *testing.B) {
-	s := rpcShape(100)
+	s := shapes.RPC(100)
 	goroutines := impl{"goroutines", func(b *testing.B, s *shape, vals []int64) func() {
 		return func() { runGoroutines(s, vals) }
 	}}
@@ -282,13 +283,13 @@ func BenchmarkRPCFanout(b *testing.B) {
 // by more than the target's 100 µs from one run to the next. ns/op is the
 // time of both runs together.
 func BenchmarkRPCFanoutPaired(b *testing.B) {
-	s := rpcShape(100)
+	s := shapes.RPC(100)
 	library := implLibraryBuildRun
 	library.name = "library"
-	ref := s.reference()
+	ref := s.Reference()
 	for _, im := range []impl{library, implLibraryRun} {
 		b.Run("impl="+im.name, func(b *testing.B) {
-			vals := make([]int64, s.n())
+			vals := make([]int64, s.N())
 			body := im.setup(b, s, vals)
 			timed := func(f func()) time.Duration {
 				t0 := time.Now()
@@ -325,12 +326,12 @@ func BenchmarkRPCFanoutPaired(b *testing.B) {
 // runGoroutines runs a 1 → n → 1 shape with one raw goroutine per middle
 // node and a WaitGroup: the source and the sink run on the caller.
 func runGoroutines(s *shape, vals []int64) {
-	s.work(vals, 0)
+	s.Work(vals, 0)
 	var wg sync.WaitGroup
-	last := int32(s.n() - 1)
+	last := int32(s.N() - 1)
 	for i := int32(1); i < last; i++ {
-		wg.Go(func() { s.work(vals, i) })
+		wg.Go(func() { s.Work(vals, i) })
 	}
 	wg.Wait()
-	s.work(vals, last)
+	s.Work(vals, last)
 }

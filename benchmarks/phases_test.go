@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/asynctool-go/asynctool"
+	"github.com/asynctool-go/asynctool/benchmarks/internal/shapes"
 )
 
 // BenchmarkBuildPhases splits library-build+run, the target's "build +
@@ -24,43 +25,43 @@ import (
 // build+run − build is what BeginWork adds to building: compiling the
 // graph and running it once.
 func BenchmarkBuildPhases(b *testing.B) {
-	for _, s := range graphShapes() {
-		b.Run(fmt.Sprintf("shape=%s/n=%d", s.name, s.n()), func(b *testing.B) {
+	for _, s := range shapes.Graph() {
+		b.Run(fmt.Sprintf("shape=%s/n=%d", s.Name, s.N()), func(b *testing.B) {
 			b.Run("impl=alloc", func(b *testing.B) {
-				nodes := make([]*node, s.n())
-				measure(b, s.n(), func() {
+				nodes := make([]*node, s.N())
+				measure(b, s.N(), func() {
 					for i := range nodes {
 						nodes[i] = new(node)
 					}
 				}, nil)
 			})
-			vals := make([]int64, s.n())
+			vals := make([]int64, s.N())
 			g := newLibGraph(s, vals)
 			b.Run("impl=build", func(b *testing.B) {
 				var roots []asynctool.Wrapper
-				measure(b, s.n(), func() { roots = g.build() }, func() error {
+				measure(b, s.N(), func() { roots = g.build() }, func() error {
 					// The last build is a whole graph of the shape:
 					// it compiles, with every node.
 					p, err := asynctool.Compile(roots...)
 					if err != nil {
 						return err
 					}
-					if p.Len() != s.n() {
-						return fmt.Errorf("the build compiles to %d nodes, want %d", p.Len(), s.n())
+					if p.Len() != s.N() {
+						return fmt.Errorf("the build compiles to %d nodes, want %d", p.Len(), s.N())
 					}
 					return nil
 				})
 			})
 			b.Run("impl=build+compile", func(b *testing.B) {
 				var p *asynctool.Plan
-				measure(b, s.n(), func() {
+				measure(b, s.N(), func() {
 					var err error
 					if p, err = asynctool.Compile(g.build()...); err != nil {
 						b.Fatal(err)
 					}
 				}, func() error {
-					if p.Len() != s.n() {
-						return fmt.Errorf("plan has %d nodes, want %d", p.Len(), s.n())
+					if p.Len() != s.N() {
+						return fmt.Errorf("plan has %d nodes, want %d", p.Len(), s.N())
 					}
 					return nil
 				})

@@ -15,14 +15,14 @@ func TestImplementationsAgree(t *testing.T) {
 	shapes := []*shape{diamondShape(), fanShape(200), rpcShape(100)}
 	all := append(impls(), impl{"goroutines", rawGoroutines})
 	for _, s := range shapes {
-		ref := s.reference()
+		ref := s.Reference()
 		for _, im := range all {
-			if im.name == "goroutines" && !s.sleep {
+			if im.name == "goroutines" && !s.Sleep {
 				continue
 			}
-			t.Run(fmt.Sprintf("%s/%s", s.name, im.name), func(t *testing.T) {
-				vals := make([]int64, s.n())
-				s.calls = make([]atomic.Int32, s.n())
+			t.Run(fmt.Sprintf("%s/%s", s.Name, im.name), func(t *testing.T) {
+				vals := make([]int64, s.N())
+				s.calls = make([]atomic.Int32, s.N())
 				t.Cleanup(func() { s.calls = nil })
 				run := im.setup(t, s, vals)
 				for round := range 3 {

@@ -69,17 +69,17 @@ func asyncBuilder(s *shape, vals []int64) func() []asynctool.Wrapper {
 	worker := asynctool.WorkerFunc[int32, int64](func(_ context.Context, i int32, _ asynctool.Wrappers) (int64, error) {
 		return s.work(vals, i), nil
 	})
-	nodes := make([]*node, s.n())
-	roots := make([]asynctool.Wrapper, len(s.roots))
+	nodes := make([]*node, s.N())
+	roots := make([]asynctool.Wrapper, len(s.Roots))
 	return func() []asynctool.Wrapper {
 		for i := range nodes {
-			w := asynctool.NewWrapper(s.ids[i], worker, int32(i))
-			for _, d := range s.deps[i] {
+			w := asynctool.NewWrapper(s.IDs[i], worker, int32(i))
+			for _, d := range s.Deps[i] {
 				w.Depend(nodes[d], true)
 			}
 			nodes[i] = w
 		}
-		for k, r := range s.roots {
+		for k, r := range s.Roots {
 			roots[k] = nodes[r]
 		}
 		return roots
@@ -117,13 +117,13 @@ func errgroupByHand(_ testing.TB, s *shape, vals []int64) func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), groupDeadline)
 		defer cancel()
 		g, ctx := errgroup.WithContext(ctx)
-		done := make([]chan struct{}, s.n())
+		done := make([]chan struct{}, s.N())
 		for i := range done {
 			done[i] = make(chan struct{})
 		}
-		for i := range s.n() {
+		for i := range s.N() {
 			g.Go(func() error {
-				for _, d := range s.deps[i] {
+				for _, d := range s.Deps[i] {
 					select {
 					case <-done[d]:
 					case <-ctx.Done():
@@ -196,11 +196,11 @@ func deadlineTask(s *shape, vals []int64, i int32, ctx *context.Context, first *
 // buildTaskflow builds s as a go-taskflow TaskFlow whose tasks read the
 // run's context through ctx.
 func buildTaskflow(s *shape, vals []int64, ctx *context.Context, first *atomic.Pointer[error]) *gotaskflow.TaskFlow {
-	tf := gotaskflow.NewTaskFlow(s.name)
-	tasks := make([]*gotaskflow.Task, s.n())
+	tf := gotaskflow.NewTaskFlow(s.Name)
+	tasks := make([]*gotaskflow.Task, s.N())
 	for i := range tasks {
-		tasks[i] = tf.NewTask(s.ids[i], deadlineTask(s, vals, int32(i), ctx, first))
-		for _, d := range s.deps[i] {
+		tasks[i] = tf.NewTask(s.IDs[i], deadlineTask(s, vals, int32(i), ctx, first))
+		for _, d := range s.Deps[i] {
 			tasks[d].Precede(tasks[i])
 		}
 	}
@@ -244,15 +244,15 @@ func taskflowRerun(_ testing.TB, s *shape, vals []int64) func() error {
 
 // buildGoWorkflow builds s as a go-workflow Workflow of flow.Func steps.
 func buildGoWorkflow(s *shape, vals []int64) *flow.Workflow {
-	steps := make([]flow.Steper, s.n())
+	steps := make([]flow.Steper, s.N())
 	w := new(flow.Workflow)
 	for i := range steps {
-		steps[i] = flow.Func(s.ids[i], func(context.Context) error {
+		steps[i] = flow.Func(s.IDs[i], func(context.Context) error {
 			s.work(vals, int32(i))
 			return nil
 		})
-		ups := make([]flow.Steper, len(s.deps[i]))
-		for k, d := range s.deps[i] {
+		ups := make([]flow.Steper, len(s.Deps[i]))
+		for k, d := range s.Deps[i] {
 			ups[k] = steps[d]
 		}
 		w.Add(flow.Steps(steps[i]).DependsOn(ups...))
@@ -289,36 +289,36 @@ func goWorkflowRerun(_ testing.TB, s *shape, vals []int64) func() error {
 // node still computes with s.work, from vals, as every implementation
 // here does; its typed input must agree with it (checked in the test).
 func compileEino(s *shape, vals []int64) (compose.Runnable[int64, int64], error) {
-	if len(s.sinks) != 1 {
-		return nil, fmt.Errorf("eino: shape %s has %d sinks, want 1", s.name, len(s.sinks))
+	if len(s.Sinks) != 1 {
+		return nil, fmt.Errorf("eino: shape %s has %d sinks, want 1", s.Name, len(s.Sinks))
 	}
 	wf := compose.NewWorkflow[int64, int64]()
-	for i := range s.n() {
+	for i := range s.N() {
 		i := int32(i)
 		var n *compose.WorkflowNode
-		switch deps := s.deps[i]; len(deps) {
+		switch deps := s.Deps[i]; len(deps) {
 		case 0, 1:
-			n = wf.AddLambdaNode(s.ids[i], compose.InvokableLambda(func(_ context.Context, in int64) (int64, error) {
+			n = wf.AddLambdaNode(s.IDs[i], compose.InvokableLambda(func(_ context.Context, in int64) (int64, error) {
 				return s.work(vals, i), nil
 			}))
 			if len(deps) == 0 {
 				n.AddInput(compose.START)
 			} else {
-				n.AddInput(s.ids[deps[0]])
+				n.AddInput(s.IDs[deps[0]])
 			}
 		default:
-			n = wf.AddLambdaNode(s.ids[i], compose.InvokableLambda(func(_ context.Context, in map[string]any) (int64, error) {
-				if len(in) != len(s.deps[i]) {
-					return 0, fmt.Errorf("node %d: %d inputs, want %d", i, len(in), len(s.deps[i]))
+			n = wf.AddLambdaNode(s.IDs[i], compose.InvokableLambda(func(_ context.Context, in map[string]any) (int64, error) {
+				if len(in) != len(s.Deps[i]) {
+					return 0, fmt.Errorf("node %d: %d inputs, want %d", i, len(in), len(s.Deps[i]))
 				}
 				return s.work(vals, i), nil
 			}))
 			for _, d := range deps {
-				n.AddInput(s.ids[d], compose.ToField(s.ids[d]))
+				n.AddInput(s.IDs[d], compose.ToField(s.IDs[d]))
 			}
 		}
 	}
-	wf.End().AddInput(s.ids[s.sinks[0]])
+	wf.End().AddInput(s.IDs[s.Sinks[0]])
 	return wf.Compile(context.Background())
 }
 
@@ -331,7 +331,7 @@ func invokeEino(r compose.Runnable[int64, int64], s *shape, vals []int64) error 
 	if err != nil {
 		return err
 	}
-	if want := vals[s.sinks[0]]; out != want {
+	if want := vals[s.Sinks[0]]; out != want {
 		return fmt.Errorf("eino: output %d, sink's value %d", out, want)
 	}
 	return nil
@@ -364,7 +364,7 @@ func rawGoroutines(_ testing.TB, s *shape, vals []int64) func() error {
 	return func() error {
 		s.work(vals, 0)
 		var wg sync.WaitGroup
-		last := int32(s.n() - 1)
+		last := int32(s.N() - 1)
 		for i := int32(1); i < last; i++ {
 			wg.Go(func() { s.work(vals, i) })
 		}

@@ -21,12 +21,12 @@ func measure(b *testing.B, s *shape, vals []int64, body func() error) {
 		}
 	}
 	runtime.ReadMemStats(&after)
-	per := float64(b.N) * float64(s.n())
+	per := float64(b.N) * float64(s.N())
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/per, "ns/node")
 	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/per, "allocs/node")
-	for i, want := range s.reference() {
+	for i, want := range s.Reference() {
 		if vals[i] != want {
-			b.Fatalf("%s: node %d = %d, want %d", s.name, i, vals[i], want)
+			b.Fatalf("%s: node %d = %d, want %d", s.Name, i, vals[i], want)
 		}
 	}
 }
@@ -35,7 +35,7 @@ func measure(b *testing.B, s *shape, vals []int64, body func() error) {
 func runImpls(b *testing.B, s *shape, list []impl) {
 	for _, im := range list {
 		b.Run("impl="+im.name, func(b *testing.B) {
-			vals := make([]int64, s.n())
+			vals := make([]int64, s.N())
 			measure(b, s, vals, im.setup(b, s, vals))
 		})
 	}
@@ -52,7 +52,7 @@ func BenchmarkDiamond(b *testing.B) {
 // BenchmarkGraph, with trivial work per node: the schedulers' own cost.
 func BenchmarkFan(b *testing.B) {
 	s := fanShape(1000)
-	b.Run(fmt.Sprintf("n=%d", s.n()), func(b *testing.B) { runImpls(b, s, impls()) })
+	b.Run(fmt.Sprintf("n=%d", s.N()), func(b *testing.B) { runImpls(b, s, impls()) })
 }
 
 // BenchmarkRPCFanout is 1 → 100 nodes that each sleep 1 ms → 1: ns/op is
