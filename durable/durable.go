@@ -595,13 +595,15 @@ func (e *GraphFailedError) Unwrap() []error {
 		case f.Err == nil:
 		case !cancel || !isJobSnooze(f.Err):
 			errs = append(errs, f.Err)
-		case isJobCancel(f.Err):
-			// One error that asks for both: only its cancellation, or
-			// River would see the snooze first, or, with the error left
-			// out, neither.
+		default:
+			// A snooze beside a cancellation: left out, unless the error
+			// asks for both, which gives only its cancellation, or River
+			// would see the snooze first, or, with the error left out,
+			// neither.
 			var c *rivertype.JobCancelError
-			errors.As(f.Err, &c)
-			errs = append(errs, c)
+			if errors.As(f.Err, &c) {
+				errs = append(errs, c)
+			}
 		}
 	}
 	return errs

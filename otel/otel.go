@@ -116,8 +116,34 @@ type runState struct {
 	span  trace.Span
 	start time.Time
 	mu    sync.Mutex
-	nodes map[int]trace.Span // node index -> span, while the node runs
-	ended []bool             // node index -> OnNodeEnd has run for it
+	nodes []nodeSpan // by node index, RunInfo.Nodes of them
+}
+
+// nodeSpan is one node's part of a run's state.
+type nodeSpan struct {
+	span  trace.Span // the running attempt's span; nil when none runs
+	ended bool       // OnNodeEnd has run for the node
+}
+
+// node returns node i's state, or nil for an index the run does not have
+// (the engine gives none); st.mu is held.
+func (st *runState) node(i int) *nodeSpan {
+	if i < 0 || i >= len(st.nodes) {
+		return nil
+	}
+	return &st.nodes[i]
+}
+
+// take returns node i's running span, if any, and forgets it; st.mu is
+// held.
+func (st *runState) take(i int) trace.Span {
+	n := st.node(i)
+	if n == nil {
+		return nil
+	}
+	span := n.span
+	n.span = nil
+	return span
 }
 
 type runKey struct{}
@@ -162,7 +188,7 @@ func (in *instruments) runStart(ctx context.Context, info asynctool.RunInfo) con
 		attrs = append(attrs, attribute.String("asynctool.run.deadline", info.Deadline.Format(time.RFC3339Nano)))
 	}
 	ctx, span := in.tracer.Start(ctx, "asynctool.run", trace.WithAttributes(attrs...))
-	st := &runState{span: span, start: time.Now(), nodes: make(map[int]trace.Span), ended: make([]bool, info.Nodes)}
+	st := &runState{span: span, start: time.Now(), nodes: make([]nodeSpan, info.Nodes)}
 	return context.WithValue(ctx, runKey{}, st)
 }
 
@@ -177,7 +203,8 @@ func (in *instruments) nodeStart(ctx context.Context, ev asynctool.NodeEvent) co
 		KeyNodeWaitMS.Float64(float64(ev.Wait)/float64(time.Millisecond)),
 	))
 	st.mu.Lock()
-	if st.hasEnded(ev.Index) {
+	n := st.node(ev.Index)
+	if n == nil || n.ended {
 		// The deadline or a cancellation ended the node (and perhaps the
 		// run) while this hook was on its way: nodeEnd has been and no
 		// one else would end the span.
@@ -185,8 +212,8 @@ func (in *instruments) nodeStart(ctx context.Context, ev asynctool.NodeEvent) co
 		span.End()
 		return ctx
 	}
-	old := st.nodes[ev.Index]
-	st.nodes[ev.Index] = span
+	old := n.span
+	n.span = span
 	st.mu.Unlock()
 	if old != nil {
 		// An earlier attempt that nodeRetry did not end: it failed, the
@@ -202,11 +229,6 @@ func (in *instruments) nodeStart(ctx context.Context, ev asynctool.NodeEvent) co
 	return ctx
 }
 
-// hasEnded reports whether OnNodeEnd has run for node i; st.mu is held.
-func (st *runState) hasEnded(i int) bool {
-	return i >= 0 && i < len(st.ended) && st.ended[i]
-}
-
 // nodeRetry ends the span of an attempt that failed and will be retried,
 // with the attempt's error; the next attempt starts a span of its own.
 func (in *instruments) nodeRetry(ctx context.Context, ev asynctool.NodeEvent) {
@@ -215,8 +237,7 @@ func (in *instruments) nodeRetry(ctx context.Context, ev asynctool.NodeEvent) {
 		return
 	}
 	st.mu.Lock()
-	span := st.nodes[ev.Index]
-	delete(st.nodes, ev.Index)
+	span := st.take(ev.Index)
 	st.mu.Unlock()
 	if span == nil {
 		return
@@ -260,10 +281,9 @@ func (in *instruments) nodeEnd(ctx context.Context, ev asynctool.NodeEvent) {
 	}
 	now := time.Now()
 	st.mu.Lock()
-	span := st.nodes[ev.Index]
-	delete(st.nodes, ev.Index)
-	if ev.Index >= 0 && ev.Index < len(st.ended) {
-		st.ended[ev.Index] = true
+	span := st.take(ev.Index)
+	if n := st.node(ev.Index); n != nil {
+		n.ended = true
 	}
 	st.mu.Unlock()
 	ran := ev.Attempt > 0
@@ -336,9 +356,10 @@ func (in *instruments) runEnd(ctx context.Context, rep *asynctool.Report) {
 	// Spans of nodes still open (a worker that outlived the run) end with
 	// the run, so that none leaks.
 	st.mu.Lock()
-	for i, span := range st.nodes {
-		span.End()
-		delete(st.nodes, i)
+	for i := range st.nodes {
+		if span := st.take(i); span != nil {
+			span.End()
+		}
 	}
 	st.mu.Unlock()
 	end := time.Now()
