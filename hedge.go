@@ -65,6 +65,15 @@ func (h *hedged[P, R]) workerProblem() (string, error) {
 	return "", nil
 }
 
+// subPlan is w's plan when w runs one, for reports: every call of a
+// hedged SubPlan runs the same plan.
+func (h *hedged[P, R]) subPlan() *Plan {
+	if s, ok := h.w.(planWorker); ok {
+		return s.subPlan()
+	}
+	return nil
+}
+
 // DefaultValue is w's, or R's zero value when w is no Defaulter: the
 // value the node would report with w itself.
 func (h *hedged[P, R]) DefaultValue() R {

@@ -59,6 +59,11 @@ type NodeReport struct {
 	Ready, Started, Ended time.Time
 	Wait                  time.Duration
 	Lane                  int
+	// Sub is the report of the plan a [SubPlan] node runs: of the last
+	// run of it that the node started, or its static shape (as
+	// [Plan.Describe] gives it) while the node has started none. It is
+	// nil for other nodes.
+	Sub *Report
 }
 
 // Duration is how long the node ran (zero if it never started or times
@@ -133,6 +138,7 @@ func (r *Run) Report() *Report {
 			nr.Lane = int(t.lane.Load())
 		}
 	}
+	r.reportSubs(rep)
 	return rep
 }
 
@@ -149,33 +155,43 @@ func (rep *Report) Err() error {
 	return errors.Join(errs...)
 }
 
-// String renders the report compactly, one node per line, for logs.
+// String renders the report compactly, one node per line, for logs. The
+// nodes of a [SubPlan] node's Sub follow it, indented.
 func (rep *Report) String() string {
 	var b strings.Builder
+	rep.write(&b, "")
+	return b.String()
+}
+
+// write writes String's lines, each after indent.
+func (rep *Report) write(b *strings.Builder, indent string) {
 	for i := range rep.Nodes {
 		n := &rep.Nodes[i]
-		fmt.Fprintf(&b, "%s: %v", n.ID, n.Status)
+		b.WriteString(indent)
+		fmt.Fprintf(b, "%s: %v", n.ID, n.Status)
 		if d := n.Duration(); d > 0 {
-			fmt.Fprintf(&b, " ran %v", d)
+			fmt.Fprintf(b, " ran %v", d)
 		}
 		if n.Wait > 0 {
-			fmt.Fprintf(&b, " waited %v", n.Wait)
+			fmt.Fprintf(b, " waited %v", n.Wait)
 		}
 		if n.Attempts > 1 {
-			fmt.Fprintf(&b, " attempts=%d", n.Attempts)
+			fmt.Fprintf(b, " attempts=%d", n.Attempts)
 		}
 		if n.DecidedBy != "" {
-			fmt.Fprintf(&b, " by=%s", n.DecidedBy)
+			fmt.Fprintf(b, " by=%s", n.DecidedBy)
 		}
 		if n.Reason != "" {
-			fmt.Fprintf(&b, " (%s)", n.Reason)
+			fmt.Fprintf(b, " (%s)", n.Reason)
 		}
 		b.WriteByte('\n')
+		if n.Sub != nil {
+			n.Sub.write(b, indent+"  ")
+		}
 	}
 	if rep.RunErr != nil {
-		fmt.Fprintf(&b, "run: %v\n", rep.RunErr)
+		fmt.Fprintf(b, "%srun: %v\n", indent, rep.RunErr)
 	}
-	return b.String()
 }
 
 // isSkip reports whether err is a short-circuited node's: the engine

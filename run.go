@@ -85,10 +85,15 @@ type Run struct {
 	ended atomic.Int64 // when the run ended, as a clock() reading (0: not yet)
 	lanes atomic.Int32
 
-	// released: Release dropped the owner's reference (see Release). Last,
-	// so that the fields above keep the offsets the benchmarks were
-	// measured with.
+	// released: Release dropped the owner's reference (see Release).
+	// After the fields above, so that they keep the offsets the
+	// benchmarks were measured with.
 	released atomic.Bool
+
+	// subs are the runs that nodes' SubPlan workers started, by node
+	// index, in the order they started; they are released with the run.
+	// Guarded by mu.
+	subs map[int32][]*Run
 }
 
 // nodeTimes are one node's timestamps in a timed run, each read from the
@@ -420,6 +425,7 @@ func (r *Run) recycle() {
 			}
 			r.p.nodes[i].core.impl.clearSlot(r.slots[i])
 		}
+		r.releaseSubs()
 		r.a, r.ctx, r.cancel, r.stopSweep, r.ctxDone = nil, nil, nil, nil, nil
 		r.p.runs.Put(r)
 	}

@@ -262,6 +262,9 @@ func (c *nodeCore) checkBuildable(method string) bool {
 // nodeImpl is the typed half of a wrapper, called by the engine.
 type nodeImpl interface {
 	hasWorker() bool
+	// subPlan is the plan the worker runs, if it is a SubPlan, for
+	// reports; else nil.
+	subPlan() *Plan
 	// workerProblem is what makes the worker unusable when it can tell
 	// (see checkedWorker): the words that follow the node's id, and a
 	// sentinel.
@@ -329,6 +332,13 @@ func (w *WorkerWrapper[P, R]) workerProblem() (string, error) {
 	return "", nil
 }
 
+func (w *WorkerWrapper[P, R]) subPlan() *Plan {
+	if s, ok := w.worker.(planWorker); ok {
+		return s.subPlan()
+	}
+	return nil
+}
+
 func (w *WorkerWrapper[P, R]) newSlot() any { return new(slot[R]) }
 
 func (w *WorkerWrapper[P, R]) ownSlot() any { return &w.res }
@@ -380,7 +390,7 @@ func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *Run, i int32, wl *
 		// call would have (see worklist.action), without a deferred call
 		// per node.
 		wl.action = true
-		v, err = w.worker.Action(ctx, w.param, Wrappers{r})
+		v, err = w.worker.Action(ctx, w.param, Wrappers{r, i})
 		wl.action = false
 	}
 	if st, cause, late := r.expiredNode(i); late {
@@ -427,11 +437,11 @@ func (w *WorkerWrapper[P, R]) call(ctx context.Context, r *Run, i int32, hasCall
 	if f := r.p.nodes[i].flow; f != nil && f.retry != nil && f.retry.AttemptTimeout > 0 {
 		bound := &AttemptTimeoutError{ID: w.id, Attempt: int(r.nodes[i].attempts.Load()), Timeout: f.retry.AttemptTimeout}
 		v, err = callBounded(ctx, bound, func(ctx context.Context) (R, error) {
-			return w.worker.Action(ctx, w.param, Wrappers{r})
+			return w.worker.Action(ctx, w.param, Wrappers{r, i})
 		})
 		return v, err, false
 	}
-	v, err = w.worker.Action(ctx, w.param, Wrappers{r})
+	v, err = w.worker.Action(ctx, w.param, Wrappers{r, i})
 	return v, err, false
 }
 
@@ -516,6 +526,9 @@ func (w *WorkerWrapper[P, R]) resultAny(sl any, st int32) (any, ResultState, err
 // test). A Wrappers is valid only during and after the run it came from.
 type Wrappers struct {
 	r *Run
+	// self is the index of the node whose worker was given this view
+	// (see SubPlan).
+	self int32
 }
 
 // State returns the current state of the node with the given id, and

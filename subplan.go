@@ -1,0 +1,181 @@
+package asynctool
+
+import (
+	"context"
+	"fmt"
+)
+
+// SubPlan is a worker that runs a compiled [Plan] as one node of another
+// graph: a sub-graph built and checked once, reused as a step of many
+// plans or requests, whose inside shows in the outer run's [Report].
+//
+// Its Action runs Plan on the outer run's [Async], under the node's
+// context: the sub-run gets the node's deadline (the group deadline, the
+// node's Timeout, a retry's AttemptTimeout), and the outer run's
+// cancellation, and the hooks of both the Async and the context see its
+// nodes as those of a run of their own. When it has ended, Output reads
+// the node's value from it (with [WorkerWrapper.ResultIn]); a node of
+// Plan that failed fails the SubPlan node only if Output says so.
+//
+// The node fails without calling Output when the sub-run could not start,
+// when it was stopped (the node's context ended, or a node of Plan with
+// [PolicyEnd] ended it: the error wraps that node's [*EndError]), and
+// when it suspended: a node of Plan whose [PolicySuspend] left it pending
+// cancels the sub-run and fails the node with an error that wraps the
+// pending node's error. Resuming works on the outer run, for the SubPlan
+// node as a whole: give it PolicySuspend, and a [Rerun] runs Plan again.
+//
+// Each start of the worker (each attempt of a [RetryPolicy], each call of
+// a [Hedged] worker) is a sub-run of its own. The outer run keeps them
+// until it is released ([Run.Release]; a run of single-use wrappers keeps
+// them until it is garbage), and [Run.Report] shows the last one started
+// as the node's [NodeReport.Sub]. Called outside a run (with an empty
+// [Wrappers]), Action returns an error.
+//
+// [Compile] and [Async.BeginWork] reject a node whose SubPlan has no Plan
+// or no Output ([ErrNilWorker]).
+type SubPlan[P, R any] struct {
+	// Plan is the graph to run.
+	Plan *Plan
+	// Input, if not nil, makes the sub-run's context from the node's, for
+	// the node's param and its upstreams' results to reach the workers of
+	// Plan, which take per-request data from their context. The context
+	// it returns must derive from ctx; nil means ctx. An error fails the
+	// node without starting the sub-run.
+	Input func(ctx context.Context, param P, all Wrappers) (context.Context, error)
+	// Output gives the node's value and error from the ended sub-run,
+	// which it must not keep or release.
+	Output func(sub *Run) (R, error)
+}
+
+// workerProblem says what makes s unusable, for Compile (see
+// checkedWorker).
+func (s SubPlan[P, R]) workerProblem() (string, error) {
+	switch {
+	case s.Plan == nil || s.Plan.p == nil:
+		return "its SubPlan has no Plan", ErrNilWorker
+	case s.Output == nil:
+		return "its SubPlan has no Output", ErrNilWorker
+	}
+	return "", nil
+}
+
+// subPlan is the plan s runs, for reports (see planWorker).
+func (s SubPlan[P, R]) subPlan() *Plan { return s.Plan }
+
+// Action runs the sub-plan and reads the node's value from it.
+func (s SubPlan[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R, err error) {
+	if why, err := s.workerProblem(); err != nil {
+		return v, fmt.Errorf("%w: %s", err, why) // only if Compile was bypassed
+	}
+	outer := all.r
+	if outer == nil {
+		return v, fmt.Errorf("asynctool: SubPlan called outside a run (its Wrappers are empty)")
+	}
+	in := ctx
+	if s.Input != nil {
+		if in, err = s.Input(ctx, param, all); err != nil {
+			return v, err
+		}
+		if in == nil {
+			in = ctx
+		} else if in.Value(inRunKey{}) == nil {
+			return v, fmt.Errorf("asynctool: SubPlan's Input returned a context that does not derive from the node's")
+		}
+	}
+	sub := s.Plan.p.getRun()
+	// The outer run holds the Async open while this worker runs, so the
+	// sub-run starts even if Close was called since: it is part of a run
+	// Close waits for.
+	sub.start(in, outer.a, 0)
+	outer.adopt(all.self, sub)
+	select {
+	case <-sub.done:
+	case <-sub.Suspended():
+		pending := sub.firstPending()
+		sub.Cancel()
+		<-sub.done
+		if pending.Err == nil { // suspended by a custom join
+			return v, fmt.Errorf("asynctool: sub-plan suspended at node %q, and was cancelled", pending.ID)
+		}
+		return v, fmt.Errorf("asynctool: sub-plan suspended at node %q, and was cancelled: %w", pending.ID, pending.Err)
+	}
+	if err := sub.err(); err != nil {
+		return v, fmt.Errorf("asynctool: sub-plan: %w", err)
+	}
+	return s.Output(sub)
+}
+
+// planWorker is a worker of this package that runs a plan (SubPlan), for
+// reports.
+type planWorker interface {
+	subPlan() *Plan
+}
+
+// adopt records sub, a run that node i's worker started, to be shown in
+// r's report and released with r.
+func (r *Run) adopt(i int32, sub *Run) {
+	r.mu.Lock()
+	if r.subs == nil {
+		r.subs = make(map[int32][]*Run)
+	}
+	r.subs[i] = append(r.subs[i], sub)
+	r.mu.Unlock()
+}
+
+// lastSubs returns, by node index, the last run each node's worker
+// started, nil if none did.
+func (r *Run) lastSubs() map[int32]*Run {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.subs) == 0 {
+		return nil
+	}
+	last := make(map[int32]*Run, len(r.subs))
+	for i, runs := range r.subs {
+		last[i] = runs[len(runs)-1]
+	}
+	return last
+}
+
+// releaseSubs releases the runs that r's nodes started, whose last
+// reader, r, is being recycled.
+func (r *Run) releaseSubs() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, runs := range r.subs {
+		for _, sub := range runs {
+			sub.Release()
+		}
+	}
+	clear(r.subs) // keeps the map for the plan's next run
+}
+
+// firstPending returns the report of the first node of r that is
+// pending, for a run that suspended.
+func (r *Run) firstPending() NodeReport {
+	rep := r.Report()
+	for _, n := range rep.Nodes {
+		if n.Status == StatusPending && n.Err != nil {
+			return n
+		}
+	}
+	for _, n := range rep.Nodes {
+		if n.Status == StatusPending {
+			return n
+		}
+	}
+	return NodeReport{}
+}
+
+// reportSubs fills in the Sub of rep's SubPlan nodes.
+func (r *Run) reportSubs(rep *Report) {
+	last := r.lastSubs()
+	for i := range rep.Nodes {
+		if sub := last[int32(i)]; sub != nil {
+			rep.Nodes[i].Sub = sub.Report()
+		} else if pl := r.p.nodes[i].core.impl.subPlan(); pl != nil {
+			rep.Nodes[i].Sub = pl.Describe()
+		}
+	}
+}

@@ -1,0 +1,440 @@
+package asynctool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// subUserKey carries the user id into a profile plan's workers.
+type subUserKey struct{}
+
+// profilePlan is a plan of three nodes: name and avatar from the user id
+// in the context, and card joining them.
+func profilePlan(t *testing.T) (*Plan, *WorkerWrapper[int, string]) {
+	t.Helper()
+	uid := func(ctx context.Context) int { return ctx.Value(subUserKey{}).(int) }
+	name := NewWrapper("name", WorkerFunc[int, string](func(ctx context.Context, _ int, _ Wrappers) (string, error) {
+		return fmt.Sprintf("user%d", uid(ctx)), nil
+	}), 0)
+	avatar := NewWrapper("avatar", WorkerFunc[int, string](func(ctx context.Context, _ int, _ Wrappers) (string, error) {
+		return fmt.Sprintf("/img/%d.png", uid(ctx)), nil
+	}), 0)
+	card := NewWrapper("card", WorkerFunc[int, string](func(_ context.Context, _ int, all Wrappers) (string, error) {
+		n, _ := name.ResultFrom(all)
+		a, _ := avatar.ResultFrom(all)
+		return n.Value + " " + a.Value, nil
+	}), 0).Depend(name, true).Depend(avatar, true)
+	pl, err := Compile(name, avatar)
+	require.NoError(t, err)
+	return pl, card
+}
+
+// profileNode is a SubPlan node running profilePlan for the user id it
+// reads from its upstream "user".
+func profileNode(pl *Plan, card *WorkerWrapper[int, string]) *WorkerWrapper[int, string] {
+	return NewWrapper("profile", SubPlan[int, string]{
+		Plan: pl,
+		Input: func(ctx context.Context, _ int, all Wrappers) (context.Context, error) {
+			u, err := ResultOf[int](all, "user")
+			if err != nil {
+				return nil, err
+			}
+			return context.WithValue(ctx, subUserKey{}, u.Value), nil
+		},
+		Output: func(sub *Run) (string, error) {
+			r := card.ResultIn(sub)
+			return r.Value, r.Err
+		},
+	}, 0)
+}
+
+func TestSubPlanRunsAPlanAsANode(t *testing.T) {
+	pl, card := profilePlan(t)
+	a := New()
+	defer a.Close()
+	user := NewWrapper("user", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 7, nil }), 0)
+	profile := profileNode(pl, card).Depend(user, true)
+	page := NewWrapper("page", WorkerFunc[int, string](func(_ context.Context, _ int, all Wrappers) (string, error) {
+		p, err := profile.ResultFrom(all)
+		return "<" + p.Value + ">", err
+	}), 0).Depend(profile, true)
+
+	run, err := a.Start(context.Background(), time.Second, user)
+	require.NoError(t, err)
+	require.NoError(t, run.Wait(context.Background()))
+	assert.Equal(t, "<user7 /img/7.png>", page.Result().Value)
+
+	rep := run.Report()
+	sub := subNode(t, rep, "profile").Sub
+	require.NotNil(t, sub, "the SubPlan node's report holds its sub-run's")
+	var ids []string
+	for _, n := range sub.Nodes {
+		ids = append(ids, n.ID)
+		assert.Equal(t, StatusSucceeded, n.Status, n.ID)
+	}
+	assert.ElementsMatch(t, []string{"name", "avatar", "card"}, ids)
+	for _, n := range rep.Nodes {
+		if n.ID != "profile" {
+			assert.Nil(t, n.Sub, "only SubPlan nodes have a Sub: %s", n.ID)
+		}
+	}
+	s := rep.String()
+	assert.Contains(t, s, "profile: succeeded by=user\n  name: succeeded\n  avatar: succeeded\n  card: succeeded by=", "the sub-run's nodes follow the node, indented:\n%s", s)
+	assert.Contains(t, s, "\npage: succeeded by=profile\n", s)
+}
+
+// subNode returns the report of node id.
+func subNode(t *testing.T, rep *Report, id string) NodeReport {
+	t.Helper()
+	for _, n := range rep.Nodes {
+		if n.ID == id {
+			return n
+		}
+	}
+	t.Fatalf("no node %q in the report", id)
+	return NodeReport{}
+}
+
+func TestSubPlanStaticReport(t *testing.T) {
+	pl, card := profilePlan(t)
+	user := NewWrapper("user", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 7, nil }), 0)
+	profile := profileNode(pl, card).Depend(user, true)
+	rep, err := Describe(user)
+	require.NoError(t, err)
+	sub := rep.Nodes[1].Sub
+	require.Equal(t, "profile", rep.Nodes[1].ID)
+	require.NotNil(t, sub, "a static report shows the sub-plan's shape")
+	assert.Len(t, sub.Nodes, 3)
+	for _, n := range sub.Nodes {
+		assert.Equal(t, StateInit, n.State)
+	}
+	hedged := NewWrapper("hedged", Hedged[int, string](profile.worker, time.Millisecond, 2), 0).Depend(user, true)
+	rep, err = Describe(user)
+	require.NoError(t, err)
+	assert.NotNil(t, rep.Nodes[len(rep.Nodes)-1].Sub, "a hedged SubPlan shows its plan too (%s)", hedged.id)
+}
+
+// TestSubPlanOnAPlanConcurrently runs an outer plan holding a SubPlan
+// node from many goroutines, each with its own user: every run reads its
+// own value, and releasing the outer run releases its sub-runs.
+func TestSubPlanOnAPlanConcurrently(t *testing.T) {
+	pl, card := profilePlan(t)
+	a := New()
+	defer a.Close()
+	user := NewWrapper("user", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		return ctx.Value(subUserKey{}).(int), nil
+	}), 0)
+	profile := profileNode(pl, card).Depend(user, true)
+	outer, err := Compile(user)
+	require.NoError(t, err)
+
+	var wg sync.WaitGroup
+	var bad atomic.Int32
+	for g := range 50 {
+		wg.Go(func() {
+			for k := range 20 {
+				u := g*100 + k
+				ctx := context.WithValue(context.Background(), subUserKey{}, u)
+				run, err := a.RunPlan(ctx, outer, time.Minute)
+				if err != nil {
+					bad.Add(1)
+					continue
+				}
+				want := fmt.Sprintf("user%d /img/%d.png", u, u)
+				if got := profile.ResultIn(run).Value; got != want {
+					bad.Add(1)
+				}
+				if sub := run.Report().Nodes[1].Sub; sub == nil || sub.Nodes[2].Value != want {
+					bad.Add(1)
+				}
+				run.Release()
+			}
+		})
+	}
+	wg.Wait()
+	assert.Zero(t, bad.Load())
+}
+
+func TestSubPlanOutputDecides(t *testing.T) {
+	boom := errors.New("boom")
+	failing := NewWrapper("fails", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, boom }), 0)
+	ok := NewWrapper("ok", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 5, nil }), 0)
+	pl, err := Compile(failing, ok)
+	require.NoError(t, err)
+	a := New()
+	defer a.Close()
+
+	strict := NewWrapper("strict", SubPlan[int, int]{Plan: pl, Output: func(sub *Run) (int, error) {
+		if r := failing.ResultIn(sub); r.Err != nil {
+			return 0, r.Err
+		}
+		return ok.ResultIn(sub).Value, nil
+	}}, 0)
+	lenient := NewWrapper("lenient", SubPlan[int, int]{Plan: pl, Output: func(sub *Run) (int, error) {
+		return ok.ResultIn(sub).Value, nil
+	}}, 0)
+	require.NoError(t, a.BeginWork(context.Background(), time.Second, strict, lenient))
+	assert.ErrorIs(t, strict.Result().Err, boom)
+	assert.Equal(t, ResultException, strict.Result().State)
+	assert.Equal(t, 5, lenient.Result().Value)
+	assert.Equal(t, ResultSuccess, lenient.Result().State)
+}
+
+// blocker is a one-node plan whose worker waits for its context.
+func blocker(t *testing.T, started chan<- struct{}) *Plan {
+	t.Helper()
+	w := NewWrapper("waits", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		if started != nil {
+			started <- struct{}{}
+		}
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}), 0)
+	pl, err := Compile(w)
+	require.NoError(t, err)
+	return pl
+}
+
+func TestSubPlanEndsWithTheNodesDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		pl := blocker(t, nil)
+		timed := NewWrapper("timed", SubPlan[int, int]{Plan: pl, Output: func(*Run) (int, error) { return 1, nil }}, 0).
+			Timeout(10 * time.Millisecond).Default(-1)
+		grouped := NewWrapper("grouped", SubPlan[int, int]{Plan: pl, Output: func(*Run) (int, error) { return 1, nil }}, 0).Default(-2)
+		start := time.Now()
+		run, err := a.Start(context.Background(), 30*time.Millisecond, timed, grouped)
+		require.NoError(t, err)
+		err = run.Wait(context.Background())
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, 30*time.Millisecond, time.Since(start))
+		assert.Equal(t, WorkResult[int]{State: ResultTimeout, Value: -1, Err: timed.Result().Err}, timed.Result())
+		assert.ErrorIs(t, timed.Result().Err, context.DeadlineExceeded)
+		assert.Equal(t, ResultTimeout, grouped.Result().State)
+		assert.Equal(t, -2, grouped.Result().Value)
+		synctest.Wait() // the SubPlan workers return once their sub-runs have ended
+		rep := run.Report()
+		for _, n := range rep.Nodes {
+			require.NotNil(t, n.Sub, n.ID)
+			assert.Equal(t, StatusTimedOut, n.Sub.Nodes[0].Status, "%s's sub-run was stopped with it", n.ID)
+		}
+	})
+}
+
+func TestSubPlanCancelledWithTheOuterRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		started := make(chan struct{}, 1)
+		node := NewWrapper("sub", SubPlan[int, int]{Plan: blocker(t, started), Output: func(*Run) (int, error) { return 1, nil }}, 0)
+		run, err := a.Start(context.Background(), time.Hour, node)
+		require.NoError(t, err)
+		<-started
+		run.Cancel()
+		require.ErrorIs(t, run.Wait(context.Background()), context.Canceled)
+		assert.Equal(t, ResultTimeout, node.Result().State)
+	})
+}
+
+func TestSubPlanEndedByAPolicyEndNode(t *testing.T) {
+	auth := NewWrapper("auth", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		return 0, errors.New("denied")
+	}), 0).OnFailure(PolicyEnd)
+	pl, err := Compile(auth)
+	require.NoError(t, err)
+	a := New()
+	defer a.Close()
+	called := false
+	node := NewWrapper("sub", SubPlan[int, int]{Plan: pl, Output: func(*Run) (int, error) { called = true; return 1, nil }}, 0)
+	after := NewWrapper("after", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 2, nil }), 0).Depend(node, false)
+	require.NoError(t, a.BeginWork(context.Background(), time.Second, node), "the outer run goes on: the sub-plan's end is its own")
+	var end *EndError
+	require.ErrorAs(t, node.Result().Err, &end)
+	assert.Equal(t, "auth", end.ID)
+	assert.False(t, called, "Output is not called for a stopped sub-run")
+	assert.Equal(t, ResultException, after.Result().State, "a must-less optional join fails when its only upstream failed")
+}
+
+// TestSubPlanSuspendedInside: a node of the sub-plan that suspends
+// cancels the sub-run and fails the SubPlan node with its error; with
+// PolicySuspend on the SubPlan node, Rerun runs the whole plan again.
+func TestSubPlanSuspendedInside(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls atomic.Int32
+		pay := NewWrapper("pay", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			if calls.Add(1) == 1 {
+				return 0, errors.New("card declined")
+			}
+			return 9, nil
+		}), 0).OnFailure(PolicySuspend)
+		pl, err := Compile(pay)
+		require.NoError(t, err)
+		a := New()
+		defer a.Close()
+		node := NewWrapper("checkout", SubPlan[int, int]{Plan: pl, Output: func(sub *Run) (int, error) {
+			r := pay.ResultIn(sub)
+			return r.Value, r.Err
+		}}, 0).OnFailure(PolicySuspend)
+		run, err := a.Start(context.Background(), time.Hour, node)
+		require.NoError(t, err)
+		<-run.Suspended()
+		rep := run.Report()
+		assert.Equal(t, StatusPending, rep.Nodes[0].Status)
+		assert.ErrorContains(t, rep.Nodes[0].Err, `sub-plan suspended at node "pay"`)
+		assert.ErrorContains(t, rep.Nodes[0].Err, "card declined")
+		assert.Equal(t, StatusTimedOut, rep.Nodes[0].Sub.Nodes[0].Status, "the suspended sub-run was cancelled")
+		require.NoError(t, run.Resume("checkout", Rerun()))
+		require.NoError(t, run.Wait(context.Background()))
+		assert.Equal(t, WorkResult[int]{State: ResultSuccess, Value: 9}, node.Result())
+		assert.Equal(t, StatusSucceeded, run.Report().Nodes[0].Sub.Nodes[0].Status, "the report shows the last sub-run")
+	})
+}
+
+func TestSubPlanRetriedRunsThePlanAgain(t *testing.T) {
+	var calls atomic.Int32
+	flaky := NewWrapper("flaky", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		if n := calls.Add(1); n < 3 {
+			return 0, fmt.Errorf("attempt %d failed", n)
+		}
+		return 3, nil
+	}), 0)
+	pl, err := Compile(flaky)
+	require.NoError(t, err)
+	a := New()
+	defer a.Close()
+	node := NewWrapper("sub", SubPlan[int, int]{Plan: pl, Output: func(sub *Run) (int, error) {
+		r := flaky.ResultIn(sub)
+		return r.Value, r.Err
+	}}, 0).Retry(RetryPolicy{Attempts: 3})
+	run, err := a.Start(context.Background(), time.Second, node)
+	require.NoError(t, err)
+	require.NoError(t, run.Wait(context.Background()))
+	assert.Equal(t, 3, node.Result().Value)
+	rep := run.Report()
+	assert.Equal(t, 3, rep.Nodes[0].Attempts)
+	assert.Equal(t, 3, rep.Nodes[0].Sub.Nodes[0].Value, "the report shows the last attempt's sub-run")
+}
+
+func TestSubPlanRefusals(t *testing.T) {
+	pl, card := profilePlan(t)
+	for _, tc := range []struct {
+		name string
+		w    Worker[int, string]
+		want string
+	}{
+		{"no plan", SubPlan[int, string]{Output: func(*Run) (string, error) { return "", nil }}, `node "bad": its SubPlan has no Plan`},
+		{"zero plan", SubPlan[int, string]{Plan: &Plan{}, Output: func(*Run) (string, error) { return "", nil }}, `node "bad": its SubPlan has no Plan`},
+		{"no output", SubPlan[int, string]{Plan: pl}, `node "bad": its SubPlan has no Output`},
+		{"hedged", Hedged[int, string](SubPlan[int, string]{Plan: pl}, time.Millisecond, 2), `node "bad": its SubPlan has no Output`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Compile(NewWrapper("bad", tc.w, 0))
+			require.ErrorIs(t, err, ErrNilWorker)
+			assert.ErrorContains(t, err, tc.want)
+			a := New()
+			defer a.Close()
+			err = a.BeginWork(context.Background(), time.Second, NewWrapper("bad", tc.w, 0))
+			assert.ErrorIs(t, err, ErrNilWorker)
+		})
+	}
+	_, err := SubPlan[int, string]{Plan: pl, Output: func(sub *Run) (string, error) { return card.ResultIn(sub).Value, nil }}.
+		Action(context.Background(), 0, Wrappers{})
+	assert.ErrorContains(t, err, "SubPlan called outside a run")
+}
+
+func TestSubPlanInput(t *testing.T) {
+	pl, card := profilePlan(t)
+	a := New()
+	defer a.Close()
+	out := func(sub *Run) (string, error) { return card.ResultIn(sub).Value, nil }
+	refused := errors.New("no user")
+	var started atomic.Bool
+	hooks := &Hooks{OnRunStart: func(ctx context.Context, info RunInfo) context.Context {
+		if info.Nodes == 3 {
+			started.Store(true)
+		}
+		return nil
+	}}
+	failing := NewWrapper("failing", SubPlan[int, string]{Plan: pl, Output: out,
+		Input: func(context.Context, int, Wrappers) (context.Context, error) { return nil, refused }}, 0)
+	detached := NewWrapper("detached", SubPlan[int, string]{Plan: pl, Output: out,
+		Input: func(context.Context, int, Wrappers) (context.Context, error) {
+			return context.WithValue(context.Background(), subUserKey{}, 1), nil
+		}}, 0)
+	ctx := WithRunHooks(context.Background(), hooks)
+	require.NoError(t, a.BeginWork(ctx, time.Second, failing, detached))
+	assert.ErrorIs(t, failing.Result().Err, refused)
+	assert.ErrorContains(t, detached.Result().Err, "does not derive from the node's")
+	assert.False(t, started.Load(), "no sub-run started")
+}
+
+// TestSubPlanStartsDuringClose: a SubPlan node that starts after Close
+// was called runs its plan: its run is one Close waits for.
+func TestSubPlanStartsDuringClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pl, card := profilePlan(t)
+		a := New()
+		gate := make(chan struct{})
+		user := NewWrapper("user", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			<-gate
+			return 4, nil
+		}), 0)
+		profile := profileNode(pl, card).Depend(user, true)
+		run, err := a.Start(context.Background(), time.Hour, user)
+		require.NoError(t, err)
+		closed := make(chan error)
+		go func() { closed <- a.Close() }()
+		synctest.Wait() // Close waits for the run
+		close(gate)
+		require.NoError(t, <-closed)
+		require.NoError(t, run.Wait(context.Background()))
+		assert.Equal(t, WorkResult[string]{State: ResultSuccess, Value: "user4 /img/4.png"}, profile.Result())
+	})
+}
+
+// TestSubPlanOnABusyPool: with one goroutine in the pool, held by the
+// SubPlan node's worker, the sub-run's nodes still run.
+func TestSubPlanOnABusyPool(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pl, card := profilePlan(t)
+		a := New(WithMaxWorkers(1))
+		defer a.Close()
+		user := NewWrapper("user", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 2, nil }), 0)
+		profile := profileNode(pl, card).Depend(user, true)
+		start := time.Now()
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, user))
+		assert.Equal(t, "user2 /img/2.png", profile.Result().Value)
+		assert.Zero(t, time.Since(start), "nothing waited for a deadline")
+	})
+}
+
+// TestSubPlanHooksSeeTheSubRun: the Async's hooks observe the sub-run as
+// a run of its own, nested in the node's context.
+func TestSubPlanHooksSeeTheSubRun(t *testing.T) {
+	pl, card := profilePlan(t)
+	var mu sync.Mutex
+	var ended []string
+	a := New(WithHooks(&Hooks{OnNodeEnd: func(_ context.Context, ev NodeEvent) {
+		mu.Lock()
+		ended = append(ended, ev.ID)
+		mu.Unlock()
+	}}))
+	defer a.Close()
+	user := NewWrapper("user", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 2, nil }), 0)
+	profileNode(pl, card).Depend(user, true)
+	require.NoError(t, a.BeginWork(context.Background(), time.Second, user))
+	assert.ElementsMatch(t, []string{"user", "name", "avatar", "card", "profile"}, ended)
+	assert.Equal(t, "profile", ended[len(ended)-1], "the sub-run's nodes end before the node")
+	assert.True(t, strings.Contains(strings.Join(ended, ","), "user,"), "%v", ended)
+}
