@@ -275,7 +275,7 @@ func (a *Async) launch(ctx context.Context, r *Run, timeout time.Duration) error
 	if a.closed {
 		return ErrClosed
 	}
-	r.start(ctx, a, timeout)
+	r.start(ctx, a, timeout, false)
 	return nil
 }
 

@@ -37,6 +37,9 @@ type plan struct {
 	// scalarResults); made by the first recycled run.
 	scalarOnce sync.Once
 	scalar     []bool
+	// suspends: a node may become pending (PolicySuspend, or a custom
+	// join, which may answer DecideSuspend).
+	suspends bool
 }
 
 // scalarResults reports, per node, whether its result type is a number or
@@ -514,6 +517,9 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 		}
 		p.nodes[k].setThresholds()
 		p.nodes[k].hasCallback = p.nodes[k].core.impl.hasCallback()
+		if f := p.nodes[k].flow; f != nil && (f.policy == PolicySuspend || f.join.kind == joinCustom) {
+			p.suspends = true
+		}
 		for _, e := range p.out(int32(k)) {
 			p.nodes[k].customOut = p.nodes[k].customOut || p.nodes[e.node].joinKind == joinCustom
 		}

@@ -309,7 +309,10 @@ func (r *Run) reset() {
 // start: a run refused by a closed Async releases its nodes, which
 // another Start may then compile, and a State call that had seen the
 // refused run would read their indexes while that Start rewrites them.
-func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration) {
+//
+// With inline, the calling goroutine runs the run's first task before
+// start returns, instead of handing it to another goroutine.
+func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration, inline bool) {
 	if !r.pooled {
 		r.p.single.Store(r)
 	}
@@ -356,6 +359,13 @@ func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration) {
 	a.inflight.Add(1) // the run itself, until its sweep is resolved: Close waits for open runs
 	r.hold.Store(1)
 	r.stopSweep = context.AfterFunc(r.ctx, r.sweep)
+	if inline {
+		// The caller's goroutine runs the first task, as a CallerRuns
+		// executor would (see SubPlan).
+		r.taskStart()
+		r.helper()
+		return
+	}
 	r.dispatch(r.helper) // its first call in the run: it starts the run
 }
 

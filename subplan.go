@@ -86,12 +86,23 @@ func (s SubPlan[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R, 
 	sub := s.Plan.p.getRun()
 	// The outer run holds the Async open while this worker runs, so the
 	// sub-run starts even if Close was called since: it is part of a run
-	// Close waits for.
-	sub.start(in, outer.a, 0)
-	outer.adopt(all.self, sub)
+	// Close waits for. This goroutine runs the sub-run's nodes as far as
+	// it can before it waits, so the worker holds no goroutine idle while
+	// the plan has work for it.
+	func() {
+		// After start's writes, which a report must not read beside; also
+		// when a worker of the plan, run here, ends this goroutine with
+		// runtime.Goexit (the node then fails with ErrGoexit).
+		defer outer.adopt(all.self, sub)
+		sub.start(in, outer.a, 0, true)
+	}()
+	var stall <-chan struct{} // nil, never ready, for a plan that cannot suspend
+	if s.Plan.p.suspends {
+		stall = sub.Suspended()
+	}
 	select {
 	case <-sub.done:
-	case <-sub.Suspended():
+	case <-stall:
 		pending := sub.firstPending()
 		sub.Cancel()
 		<-sub.done
@@ -133,7 +144,9 @@ func (r *Run) lastSubs() map[int32]*Run {
 	}
 	last := make(map[int32]*Run, len(r.subs))
 	for i, runs := range r.subs {
-		last[i] = runs[len(runs)-1]
+		if len(runs) > 0 {
+			last[i] = runs[len(runs)-1]
+		}
 	}
 	return last
 }
@@ -143,12 +156,13 @@ func (r *Run) lastSubs() map[int32]*Run {
 func (r *Run) releaseSubs() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, runs := range r.subs {
+	for i, runs := range r.subs {
 		for _, sub := range runs {
 			sub.Release()
 		}
+		clear(runs)
+		r.subs[i] = runs[:0] // kept, with the map, for the plan's next run
 	}
-	clear(r.subs) // keeps the map for the plan's next run
 }
 
 // firstPending returns the report of the first node of r that is

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -437,4 +438,85 @@ func TestSubPlanHooksSeeTheSubRun(t *testing.T) {
 	assert.ElementsMatch(t, []string{"user", "name", "avatar", "card", "profile"}, ended)
 	assert.Equal(t, "profile", ended[len(ended)-1], "the sub-run's nodes end before the node")
 	assert.True(t, strings.Contains(strings.Join(ended, ","), "user,"), "%v", ended)
+}
+
+// TestSubPlanGoexitInside: a worker of the sub-plan that ends its
+// goroutine with runtime.Goexit ends it on the SubPlan node's goroutine,
+// which runs the sub-run's first nodes: the sub-plan's node fails with
+// ErrGoexit, the sub-run still ends, and so does the outer run.
+func TestSubPlanGoexitInside(t *testing.T) {
+	quits := NewWrapper("quits", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		runtime.Goexit()
+		return 0, nil
+	}), 0)
+	pl, err := Compile(quits)
+	require.NoError(t, err)
+	a := New()
+	defer a.Close()
+	node := NewWrapper("sub", SubPlan[int, int]{Plan: pl, Output: func(sub *Run) (int, error) {
+		r := quits.ResultIn(sub)
+		return r.Value, r.Err
+	}}, 0)
+	run, err := a.Start(context.Background(), time.Minute, node)
+	require.NoError(t, err)
+	require.NoError(t, run.Wait(context.Background()))
+	assert.ErrorIs(t, node.Result().Err, ErrGoexit)
+	sub := run.Report().Nodes[0].Sub
+	assert.Equal(t, StatusFailed, sub.Nodes[0].Status, "the report shows the sub-run that ran:\n%v", sub)
+	assert.ErrorIs(t, sub.Nodes[0].Err, ErrGoexit)
+}
+
+// TestSubPlanRerunAllocatesLittle: releasing a run of a plan that holds
+// a SubPlan node releases its sub-runs too, so running it again reuses
+// them: a few objects per run, whatever the size of the sub-plan.
+func TestSubPlanRerunAllocates(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	a := newAsync(t, WithMaxWorkers(2))
+	const n = 200
+	root := NewWrapper("root", okWorker(), 0)
+	sink := NewWrapper("sink", okWorker(), 0)
+	for range n - 2 {
+		sink.Depend(NewWrapper("", okWorker(), 0).Depend(root, true), true)
+	}
+	inner, err := Compile(root)
+	require.NoError(t, err)
+	node := NewWrapper("sub", SubPlan[int, int]{Plan: inner, Output: func(sub *Run) (int, error) {
+		r := sink.ResultIn(sub)
+		return r.Value, r.Err
+	}}, 0)
+	outer, err := Compile(node)
+	require.NoError(t, err)
+	ctx := context.Background()
+	run := func() {
+		r, err := a.RunPlan(ctx, outer, time.Minute)
+		if err != nil || node.ResultIn(r).Err != nil {
+			panic(fmt.Sprint(err, node.ResultIn(r).Err))
+		}
+		r.Release()
+	}
+	for range 50 {
+		run() // warm the pools
+	}
+	allocs := testing.AllocsPerRun(200, run)
+	t.Logf("%.1f allocs per run of an outer plan with a SubPlan of %d nodes", allocs, n)
+	assert.LessOrEqual(t, allocs, 30.0, "a plain run of either plan makes 12")
+}
+
+// TestSubPlanSuspendedByACustomJoin: a custom join of the sub-plan that
+// suspends its node, which has no error, cancels the sub-run too.
+func TestSubPlanSuspendedByACustomJoin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		up := NewWrapper("up", okWorker(), 0)
+		held := NewWrapper("held", okWorker(), 0).Depend(up, true).
+			Join(CustomJoin(func([]Upstream) Decision { return DecideSuspend }))
+		pl, err := Compile(up)
+		require.NoError(t, err)
+		a := New()
+		defer a.Close()
+		node := NewWrapper("sub", SubPlan[int, int]{Plan: pl, Output: func(sub *Run) (int, error) { return held.ResultIn(sub).Value, nil }}, 0)
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, node))
+		assert.EqualError(t, node.Result().Err, `asynctool: sub-plan suspended at node "held", and was cancelled`)
+	})
 }
