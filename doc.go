@@ -57,6 +57,17 @@
 // [FailurePolicy], and the nodes that needed it are not taken either,
 // unless one of their upstreams failed (see When for each join).
 //
+// # Sub-plans
+//
+// A compiled [Plan] can be one node of another graph: a [SubPlan] worker
+// runs it under the node's context, so the sub-run has the node's
+// deadline and cancellation, and reads the node's value from it. To the
+// outer run the sub-run is the node's one attempt: its flow rules apply
+// to the node as a whole. The worker's goroutine runs the sub-run's first
+// nodes itself; like any run started from a worker, the sub-run's other
+// tasks never wait in the pool's queue behind the worker that waits for
+// them. A node's [NodeReport.Sub] shows its sub-run.
+//
 // # Short-circuit
 //
 // A node that has not started and has successors is skipped (it ends in
@@ -93,7 +104,11 @@
 // and hands the others to the pool; when the pool has no room, it runs
 // them itself, one after another. No goroutine ever blocks waiting for
 // another node, so any graph completes on a pool of one goroutine, and
-// graph depth costs no stack.
+// graph depth costs no stack. The one exception is a worker that waits
+// for a run it started, a [SubPlan]'s included: once it has run what it
+// could of the sub-run, it waits for the rest, which other goroutines
+// run (a nested run's tasks never wait in the pool's queue, so a busy
+// pool, even of one goroutine, cannot stall it).
 //
 // # Panics
 //
