@@ -2,6 +2,7 @@ package asynctooltest
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/asynctool-go/asynctool"
@@ -10,7 +11,11 @@ import (
 // The assertions below check one fact about a run's report. Like
 // testify's assert, each reports a failure with t.Errorf, lets the test go
 // on, and returns whether the fact held. A node is named by its id; an id
-// not in the report is a failure.
+// not in the report is a failure. A node of a [asynctool.SubPlan] node's
+// sub-run is named by a path, the SubPlan node's id, a slash and its id
+// in the sub-run ("profile/name"; deeper sub-plans add more); an id of
+// the report itself is found first, so ids that contain a slash still
+// work.
 
 func node(t testing.TB, rep *asynctool.Report, id string) (*asynctool.NodeReport, bool) {
 	t.Helper()
@@ -18,13 +23,30 @@ func node(t testing.TB, rep *asynctool.Report, id string) (*asynctool.NodeReport
 		t.Errorf("asynctooltest: nil report")
 		return nil, false
 	}
-	for i := range rep.Nodes {
-		if rep.Nodes[i].ID == id {
-			return &rep.Nodes[i], true
-		}
+	if n := find(rep, id); n != nil {
+		return n, true
 	}
 	t.Errorf("asynctooltest: no node %q in the report", id)
 	return nil, false
+}
+
+// find returns the node of rep with the given id, or with the given path
+// through SubPlan nodes' sub-runs, nil if there is none.
+func find(rep *asynctool.Report, id string) *asynctool.NodeReport {
+	for i := range rep.Nodes {
+		if rep.Nodes[i].ID == id {
+			return &rep.Nodes[i]
+		}
+	}
+	for i := range rep.Nodes {
+		n := &rep.Nodes[i]
+		if rest, ok := strings.CutPrefix(id, n.ID+"/"); ok && n.Sub != nil {
+			if m := find(n.Sub, rest); m != nil {
+				return m
+			}
+		}
+	}
+	return nil
 }
 
 // RanBefore checks that the nodes a and b both ran and that a ended no

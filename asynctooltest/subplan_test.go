@@ -1,0 +1,49 @@
+package asynctooltest_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/asynctool-go/asynctool"
+	"github.com/asynctool-go/asynctool/asynctooltest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestAssertionsReachIntoSubPlans names the nodes of a SubPlan node's
+// sub-run by path, and still finds an id of the report that contains a
+// slash.
+func TestAssertionsReachIntoSubPlans(t *testing.T) {
+	fetch := asynctool.NewWrapper("fetch", asynctooltest.Returns[int](5), 0)
+	asynctool.NewWrapper("check", asynctooltest.Fails[int, int](errDown), 0).Depend(fetch, true)
+	inner, err := asynctool.Compile(fetch)
+	require.NoError(t, err)
+	outerOf := func(inner *asynctool.Plan) asynctool.Worker[int, int] {
+		return asynctool.SubPlan[int, int]{Plan: inner, Output: func(sub *asynctool.Run) (int, error) {
+			return fetch.ResultIn(sub).Value, nil
+		}}
+	}
+	mid := asynctool.NewWrapper("mid", outerOf(inner), 0)
+	middle, err := asynctool.Compile(mid)
+	require.NoError(t, err)
+	top := asynctool.NewWrapper("top", asynctool.SubPlan[int, int]{Plan: middle, Output: func(sub *asynctool.Run) (int, error) {
+		return mid.ResultIn(sub).Value, nil
+	}}, 0)
+	slashed := asynctool.NewWrapper("top/mid", asynctooltest.Fails[int, int](context.Canceled), 0)
+	rep := asynctooltest.Run(t, top, slashed)
+
+	s := onSpy(t, func(s *spy) {
+		assert.True(t, asynctooltest.Succeeded(s, rep, "top"))
+		assert.True(t, asynctooltest.Succeeded(s, rep, "top/mid/fetch"))
+		assert.True(t, asynctooltest.Failed(s, rep, "top/mid/check", errDown))
+		assert.True(t, asynctooltest.Failed(s, rep, "top/mid", context.Canceled), "the report's own id comes first")
+	})
+	assert.Empty(t, s.errors)
+	s = onSpy(t, func(s *spy) { asynctooltest.Succeeded(s, rep, "top/mid/none") })
+	assert.Equal(t, []string{`asynctooltest: no node "top/mid/none" in the report`}, s.errors)
+	rep = asynctooltest.Run(t, asynctool.NewWrapper("top", asynctool.SubPlan[int, int]{Plan: middle, Output: func(sub *asynctool.Run) (int, error) {
+		return mid.ResultIn(sub).Value, nil
+	}}, 0))
+	s = onSpy(t, func(s *spy) { assert.True(t, asynctooltest.Succeeded(s, rep, "top/mid")) })
+	assert.Empty(t, s.errors)
+}
