@@ -261,15 +261,18 @@ func When[T any](id string, cond func(v T) bool) Join {
 // cond sees the upstream's whole result: its value (the worker's, or its
 // default value when it did not succeed), its State and its Err, which
 // is [ErrNotTaken] for an upstream not taken. So a fallback that runs
-// only when the primary call did not succeed is
+// only when the primary call failed or timed out, and not when the
+// primary was a branch not taken (its whole path was not chosen), is
 //
 //	backup.Depend(primary, false).
 //		Join(asynctool.WhenResult("primary", func(r asynctool.WorkResult[Price]) bool {
-//			return r.State != asynctool.ResultSuccess
+//			return r.Err != nil && !errors.Is(r.Err, asynctool.ErrNotTaken)
 //		}))
 //
 // and the node that reads them depends on both as optional dependencies,
-// so that it runs on the first of them to succeed.
+// so that it runs on the first of them to succeed. (The condition
+// r.State != ResultSuccess would also call the backup for a primary not
+// taken.)
 //
 // Compile checks id and T as for When, and a value that is not a T when
 // the upstream's type is an interface fails the node with an error

@@ -2,6 +2,7 @@ package asynctool_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -84,7 +85,9 @@ func ExampleWhenResult() {
 	backup := price("backup", time.Millisecond, 101).
 		Depend(primary, false).
 		Join(asynctool.WhenResult("primary", func(r asynctool.WorkResult[int]) bool {
-			return r.State != asynctool.ResultSuccess
+			// Failed or timed out; a primary not taken (had it been a
+			// branch) would need no backup either.
+			return r.Err != nil && !errors.Is(r.Err, asynctool.ErrNotTaken)
 		}))
 	quote := asynctool.NewWrapper("quote", asynctool.WorkerFunc[string, string](
 		func(_ context.Context, _ string, all asynctool.Wrappers) (string, error) {

@@ -37,6 +37,8 @@ type plan struct {
 	// scalarResults); made by the first recycled run.
 	scalarOnce sync.Once
 	scalar     []bool
+	// compiled: the plan is a Plan's, made by Compile (for errors).
+	compiled atomic.Bool
 	// suspends: a node may become pending (PolicySuspend, or a custom
 	// join, which may answer DecideSuspend).
 	suspends bool
@@ -137,7 +139,16 @@ func Compile(starts ...Wrapper) (*Plan, error) {
 		return nil, err
 	}
 	bind(p)
+	p.compiled.Store(true)
 	return &Plan{p: p}, nil
+}
+
+// reusedErr reports that node c belongs to another run or plan.
+func reusedErr(c *nodeCore) error {
+	if o := c.owner.Load(); o != nil && o.compiled.Load() {
+		return graphErr(ErrReused, []string{c.id}, "node %q belongs to a compiled Plan: run the plan with RunPlan or StartPlan, and read its results with ResultIn", c.id)
+	}
+	return graphErr(ErrReused, []string{c.id}, "node %q; build new wrappers for every run", c.id)
 }
 
 // Len returns the number of nodes in the plan: 0 for a nil or zero Plan.
@@ -309,7 +320,7 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 					return tooMany()
 				}
 				if c.owner.Load() != nil {
-					return graphErr(ErrReused, []string{c.id}, "node %q; build new wrappers for every run", c.id)
+					return reusedErr(c)
 				}
 				visited[c] = int32(len(cores))
 				cores = append(cores, c)
@@ -330,7 +341,7 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 			}
 		}
 		// Claimed by another compilation, now or before.
-		return graphErr(ErrReused, []string{c.id}, "node %q; build new wrappers for every run", c.id)
+		return reusedErr(c)
 	}
 	posOf := func(c *nodeCore) (int32, bool) {
 		if !claim {

@@ -1,0 +1,69 @@
+package asynctool
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestS20NFallbackConditionOfTheDocs: the fallback condition that
+// WhenResult's doc and the README give calls the backup when the primary
+// failed, and not when the primary was a branch not taken (helper-79's
+// review: with r.State != ResultSuccess, an empty cart was priced by
+// the backup).
+func TestS20NFallbackConditionOfTheDocs(t *testing.T) {
+	fallback := func(r WorkResult[int]) bool { return r.Err != nil && !errors.Is(r.Err, ErrNotTaken) }
+	for _, tc := range []struct {
+		name       string
+		items      int
+		primaryErr error
+		want       ResultState
+	}{
+		{"primary failed", 2, errors.New("down"), ResultSuccess},
+		{"primary succeeded", 2, nil, ResultException},
+		{"primary not taken", 0, nil, ResultException},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := New()
+			defer a.Close()
+			cart := NewWrapper("cart", WorkerFunc[int, int](func(_ context.Context, n int, _ Wrappers) (int, error) { return n, nil }), tc.items)
+			primary := NewWrapper("primary", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 10, tc.primaryErr }), 0).
+				Depend(cart, true).Join(When("cart", func(n int) bool { return n > 0 }))
+			backup := NewWrapper("backup", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 11, nil }), 0).
+				Depend(primary, false).Join(WhenResult("primary", fallback))
+			require.NoError(t, a.BeginWork(context.Background(), time.Second, cart))
+			assert.Equal(t, tc.want, backup.Result().State, "%v", backup.Result().Err)
+			if tc.want != ResultSuccess {
+				assert.ErrorIs(t, backup.Result().Err, ErrNotTaken)
+			}
+		})
+	}
+}
+
+// TestS20NCompiledWrapperInBeginWork: a wrapper compiled into a Plan,
+// given to BeginWork, Describe or Compile, gets an error that says to run
+// the plan (helper-79's review: it said "build new wrappers for every
+// run", about a wrapper that never ran).
+func TestS20NCompiledWrapperInBeginWork(t *testing.T) {
+	w := NewWrapper("who", okWorker(), 0)
+	_, err := Compile(w)
+	require.NoError(t, err)
+	a := New()
+	defer a.Close()
+	for _, err := range []error{
+		a.BeginWork(context.Background(), time.Second, w),
+		func() error { _, err := Describe(w); return err }(),
+		func() error { _, err := Compile(w); return err }(),
+	} {
+		assert.ErrorIs(t, err, ErrReused)
+		assert.ErrorContains(t, err, `node "who" belongs to a compiled Plan: run the plan with RunPlan or StartPlan`)
+	}
+	used := NewWrapper("used", okWorker(), 0)
+	require.NoError(t, a.BeginWork(context.Background(), time.Second, used))
+	err = a.BeginWork(context.Background(), time.Second, used)
+	assert.ErrorContains(t, err, `node "used"; build new wrappers for every run`)
+}
