@@ -173,3 +173,39 @@ func ExampleHedged() {
 	// Output:
 	// <nil> sku-1: 9.99 (call 2) 2
 }
+
+// A slow backend with a fallback, the way a handler wants it: wait for
+// recommendations up to 50ms, then go on with the bestsellers. The recs
+// node is a must dependency with its own Timeout, a Default and
+// PolicyContinue, so the page always waits for it, and never longer
+// than its budget. (As an optional dependency, recs would not delay the
+// page at all: the page would read it as not ended yet and the run would
+// still wait for it until the group deadline.)
+func ExampleWorkerWrapper_OnFailure_fallback() {
+	recs := asynctool.NewWrapper("recs", asynctool.WorkerFunc[int64, []string](
+		func(ctx context.Context, uid int64, _ asynctool.Wrappers) ([]string, error) {
+			select {
+			case <-time.After(time.Second): // slow today
+				return []string{"for you"}, nil
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+		}), 42).
+		Timeout(50 * time.Millisecond).
+		Default([]string{"bestsellers"}).
+		OnFailure(asynctool.PolicyContinue)
+	page := asynctool.NewWrapper("page", asynctool.WorkerFunc[int64, string](
+		func(_ context.Context, _ int64, all asynctool.Wrappers) (string, error) {
+			r, _ := recs.ResultFrom(all) // its value, or the default once it failed or timed out
+			return fmt.Sprintf("%v (%v)", r.Value, r.State), nil
+		}), 42).
+		Depend(recs, true)
+
+	a := asynctool.New()
+	defer a.Close()
+	start := time.Now()
+	err := a.BeginWork(context.Background(), time.Second, recs)
+	fmt.Println(err, page.Result().Value, time.Since(start) < 500*time.Millisecond)
+	// Output:
+	// <nil> [bestsellers] (timeout) true
+}

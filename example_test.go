@@ -26,8 +26,10 @@ func Example() {
 	cart := asynctool.NewWrapper("cart", fetchCart, 42)
 	page := asynctool.NewWrapper("page", asynctool.WorkerFunc[int64, string](
 		func(ctx context.Context, uid int64, all asynctool.Wrappers) (string, error) {
-			u, _ := asynctool.ResultOf[*User](all, "user")
-			c, _ := asynctool.ResultOf[*Cart](all, "cart")
+			// Typed by the compiler; the only error is a node not in this
+			// run, and must upstreams have succeeded before page runs.
+			u, _ := user.ResultFrom(all)
+			c, _ := cart.ResultFrom(all)
 			return fmt.Sprintf("%s has %d items", u.Value.Name, c.Value.Items), nil
 		}), 42).
 		Depend(user, true). // must: page needs user

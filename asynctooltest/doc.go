@@ -19,4 +19,11 @@
 //
 // Everything here is safe for concurrent use: fakes run on the run's
 // goroutines while the test reads them.
+//
+// An [asynctool.Async] used inside a testing/synctest bubble must be made
+// and closed inside it, as Run does: its pool's goroutines belong to the
+// bubble that started them, so an Async shared with other tests, or
+// warmed up outside the bubble, makes synctest panic (goroutines still
+// blocked when the bubble ends) or the test binary stop with a fatal
+// error (a channel of another bubble).
 package asynctooltest

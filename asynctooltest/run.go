@@ -14,9 +14,11 @@ import (
 // fails the test at once (t.Fatalf). The run's error, if any, is the
 // report's RunErr.
 //
-// The run's context is t.Context(). A fake that blocks makes Run wait
-// until it is released or the test's context ends: use [RunWithin] for a
-// deadline, or [Start] to release it while the run is going on.
+// The run's context is t.Context(), which ends only after the test
+// function returns, so a fake that blocks and that nothing releases makes
+// Run wait until `go test` times out (inside a testing/synctest bubble,
+// synctest reports the deadlock at once): use [RunWithin] for a deadline,
+// or [Start] to release it while the run is going on.
 func Run(t testing.TB, starts ...asynctool.Wrapper) *asynctool.Report {
 	t.Helper()
 	return RunWithin(t, 0, starts...)
