@@ -21,6 +21,8 @@ const (
 	colorTimeout   = "#fdae61"
 	colorWorking   = "#abd9e9"
 	colorInit      = "#ffffff"
+	// colorCluster outlines the box of a SubPlan node's sub-report.
+	colorCluster = "#969696"
 )
 
 // outcome classifies a node for the pictures: a class name, its fill colour
@@ -60,11 +62,7 @@ func (rep *Report) isStatic() bool {
 // is not the default one, then (for a run) its outcome, its duration when
 // times were recorded, and its attempts when it ran more than once.
 func (rep *Report) nodeLines(n *NodeReport, static bool) []string {
-	id := n.ID
-	if id == "" {
-		id = "#" + strconv.Itoa(n.Index)
-	}
-	lines := []string{id}
+	lines := []string{displayID(n)}
 	if n.Join != "" {
 		lines = append(lines, n.Join)
 	}
@@ -86,6 +84,15 @@ func (rep *Report) nodeLines(n *NodeReport, static bool) []string {
 		lines = append(lines, strings.Join(parts, " "))
 	}
 	return lines
+}
+
+// displayID is n's id as the pictures show it: "#" and its index for
+// the empty id.
+func displayID(n *NodeReport) string {
+	if n.ID == "" {
+		return "#" + strconv.Itoa(n.Index)
+	}
+	return n.ID
 }
 
 // roundDuration keeps about three significant digits, so labels stay
@@ -149,25 +156,64 @@ func (rep *Report) criticalEdges() map[[2]int]bool {
 // A static report (every node in StateInit with no result, as from
 // [Describe] or [Plan.Describe]) is drawn as the plain graph, with the
 // joins: no colours, no outcomes, no durations, no critical path.
+//
+// A [SubPlan] node whose [NodeReport.Sub] is set is drawn inside a box
+// (a cluster, cluster_n3 for node n3) labelled with its id, with the
+// nodes of its Sub: the node itself, which keeps its edges to and from
+// the outer graph, comes first, and a dotted line without an arrowhead
+// ties it to each start node (a node without dependencies) of the Sub.
+// The Sub's nodes are named after the node, n3_0, n3_1, ..., so no name
+// clashes with the outer graph's, and a Sub's SubPlan nodes are drawn
+// the same way, one box inside another (n3_1_0, ...). The Sub is drawn
+// by the rules above, as a report of its own: its outcomes and colours,
+// and the thick edges of its own critical path, which is the sub-run's
+// and not part of the outer one. It is drawn plain when it is static
+// (the node has not started a sub-run) and when the outer report is.
 func (rep *Report) DOT() string {
-	static := rep.isStatic()
 	var b strings.Builder
 	b.WriteString("digraph asynctool {\n")
 	b.WriteString("  rankdir=LR;\n")
 	b.WriteString("  node [shape=box, style=\"rounded,filled\", fillcolor=\"" + colorInit + "\", fontname=\"Helvetica\"];\n")
 	b.WriteString("  edge [fontname=\"Helvetica\"];\n")
+	rep.writeDOT(&b, "n", "  ", rep.isStatic())
+	b.WriteString("}\n")
+	return b.String()
+}
+
+// writeDOT writes rep's nodes and edges for DOT, each line after indent,
+// naming node i prefix+i, and drawing it plain when static is set.
+func (rep *Report) writeDOT(b *strings.Builder, prefix, indent string, static bool) {
 	for i := range rep.Nodes {
 		n := &rep.Nodes[i]
-		fmt.Fprintf(&b, "  n%d [label=%s", n.Index, dotQuote(strings.Join(rep.nodeLines(n, static), "\n")))
+		name := prefix + strconv.Itoa(n.Index)
+		in := indent
+		if n.Sub != nil {
+			fmt.Fprintf(b, "%ssubgraph cluster_%s {\n", indent, name)
+			in = indent + "  "
+			fmt.Fprintf(b, "%slabel=%s;\n", in, dotQuote(displayID(n)))
+			fmt.Fprintf(b, "%sstyle=rounded; color=%q; fontname=\"Helvetica\";\n", in, colorCluster)
+		}
+		fmt.Fprintf(b, "%s%s [label=%s", in, name, dotQuote(strings.Join(rep.nodeLines(n, static), "\n")))
 		if !static {
 			_, color, _ := outcome(n)
 			if color != colorInit {
-				fmt.Fprintf(&b, ", fillcolor=%q", color)
+				fmt.Fprintf(b, ", fillcolor=%q", color)
 			}
 		}
 		b.WriteString("];\n")
+		if n.Sub == nil {
+			continue
+		}
+		n.Sub.writeDOT(b, name+"_", in, static || n.Sub.isStatic())
+		for _, s := range n.Sub.starts() {
+			fmt.Fprintf(b, "%s%s -> %s_%d [style=dotted, arrowhead=none];\n", in, name, name, s)
+		}
+		fmt.Fprintf(b, "%s}\n", indent)
 	}
-	critical := rep.criticalEdges()
+	var critical map[[2]int]bool
+	if !static {
+		critical = rep.criticalEdges()
+	}
 	for i := range rep.Nodes {
 		n := &rep.Nodes[i]
 		for k, d := range n.Deps {
@@ -183,15 +229,25 @@ func (rep *Report) DOT() string {
 				}
 				attrs = append(attrs, "penwidth=3")
 			}
-			fmt.Fprintf(&b, "  n%d -> n%d", d, n.Index)
+			fmt.Fprintf(b, "%s%s%d -> %s%d", indent, prefix, d, prefix, n.Index)
 			if len(attrs) > 0 {
 				b.WriteString(" [" + strings.Join(attrs, ", ") + "]")
 			}
 			b.WriteString(";\n")
 		}
 	}
-	b.WriteString("}\n")
-	return b.String()
+}
+
+// starts returns the indexes of rep's nodes that have no dependencies,
+// the start nodes of its graph.
+func (rep *Report) starts() []int {
+	var s []int
+	for i := range rep.Nodes {
+		if len(rep.Nodes[i].Deps) == 0 {
+			s = append(s, rep.Nodes[i].Index)
+		}
+	}
+	return s
 }
 
 // dotQuote returns s as a DOT double-quoted string. Backslashes and quotes
@@ -229,38 +285,23 @@ func dotQuote(s string) string {
 // and the critical path's edges thick (==>); Mermaid has no thick dotted
 // arrow, so an optional edge on the critical path is drawn thick. Colours
 // and labels are as for [Report.DOT], applied through classDef lines.
+//
+// A [SubPlan] node's [NodeReport.Sub] is drawn as for DOT, in a subgraph
+// block (subgraph cluster_n3, titled with the node's id) that holds the
+// node first, then the Sub's nodes (n3_0, n3_1, ...) and edges; a dotted
+// link without an arrowhead (-.-) ties the node to each start node of
+// the Sub.
 func (rep *Report) Mermaid() string {
-	static := rep.isStatic()
 	var b strings.Builder
 	b.WriteString("flowchart LR\n")
 	classes := map[string][]string{}
 	var order []string
-	for i := range rep.Nodes {
-		n := &rep.Nodes[i]
-		fmt.Fprintf(&b, "  n%d[\"%s\"]\n", n.Index, mermaidEscape(rep.nodeLines(n, static)))
-		if static {
-			continue
-		}
-		class, _, _ := outcome(n)
+	rep.writeMermaid(&b, "n", "  ", rep.isStatic(), func(class, name string) {
 		if _, ok := classes[class]; !ok {
 			order = append(order, class)
 		}
-		classes[class] = append(classes[class], "n"+strconv.Itoa(n.Index))
-	}
-	critical := rep.criticalEdges()
-	for i := range rep.Nodes {
-		n := &rep.Nodes[i]
-		for k, d := range n.Deps {
-			arrow := "-->"
-			switch {
-			case critical[[2]int{d, n.Index}]:
-				arrow = "==>"
-			case !n.Must[k]:
-				arrow = "-.->"
-			}
-			fmt.Fprintf(&b, "  n%d %s n%d\n", d, arrow, n.Index)
-		}
-	}
+		classes[class] = append(classes[class], name)
+	})
 	for _, class := range order {
 		var color string
 		switch class {
@@ -281,6 +322,51 @@ func (rep *Report) Mermaid() string {
 		fmt.Fprintf(&b, "  class %s %s\n", strings.Join(classes[class], ","), class)
 	}
 	return b.String()
+}
+
+// writeMermaid writes rep's nodes and edges for Mermaid, each line after
+// indent, naming node i prefix+i; it draws them plain when static is
+// set, and otherwise passes each node's class and name to class.
+func (rep *Report) writeMermaid(b *strings.Builder, prefix, indent string, static bool, class func(class, name string)) {
+	for i := range rep.Nodes {
+		n := &rep.Nodes[i]
+		name := prefix + strconv.Itoa(n.Index)
+		in := indent
+		if n.Sub != nil {
+			fmt.Fprintf(b, "%ssubgraph cluster_%s [\"%s\"]\n", indent, name, mermaidEscape([]string{displayID(n)}))
+			in = indent + "  "
+		}
+		fmt.Fprintf(b, "%s%s[\"%s\"]\n", in, name, mermaidEscape(rep.nodeLines(n, static)))
+		if !static {
+			c, _, _ := outcome(n)
+			class(c, name)
+		}
+		if n.Sub == nil {
+			continue
+		}
+		n.Sub.writeMermaid(b, name+"_", in, static || n.Sub.isStatic(), class)
+		for _, s := range n.Sub.starts() {
+			fmt.Fprintf(b, "%s%s -.- %s_%d\n", in, name, name, s)
+		}
+		fmt.Fprintf(b, "%send\n", indent)
+	}
+	var critical map[[2]int]bool
+	if !static {
+		critical = rep.criticalEdges()
+	}
+	for i := range rep.Nodes {
+		n := &rep.Nodes[i]
+		for k, d := range n.Deps {
+			arrow := "-->"
+			switch {
+			case critical[[2]int{d, n.Index}]:
+				arrow = "==>"
+			case !n.Must[k]:
+				arrow = "-.->"
+			}
+			fmt.Fprintf(b, "%s%s%d %s %s%d\n", indent, prefix, d, arrow, prefix, n.Index)
+		}
+	}
 }
 
 // mermaidEscape joins a label's lines with <br/> and escapes the text for

@@ -1,0 +1,395 @@
+package asynctool
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var errS20XDown = errors.New("down")
+
+// s20xHand is a finished run with sub-reports, built by hand so that the
+// exports are exact. Times are milliseconds after t0.
+//
+//	user (0-10) ──> profile (10-40) ──> page (40-45) ┄┄> audit (skipped)
+//	                 │                                     │
+//	                 ├ name (12-20) ──> card (30-38)       └ x ──> y (static)
+//	                 └ avatar (12-30) ─┘
+//	                    │
+//	                    └ cdn (13-20) ┄┄> thumb (20-29, fails)
+func s20xHand() *Report {
+	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	ms := func(n float64) time.Time { return t0.Add(time.Duration(n * float64(time.Millisecond))) }
+	ran := func(i int, id string, from, to float64, lane int) NodeReport {
+		return NodeReport{ID: id, Index: i, Status: StatusSucceeded, State: StateFinish, Result: ResultSuccess,
+			Ran: true, Attempts: 1, Ready: ms(from), Started: ms(from), Ended: ms(to), Lane: lane}
+	}
+	dep := func(n NodeReport, must bool, deps ...int) NodeReport {
+		n.Deps = deps
+		for range deps {
+			n.Must = append(n.Must, must)
+		}
+		return n
+	}
+	thumb := dep(ran(1, "thumb", 20, 29, 1), false, 0)
+	thumb.Status, thumb.State, thumb.Result, thumb.Err, thumb.Reason = StatusFailed, StateError, ResultException, errS20XDown, "worker failed"
+	avatar := ran(1, "avatar", 12, 30, 2)
+	avatar.Sub = &Report{Start: ms(12.5), End: ms(29), Nodes: []NodeReport{ran(0, "cdn", 13, 20, 1), thumb}}
+	profile := dep(ran(1, "profile", 10, 40, 1), true, 0)
+	profile.Sub = &Report{Start: ms(11), End: ms(38), Nodes: []NodeReport{
+		ran(0, "name", 12, 20, 1), avatar, dep(ran(2, "card", 30, 38, 2), true, 0, 1),
+	}}
+	audit := dep(NodeReport{ID: "audit", Index: 3, Status: StatusSkipped, State: StateError, Result: ResultException,
+		Err: ErrSkipped, Ended: ms(45)}, false, 2)
+	audit.Sub = &Report{Nodes: []NodeReport{{ID: "x"}, dep(NodeReport{ID: "y", Index: 1}, true, 0)}}
+	return &Report{Start: t0, End: ms(45), Nodes: []NodeReport{
+		ran(0, "user", 0, 10, 1), profile, dep(ran(2, "page", 40, 45, 1), true, 1), audit,
+	}}
+}
+
+const s20xHandDOT = `digraph asynctool {
+  rankdir=LR;
+  node [shape=box, style="rounded,filled", fillcolor="#ffffff", fontname="Helvetica"];
+  edge [fontname="Helvetica"];
+  n0 [label="user\nsuccess 10ms", fillcolor="#a6d96a"];
+  subgraph cluster_n1 {
+    label="profile";
+    style=rounded; color="#969696"; fontname="Helvetica";
+    n1 [label="profile\nsuccess 30ms", fillcolor="#a6d96a"];
+    n1_0 [label="name\nsuccess 8ms", fillcolor="#a6d96a"];
+    subgraph cluster_n1_1 {
+      label="avatar";
+      style=rounded; color="#969696"; fontname="Helvetica";
+      n1_1 [label="avatar\nsuccess 18ms", fillcolor="#a6d96a"];
+      n1_1_0 [label="cdn\nsuccess 7ms", fillcolor="#a6d96a"];
+      n1_1_1 [label="thumb\nexception 9ms", fillcolor="#f4a582"];
+      n1_1_0 -> n1_1_1 [style="dashed,bold", penwidth=3];
+      n1_1 -> n1_1_0 [style=dotted, arrowhead=none];
+    }
+    n1_2 [label="card\nsuccess 8ms", fillcolor="#a6d96a"];
+    n1_0 -> n1_2;
+    n1_1 -> n1_2 [style=bold, penwidth=3];
+    n1 -> n1_0 [style=dotted, arrowhead=none];
+    n1 -> n1_1 [style=dotted, arrowhead=none];
+  }
+  n2 [label="page\nsuccess 5ms", fillcolor="#a6d96a"];
+  subgraph cluster_n3 {
+    label="audit";
+    style=rounded; color="#969696"; fontname="Helvetica";
+    n3 [label="audit\nskipped", fillcolor="#d9d9d9"];
+    n3_0 [label="x"];
+    n3_1 [label="y"];
+    n3_0 -> n3_1;
+    n3 -> n3_0 [style=dotted, arrowhead=none];
+  }
+  n0 -> n1 [style=bold, penwidth=3];
+  n1 -> n2 [style=bold, penwidth=3];
+  n2 -> n3 [style=dashed];
+}
+`
+
+func TestS20XDOTDrawsSubReportsAsClusters(t *testing.T) {
+	assert.Equal(t, s20xHandDOT, s20xHand().DOT())
+}
+
+const s20xHandMermaid = `flowchart LR
+  n0["user<br/>success 10ms"]
+  subgraph cluster_n1 ["profile"]
+    n1["profile<br/>success 30ms"]
+    n1_0["name<br/>success 8ms"]
+    subgraph cluster_n1_1 ["avatar"]
+      n1_1["avatar<br/>success 18ms"]
+      n1_1_0["cdn<br/>success 7ms"]
+      n1_1_1["thumb<br/>exception 9ms"]
+      n1_1_0 ==> n1_1_1
+      n1_1 -.- n1_1_0
+    end
+    n1_2["card<br/>success 8ms"]
+    n1_0 --> n1_2
+    n1_1 ==> n1_2
+    n1 -.- n1_0
+    n1 -.- n1_1
+  end
+  n2["page<br/>success 5ms"]
+  subgraph cluster_n3 ["audit"]
+    n3["audit<br/>skipped"]
+    n3_0["x"]
+    n3_1["y"]
+    n3_0 --> n3_1
+    n3 -.- n3_0
+  end
+  n0 ==> n1
+  n1 ==> n2
+  n2 -.-> n3
+  classDef finish fill:#a6d96a,stroke:#333
+  class n0,n1,n1_0,n1_1,n1_1_0,n1_2,n2 finish
+  classDef exception fill:#f4a582,stroke:#333
+  class n1_1_1 exception
+  classDef skipped fill:#d9d9d9,stroke:#333
+  class n3 skipped
+`
+
+func TestS20XMermaidDrawsSubReportsAsSubgraphs(t *testing.T) {
+	assert.Equal(t, s20xHandMermaid, s20xHand().Mermaid())
+}
+
+// TestS20XStaticStaysStatic: a static report's Sub is drawn plain, and so
+// is a Sub that is static in a report that is not (the node has not
+// started a sub-run).
+func TestS20XStaticStaysStatic(t *testing.T) {
+	pl, card := profilePlan(t)
+	user := NewWrapper("user", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 7, nil }), 0)
+	profileNode(pl, card).Depend(user, true)
+	rep, err := Describe(user)
+	require.NoError(t, err)
+	require.NotNil(t, rep.Nodes[1].Sub)
+	assert.Equal(t, `digraph asynctool {
+  rankdir=LR;
+  node [shape=box, style="rounded,filled", fillcolor="#ffffff", fontname="Helvetica"];
+  edge [fontname="Helvetica"];
+  n0 [label="user"];
+  subgraph cluster_n1 {
+    label="profile";
+    style=rounded; color="#969696"; fontname="Helvetica";
+    n1 [label="profile"];
+    n1_0 [label="name"];
+    n1_1 [label="avatar"];
+    n1_2 [label="card"];
+    n1_0 -> n1_2;
+    n1_1 -> n1_2;
+    n1 -> n1_0 [style=dotted, arrowhead=none];
+    n1 -> n1_1 [style=dotted, arrowhead=none];
+  }
+  n0 -> n1;
+}
+`, rep.DOT())
+	assert.Equal(t, `flowchart LR
+  n0["user"]
+  subgraph cluster_n1 ["profile"]
+    n1["profile"]
+    n1_0["name"]
+    n1_1["avatar"]
+    n1_2["card"]
+    n1_0 --> n1_2
+    n1_1 --> n1_2
+    n1 -.- n1_0
+    n1 -.- n1_1
+  end
+  n0 --> n1
+`, rep.Mermaid())
+
+	// A hand-made static report whose Sub says it ran is drawn plain
+	// all the same.
+	hand := s20xHand()
+	for i := range hand.Nodes {
+		n := &hand.Nodes[i]
+		n.State, n.Result, n.Ran, n.Err = StateInit, ResultDefault, false, nil
+	}
+	assert.Equal(t, 1, strings.Count(hand.DOT(), "fillcolor"), "only the default:\n%s", hand.DOT())
+	assert.NotContains(t, hand.DOT(), "penwidth")
+	assert.NotContains(t, hand.Mermaid(), "class")
+	assert.NotContains(t, hand.Mermaid(), "==>")
+}
+
+// TestS20XEscapesSubIDs: a SubPlan node's id is escaped in its cluster's
+// title as in node labels, and a sub-report's nodes are named by index
+// whatever their ids.
+func TestS20XEscapesSubIDs(t *testing.T) {
+	for _, tc := range []struct{ id, dot, mermaid string }{
+		{`a"b\c`, `"a\"b\\c"`, `"a#quot;b\c"`},
+		{"<b>&#1;`x`", `"<b>&amp;#1;` + "`x`" + `"`, `"#lt;b#gt;#amp;#35;1;#96;x#96;"`},
+		{"two\nlines", `"two\nlines"`, `"two lines"`},
+		{"end", `"end"`, `"end"`},
+		{"", `"#0"`, `"#35;0"`},
+	} {
+		t.Run(tc.id, func(t *testing.T) {
+			rep := &Report{Nodes: []NodeReport{{ID: tc.id, Sub: &Report{Nodes: []NodeReport{{ID: tc.id}}}}}}
+			dot := rep.DOT()
+			assert.Contains(t, dot, "  subgraph cluster_n0 {\n    label="+tc.dot+";\n")
+			assert.Contains(t, dot, "    n0_0 [label="+tc.dot+"];\n")
+			m := rep.Mermaid()
+			assert.Contains(t, m, "  subgraph cluster_n0 ["+tc.mermaid+"]\n")
+			assert.Contains(t, m, "    n0_0["+tc.mermaid+"]\n")
+		})
+	}
+}
+
+// sleeper is a node that sleeps d and returns 1.
+func sleeper(id string, d time.Duration) *WorkerWrapper[int, int] {
+	return NewWrapper(id, WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		time.Sleep(d)
+		return 1, nil
+	}), 0)
+}
+
+// s20xNested runs, under fake time with timings, a graph whose "mid"
+// node runs a plan whose "in" node runs another, and returns its report:
+//
+//	start (1ms) ──> mid ──> end (1ms)
+//	                 u (3ms) ──> in ──> v (1ms)
+//	                              a (5ms) ─┬─> c (2ms)
+//	                              b (8ms) ─┘
+func s20xNested(t *testing.T) *Report {
+	t.Helper()
+	a, b := sleeper("a", 5*time.Millisecond), sleeper("b", 8*time.Millisecond)
+	c := sleeper("c", 2*time.Millisecond).Depend(a, true).Depend(b, true)
+	inner, err := Compile(a, b)
+	require.NoError(t, err)
+	u := sleeper("u", 3*time.Millisecond)
+	in := NewWrapper("in", SubPlan[int, int]{Plan: inner, Output: func(sub *Run) (int, error) {
+		r := c.ResultIn(sub)
+		return r.Value, r.Err
+	}}, 0).Depend(u, true)
+	v := sleeper("v", time.Millisecond).Depend(in, true)
+	middle, err := Compile(u)
+	require.NoError(t, err)
+	var rep *Report
+	synctest.Test(t, func(t *testing.T) {
+		as := New(WithTimings(true))
+		defer as.Close()
+		start := sleeper("start", time.Millisecond)
+		mid := NewWrapper("mid", SubPlan[int, int]{Plan: middle, Output: func(sub *Run) (int, error) {
+			r := v.ResultIn(sub)
+			return r.Value, r.Err
+		}}, 0).Depend(start, true)
+		sleeper("end", time.Millisecond).Depend(mid, true)
+		run, err := as.Start(context.Background(), time.Second, start)
+		require.NoError(t, err)
+		require.NoError(t, run.Wait(context.Background()))
+		rep = run.Report()
+	})
+	return rep
+}
+
+// TestS20XNestedRunNames checks the names of a real run's sub-reports in
+// both graph formats: unique, valid, and never an outer node's.
+func TestS20XNestedRunNames(t *testing.T) {
+	rep := s20xNested(t)
+	dot, m := rep.DOT(), rep.Mermaid()
+	for _, want := range []string{
+		"subgraph cluster_n1 {", "subgraph cluster_n1_1 {", `n1_1_2 [label="c\nsuccess 2ms"`,
+		"n1_1_0 -> n1_1_2", "n1 -> n1_0 [style=dotted, arrowhead=none]", "n1_1 -> n1_1_0 [style=dotted, arrowhead=none]",
+		"n1_1 -> n1_1_1 [style=dotted, arrowhead=none]", "n0 -> n1 [style=bold, penwidth=3]",
+	} {
+		assert.Contains(t, dot, want)
+	}
+	for _, want := range []string{
+		`subgraph cluster_n1 ["mid"]`, `subgraph cluster_n1_1 ["in"]`, `n1_1_2["c<br/>success 2ms"]`,
+		"n1 -.- n1_0", "n1_1 -.- n1_1_0", "n1_1 -.- n1_1_1", "n1_1_1 ==> n1_1_2",
+	} {
+		assert.Contains(t, m, want)
+	}
+	// Mermaid: every node and subgraph id declared once, a valid id,
+	// and every subgraph closed.
+	decl := regexp.MustCompile(`^\s*(?:subgraph )?([A-Za-z][A-Za-z0-9_]*) ?\[`)
+	seen := map[string]bool{}
+	depth := 0
+	for _, line := range strings.Split(m, "\n") {
+		switch s := strings.TrimSpace(line); {
+		case strings.HasPrefix(s, "subgraph "):
+			depth++
+		case s == "end":
+			depth--
+			require.GreaterOrEqual(t, depth, 0, m)
+		}
+		if g := decl.FindStringSubmatch(line); g != nil {
+			assert.False(t, seen[g[1]], "%s declared twice:\n%s", g[1], m)
+			seen[g[1]] = true
+		}
+	}
+	assert.Zero(t, depth, "every subgraph ends:\n%s", m)
+	assert.Len(t, seen, 3+3+3+2, "3 outer nodes, 3 of mid, 3 of in, 2 subgraphs:\n%s", m)
+}
+
+// needDot skips t when Graphviz's dot is not on PATH, except under CI,
+// whose .ci/run installs it (as TestDOTRenders).
+func needDot(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("dot"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("dot not found on PATH, and CI is set: .ci/run must install graphviz: %v", err)
+		}
+		t.Skip("dot (graphviz) not on PATH")
+	}
+}
+
+// TestS20XDOTRendersClusters feeds DOT with sub-reports to Graphviz and
+// reads the layout back: no warnings, and each cluster holds its SubPlan
+// node and the nodes of its Sub, and nothing else.
+func TestS20XDOTRendersClusters(t *testing.T) {
+	needDot(t)
+	static, err := Describe(func() Wrapper {
+		pl, card := profilePlan(t)
+		user := NewWrapper("user", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 7, nil }), 0)
+		profileNode(pl, card).Depend(user, true)
+		return user
+	}())
+	require.NoError(t, err)
+	weird := &Report{Nodes: []NodeReport{{ID: `q"uo\te` + "\n{x} [y]; <z> -> ✨", Sub: &Report{Nodes: []NodeReport{
+		{ID: "}"}, {ID: "", Index: 1, Deps: []int{0}, Must: []bool{false}, Sub: &Report{Nodes: []NodeReport{{ID: "subgraph"}}}},
+	}}}}}
+	for name, rep := range map[string]*Report{"hand": s20xHand(), "nested run": s20xNested(t), "static": static, "weird": weird} {
+		t.Run(name, func(t *testing.T) {
+			cmd := exec.Command("dot", "-Tjson")
+			cmd.Stdin = strings.NewReader(rep.DOT())
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			require.NoError(t, err, "dot failed: %s\n%s", stderr.String(), rep.DOT())
+			assert.Empty(t, stderr.String(), "dot warnings")
+			var layout struct {
+				Objects []struct {
+					Name  string `json:"name"`
+					Label string `json:"label"`
+					Nodes []int  `json:"nodes"`
+				} `json:"objects"`
+			}
+			require.NoError(t, json.Unmarshal(out, &layout))
+			names := map[int]string{}
+			for gvid, o := range layout.Objects {
+				names[gvid] = o.Name
+			}
+			clusters := 0
+			for _, o := range layout.Objects {
+				node, ok := strings.CutPrefix(o.Name, "cluster_")
+				if !ok {
+					continue
+				}
+				clusters++
+				var got, want []string
+				for _, gvid := range o.Nodes {
+					got = append(got, names[gvid])
+				}
+				for _, n := range names {
+					if n == node || strings.HasPrefix(n, node+"_") && !strings.HasPrefix(n, "cluster_") {
+						want = append(want, n)
+					}
+				}
+				assert.ElementsMatch(t, want, got, "%s holds its node and its Sub's", o.Name)
+			}
+			assert.Equal(t, countSubs(rep), clusters, "one cluster per Sub")
+		})
+	}
+}
+
+// countSubs counts the sub-reports in rep, at any depth.
+func countSubs(rep *Report) int {
+	c := 0
+	for _, n := range rep.Nodes {
+		if n.Sub != nil {
+			c += 1 + countSubs(n.Sub)
+		}
+	}
+	return c
+}
