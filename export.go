@@ -504,19 +504,56 @@ type traceEvent struct {
 // or pending after a failed attempt) is a begin ("B") event at its start
 // on its lane, without an end: viewers draw it to the end of the trace.
 //
-// It returns an error, and writes nothing, if a node ran but the report
-// has no times for it: record them with [WithTimings] or hooks.
+// The run's own nodes are process 1, "asynctool run". The nodes of a
+// [SubPlan] node's [NodeReport.Sub] (its last sub-run) are a process of
+// their own, numbered from 2 in report order, named "sub-run of ID" and
+// with tracks as above for the sub-run's lanes and its nodes that did
+// not run: a sub-run's lanes are its own, so its events never share a
+// track with the outer run's. Their events are named by the path of
+// SubPlan node ids that leads to them ("profile/name"; "a/b/c" for a
+// sub-run inside a sub-run), and placed at their real times, from the
+// outer run's Start. A Sub in which no node ran or ended (the node has
+// not started a sub-run) adds no process.
+//
+// It returns an error, and writes nothing, if a node ran, in the run or
+// in a sub-run, but the report has no times for it: record them with
+// [WithTimings] or hooks.
 func (rep *Report) WriteChromeTrace(w io.Writer) error {
-	us := func(t time.Time) float64 { return float64(t.Sub(rep.Start)) / float64(time.Microsecond) }
-	meta := func(name string, tid int, value string) traceEvent {
-		return traceEvent{Name: name, Ph: "M", Pid: 1, Tid: tid, Args: map[string]any{"name": value}}
+	t := chromeTrace{start: rep.Start}
+	if err := t.add(rep, ""); err != nil {
+		return err
 	}
-	events := []traceEvent{meta("process_name", 0, "asynctool run")}
+	data, err := json.Marshal(struct {
+		TraceEvents     []traceEvent `json:"traceEvents"`
+		DisplayTimeUnit string       `json:"displayTimeUnit"`
+	}{append(t.meta, t.nodes...), "ms"})
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(data, '\n'))
+	return err
+}
+
+// chromeTrace gathers the events of WriteChromeTrace.
+type chromeTrace struct {
+	start time.Time    // the outer run's, which timestamps count from
+	meta  []traceEvent // metadata events, written first
+	nodes []traceEvent
+	pids  int // processes so far
+}
+
+// add adds the events of rep's nodes, each named path followed by its
+// id, as a process of its own, then those of their sub-reports. path is
+// empty for the outer report, whose process is there even without
+// events.
+func (t *chromeTrace) add(rep *Report, path string) error {
+	us := func(tm time.Time) float64 { return float64(tm.Sub(t.start)) / float64(time.Microsecond) }
 	var nodes []traceEvent
 	lanes := map[int]bool{}
 	notRun := false
 	for i := range rep.Nodes {
 		n := &rep.Nodes[i]
+		name := path + n.ID
 		args := map[string]any{"state": n.State.String(), "result": n.Result.String(), "attempts": n.Attempts}
 		if n.Status != 0 {
 			args["status"] = n.Status.String()
@@ -532,11 +569,11 @@ func (rep *Report) WriteChromeTrace(w io.Writer) error {
 		}
 		switch {
 		case n.Ran:
-			if n.Started.IsZero() || rep.Start.IsZero() {
-				return fmt.Errorf("asynctool: node %q ran but the report has no times for it; run with WithTimings or hooks", n.ID)
+			if n.Started.IsZero() || t.start.IsZero() {
+				return fmt.Errorf("asynctool: node %q ran but the report has no times for it; run with WithTimings or hooks", name)
 			}
 			args["wait_us"] = float64(n.Wait) / float64(time.Microsecond)
-			ev := traceEvent{Name: n.ID, Cat: "node", Ph: "X", Ts: us(n.Started), Pid: 1, Tid: n.Lane, Args: args}
+			ev := traceEvent{Name: name, Cat: "node", Ph: "X", Ts: us(n.Started), Tid: n.Lane, Args: args}
 			if n.Ended.IsZero() {
 				ev.Ph = "B" // a snapshot: the node has not ended
 			} else {
@@ -545,29 +582,43 @@ func (rep *Report) WriteChromeTrace(w io.Writer) error {
 			}
 			nodes = append(nodes, ev)
 			lanes[n.Lane] = true
-		case !n.Ended.IsZero() && !rep.Start.IsZero():
-			nodes = append(nodes, traceEvent{Name: n.ID, Cat: "node", Ph: "i", Ts: us(n.Ended), Pid: 1, Tid: 0, Scope: "t", Args: args})
+		case !n.Ended.IsZero() && !t.start.IsZero():
+			nodes = append(nodes, traceEvent{Name: name, Cat: "node", Ph: "i", Ts: us(n.Ended), Tid: 0, Scope: "t", Args: args})
 			notRun = true
 		}
 	}
-	if notRun {
-		events = append(events, meta("thread_name", 0, "not run"))
+	if path == "" || len(nodes) > 0 {
+		t.pids++
+		pid := t.pids
+		meta := func(name string, tid int, value string) traceEvent {
+			return traceEvent{Name: name, Ph: "M", Pid: pid, Tid: tid, Args: map[string]any{"name": value}}
+		}
+		process := "asynctool run"
+		if path != "" {
+			process = "sub-run of " + strings.TrimSuffix(path, "/")
+		}
+		t.meta = append(t.meta, meta("process_name", 0, process))
+		if notRun {
+			t.meta = append(t.meta, meta("thread_name", 0, "not run"))
+		}
+		for lane := range maxLane(lanes) + 1 {
+			if lanes[lane] {
+				t.meta = append(t.meta, meta("thread_name", lane, "lane "+strconv.Itoa(lane)))
+			}
+		}
+		for k := range nodes {
+			nodes[k].Pid = pid
+		}
+		t.nodes = append(t.nodes, nodes...)
 	}
-	for lane := range maxLane(lanes) + 1 {
-		if lanes[lane] {
-			events = append(events, meta("thread_name", lane, "lane "+strconv.Itoa(lane)))
+	for i := range rep.Nodes {
+		if n := &rep.Nodes[i]; n.Sub != nil {
+			if err := t.add(n.Sub, path+n.ID+"/"); err != nil {
+				return err
+			}
 		}
 	}
-	events = append(events, nodes...)
-	data, err := json.Marshal(struct {
-		TraceEvents     []traceEvent `json:"traceEvents"`
-		DisplayTimeUnit string       `json:"displayTimeUnit"`
-	}{events, "ms"})
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(data, '\n'))
-	return err
+	return nil
 }
 
 func maxLane(lanes map[int]bool) int {

@@ -393,3 +393,92 @@ func countSubs(rep *Report) int {
 	}
 	return c
 }
+
+// s20xTrace writes rep's Chrome trace and returns its events, and the
+// names of its processes and tracks by pid.
+func s20xTrace(t *testing.T, rep *Report) (events []traceEvent, processes map[int]string, tracks map[int]map[int]string) {
+	t.Helper()
+	var buf bytes.Buffer
+	require.NoError(t, rep.WriteChromeTrace(&buf))
+	var trace struct {
+		TraceEvents []traceEvent `json:"traceEvents"`
+	}
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &trace), "got %s", buf.Bytes())
+	processes, tracks = map[int]string{}, map[int]map[int]string{}
+	for _, e := range trace.TraceEvents {
+		switch {
+		case e.Ph == "M" && e.Name == "process_name":
+			processes[e.Pid] = e.Args["name"].(string)
+		case e.Ph == "M" && e.Name == "thread_name":
+			if tracks[e.Pid] == nil {
+				tracks[e.Pid] = map[int]string{}
+			}
+			tracks[e.Pid][e.Tid] = e.Args["name"].(string)
+		default:
+			events = append(events, e)
+		}
+	}
+	return events, processes, tracks
+}
+
+func TestS20XChromeTraceShowsSubRuns(t *testing.T) {
+	rep := s20xHand()
+	events, processes, tracks := s20xTrace(t, rep)
+	assert.Equal(t, map[int]string{1: "asynctool run", 2: "sub-run of profile", 3: "sub-run of profile/avatar"}, processes,
+		"a process per sub-run that has events: audit's static Sub adds none")
+	assert.Equal(t, map[int]map[int]string{
+		1: {0: "not run", 1: "lane 1"},
+		2: {1: "lane 1", 2: "lane 2"},
+		3: {1: "lane 1"},
+	}, tracks, "each process names its own tracks")
+	type ev struct {
+		name, ph string
+		pid, tid int
+		ts, dur  float64
+	}
+	var got []ev
+	for _, e := range events {
+		var dur float64
+		if e.Dur != nil {
+			dur = *e.Dur
+		}
+		got = append(got, ev{e.Name, e.Ph, e.Pid, e.Tid, e.Ts, dur})
+	}
+	assert.Equal(t, []ev{
+		{"user", "X", 1, 1, 0, 10000},
+		{"profile", "X", 1, 1, 10000, 30000},
+		{"page", "X", 1, 1, 40000, 5000},
+		{"audit", "i", 1, 0, 45000, 0},
+		{"profile/name", "X", 2, 1, 12000, 8000},
+		{"profile/avatar", "X", 2, 2, 12000, 18000},
+		{"profile/card", "X", 2, 2, 30000, 8000},
+		{"profile/avatar/cdn", "X", 3, 1, 13000, 7000},
+		{"profile/avatar/thumb", "X", 3, 1, 20000, 9000},
+	}, got, "sub-runs' nodes at their times from the outer run's start")
+	assert.Equal(t, "down", events[8].Args["error"])
+
+	// A sub-run's node without times is refused as an outer node is.
+	rep.Nodes[1].Sub.Nodes[1].Sub.Nodes[0].Started = time.Time{}
+	var buf bytes.Buffer
+	assert.ErrorContains(t, rep.WriteChromeTrace(&buf), `node "profile/avatar/cdn" ran but the report has no times`)
+	assert.Zero(t, buf.Len(), "nothing written")
+}
+
+// TestS20XChromeTraceOfANestedRun: in a real run, each sub-run's events
+// fall within its SubPlan node's, at their real times.
+func TestS20XChromeTraceOfANestedRun(t *testing.T) {
+	rep := s20xNested(t)
+	events, processes, _ := s20xTrace(t, rep)
+	assert.Equal(t, map[int]string{1: "asynctool run", 2: "sub-run of mid", 3: "sub-run of mid/in"}, processes)
+	at := map[string][2]float64{}
+	for _, e := range events {
+		require.Equal(t, "X", e.Ph, e.Name)
+		at[e.Name] = [2]float64{e.Ts, e.Ts + *e.Dur}
+	}
+	ms := func(from, to float64) [2]float64 { return [2]float64{from * 1000, to * 1000} }
+	assert.Equal(t, map[string][2]float64{
+		"start": ms(0, 1), "mid": ms(1, 15), "end": ms(15, 16),
+		"mid/u": ms(1, 4), "mid/in": ms(4, 14), "mid/v": ms(14, 15),
+		"mid/in/a": ms(4, 9), "mid/in/b": ms(4, 12), "mid/in/c": ms(12, 14),
+	}, at)
+}
