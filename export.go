@@ -417,6 +417,12 @@ func mermaidEscape(lines []string) string {
 //
 // CriticalPath returns nil when no node ran with recorded times: for a
 // static report, or a run without [WithTimings] or hooks.
+//
+// It is a path through the report's own nodes and does not enter
+// sub-reports: a [SubPlan] node counts with its whole duration, which
+// includes its sub-run, and the chain inside the sub-run is its
+// [NodeReport.Sub]'s CriticalPath (the one DOT and Mermaid draw inside
+// the node's box).
 func (rep *Report) CriticalPath() []int {
 	last := -1
 	for i := range rep.Nodes {

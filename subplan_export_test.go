@@ -482,3 +482,50 @@ func TestS20XChromeTraceOfANestedRun(t *testing.T) {
 		"mid/in/a": ms(4, 9), "mid/in/b": ms(4, 12), "mid/in/c": ms(12, 14),
 	}, at)
 }
+
+// TestS20XCriticalPathStaysOuter: CriticalPath is the outer graph's; a
+// SubPlan node counts with its whole duration, and its Sub has a
+// critical path of its own.
+func TestS20XCriticalPathStaysOuter(t *testing.T) {
+	rep := s20xHand()
+	assert.Equal(t, []int{0, 1, 2}, rep.CriticalPath(), "user, profile, page")
+	assert.Equal(t, []int{1, 2}, rep.Nodes[1].Sub.CriticalPath(), "avatar, card, inside profile")
+	nested := s20xNested(t)
+	assert.Equal(t, []int{0, 1, 2}, nested.CriticalPath(), "start, mid, end")
+	assert.Equal(t, []int{0, 1, 2}, nested.Nodes[1].Sub.CriticalPath(), "u, in, v")
+	assert.Equal(t, []int{1, 2}, nested.Nodes[1].Sub.Nodes[1].Sub.CriticalPath(), "b, c")
+}
+
+// TestS20XErrLeavesSubRunsToTheirReports: Report.Err joins the errors
+// of the run's own nodes; a SubPlan node's is what its Output decided,
+// and the errors of its sub-run's nodes are in its Sub's Err.
+func TestS20XErrLeavesSubRunsToTheirReports(t *testing.T) {
+	boom := errors.New("boom")
+	failing := NewWrapper("fails", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, boom }), 0)
+	ok := NewWrapper("ok", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 5, nil }), 0)
+	pl, err := Compile(failing, ok)
+	require.NoError(t, err)
+	a := New()
+	defer a.Close()
+
+	lenient := NewWrapper("lenient", SubPlan[int, int]{Plan: pl, Output: func(sub *Run) (int, error) {
+		return ok.ResultIn(sub).Value, nil
+	}}, 0)
+	run, err := a.Start(context.Background(), time.Second, lenient)
+	require.NoError(t, err)
+	require.NoError(t, run.Wait(context.Background()))
+	rep := run.Report()
+	assert.NoError(t, rep.Err(), "every node of the run succeeded")
+	assert.ErrorIs(t, rep.Nodes[0].Sub.Err(), boom, "the sub-run's failure is in its own report")
+
+	strict := NewWrapper("strict", SubPlan[int, int]{Plan: pl, Output: func(sub *Run) (int, error) {
+		r := failing.ResultIn(sub)
+		return r.Value, r.Err
+	}}, 0)
+	run, err = a.Start(context.Background(), time.Second, strict)
+	require.NoError(t, err)
+	require.NoError(t, run.Wait(context.Background()))
+	err = run.Report().Err()
+	assert.ErrorIs(t, err, boom)
+	assert.Equal(t, `node "strict": boom`, err.Error(), "once, as the SubPlan node's error")
+}
