@@ -21,6 +21,8 @@ const (
 	colorTimeout   = "#fdae61"
 	colorWorking   = "#abd9e9"
 	colorInit      = "#ffffff"
+	// colorCluster outlines the box of a SubPlan node's sub-report.
+	colorCluster = "#969696"
 )
 
 // outcome classifies a node for the pictures: a class name, its fill colour
@@ -60,11 +62,7 @@ func (rep *Report) isStatic() bool {
 // is not the default one, then (for a run) its outcome, its duration when
 // times were recorded, and its attempts when it ran more than once.
 func (rep *Report) nodeLines(n *NodeReport, static bool) []string {
-	id := n.ID
-	if id == "" {
-		id = "#" + strconv.Itoa(n.Index)
-	}
-	lines := []string{id}
+	lines := []string{displayID(n)}
 	if n.Join != "" {
 		lines = append(lines, n.Join)
 	}
@@ -86,6 +84,15 @@ func (rep *Report) nodeLines(n *NodeReport, static bool) []string {
 		lines = append(lines, strings.Join(parts, " "))
 	}
 	return lines
+}
+
+// displayID is n's id as the pictures show it: "#" and its index for
+// the empty id.
+func displayID(n *NodeReport) string {
+	if n.ID == "" {
+		return "#" + strconv.Itoa(n.Index)
+	}
+	return n.ID
 }
 
 // roundDuration keeps about three significant digits, so labels stay
@@ -149,25 +156,64 @@ func (rep *Report) criticalEdges() map[[2]int]bool {
 // A static report (every node in StateInit with no result, as from
 // [Describe] or [Plan.Describe]) is drawn as the plain graph, with the
 // joins: no colours, no outcomes, no durations, no critical path.
+//
+// A [SubPlan] node whose [NodeReport.Sub] is set is drawn inside a box
+// (a cluster, cluster_n3 for node n3) labelled with its id, with the
+// nodes of its Sub: the node itself, which keeps its edges to and from
+// the outer graph, comes first, and a dotted line without an arrowhead
+// ties it to each start node (a node without dependencies) of the Sub.
+// The Sub's nodes are named after the node, n3_0, n3_1, ..., so no name
+// clashes with the outer graph's, and a Sub's SubPlan nodes are drawn
+// the same way, one box inside another (n3_1_0, ...). The Sub is drawn
+// by the rules above, as a report of its own: its outcomes and colours,
+// and the thick edges of its own critical path, which is the sub-run's
+// and not part of the outer one. It is drawn plain when it is static
+// (the node has not started a sub-run) and when the outer report is.
 func (rep *Report) DOT() string {
-	static := rep.isStatic()
 	var b strings.Builder
 	b.WriteString("digraph asynctool {\n")
 	b.WriteString("  rankdir=LR;\n")
 	b.WriteString("  node [shape=box, style=\"rounded,filled\", fillcolor=\"" + colorInit + "\", fontname=\"Helvetica\"];\n")
 	b.WriteString("  edge [fontname=\"Helvetica\"];\n")
+	rep.writeDOT(&b, "n", "  ", rep.isStatic())
+	b.WriteString("}\n")
+	return b.String()
+}
+
+// writeDOT writes rep's nodes and edges for DOT, each line after indent,
+// naming node i prefix+i, and drawing it plain when static is set.
+func (rep *Report) writeDOT(b *strings.Builder, prefix, indent string, static bool) {
 	for i := range rep.Nodes {
 		n := &rep.Nodes[i]
-		fmt.Fprintf(&b, "  n%d [label=%s", n.Index, dotQuote(strings.Join(rep.nodeLines(n, static), "\n")))
+		name := prefix + strconv.Itoa(n.Index)
+		in := indent
+		if n.Sub != nil {
+			fmt.Fprintf(b, "%ssubgraph cluster_%s {\n", indent, name)
+			in = indent + "  "
+			fmt.Fprintf(b, "%slabel=%s;\n", in, dotQuote(displayID(n)))
+			fmt.Fprintf(b, "%sstyle=rounded; color=%q; fontname=\"Helvetica\";\n", in, colorCluster)
+		}
+		fmt.Fprintf(b, "%s%s [label=%s", in, name, dotQuote(strings.Join(rep.nodeLines(n, static), "\n")))
 		if !static {
 			_, color, _ := outcome(n)
 			if color != colorInit {
-				fmt.Fprintf(&b, ", fillcolor=%q", color)
+				fmt.Fprintf(b, ", fillcolor=%q", color)
 			}
 		}
 		b.WriteString("];\n")
+		if n.Sub == nil {
+			continue
+		}
+		n.Sub.writeDOT(b, name+"_", in, static || n.Sub.isStatic())
+		for _, s := range n.Sub.starts() {
+			fmt.Fprintf(b, "%s%s -> %s_%d [style=dotted, arrowhead=none];\n", in, name, name, s)
+		}
+		fmt.Fprintf(b, "%s}\n", indent)
 	}
-	critical := rep.criticalEdges()
+	var critical map[[2]int]bool
+	if !static {
+		critical = rep.criticalEdges()
+	}
 	for i := range rep.Nodes {
 		n := &rep.Nodes[i]
 		for k, d := range n.Deps {
@@ -183,15 +229,25 @@ func (rep *Report) DOT() string {
 				}
 				attrs = append(attrs, "penwidth=3")
 			}
-			fmt.Fprintf(&b, "  n%d -> n%d", d, n.Index)
+			fmt.Fprintf(b, "%s%s%d -> %s%d", indent, prefix, d, prefix, n.Index)
 			if len(attrs) > 0 {
 				b.WriteString(" [" + strings.Join(attrs, ", ") + "]")
 			}
 			b.WriteString(";\n")
 		}
 	}
-	b.WriteString("}\n")
-	return b.String()
+}
+
+// starts returns the indexes of rep's nodes that have no dependencies,
+// the start nodes of its graph.
+func (rep *Report) starts() []int {
+	var s []int
+	for i := range rep.Nodes {
+		if len(rep.Nodes[i].Deps) == 0 {
+			s = append(s, rep.Nodes[i].Index)
+		}
+	}
+	return s
 }
 
 // dotQuote returns s as a DOT double-quoted string. Backslashes and quotes
@@ -229,38 +285,23 @@ func dotQuote(s string) string {
 // and the critical path's edges thick (==>); Mermaid has no thick dotted
 // arrow, so an optional edge on the critical path is drawn thick. Colours
 // and labels are as for [Report.DOT], applied through classDef lines.
+//
+// A [SubPlan] node's [NodeReport.Sub] is drawn as for DOT, in a subgraph
+// block (subgraph cluster_n3, titled with the node's id) that holds the
+// node first, then the Sub's nodes (n3_0, n3_1, ...) and edges; a dotted
+// link without an arrowhead (-.-) ties the node to each start node of
+// the Sub.
 func (rep *Report) Mermaid() string {
-	static := rep.isStatic()
 	var b strings.Builder
 	b.WriteString("flowchart LR\n")
 	classes := map[string][]string{}
 	var order []string
-	for i := range rep.Nodes {
-		n := &rep.Nodes[i]
-		fmt.Fprintf(&b, "  n%d[\"%s\"]\n", n.Index, mermaidEscape(rep.nodeLines(n, static)))
-		if static {
-			continue
-		}
-		class, _, _ := outcome(n)
+	rep.writeMermaid(&b, "n", "  ", rep.isStatic(), func(class, name string) {
 		if _, ok := classes[class]; !ok {
 			order = append(order, class)
 		}
-		classes[class] = append(classes[class], "n"+strconv.Itoa(n.Index))
-	}
-	critical := rep.criticalEdges()
-	for i := range rep.Nodes {
-		n := &rep.Nodes[i]
-		for k, d := range n.Deps {
-			arrow := "-->"
-			switch {
-			case critical[[2]int{d, n.Index}]:
-				arrow = "==>"
-			case !n.Must[k]:
-				arrow = "-.->"
-			}
-			fmt.Fprintf(&b, "  n%d %s n%d\n", d, arrow, n.Index)
-		}
-	}
+		classes[class] = append(classes[class], name)
+	})
 	for _, class := range order {
 		var color string
 		switch class {
@@ -281,6 +322,51 @@ func (rep *Report) Mermaid() string {
 		fmt.Fprintf(&b, "  class %s %s\n", strings.Join(classes[class], ","), class)
 	}
 	return b.String()
+}
+
+// writeMermaid writes rep's nodes and edges for Mermaid, each line after
+// indent, naming node i prefix+i; it draws them plain when static is
+// set, and otherwise passes each node's class and name to class.
+func (rep *Report) writeMermaid(b *strings.Builder, prefix, indent string, static bool, class func(class, name string)) {
+	for i := range rep.Nodes {
+		n := &rep.Nodes[i]
+		name := prefix + strconv.Itoa(n.Index)
+		in := indent
+		if n.Sub != nil {
+			fmt.Fprintf(b, "%ssubgraph cluster_%s [\"%s\"]\n", indent, name, mermaidEscape([]string{displayID(n)}))
+			in = indent + "  "
+		}
+		fmt.Fprintf(b, "%s%s[\"%s\"]\n", in, name, mermaidEscape(rep.nodeLines(n, static)))
+		if !static {
+			c, _, _ := outcome(n)
+			class(c, name)
+		}
+		if n.Sub == nil {
+			continue
+		}
+		n.Sub.writeMermaid(b, name+"_", in, static || n.Sub.isStatic(), class)
+		for _, s := range n.Sub.starts() {
+			fmt.Fprintf(b, "%s%s -.- %s_%d\n", in, name, name, s)
+		}
+		fmt.Fprintf(b, "%send\n", indent)
+	}
+	var critical map[[2]int]bool
+	if !static {
+		critical = rep.criticalEdges()
+	}
+	for i := range rep.Nodes {
+		n := &rep.Nodes[i]
+		for k, d := range n.Deps {
+			arrow := "-->"
+			switch {
+			case critical[[2]int{d, n.Index}]:
+				arrow = "==>"
+			case !n.Must[k]:
+				arrow = "-.->"
+			}
+			fmt.Fprintf(b, "%s%s%d %s %s%d\n", indent, prefix, d, arrow, prefix, n.Index)
+		}
+	}
 }
 
 // mermaidEscape joins a label's lines with <br/> and escapes the text for
@@ -331,6 +417,12 @@ func mermaidEscape(lines []string) string {
 //
 // CriticalPath returns nil when no node ran with recorded times: for a
 // static report, or a run without [WithTimings] or hooks.
+//
+// It is a path through the report's own nodes and does not enter
+// sub-reports: a [SubPlan] node counts with its whole duration, which
+// includes its sub-run, and the chain inside the sub-run is its
+// [NodeReport.Sub]'s CriticalPath (the one DOT and Mermaid draw inside
+// the node's box).
 func (rep *Report) CriticalPath() []int {
 	last := -1
 	for i := range rep.Nodes {
@@ -418,19 +510,56 @@ type traceEvent struct {
 // or pending after a failed attempt) is a begin ("B") event at its start
 // on its lane, without an end: viewers draw it to the end of the trace.
 //
-// It returns an error, and writes nothing, if a node ran but the report
-// has no times for it: record them with [WithTimings] or hooks.
+// The run's own nodes are process 1, "asynctool run". The nodes of a
+// [SubPlan] node's [NodeReport.Sub] (its last sub-run) are a process of
+// their own, numbered from 2 in report order, named "sub-run of ID" and
+// with tracks as above for the sub-run's lanes and its nodes that did
+// not run: a sub-run's lanes are its own, so its events never share a
+// track with the outer run's. Their events are named by the path of
+// SubPlan node ids that leads to them ("profile/name"; "a/b/c" for a
+// sub-run inside a sub-run), and placed at their real times, from the
+// outer run's Start. A Sub in which no node ran or ended (the node has
+// not started a sub-run) adds no process.
+//
+// It returns an error, and writes nothing, if a node ran, in the run or
+// in a sub-run, but the report has no times for it: record them with
+// [WithTimings] or hooks.
 func (rep *Report) WriteChromeTrace(w io.Writer) error {
-	us := func(t time.Time) float64 { return float64(t.Sub(rep.Start)) / float64(time.Microsecond) }
-	meta := func(name string, tid int, value string) traceEvent {
-		return traceEvent{Name: name, Ph: "M", Pid: 1, Tid: tid, Args: map[string]any{"name": value}}
+	t := chromeTrace{start: rep.Start}
+	if err := t.add(rep, ""); err != nil {
+		return err
 	}
-	events := []traceEvent{meta("process_name", 0, "asynctool run")}
+	data, err := json.Marshal(struct {
+		TraceEvents     []traceEvent `json:"traceEvents"`
+		DisplayTimeUnit string       `json:"displayTimeUnit"`
+	}{append(t.meta, t.nodes...), "ms"})
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(data, '\n'))
+	return err
+}
+
+// chromeTrace gathers the events of WriteChromeTrace.
+type chromeTrace struct {
+	start time.Time    // the outer run's, which timestamps count from
+	meta  []traceEvent // metadata events, written first
+	nodes []traceEvent
+	pids  int // processes so far
+}
+
+// add adds the events of rep's nodes, each named path followed by its
+// id, as a process of its own, then those of their sub-reports. path is
+// empty for the outer report, whose process is there even without
+// events.
+func (t *chromeTrace) add(rep *Report, path string) error {
+	us := func(tm time.Time) float64 { return float64(tm.Sub(t.start)) / float64(time.Microsecond) }
 	var nodes []traceEvent
 	lanes := map[int]bool{}
 	notRun := false
 	for i := range rep.Nodes {
 		n := &rep.Nodes[i]
+		name := path + n.ID
 		args := map[string]any{"state": n.State.String(), "result": n.Result.String(), "attempts": n.Attempts}
 		if n.Status != 0 {
 			args["status"] = n.Status.String()
@@ -446,11 +575,11 @@ func (rep *Report) WriteChromeTrace(w io.Writer) error {
 		}
 		switch {
 		case n.Ran:
-			if n.Started.IsZero() || rep.Start.IsZero() {
-				return fmt.Errorf("asynctool: node %q ran but the report has no times for it; run with WithTimings or hooks", n.ID)
+			if n.Started.IsZero() || t.start.IsZero() {
+				return fmt.Errorf("asynctool: node %q ran but the report has no times for it; run with WithTimings or hooks", name)
 			}
 			args["wait_us"] = float64(n.Wait) / float64(time.Microsecond)
-			ev := traceEvent{Name: n.ID, Cat: "node", Ph: "X", Ts: us(n.Started), Pid: 1, Tid: n.Lane, Args: args}
+			ev := traceEvent{Name: name, Cat: "node", Ph: "X", Ts: us(n.Started), Tid: n.Lane, Args: args}
 			if n.Ended.IsZero() {
 				ev.Ph = "B" // a snapshot: the node has not ended
 			} else {
@@ -459,29 +588,43 @@ func (rep *Report) WriteChromeTrace(w io.Writer) error {
 			}
 			nodes = append(nodes, ev)
 			lanes[n.Lane] = true
-		case !n.Ended.IsZero() && !rep.Start.IsZero():
-			nodes = append(nodes, traceEvent{Name: n.ID, Cat: "node", Ph: "i", Ts: us(n.Ended), Pid: 1, Tid: 0, Scope: "t", Args: args})
+		case !n.Ended.IsZero() && !t.start.IsZero():
+			nodes = append(nodes, traceEvent{Name: name, Cat: "node", Ph: "i", Ts: us(n.Ended), Tid: 0, Scope: "t", Args: args})
 			notRun = true
 		}
 	}
-	if notRun {
-		events = append(events, meta("thread_name", 0, "not run"))
+	if path == "" || len(nodes) > 0 {
+		t.pids++
+		pid := t.pids
+		meta := func(name string, tid int, value string) traceEvent {
+			return traceEvent{Name: name, Ph: "M", Pid: pid, Tid: tid, Args: map[string]any{"name": value}}
+		}
+		process := "asynctool run"
+		if path != "" {
+			process = "sub-run of " + strings.TrimSuffix(path, "/")
+		}
+		t.meta = append(t.meta, meta("process_name", 0, process))
+		if notRun {
+			t.meta = append(t.meta, meta("thread_name", 0, "not run"))
+		}
+		for lane := range maxLane(lanes) + 1 {
+			if lanes[lane] {
+				t.meta = append(t.meta, meta("thread_name", lane, "lane "+strconv.Itoa(lane)))
+			}
+		}
+		for k := range nodes {
+			nodes[k].Pid = pid
+		}
+		t.nodes = append(t.nodes, nodes...)
 	}
-	for lane := range maxLane(lanes) + 1 {
-		if lanes[lane] {
-			events = append(events, meta("thread_name", lane, "lane "+strconv.Itoa(lane)))
+	for i := range rep.Nodes {
+		if n := &rep.Nodes[i]; n.Sub != nil {
+			if err := t.add(n.Sub, path+n.ID+"/"); err != nil {
+				return err
+			}
 		}
 	}
-	events = append(events, nodes...)
-	data, err := json.Marshal(struct {
-		TraceEvents     []traceEvent `json:"traceEvents"`
-		DisplayTimeUnit string       `json:"displayTimeUnit"`
-	}{events, "ms"})
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(data, '\n'))
-	return err
+	return nil
 }
 
 func maxLane(lanes map[int]bool) int {

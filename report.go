@@ -62,7 +62,10 @@ type NodeReport struct {
 	// Sub is the report of the plan a [SubPlan] node runs: of the last
 	// run of it that the node started, or its static shape (as
 	// [Plan.Describe] gives it) while the node has started none. It is
-	// nil for other nodes.
+	// nil for other nodes. [Report.String], [Report.DOT], [Report.Mermaid]
+	// and [Report.WriteChromeTrace] show it with the node;
+	// [Report.CriticalPath] and [Report.Err] stay with the report's own
+	// nodes.
 	Sub *Report
 }
 
@@ -145,6 +148,12 @@ func (r *Run) Report() *Report {
 // Err joins the errors of every node that did not succeed, each wrapped
 // with its id, so errors.Is and errors.As see every cause. It is nil when
 // every node succeeded.
+//
+// It does not look into sub-reports. A [SubPlan] node's Err is what its
+// Output decided from the sub-run (or why the sub-run stopped, which it
+// wraps), so a sub-run's failure that Output tolerated does not make the
+// run's Err non-nil, and one that it passed on is not counted twice;
+// the errors of the sub-run's own nodes are its [NodeReport.Sub]'s Err.
 func (rep *Report) Err() error {
 	var errs []error
 	for i := range rep.Nodes {

@@ -18,6 +18,14 @@
 // it ended, with asynctool.node.ran = false, so that every node of a run
 // can be found in its trace.
 //
+// A run started from a worker's context, such as the sub-run of an
+// [asynctool.SubPlan] node, is traced by the same hooks as a run of its
+// own (the Async's hooks, and those of [asynctool.WithRunHooks], which
+// its context inherits): its "asynctool.run" span is a child of the span
+// of the node's attempt that started it, and its nodes' spans are
+// children of it, so a retried SubPlan node shows one sub-run under each
+// attempt.
+//
 // Node spans carry these attributes:
 //
 //	asynctool.node.id        the node's id
@@ -64,7 +72,8 @@
 //	                         PolicyEnd; a callback's panic is not)
 //
 // Node ids are metric attributes: keep them a fixed set per graph, not
-// per-request values.
+// per-request values. A sub-run's nodes are recorded under their own ids,
+// and the sub-run itself in asynctool.run.duration, as any run.
 package asynctoolotel
 
 import (
