@@ -544,6 +544,9 @@ func (r *Run) endRun(i int32, err error) {
 // the run's context ends makes the node ready, and the node then ends as
 // a timeout if it has not started by then, as any ready node does.
 func (r *Run) Resume(id string, how Resumption) error {
+	if r.released.Load() {
+		return fmt.Errorf("asynctool: Resume(%q) on a released run", id)
+	}
 	i, ok := r.p.lookup(id)
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownID, id)

@@ -27,7 +27,7 @@ type plan struct {
 	outs       []pedge             // every node's successors: see pnode.out0
 	ins        []int32             // every node's predecessors with their must flags: see pnode.in0, upstream
 	index      idindex.Index       // id → node index, for ids other than ""
-	runs       sync.Pool           // *Run, for a Plan's runs
+	runs       sync.Pool           // *runBufs, for a Plan's runs
 	single     atomic.Pointer[Run] // the run of a single-use graph, once it starts
 	// one is the run of a single-use graph (single, once it starts),
 	// allocated with its plan. A Plan does not use it.
@@ -159,12 +159,22 @@ func (pl *Plan) Len() int {
 	return len(pl.p.nodes)
 }
 
-// getRun returns a reset run of p, recycled when possible.
+// getRun returns a new, reset run of p, with the buffers of a recycled
+// one when possible.
 func (p *plan) getRun() *Run {
-	r, ok := p.runs.Get().(*Run)
+	b, ok := p.runs.Get().(*runBufs)
 	if !ok {
-		r = newRun(p, true)
+		r := newRun(p, true)
+		r.reset()
+		return r
 	}
+	r := &Run{p: p, pooled: true, bufs: b, nodes: b.nodes, slots: b.slots, exts: b.exts, times: b.times,
+		lent: b.lent, hooks: b.hooks, callbacks: b.callbacks, subs: b.subs}
+	r.shared = b.shared
+	if r.shared == nil {
+		r.shared = r.sharedBuf[:0]
+	}
+	r.helper = r.newHelper()
 	r.reset()
 	return r
 }

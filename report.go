@@ -79,8 +79,12 @@ func (n NodeReport) Duration() time.Duration {
 }
 
 // Report returns the run's report. Called before the run ends, it is a
-// snapshot: nodes that have not ended show their current state.
+// snapshot: nodes that have not ended show their current state. A
+// released run's report has no nodes.
 func (r *Run) Report() *Report {
+	if r.released.Load() {
+		return &Report{Nodes: []NodeReport{}} // see Release
+	}
 	rep := &Report{Nodes: make([]NodeReport, len(r.nodes)), Start: r.began}
 	select {
 	case <-r.done: // nil, never ready, for a run that never started

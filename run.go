@@ -90,6 +90,9 @@ type Run struct {
 	// benchmarks were measured with.
 	released atomic.Bool
 
+	// bufs is the runBufs this run's buffers came in, reused by recycle.
+	bufs *runBufs
+
 	// subs are the runs that nodes' SubPlan workers started, by node
 	// index, in the order they started; they are released with the run.
 	// Guarded by mu.
@@ -227,9 +230,13 @@ func (r *Run) init(p *plan, pooled bool) {
 			r.exts[i] = &nodeExt{}
 		}
 	}
-	// One closure serves as the first task and as every helper: a run of
-	// single-use wrappers makes one instead of two.
-	r.helper = func() {
+	r.helper = r.newHelper()
+}
+
+// newHelper makes the run's task (see helper). One closure serves as the
+// first task and as every helper: a run makes one instead of two.
+func (r *Run) newHelper() func() {
+	return func() {
 		defer r.taskDone()
 		if !r.begun {
 			r.begun = true
@@ -436,9 +443,36 @@ func (r *Run) recycle() {
 			r.p.nodes[i].core.impl.clearSlot(r.slots[i])
 		}
 		r.releaseSubs()
-		r.a, r.ctx, r.cancel, r.stopSweep, r.ctxDone = nil, nil, nil, nil, nil
-		r.p.runs.Put(r)
+		b := r.bufs
+		if b == nil {
+			b = new(runBufs)
+		}
+		*b = runBufs{nodes: r.nodes, slots: r.slots, exts: r.exts, times: r.times, lent: r.lent[:0],
+			hooks: r.hooks[:0], callbacks: r.callbacks[:0], subs: r.subs}
+		if cap(r.shared) > len(r.sharedBuf) {
+			b.shared = r.shared[:0] // grown past the Run's own array
+		}
+		// The Run itself is not reused: a handle kept after Release (a
+		// second Release, a late ResultIn) sees this run, released, and
+		// never another request's (helper-79's review). Its per-node
+		// buffers are.
+		r.nodes, r.slots, r.exts, r.times, r.lent, r.shared, r.subs, r.bufs = nil, nil, nil, nil, nil, nil, nil, nil
+		r.hooks, r.callbacks = nil, nil
+		r.p.runs.Put(b)
 	}
+}
+
+// runBufs are the per-node buffers of a recycled run of a plan, which
+// the plan's next run takes over (see getRun).
+type runBufs struct {
+	nodes        []rnode
+	slots        []any
+	exts         []*nodeExt
+	times        []nodeTimes
+	shared, lent []int32
+	hooks        []*Hooks
+	callbacks    []error
+	subs         map[int32][]*Run
 }
 
 // resolve marks one of the two conditions for the end of the run (every
@@ -451,12 +485,12 @@ func (r *Run) resolve() {
 
 // Release returns the state of a run of a [Plan] to the plan, to be reused
 // by a later run. Call it once the results are no longer needed, after
-// Wait; r and its results must not be used afterwards. The recycling waits
-// for any worker that outlived the run's deadline. A second Release does
-// nothing until the plan reuses the state, which it may do as soon as the
-// first returns: release a run once, from its one owner. Release does
-// nothing for runs of single-use wrappers, whose results stay readable
-// from the wrappers.
+// Wait. The recycling waits for any worker that outlived the run's
+// deadline. Afterwards r shows no results: [WorkerWrapper.ResultIn] gives
+// a zero WorkResult, [Run.Report] a report without nodes, [Run.Resume]
+// an error, and a second Release does nothing; r never shows a later run
+// of the plan. Release does nothing for runs of single-use wrappers,
+// whose results stay readable from the wrappers.
 func (r *Run) Release() {
 	// Once only: a second call would drop the reference of a worker that
 	// outlived the deadline, and the run would be reused under it.

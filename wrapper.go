@@ -120,9 +120,9 @@ func (w *WorkerWrapper[P, R]) Result() WorkResult[R] {
 
 // ResultIn returns the node's result in r, a run of the [Plan] the node was
 // compiled into, as Result does for single-use runs. It returns a zero
-// WorkResult if r is not a run of that plan.
+// WorkResult if r is not a run of that plan, or was released.
 func (w *WorkerWrapper[P, R]) ResultIn(r *Run) WorkResult[R] {
-	if r == nil || r.p == nil || r.p != w.owner.Load() {
+	if r == nil || r.p == nil || r.p != w.owner.Load() || r.released.Load() {
 		return WorkResult[R]{}
 	}
 	if st := r.nodes[w.idx].st(); terminal(st) {
