@@ -92,7 +92,10 @@
 // once, nodes that have not started never start (a worker whose start was
 // under way as the deadline passed may still be called, with ctx already
 // done), running workers see ctx.Done(), and whatever they return later is
-// dropped. [Async.Close] waits for such workers. A node's own
+// dropped. [Async.Close] waits for such workers. A run whose nodes
+// marked with [WorkerWrapper.EndsRun] have all ended is stopped the same
+// way, its stopped nodes' errors wrapping [ErrRunEnded], and BeginWork
+// returns nil. A node's own
 // [WorkerWrapper.Timeout] ends it earlier in the same way, and a
 // [RetryPolicy.AttemptTimeout] bounds each of its attempts: an attempt
 // not returned by then fails with an [*AttemptTimeoutError], which is

@@ -67,6 +67,10 @@ var (
 	// not to run it ([When], [WhenResult], [DecideSkip]), or an upstream it
 	// needed was not taken (see When for how each join treats one).
 	ErrNotTaken = errors.New("asynctool: not taken: the branch was not chosen")
+	// ErrRunEnded is wrapped by the error of a node stopped because the
+	// run had ended: every node marked with [WorkerWrapper.EndsRun] had
+	// ended before it.
+	ErrRunEnded = errors.New("asynctool: the run ended")
 	// ErrUnknownID is returned by [ResultOf] for an id that is not a node of
 	// the run.
 	ErrUnknownID = errors.New("asynctool: no node with this id in the run")

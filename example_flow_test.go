@@ -209,3 +209,39 @@ func ExampleWorkerWrapper_OnFailure_fallback() {
 	// Output:
 	// <nil> [bestsellers] (timeout) true
 }
+
+// A page that should not wait for an optional backend once it is
+// rendered: EndsRun returns the run with the page, and stops recs,
+// which ends with its default value. Without it, BeginWork would wait
+// for recs until the group deadline and then report the deadline.
+func ExampleWorkerWrapper_EndsRun() {
+	user := asynctool.NewWrapper("user", asynctool.WorkerFunc[int64, string](
+		func(context.Context, int64, asynctool.Wrappers) (string, error) {
+			time.Sleep(10 * time.Millisecond) // an RPC
+			return "ada", nil
+		}), 42)
+	recs := asynctool.NewWrapper("recs", asynctool.WorkerFunc[int64, []string](
+		func(ctx context.Context, _ int64, _ asynctool.Wrappers) ([]string, error) {
+			<-ctx.Done() // a very slow backend
+			return nil, ctx.Err()
+		}), 42).
+		Default([]string{"bestsellers"})
+	page := asynctool.NewWrapper("page", asynctool.WorkerFunc[int64, string](
+		func(_ context.Context, _ int64, all asynctool.Wrappers) (string, error) {
+			u, _ := user.ResultFrom(all)
+			return "hello " + u.Value, nil
+		}), 42).
+		Depend(user, true).
+		Depend(recs, false).
+		EndsRun()
+
+	a := asynctool.New()
+	defer a.Close()
+	start := time.Now()
+	err := a.BeginWork(context.Background(), 5*time.Second, recs, user)
+	fmt.Println(err, page.Result().Value, time.Since(start) < time.Second)
+	fmt.Println(recs.Result().Value, errors.Is(recs.Result().Err, asynctool.ErrRunEnded))
+	// Output:
+	// <nil> hello ada true
+	// [bestsellers] true
+}

@@ -184,6 +184,27 @@ func (w *WorkerWrapper[P, R]) OnFailure(p FailurePolicy) *WorkerWrapper[P, R] {
 	return w
 }
 
+// EndsRun makes the run end as soon as w has ended, and returns w: mark
+// the node a request waits for (the page), and the run returns with it
+// instead of waiting, until the group deadline, for optional branches
+// nobody reads any more. When every node marked EndsRun has ended
+// (succeeded, failed, timed out, skipped or not taken; a pending node has
+// not ended), the run's context is cancelled, every node that has not
+// ended ends at once with [ResultTimeout], its default value and an error
+// wrapping [ErrRunEnded] (its Result callback and OnNodeTimeout fire, as
+// for the deadline), nodes that have not started never start, and
+// BeginWork and Wait return nil, as for a run whose nodes all ended in
+// time. Nodes after a marked node are stopped too, if it ends the run.
+// Workers still running see their context cancelled (context.Canceled)
+// and what they return later is dropped.
+func (w *WorkerWrapper[P, R]) EndsRun() *WorkerWrapper[P, R] {
+	if !w.checkBuildable("EndsRun") {
+		return w
+	}
+	w.flow().endsRun = true
+	return w
+}
+
 // Join sets the node's join strategy and returns w (see [Join]).
 func (w *WorkerWrapper[P, R]) Join(j Join) *WorkerWrapper[P, R] {
 	if !w.checkBuildable("Join") {
@@ -199,6 +220,7 @@ type flowSpec struct {
 	timeout time.Duration
 	retry   *RetryPolicy
 	policy  FailurePolicy
+	endsRun bool // see EndsRun
 }
 
 func (c *nodeCore) flow() *flowSpec {
@@ -523,6 +545,26 @@ func (r *Run) failedFinally(i int32) {
 		r.nodes[i].continued.Store(true)
 	}
 }
+
+// endedOne counts the end of node i, marked EndsRun: the last of them
+// ends the run (see EndsRun).
+func (r *Run) endedOne(i int32) {
+	if r.endsLeft.Add(-1) != 0 || r.stopping() {
+		return // more to come, or the deadline, a Cancel or PolicyEnd stops the run already
+	}
+	r.early.Store(&runEnded{id: r.p.nodes[i].core.id})
+	r.cancel()
+}
+
+// runEnded is the error of the nodes stopped because the run ended with
+// node id (see EndsRun).
+type runEnded struct{ id string }
+
+func (e *runEnded) Error() string {
+	return fmt.Sprintf("asynctool: the run ended with node %q", e.id)
+}
+
+func (e *runEnded) Is(target error) bool { return target == ErrRunEnded }
 
 // endRun stops the run because node i failed under PolicyEnd.
 func (r *Run) endRun(i int32, err error) {

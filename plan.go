@@ -39,6 +39,8 @@ type plan struct {
 	scalar     []bool
 	// compiled: the plan is a Plan's, made by Compile (for errors).
 	compiled atomic.Bool
+	// endsRun counts the nodes marked EndsRun.
+	endsRun int32
 	// suspends: a node may become pending (PolicySuspend, or a custom
 	// join, which may answer DecideSuspend).
 	suspends bool
@@ -540,6 +542,9 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 		p.nodes[k].hasCallback = p.nodes[k].core.impl.hasCallback()
 		if f := p.nodes[k].flow; f != nil && (f.policy == PolicySuspend || f.join.kind == joinCustom) {
 			p.suspends = true
+		}
+		if f := p.nodes[k].flow; f != nil && f.endsRun {
+			p.endsRun++
 		}
 		for _, e := range p.out(int32(k)) {
 			p.nodes[k].customOut = p.nodes[k].customOut || p.nodes[e.node].joinKind == joinCustom

@@ -74,6 +74,10 @@ type Run struct {
 
 	exts   []*nodeExt // per node with flow rules, else nil
 	endErr atomic.Pointer[EndError]
+	// endsLeft counts the nodes marked EndsRun that have not ended; the
+	// last to end sets early, the error of the nodes it stops.
+	endsLeft atomic.Int32
+	early    atomic.Pointer[runEnded]
 	// noDefault: a DefaultValue ended its goroutine with runtime.Goexit;
 	// defaults are zero values for the rest of the run.
 	noDefault atomic.Bool
@@ -296,6 +300,8 @@ func (r *Run) reset() {
 		}
 	}
 	r.endErr.Store(nil)
+	r.early.Store(nil)
+	r.endsLeft.Store(r.p.endsRun)
 	for _, i := range r.p.roots {
 		r.nodes[i].state.Store(int64(sReady))
 	}
@@ -1104,6 +1110,9 @@ func (r *Run) expired() (ResultState, error, bool) {
 	if e := r.endErr.Load(); e != nil {
 		return ResultException, e, true
 	}
+	if e := r.early.Load(); e != nil {
+		return ResultTimeout, e, true
+	}
 	if r.stopped.Load() {
 		return ResultTimeout, r.cause, true
 	}
@@ -1279,7 +1288,8 @@ func (r *Run) end(i int32, from int32, st ResultState, err error, by int32, wl *
 		wl.left = append(wl.left, i)
 	}
 	_, ownTimeout := err.(*NodeTimeoutError)
-	if st == ResultTimeout && !ownTimeout {
+	_, early := err.(*runEnded)
+	if st == ResultTimeout && !ownTimeout && !early {
 		// A node's own Timeout is that node's result, not the run's.
 		r.timedOut.Store(true)
 	}
@@ -1325,6 +1335,9 @@ func (r *Run) finished(i int32, wl *worklist) {
 	}
 	if r.times != nil {
 		r.times[i].end.CompareAndSwap(0, r.clock())
+	}
+	if f := r.p.nodes[i].flow; f != nil && f.endsRun {
+		r.endedOne(i)
 	}
 	wl.ended = append(wl.ended, i)
 }

@@ -32,7 +32,7 @@
 //	asynctool.node.index     its index in the run's report
 //	asynctool.node.state     finish or error
 //	asynctool.node.result    success, exception or timeout
-//	asynctool.node.outcome   success, failed, upstream_failed, skipped, not_taken, timeout, retried or suspended
+//	asynctool.node.outcome   success, failed, upstream_failed, skipped, not_taken, timeout, run_ended, retried or suspended
 //	asynctool.node.ran       whether its worker was called
 //	asynctool.node.attempts  how many times its worker was started
 //	asynctool.node.reason    why it did not succeed, in words
@@ -45,7 +45,9 @@
 // (its Err is [asynctool.ErrNotTaken]: a [asynctool.When] join or a
 // custom join's DecideSkip chose another branch, or an upstream it needed
 // was not taken) has not failed: its outcome is not_taken, its reason
-// says why, and its span has no error and status Unset.
+// says why, and its span has no error and status Unset. Nor has a node
+// stopped because the run had ended with its [asynctool.WorkerWrapper.EndsRun]
+// nodes (its Err wraps [asynctool.ErrRunEnded]): its outcome is run_ended.
 //
 // A node with a retry policy gets one span per attempt, all with the same
 // name. An attempt that failed and is retried ends its span with the
@@ -59,7 +61,7 @@
 // outcome, as above. The run's span carries asynctool.run.nodes,
 // asynctool.run.deadline (the group deadline, RFC 3339, when the run has
 // one), asynctool.run.failed (the number of nodes that did not succeed,
-// not counting those not taken) and, if the run was cut short, its error.
+// not counting those not taken or stopped by the run's end) and, if the run was cut short, its error.
 //
 // # Metrics
 //
@@ -271,6 +273,8 @@ func outcome(ev asynctool.NodeEvent) string {
 	switch {
 	case ev.Result == asynctool.ResultSuccess:
 		return "success"
+	case ev.Result == asynctool.ResultTimeout && errors.Is(ev.Err, asynctool.ErrRunEnded):
+		return "run_ended"
 	case ev.Result == asynctool.ResultTimeout:
 		return "timeout"
 	case ev.Err == asynctool.ErrSkipped: // not errors.Is: a worker's error may wrap a skipped upstream's
@@ -313,7 +317,7 @@ func (in *instruments) nodeEnd(ctx context.Context, ev asynctool.NodeEvent) {
 		attrs = append(attrs, KeyNodeReason.String(ev.Reason))
 	}
 	span.SetAttributes(attrs...)
-	if ev.Err != nil && out != "not_taken" {
+	if ev.Err != nil && out != "not_taken" && out != "run_ended" {
 		if ran && ev.Result == asynctool.ResultTimeout {
 			span.AddEvent("timeout", trace.WithTimestamp(now))
 		}
@@ -349,7 +353,11 @@ func (in *instruments) runEnd(ctx context.Context, rep *asynctool.Report) {
 	for i := range rep.Nodes {
 		// A branch not taken is not a failure: counting it would make
 		// every switch report failures.
-		if n := &rep.Nodes[i]; n.State != asynctool.StateFinish && (n.Err != asynctool.ErrNotTaken || n.Result != asynctool.ResultException) {
+		n := &rep.Nodes[i]
+		notTaken := n.Err == asynctool.ErrNotTaken && n.Result == asynctool.ResultException
+		// Nor is a node stopped because the run had ended (EndsRun).
+		runEnded := n.Result == asynctool.ResultTimeout && errors.Is(n.Err, asynctool.ErrRunEnded)
+		if n.State != asynctool.StateFinish && !notTaken && !runEnded {
 			failed++
 		}
 	}

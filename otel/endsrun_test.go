@@ -1,0 +1,40 @@
+package asynctoolotel_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/asynctool-go/asynctool"
+	"github.com/asynctool-go/asynctool/asynctooltest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+)
+
+// TestRunEndedIsNoFailure: a node stopped because the run ended with its
+// EndsRun node has the outcome run_ended, no error status, and does not
+// count in asynctool.run.failed.
+func TestRunEndedIsNoFailure(t *testing.T) {
+	h, exp, _, _ := setup(t)
+	recs := asynctool.NewWrapper("recs", asynctooltest.Blocks[int, int](1), 0).ShortCircuit(false)
+	user := asynctool.NewWrapper("user", asynctooltest.Returns[int](2), 0)
+	asynctool.NewWrapper("page", asynctooltest.Returns[int](3), 0).Depend(user, true).Depend(recs, false).EndsRun()
+
+	a := asynctool.New(asynctool.WithHooks(h))
+	require.NoError(t, a.BeginWork(context.Background(), time.Minute, recs, user))
+	require.NoError(t, a.Close())
+
+	spans := map[string]tracetest.SpanStub{}
+	for _, s := range exp.GetSpans() {
+		spans[s.Name] = s
+	}
+	s := spans["asynctool.node recs"]
+	at := attrs(s.Attributes)
+	assert.Equal(t, "run_ended", at["asynctool.node.outcome"].AsString())
+	assert.Equal(t, codes.Unset, s.Status.Code)
+	run := spans["asynctool.run"]
+	assert.Equal(t, int64(0), attrs(run.Attributes)["asynctool.run.failed"].AsInt64())
+	assert.Equal(t, codes.Unset, run.Status.Code)
+}
