@@ -22,8 +22,8 @@ type Run struct {
 	stopSweep func() bool
 	ctxDone   <-chan struct{} // ctx.Done(), cached
 	// nested: the run was started from inside a worker (its context
-	// comes from a run's): its tasks never wait in the pool's queue
-	// (see dispatch and submit).
+	// comes from a run's): it never waits on a task of its own that
+	// waits in the pool's queue (see dispatch, submit and startLate).
 	nested bool
 	nodes  []rnode
 	slots  []any // slots[i] is node i's *slot[R] in a pooled run (see slot)
@@ -94,6 +94,10 @@ type Run struct {
 	// index, in the order they started; they are released with the run.
 	// Guarded by mu.
 	subs map[int32][]*Run
+	// lateHelper is helper for a nested run, handed to a goroutine or a
+	// queue that may not run it soon: it counts as busy only once it
+	// runs (see startLate). Made by the first nested start of r.
+	lateHelper func()
 }
 
 // nodeTimes are one node's timestamps in a timed run, each read from the
@@ -356,6 +360,12 @@ func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration, inline
 		r.ctx, r.cancel = context.WithCancel(ctx)
 	}
 	r.ctxDone = r.ctx.Done()
+	if r.nested && r.lateHelper == nil {
+		r.lateHelper = func() {
+			r.busy.Add(1) // see startLate
+			r.helper()
+		}
+	}
 	a.inflight.Add(1) // the run itself, until its sweep is resolved: Close waits for open runs
 	r.hold.Store(1)
 	r.stopSweep = context.AfterFunc(r.ctx, r.sweep)
@@ -734,6 +744,10 @@ func (r *Run) share(nodes []int32, roots bool) {
 			r.queueHelper()
 			return
 		}
+		if r.nested {
+			r.startLate()
+			continue
+		}
 		r.taskStart()
 		r.searching.Add(1)
 		if !r.a.trySubmit(r.helper) {
@@ -745,6 +759,24 @@ func (r *Run) share(nodes []int32, roots bool) {
 	}
 }
 
+// startLate gives a root that may block a helper of its own, for a
+// nested run refused a goroutine free now: on the executor, whose queue
+// may hold it behind the very worker that waits for the run, else on a
+// goroutine of its own. Such a helper holds the run and the Async, but
+// counts as busy only once it runs, as queueHelper's does: the goroutine
+// that shared drains the queue before it ends, so a run with no busy task
+// has stalled even if a helper still waits in a queue, and a worker that
+// waits for the run to suspend (a SubPlan's) must not wait for the
+// helper, which may wait for that worker's goroutine.
+func (r *Run) startLate() {
+	r.a.inflight.Add(1)
+	r.refs.Add(1)
+	r.searching.Add(1)
+	if !r.a.trySubmit(r.lateHelper) {
+		go r.lateHelper()
+	}
+}
+
 // wakeOne starts a helper unless one is already looking for work.
 func (r *Run) wakeOne() {
 	if r.searching.Load() == 0 {
@@ -753,14 +785,27 @@ func (r *Run) wakeOne() {
 }
 
 // startHelper starts a helper on a goroutine the executor has free now.
+// An executor of the user's may queue it instead (a user's Pool, whose
+// trySubmit is start, does): a nested run's helper then counts as busy
+// only once it runs, as in startLate.
 func (r *Run) startHelper() bool {
-	r.taskStart()
+	late := r.nested && r.a.owned == nil
+	task := r.helper
+	if late {
+		task = r.lateHelper
+		r.a.inflight.Add(1)
+		r.refs.Add(1)
+	} else {
+		r.taskStart()
+	}
 	r.searching.Add(1)
-	if r.a.start(r.helper) {
+	if r.a.start(task) {
 		return true
 	}
 	r.searching.Add(-1)
-	r.busy.Add(-1) // cannot reach 0: the caller is a task
+	if !late {
+		r.busy.Add(-1) // cannot reach 0: the caller is a task
+	}
 	r.refs.Add(-1) // cannot reach 0: the caller holds a reference
 	r.a.inflight.Done()
 	if !r.starved.Load() { // a store only when it changes: the line is hot

@@ -1,0 +1,67 @@
+package asynctool
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// suspendingPlan is a plan of two roots: "ok", which succeeds, and
+// "pay", which fails under PolicySuspend.
+func suspendingPlan(t *testing.T) *Plan {
+	t.Helper()
+	ok := NewWrapper("ok", okWorker(), 0)
+	pay := NewWrapper("pay", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		return 0, errors.New("card declined")
+	}), 0).OnFailure(PolicySuspend)
+	pl, err := Compile(ok, pay)
+	require.NoError(t, err)
+	return pl
+}
+
+// TestS20RSuspendOnAFullPool: on a pool of one goroutine, held by the
+// SubPlan node's worker, a sub-plan whose roots the worker's goroutine
+// shares must still be seen to suspend: the node fails at once, not at
+// the deadline.
+func TestS20RSuspendOnAFullPool(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New(WithMaxWorkers(1))
+		defer a.Close()
+		node := NewWrapper("sub", SubPlan[int, int]{Plan: suspendingPlan(t), Output: func(*Run) (int, error) { return 1, nil }}, 0)
+		start := time.Now()
+		require.NoError(t, a.BeginWork(context.Background(), time.Hour, node))
+		assert.Zero(t, time.Since(start), "the sub-run's suspension was seen at once")
+		assert.ErrorContains(t, node.Result().Err, `sub-plan suspended at node "pay"`)
+	})
+}
+
+// TestS20RSuspendOnAFullUserPool: the same with a Pool of the user's, of
+// one goroutine, and a sub-plan that fans out from one root: the helper
+// offered for the fan-out waits in that pool's queue behind the SubPlan
+// node's worker, and must not keep the sub-run from being seen to
+// suspend.
+func TestS20RSuspendOnAFullUserPool(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := NewPool(PoolSize(1))
+		defer p.Close()
+		a := New(WithExecutor(p))
+		defer a.Close()
+		root := NewWrapper("root", okWorker(), 0)
+		NewWrapper("ok", okWorker(), 0).Depend(root, true)
+		NewWrapper("pay", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			return 0, errors.New("card declined")
+		}), 0).OnFailure(PolicySuspend).Depend(root, true)
+		pl, err := Compile(root)
+		require.NoError(t, err)
+		node := NewWrapper("sub", SubPlan[int, int]{Plan: pl, Output: func(*Run) (int, error) { return 1, nil }}, 0)
+		start := time.Now()
+		require.NoError(t, a.BeginWork(context.Background(), time.Hour, node))
+		assert.Zero(t, time.Since(start), "the sub-run's suspension was seen at once")
+		assert.ErrorContains(t, node.Result().Err, `sub-plan suspended at node "pay"`)
+	})
+}
