@@ -314,8 +314,9 @@ func (r *Run) reset() {
 // another Start may then compile, and a State call that had seen the
 // refused run would read their indexes while that Start rewrites them.
 //
-// With inline, the calling goroutine runs the run's first task before
-// start returns, instead of handing it to another goroutine.
+// With inline, start hands the run's first task to no goroutine: it
+// counts it, and the caller runs it, r.helper, next (see SubPlan, which
+// first makes the run visible in its outer run's report).
 func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration, inline bool) {
 	if !r.pooled {
 		r.p.single.Store(r)
@@ -373,7 +374,6 @@ func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration, inline
 		// The caller's goroutine runs the first task, as a CallerRuns
 		// executor would (see SubPlan).
 		r.taskStart()
-		r.helper()
 		return
 	}
 	r.dispatch(r.helper) // its first call in the run: it starts the run

@@ -89,13 +89,14 @@ func (s SubPlan[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R, 
 	// Close waits for. This goroutine runs the sub-run's nodes as far as
 	// it can before it waits, so the worker holds no goroutine idle while
 	// the plan has work for it.
-	func() {
-		// After start's writes, which a report must not read beside; also
-		// when a worker of the plan, run here, ends this goroutine with
-		// runtime.Goexit (the node then fails with ErrGoexit).
-		defer outer.adopt(all.self, sub)
-		sub.start(in, outer.a, 0, true)
-	}()
+	sub.start(in, outer.a, 0, true)
+	// Adopted after start's writes, which a report must not read beside,
+	// and before its first task runs, so that the outer run's report
+	// shows the sub-run from its start: this goroutine may run all of a
+	// chain. A worker of the plan, run here, that ends this goroutine
+	// with runtime.Goexit fails the node with ErrGoexit.
+	outer.adopt(all.self, sub)
+	sub.helper()
 	var stall <-chan struct{} // nil, never ready, for a plan that cannot suspend
 	if s.Plan.p.suspends {
 		stall = sub.Suspended()

@@ -65,3 +65,33 @@ func TestS20RSuspendOnAFullUserPool(t *testing.T) {
 		assert.ErrorContains(t, node.Result().Err, `sub-plan suspended at node "pay"`)
 	})
 }
+
+// TestS20RReportShowsTheRunningSubRun: while the sub-run runs, the outer
+// run's report shows it as the node's Sub (NodeReport.Sub: the last run
+// the node started), not the plan's static shape, also while the SubPlan
+// worker's own goroutine runs the sub-run's first nodes, which in a
+// chain are all of them.
+func TestS20RReportShowsTheRunningSubRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		started, release := make(chan struct{}), make(chan struct{})
+		slow := NewWrapper("slow", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			close(started)
+			<-release
+			return 1, nil
+		}), 0)
+		pl, err := Compile(slow)
+		require.NoError(t, err)
+		a := New()
+		defer a.Close()
+		node := NewWrapper("sub", SubPlan[int, int]{Plan: pl, Output: func(sub *Run) (int, error) { return slow.ResultIn(sub).Value, nil }}, 0)
+		run, err := a.Start(context.Background(), time.Hour, node)
+		require.NoError(t, err)
+		<-started
+		sub := run.Report().Nodes[0].Sub
+		require.NotNil(t, sub)
+		assert.Equal(t, StatusRunning, sub.Nodes[0].Status, "the report shows the sub-run under way")
+		close(release)
+		require.NoError(t, run.Wait(context.Background()))
+		assert.Equal(t, StatusSucceeded, run.Report().Nodes[0].Sub.Nodes[0].Status)
+	})
+}
