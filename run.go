@@ -352,9 +352,10 @@ func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration, inline
 	} else {
 		r.times, r.began = nil, time.Time{}
 	}
-	r.nested, _ = ctx.Value(inRunKey{}).(bool)
-	// Workers' contexts say they are in a run, for runs they start.
-	ctx = context.WithValue(ctx, inRunKey{}, true)
+	_, r.nested = ctx.Value(inRunKey{}).(*Run)
+	// Workers' contexts say which run they are in, for runs they start
+	// (and SubPlan's check of its Input).
+	ctx = context.WithValue(ctx, inRunKey{}, r)
 	if timeout > 0 {
 		r.ctx, r.cancel = context.WithTimeout(ctx, timeout)
 	} else {
@@ -379,7 +380,7 @@ func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration, inline
 	r.dispatch(r.helper) // its first call in the run: it starts the run
 }
 
-// inRunKey marks the contexts that workers receive.
+// inRunKey marks the contexts that workers receive, with their *Run.
 type inRunKey struct{}
 
 // startTimes turns on timestamps for this run.

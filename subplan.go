@@ -40,8 +40,9 @@ type SubPlan[P, R any] struct {
 	// Input, if not nil, makes the sub-run's context from the node's, for
 	// the node's param and its upstreams' results to reach the workers of
 	// Plan, which take per-request data from their context. The context
-	// it returns must derive from ctx; nil means ctx. An error fails the
-	// node without starting the sub-run.
+	// it returns must derive from ctx (one that derives from no run's, or
+	// from another run's, fails the node); nil means ctx. An error fails
+	// the node without starting the sub-run.
 	Input func(ctx context.Context, param P, all Wrappers) (context.Context, error)
 	// Output gives the node's value and error from the ended sub-run,
 	// which it must not keep or release.
@@ -79,7 +80,9 @@ func (s SubPlan[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R, 
 		}
 		if in == nil {
 			in = ctx
-		} else if in.Value(inRunKey{}) == nil {
+		} else if in.Value(inRunKey{}) != outer {
+			// From outside any run, or from another run's worker: the
+			// sub-run would not have the node's deadline and cancellation.
 			return v, fmt.Errorf("asynctool: SubPlan's Input returned a context that does not derive from the node's")
 		}
 	}

@@ -95,3 +95,34 @@ func TestS20RReportShowsTheRunningSubRun(t *testing.T) {
 		assert.Equal(t, StatusSucceeded, run.Report().Nodes[0].Sub.Nodes[0].Status)
 	})
 }
+
+// TestS20RInputFromAnotherRun: Input must return a context that derives
+// from the node's; one that derives from another run's worker context
+// would run the sub-plan outside the node's deadline and cancellation,
+// and is refused as one from outside any run is.
+func TestS20RInputFromAnotherRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		other := make(chan context.Context, 1)
+		hold := make(chan struct{})
+		holder := NewWrapper("holder", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			other <- ctx
+			<-hold
+			return 0, nil
+		}), 0)
+		first, err := a.Start(context.Background(), time.Hour, holder)
+		require.NoError(t, err)
+		foreign := <-other
+		pl := blocker(t, nil)
+		node := NewWrapper("sub", SubPlan[int, int]{Plan: pl,
+			Input:  func(context.Context, int, Wrappers) (context.Context, error) { return foreign, nil },
+			Output: func(*Run) (int, error) { return 1, nil }}, 0).Timeout(time.Second)
+		start := time.Now()
+		require.NoError(t, a.BeginWork(context.Background(), time.Hour, node))
+		assert.ErrorContains(t, node.Result().Err, "does not derive from the node's")
+		assert.Zero(t, time.Since(start), "no sub-run ran outside the node's timeout")
+		close(hold)
+		require.NoError(t, first.Wait(context.Background()))
+	})
+}
