@@ -19,7 +19,9 @@ import (
 //
 // The node fails without calling Output when the sub-run could not start,
 // when it was stopped (the node's context ended, or a node of Plan with
-// [PolicyEnd] ended it: the error wraps that node's [*EndError]), and
+// [PolicyEnd] ended it: the error wraps that node's [*EndError]), when
+// a Result callback or a hook panicked in it (the error wraps the
+// [*CallbackPanicError], which [Run.Wait] would have returned), and
 // when it suspended: a node of Plan whose [PolicySuspend] left it pending
 // cancels the sub-run and fails the node with an error that wraps the
 // pending node's error. Resuming works on the outer run, for the SubPlan

@@ -126,3 +126,25 @@ func TestS20RInputFromAnotherRun(t *testing.T) {
 		require.NoError(t, first.Wait(context.Background()))
 	})
 }
+
+// TestS20RCallbackPanicInsideFailsTheNode pins what SubPlan's doc now
+// says: a Result callback of the sub-plan that panics makes the
+// sub-run's error, which fails the node without calling Output, though
+// every node of the sub-plan succeeded.
+func TestS20RCallbackPanicInsideFailsTheNode(t *testing.T) {
+	w := NewWrapper("w", okWorker(), 0).Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) { panic("oops") }))
+	pl, err := Compile(w)
+	require.NoError(t, err)
+	a := New()
+	defer a.Close()
+	called := false
+	node := NewWrapper("sub", SubPlan[int, int]{Plan: pl, Output: func(*Run) (int, error) { called = true; return 1, nil }}, 0)
+	run, err := a.Start(context.Background(), time.Minute, node)
+	require.NoError(t, err)
+	require.NoError(t, run.Wait(context.Background()), "the outer run's own callbacks did not panic")
+	var cpe *CallbackPanicError
+	require.ErrorAs(t, node.Result().Err, &cpe)
+	assert.Equal(t, "w", cpe.ID)
+	assert.False(t, called)
+	assert.Equal(t, StatusSucceeded, run.Report().Nodes[0].Sub.Nodes[0].Status)
+}
