@@ -148,3 +148,75 @@ func TestS20RCallbackPanicInsideFailsTheNode(t *testing.T) {
 	assert.False(t, called)
 	assert.Equal(t, StatusSucceeded, run.Report().Nodes[0].Sub.Nodes[0].Status)
 }
+
+// TestS20RNestedSuspendOnFullExecutors: SubPlans two levels deep, on
+// executors of one goroutine each (the Async's own pool, a Pool of the
+// user's, and an executor of the user's that queues), with a node of
+// the innermost plan that suspends and a middle SubPlan node that
+// suspends in turn: each level sees the level below suspend, at once.
+func TestS20RNestedSuspendOnFullExecutors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mk   func() (*Async, func())
+	}{
+		{"WithMaxWorkers(1)", func() (*Async, func()) { return New(WithMaxWorkers(1)), func() {} }},
+		{"Pool of 1", func() (*Async, func()) {
+			p := NewPool(PoolSize(1))
+			return New(WithExecutor(p)), func() { _ = p.Close() }
+		}},
+		{"queueing executor", func() (*Async, func()) {
+			tasks, stop := make(chan func(), 64), make(chan struct{})
+			ended := make(chan struct{})
+			go func() {
+				defer close(ended)
+				for {
+					select {
+					case f := <-tasks:
+						f()
+					case <-stop:
+						return
+					}
+				}
+			}()
+			e := ExecutorFunc(func(f func()) error {
+				select {
+				case tasks <- f:
+					return nil
+				default:
+					return errors.New("full")
+				}
+			})
+			return New(WithExecutor(e)), func() { close(stop); <-ended }
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a, stop := tc.mk()
+				defer stop()
+				defer a.Close()
+				root := NewWrapper("root", okWorker(), 0)
+				NewWrapper("ok1", okWorker(), 0).Depend(root, true)
+				NewWrapper("ok2", okWorker(), 0).Depend(root, true)
+				NewWrapper("pay", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+					return 0, errors.New("card declined")
+				}), 0).OnFailure(PolicySuspend).Depend(root, true)
+				inner, err := Compile(root)
+				require.NoError(t, err)
+				out := func(*Run) (int, error) { return 1, nil }
+				m1 := NewWrapper("m1", SubPlan[int, int]{Plan: inner, Output: out}, 0).OnFailure(PolicySuspend)
+				m2 := NewWrapper("m2", okWorker(), 0)
+				m3 := NewWrapper("m3", SubPlan[int, int]{Plan: inner, Output: out}, 0)
+				middle, err := Compile(m1, m2, m3)
+				require.NoError(t, err)
+				top := NewWrapper("top", SubPlan[int, int]{Plan: middle, Output: out}, 0)
+				top2 := NewWrapper("top2", SubPlan[int, int]{Plan: middle, Output: out}, 0)
+				start := time.Now()
+				require.NoError(t, a.BeginWork(context.Background(), time.Hour, top, top2))
+				assert.Zero(t, time.Since(start), "every level saw the one below suspend at once")
+				for _, w := range []*WorkerWrapper[int, int]{top, top2} {
+					assert.ErrorContains(t, w.Result().Err, `sub-plan suspended at node "m1", and was cancelled: asynctool: sub-plan suspended at node "pay"`)
+				}
+			})
+		})
+	}
+}
