@@ -63,6 +63,13 @@ func (s SubPlan[P, R]) workerProblem() (string, error) {
 	return "", nil
 }
 
+// isNilSubPlan reports whether w is a nil *SubPlan, a worker whose value
+// methods (workerProblem, subPlan, Action) would panic: a nil worker.
+func isNilSubPlan[P, R any](w Worker[P, R]) bool {
+	s, ok := w.(*SubPlan[P, R])
+	return ok && s == nil
+}
+
 // subPlan is the plan s runs, for reports (see planWorker).
 func (s SubPlan[P, R]) subPlan() *Plan { return s.Plan }
 

@@ -220,3 +220,20 @@ func TestS20RNestedSuspendOnFullExecutors(t *testing.T) {
 		})
 	}
 }
+
+// TestS20RNilSubPlanPointer: a nil *SubPlan (a pointer to a SubPlan is a
+// worker too) is refused as a nil worker, as a SubPlan without Plan is,
+// not with a panic from Compile calling its methods.
+func TestS20RNilSubPlanPointer(t *testing.T) {
+	var sp *SubPlan[int, int]
+	for name, w := range map[string]Worker[int, int]{"plain": sp, "hedged": Hedged[int, int](sp, time.Millisecond, 2)} {
+		t.Run(name, func(t *testing.T) {
+			require.NotPanics(t, func() {
+				_, err := Compile(NewWrapper("x", w, 0))
+				assert.ErrorIs(t, err, ErrNilWorker)
+				_, err = Describe(NewWrapper("x", w, 0))
+				assert.ErrorIs(t, err, ErrNilWorker)
+			})
+		})
+	}
+}
