@@ -64,9 +64,9 @@
 // deadline and cancellation, and reads the node's value from it. To the
 // outer run the sub-run is the node's one attempt: its flow rules apply
 // to the node as a whole. The worker's goroutine runs the sub-run's first
-// nodes itself; like any run started from a worker, the sub-run's other
-// tasks never wait in the pool's queue behind the worker that waits for
-// them. A node's [NodeReport.Sub] shows its sub-run.
+// nodes itself; like any run started from a worker, the sub-run never
+// waits on a task of its own that the pool's queue holds behind the
+// worker that waits for it. A node's [NodeReport.Sub] shows its sub-run.
 //
 // # Short-circuit
 //
@@ -110,8 +110,8 @@
 // graph depth costs no stack. The one exception is a worker that waits
 // for a run it started, a [SubPlan]'s included: once it has run what it
 // could of the sub-run, it waits for the rest, which other goroutines
-// run (a nested run's tasks never wait in the pool's queue, so a busy
-// pool, even of one goroutine, cannot stall it).
+// run (a nested run never waits on a task of its own that the pool has
+// queued, so a busy pool, even of one goroutine, cannot stall it).
 //
 // # Panics
 //

@@ -22,8 +22,8 @@ type Run struct {
 	stopSweep func() bool
 	ctxDone   <-chan struct{} // ctx.Done(), cached
 	// nested: the run was started from inside a worker (its context
-	// comes from a run's): its tasks never wait in the pool's queue
-	// (see dispatch and submit).
+	// comes from a run's): it never waits on a task of its own that
+	// waits in the pool's queue (see dispatch, submit and startLate).
 	nested bool
 	nodes  []rnode
 	slots  []any // slots[i] is node i's *slot[R] in a pooled run (see slot)
@@ -101,6 +101,10 @@ type Run struct {
 	// index, in the order they started; they are released with the run.
 	// Guarded by mu.
 	subs map[int32][]*Run
+	// lateHelper is helper for a nested run, handed to a goroutine or a
+	// queue that may not run it soon: it counts as busy only once it
+	// runs (see startLate). Made by the first nested start of r.
+	lateHelper func()
 }
 
 // nodeTimes are one node's timestamps in a timed run, each read from the
@@ -323,8 +327,9 @@ func (r *Run) reset() {
 // another Start may then compile, and a State call that had seen the
 // refused run would read their indexes while that Start rewrites them.
 //
-// With inline, the calling goroutine runs the run's first task before
-// start returns, instead of handing it to another goroutine.
+// With inline, start hands the run's first task to no goroutine: it
+// counts it, and the caller runs it, r.helper, next (see SubPlan, which
+// first makes the run visible in its outer run's report).
 func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration, inline bool) {
 	if !r.pooled {
 		r.p.single.Store(r)
@@ -360,15 +365,22 @@ func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration, inline
 	} else {
 		r.times, r.began = nil, time.Time{}
 	}
-	r.nested, _ = ctx.Value(inRunKey{}).(bool)
-	// Workers' contexts say they are in a run, for runs they start.
-	ctx = context.WithValue(ctx, inRunKey{}, true)
+	_, r.nested = ctx.Value(inRunKey{}).(*Run)
+	// Workers' contexts say which run they are in, for runs they start
+	// (and SubPlan's check of its Input).
+	ctx = context.WithValue(ctx, inRunKey{}, r)
 	if timeout > 0 {
 		r.ctx, r.cancel = context.WithTimeout(ctx, timeout)
 	} else {
 		r.ctx, r.cancel = context.WithCancel(ctx)
 	}
 	r.ctxDone = r.ctx.Done()
+	if r.nested && r.lateHelper == nil {
+		r.lateHelper = func() {
+			r.busy.Add(1) // see startLate
+			r.helper()
+		}
+	}
 	a.inflight.Add(1) // the run itself, until its sweep is resolved: Close waits for open runs
 	r.hold.Store(1)
 	r.stopSweep = context.AfterFunc(r.ctx, r.sweep)
@@ -376,13 +388,12 @@ func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration, inline
 		// The caller's goroutine runs the first task, as a CallerRuns
 		// executor would (see SubPlan).
 		r.taskStart()
-		r.helper()
 		return
 	}
 	r.dispatch(r.helper) // its first call in the run: it starts the run
 }
 
-// inRunKey marks the contexts that workers receive.
+// inRunKey marks the contexts that workers receive, with their *Run.
 type inRunKey struct{}
 
 // startTimes turns on timestamps for this run.
@@ -774,6 +785,10 @@ func (r *Run) share(nodes []int32, roots bool) {
 			r.queueHelper()
 			return
 		}
+		if r.nested {
+			r.startLate()
+			continue
+		}
 		r.taskStart()
 		r.searching.Add(1)
 		if !r.a.trySubmit(r.helper) {
@@ -785,6 +800,24 @@ func (r *Run) share(nodes []int32, roots bool) {
 	}
 }
 
+// startLate gives a root that may block a helper of its own, for a
+// nested run refused a goroutine free now: on the executor, whose queue
+// may hold it behind the very worker that waits for the run, else on a
+// goroutine of its own. Such a helper holds the run and the Async, but
+// counts as busy only once it runs, as queueHelper's does: the goroutine
+// that shared drains the queue before it ends, so a run with no busy task
+// has stalled even if a helper still waits in a queue, and a worker that
+// waits for the run to suspend (a SubPlan's) must not wait for the
+// helper, which may wait for that worker's goroutine.
+func (r *Run) startLate() {
+	r.a.inflight.Add(1)
+	r.refs.Add(1)
+	r.searching.Add(1)
+	if !r.a.trySubmit(r.lateHelper) {
+		go r.lateHelper()
+	}
+}
+
 // wakeOne starts a helper unless one is already looking for work.
 func (r *Run) wakeOne() {
 	if r.searching.Load() == 0 {
@@ -793,14 +826,27 @@ func (r *Run) wakeOne() {
 }
 
 // startHelper starts a helper on a goroutine the executor has free now.
+// An executor of the user's may queue it instead (a user's Pool, whose
+// trySubmit is start, does): a nested run's helper then counts as busy
+// only once it runs, as in startLate.
 func (r *Run) startHelper() bool {
-	r.taskStart()
+	late := r.nested && r.a.owned == nil
+	task := r.helper
+	if late {
+		task = r.lateHelper
+		r.a.inflight.Add(1)
+		r.refs.Add(1)
+	} else {
+		r.taskStart()
+	}
 	r.searching.Add(1)
-	if r.a.start(r.helper) {
+	if r.a.start(task) {
 		return true
 	}
 	r.searching.Add(-1)
-	r.busy.Add(-1) // cannot reach 0: the caller is a task
+	if !late {
+		r.busy.Add(-1) // cannot reach 0: the caller is a task
+	}
 	r.refs.Add(-1) // cannot reach 0: the caller holds a reference
 	r.a.inflight.Done()
 	if !r.starved.Load() { // a store only when it changes: the line is hot

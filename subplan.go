@@ -19,7 +19,9 @@ import (
 //
 // The node fails without calling Output when the sub-run could not start,
 // when it was stopped (the node's context ended, or a node of Plan with
-// [PolicyEnd] ended it: the error wraps that node's [*EndError]), and
+// [PolicyEnd] ended it: the error wraps that node's [*EndError]), when
+// a Result callback or a hook panicked in it (the error wraps the
+// [*CallbackPanicError], which [Run.Wait] would have returned), and
 // when it suspended: a node of Plan whose [PolicySuspend] left it pending
 // cancels the sub-run and fails the node with an error that wraps the
 // pending node's error. Resuming works on the outer run, for the SubPlan
@@ -40,8 +42,9 @@ type SubPlan[P, R any] struct {
 	// Input, if not nil, makes the sub-run's context from the node's, for
 	// the node's param and its upstreams' results to reach the workers of
 	// Plan, which take per-request data from their context. The context
-	// it returns must derive from ctx; nil means ctx. An error fails the
-	// node without starting the sub-run.
+	// it returns must derive from ctx (one that derives from no run's, or
+	// from another run's, fails the node); nil means ctx. An error fails
+	// the node without starting the sub-run.
 	Input func(ctx context.Context, param P, all Wrappers) (context.Context, error)
 	// Output gives the node's value and error from the ended sub-run,
 	// which it must not keep or release.
@@ -58,6 +61,13 @@ func (s SubPlan[P, R]) workerProblem() (string, error) {
 		return "its SubPlan has no Output", ErrNilWorker
 	}
 	return "", nil
+}
+
+// isNilSubPlan reports whether w is a nil *SubPlan, a worker whose value
+// methods (workerProblem, subPlan, Action) would panic: a nil worker.
+func isNilSubPlan[P, R any](w Worker[P, R]) bool {
+	s, ok := w.(*SubPlan[P, R])
+	return ok && s == nil
 }
 
 // subPlan is the plan s runs, for reports (see planWorker).
@@ -79,7 +89,9 @@ func (s SubPlan[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R, 
 		}
 		if in == nil {
 			in = ctx
-		} else if in.Value(inRunKey{}) == nil {
+		} else if in.Value(inRunKey{}) != outer {
+			// From outside any run, or from another run's worker: the
+			// sub-run would not have the node's deadline and cancellation.
 			return v, fmt.Errorf("asynctool: SubPlan's Input returned a context that does not derive from the node's")
 		}
 	}
@@ -89,13 +101,14 @@ func (s SubPlan[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R, 
 	// Close waits for. This goroutine runs the sub-run's nodes as far as
 	// it can before it waits, so the worker holds no goroutine idle while
 	// the plan has work for it.
-	func() {
-		// After start's writes, which a report must not read beside; also
-		// when a worker of the plan, run here, ends this goroutine with
-		// runtime.Goexit (the node then fails with ErrGoexit).
-		defer outer.adopt(all.self, sub)
-		sub.start(in, outer.a, 0, true)
-	}()
+	sub.start(in, outer.a, 0, true)
+	// Adopted after start's writes, which a report must not read beside,
+	// and before its first task runs, so that the outer run's report
+	// shows the sub-run from its start: this goroutine may run all of a
+	// chain. A worker of the plan, run here, that ends this goroutine
+	// with runtime.Goexit fails the node with ErrGoexit.
+	outer.adopt(all.self, sub)
+	sub.helper()
 	var stall <-chan struct{} // nil, never ready, for a plan that cannot suspend
 	if s.Plan.p.suspends {
 		stall = sub.Suspended()
