@@ -185,7 +185,7 @@ func (a *Async) trySubmit(task func()) bool { return a.try(task) }
 // anything it rejects a bad graph with a [*GraphError] (see [ErrCycle] and
 // the other sentinels). It also returns any [*CallbackPanicError].
 func (a *Async) BeginWork(ctx context.Context, timeout time.Duration, starts ...Wrapper) error {
-	r, err := a.Start(ctx, timeout, starts...)
+	r, err := a.startGraph(ctx, timeout, starts...)
 	if err != nil {
 		return err
 	}
@@ -196,6 +196,15 @@ func (a *Async) BeginWork(ctx context.Context, timeout time.Duration, starts ...
 // Start is the asynchronous form of [Async.BeginWork]: it validates the
 // graph, starts it and returns at once with a handle on the run.
 func (a *Async) Start(ctx context.Context, timeout time.Duration, starts ...Wrapper) (*Run, error) {
+	r, err := a.startGraph(ctx, timeout, starts...)
+	if err != nil {
+		return nil, err
+	}
+	return newHandle(r), nil
+}
+
+// startGraph is Start, without a handle.
+func (a *Async) startGraph(ctx context.Context, timeout time.Duration, starts ...Wrapper) (*runState, error) {
 	if err := a.check(ctx, timeout); err != nil {
 		return nil, err
 	}
@@ -227,16 +236,26 @@ func (a *Async) Start(ctx context.Context, timeout time.Duration, starts ...Wrap
 // released with [Run.Release] when they are no longer needed, and the
 // run's error. The run is nil only if the run could not start.
 func (a *Async) RunPlan(ctx context.Context, pl *Plan, timeout time.Duration) (*Run, error) {
-	r, err := a.StartPlan(ctx, pl, timeout)
+	r, err := a.startPlan(ctx, pl, timeout)
 	if err != nil {
 		return nil, err
 	}
+	h := newHandle(r)
 	<-r.done
-	return r, r.err()
+	return h, r.err()
 }
 
 // StartPlan is the asynchronous form of [Async.RunPlan].
 func (a *Async) StartPlan(ctx context.Context, pl *Plan, timeout time.Duration) (*Run, error) {
+	r, err := a.startPlan(ctx, pl, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return newHandle(r), nil
+}
+
+// startPlan is StartPlan, without a handle.
+func (a *Async) startPlan(ctx context.Context, pl *Plan, timeout time.Duration) (*runState, error) {
 	if err := a.check(ctx, timeout); err != nil {
 		return nil, err
 	}
@@ -269,7 +288,7 @@ func (a *Async) check(ctx context.Context, timeout time.Duration) error {
 }
 
 // launch starts r unless a is closed.
-func (a *Async) launch(ctx context.Context, r *Run, timeout time.Duration) error {
+func (a *Async) launch(ctx context.Context, r *runState, timeout time.Duration) error {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	if a.closed {

@@ -441,7 +441,7 @@ func (n *pnode) setThresholds() {
 // returned, to be taken off the run's remaining count.
 // The worklist records the edge being looked at, so that a custom join
 // that never returns (runtime.Goexit) can be skipped and the rest resumed.
-func (r *Run) upstreamEndedFrom(i int32, done int, ok bool, ends int32, wl *worklist) int32 {
+func (r *runState) upstreamEndedFrom(i int32, done int, ok bool, ends int32, wl *worklist) int32 {
 	out := r.p.out(i)
 	wl.after = i
 	// The first node readied here is claimed if the goroutine has none,
@@ -544,7 +544,7 @@ func (r *Run) upstreamEndedFrom(i int32, done int, ok bool, ends int32, wl *work
 // cannotJoin ends node s, whose join the end of upstream by has made
 // impossible: not taken if only upstreams not taken made it so, failed
 // with why(s) otherwise.
-func (r *Run) cannotJoin(s, by int32, why func(s int32) error, wl *worklist) {
+func (r *runState) cannotJoin(s, by int32, why func(s int32) error, wl *worklist) {
 	if r.onlyNotTaken(s) {
 		r.notTaken(s, by, wl)
 		return
@@ -559,14 +559,14 @@ func reached(c *atomic.Int32, need int32) bool {
 	return need == 1 || c.Add(1) == need
 }
 
-func (r *Run) upstreamErr(i int32) error {
+func (r *runState) upstreamErr(i int32) error {
 	pn := &r.p.nodes[i]
 	return &UpstreamError{ID: pn.core.id, Err: pn.core.impl.resultErr(r.slot(i), r.nodes[i].st())}
 }
 
 // allUpstreamErr joins the errors of the upstreams of s that failed:
 // that ended without counting as a success, and were taken.
-func (r *Run) allUpstreamErr(s int32) error {
+func (r *runState) allUpstreamErr(s int32) error {
 	in := r.p.in(s)
 	errs := make([]error, 0, len(in))
 	for _, v := range in {
@@ -579,18 +579,18 @@ func (r *Run) allUpstreamErr(s int32) error {
 }
 
 // counts reports whether node j, which has ended, counts as a success.
-func (r *Run) counts(j int32) bool {
+func (r *runState) counts(j int32) bool {
 	n := &r.nodes[j]
 	return n.st() == sFinish || n.continued.Load()
 }
 
-func (r *Run) joinImpossible(s int32) error {
+func (r *runState) joinImpossible(s int32) error {
 	pn := &r.p.nodes[s]
 	return fmt.Errorf("asynctool: join %v of %q cannot be met: %w", pn.flow.join, pn.core.id, r.allUpstreamErr(s))
 }
 
 // customJoin asks node s's custom join, after upstream from ended.
-func (r *Run) customJoin(s, from int32, wl *worklist) {
+func (r *runState) customJoin(s, from int32, wl *worklist) {
 	// The join is user code.
 	wl.fresh = false
 	if wl.claim != 0 {
@@ -630,7 +630,7 @@ func (r *Run) customJoin(s, from int32, wl *worklist) {
 // unless it already decided, after upstream from ended; all says whether
 // every upstream has ended. Calls never overlap; ok is false if the join
 // was not asked.
-func (r *Run) askJoin(s, from int32, all bool) (d Decision, perr error, ok bool) {
+func (r *runState) askJoin(s, from int32, all bool) (d Decision, perr error, ok bool) {
 	sn, pn := &r.nodes[s], &r.p.nodes[s]
 	ext := r.exts[s]
 	ext.join.Lock()
@@ -668,7 +668,7 @@ func (r *Run) askJoin(s, from int32, all bool) (d Decision, perr error, ok bool)
 
 // upstreamView is upstream j as a custom join sees it now; without its
 // Value unless value is set (boxing it may allocate).
-func (r *Run) upstreamView(j int32, value bool) Upstream {
+func (r *runState) upstreamView(j int32, value bool) Upstream {
 	up := Upstream{ID: r.p.nodes[j].core.id}
 	st := r.nodes[j].st()
 	up.Pending = st == sPending
@@ -701,12 +701,12 @@ func callJoin(j *Join, last Upstream, ups []Upstream) (d Decision, perr error) {
 
 // notTaken ends node s, which has not fired, as a branch not taken: its
 // join decided so, after upstream by ended (see DecideSkip).
-func (r *Run) notTaken(s, by int32, wl *worklist) {
+func (r *runState) notTaken(s, by int32, wl *worklist) {
 	r.failFromUpstream(s, by, ErrNotTaken, wl)
 }
 
 // isNotTaken reports whether node j, which has ended, was not taken.
-func (r *Run) isNotTaken(j int32) bool {
+func (r *runState) isNotTaken(j int32) bool {
 	st := r.nodes[j].st()
 	if st != sError {
 		return false
@@ -720,7 +720,7 @@ func (r *Run) isNotTaken(j int32) bool {
 // onlyNotTaken reports whether every upstream of s that ended without
 // counting as a success was not taken: then s, whose join can no longer
 // be met, is not taken either instead of failing.
-func (r *Run) onlyNotTaken(s int32) bool {
+func (r *runState) onlyNotTaken(s int32) bool {
 	for _, v := range r.p.in(s) {
 		j, _ := upstream(v)
 		if st := r.nodes[j].st(); terminal(st) && !r.counts(j) && !r.isNotTaken(j) {

@@ -281,7 +281,7 @@ type nodeExt struct {
 // arm starts node i's own timeout, when it has one, for the round that is
 // starting (its first start or a Rerun). The caller holds the node in
 // sWorking.
-func (r *Run) arm(i int32) {
+func (r *runState) arm(i int32) {
 	d := r.p.nodes[i].flow.timeout
 	if d <= 0 {
 		return
@@ -299,7 +299,7 @@ func (r *Run) arm(i int32) {
 }
 
 // disarm stops node i's timeout and pending retry, if any.
-func (r *Run) disarm(i int32) {
+func (r *runState) disarm(i int32) {
 	ext := r.exts[i]
 	ext.mu.Lock()
 	stop, cancel, t := ext.stop, ext.cancel, ext.retries
@@ -318,7 +318,7 @@ func (r *Run) disarm(i int32) {
 
 // nodeTimedOut ends node i when its own timeout passes. When the whole run
 // is stopping, the sweep does it instead.
-func (r *Run) nodeTimedOut(i int32) {
+func (r *runState) nodeTimedOut(i int32) {
 	if _, _, late := r.expired(); late {
 		return
 	}
@@ -335,7 +335,7 @@ func (r *Run) nodeTimedOut(i int32) {
 // worker returned err. It reports true if the node did not end: a retry is
 // scheduled, or the node is now pending. Otherwise it returns the node's
 // error: err, or the panic of the policy's own Retryable or Backoff.
-func (r *Run) afterFailure(i int32, err error, wl *worklist) (bool, error) {
+func (r *runState) afterFailure(i int32, err error, wl *worklist) (bool, error) {
 	pn, n, ext := &r.p.nodes[i], &r.nodes[i], r.exts[i]
 	f := pn.flow
 	if rp := f.retry; rp != nil {
@@ -375,7 +375,7 @@ func (r *Run) afterFailure(i int32, err error, wl *worklist) (bool, error) {
 // rerun's context), and the rerun's bookkeeping would get this round's
 // error. If the node ends first instead, both are harmless: its end
 // disarms it anyway, and lastErr is read only while it is pending.
-func (r *Run) suspend(i int32, err error) {
+func (r *runState) suspend(i int32, err error) {
 	r.disarm(i)
 	ext := r.exts[i]
 	ext.mu.Lock()
@@ -390,7 +390,7 @@ func (r *Run) suspend(i int32, err error) {
 // ends a failed attempt, under its failure policy (suspended, continued,
 // or ending the run), though without a retry, as for a panic; after the
 // deadline, as a timeout.
-func (r *Run) endAborted(i int32, err error, wl *worklist) {
+func (r *runState) endAborted(i int32, err error, wl *worklist) {
 	if st, cause, late := r.expiredNode(i); late {
 		r.end(i, sWorking, st, cause, -1, wl)
 		return
@@ -406,7 +406,7 @@ func (r *Run) endAborted(i int32, err error, wl *worklist) {
 // will not be retried, under its failure policy (PolicyContinue,
 // PolicyEnd; a pending node does not end here). If the deadline or its
 // own timeout ended it first, the late failure is dropped.
-func (r *Run) failAttempt(i int32, err error, wl *worklist) {
+func (r *runState) failAttempt(i int32, err error, wl *worklist) {
 	// As end does, for the DefaultValue that setFailure calls.
 	wl.fresh = false
 	if wl.claim != 0 {
@@ -484,7 +484,7 @@ func retryDecision(rp *RetryPolicy, err error, done int) (again bool, delay time
 
 // fitsDeadline reports whether a retry of node i after delay would start
 // before the run's and the node's deadlines.
-func (r *Run) fitsDeadline(i int32, delay time.Duration) bool {
+func (r *runState) fitsDeadline(i int32, delay time.Duration) bool {
 	at := time.Now().Add(delay)
 	if d, ok := r.ctx.Deadline(); ok && !at.Before(d) {
 		return false
@@ -503,7 +503,7 @@ func (r *Run) fitsDeadline(i int32, delay time.Duration) bool {
 
 // scheduleRetry runs node i's next attempt after delay, on the pool. No
 // goroutine waits meanwhile.
-func (r *Run) scheduleRetry(i int32, delay time.Duration) {
+func (r *runState) scheduleRetry(i int32, delay time.Duration) {
 	ext := r.exts[i]
 	r.taskStart() // released by the retry task, or by disarm stopping the timer
 	// The timer is recorded under the lock its function takes first: a
@@ -540,7 +540,7 @@ func (r *Run) scheduleRetry(i int32, delay time.Duration) {
 
 // failedFinally applies PolicyContinue (before the final state is
 // published) for node i, whose worker failed for good.
-func (r *Run) failedFinally(i int32) {
+func (r *runState) failedFinally(i int32) {
 	if f := r.p.nodes[i].flow; f != nil && f.policy == PolicyContinue {
 		r.nodes[i].continued.Store(true)
 	}
@@ -548,7 +548,7 @@ func (r *Run) failedFinally(i int32) {
 
 // endedOne counts the end of node i, marked EndsRun: the last of them
 // ends the run (see EndsRun).
-func (r *Run) endedOne(i int32) {
+func (r *runState) endedOne(i int32) {
 	if r.endsLeft.Add(-1) != 0 || r.stopping() {
 		return // more to come, or the deadline, a Cancel or PolicyEnd stops the run already
 	}
@@ -567,7 +567,7 @@ func (e *runEnded) Error() string {
 func (e *runEnded) Is(target error) bool { return target == ErrRunEnded }
 
 // endRun stops the run because node i failed under PolicyEnd.
-func (r *Run) endRun(i int32, err error) {
+func (r *runState) endRun(i int32, err error) {
 	if r.endErr.CompareAndSwap(nil, &EndError{ID: r.p.nodes[i].core.id, Err: err}) {
 		r.cancel()
 	}
@@ -585,10 +585,16 @@ func (r *Run) endRun(i int32, err error) {
 // Resumption are refused with an error too. A Rerun accepted just before
 // the run's context ends makes the node ready, and the node then ends as
 // a timeout if it has not started by then, as any ready node does.
-func (r *Run) Resume(id string, how Resumption) error {
-	if r.released.Load() {
+func (h *Run) Resume(id string, how Resumption) error {
+	s := h.live()
+	if s == nil {
 		return fmt.Errorf("asynctool: Resume(%q) on a released run", id)
 	}
+	return s.Resume(id, how)
+}
+
+// Resume is Run.Resume's, without the handle's check.
+func (r *runState) Resume(id string, how Resumption) error {
 	i, ok := r.p.lookup(id)
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownID, id)
@@ -677,7 +683,7 @@ func (r *Run) Resume(id string, how Resumption) error {
 // FailWith, with a task's references (handed to settleResumed), or says
 // why it cannot: the node is not pending, or the run's context is done,
 // in which case the node has ended as the sweep would end it.
-func (r *Run) takePending(i int32, id string) error {
+func (r *runState) takePending(i int32, id string) error {
 	if !r.resumeStart() {
 		return r.notPending(i, id)
 	}
@@ -700,7 +706,7 @@ func errStoppedFirst(id string) error {
 // would if the run's context is done (the sweep may not have reached it
 // yet): a timeout, or the EndError of a PolicyEnd node, as a worker that
 // returns then does. It reports whether it did.
-func (r *Run) endedLate(i int32) bool {
+func (r *runState) endedLate(i int32) bool {
 	st, err, late := r.expired()
 	if !late {
 		return false
@@ -717,7 +723,7 @@ func (r *Run) endedLate(i int32) bool {
 // default value is user code (DefaultValue): if it ends the goroutine
 // with runtime.Goexit, the node is ended by the rescue in setFailure, and
 // the reference is given back here.
-func (r *Run) failResumed(i int32, st ResultState, err error) {
+func (r *runState) failResumed(i int32, st ResultState, err error) {
 	normal := false
 	defer func() {
 		if !normal {
@@ -732,7 +738,7 @@ func (r *Run) failResumed(i int32, st ResultState, err error) {
 // resumeStart takes a task's references for Resume, unless the run has
 // ended (see Run.enter): a late Resume must not add to the Async's
 // inflight count while Close may be waiting for it to reach zero.
-func (r *Run) resumeStart() bool {
+func (r *runState) resumeStart() bool {
 	if !r.enter() {
 		return false
 	}
@@ -743,7 +749,7 @@ func (r *Run) resumeStart() bool {
 
 // notPending is Resume's error for node i, which is not pending: it names
 // the pending node i waits on, if any.
-func (r *Run) notPending(i int32, id string) error {
+func (r *runState) notPending(i int32, id string) error {
 	if r.nodes[i].st() == sInit {
 		seen := make(map[int32]bool)
 		stack := []int32{i}
@@ -769,7 +775,7 @@ func (r *Run) notPending(i int32, id string) error {
 // in sEnding, and processes its consequences on the pool, with the
 // reference Resume took. A node its custom join suspended releases its
 // upstreams now, as a node that ends before it started does.
-func (r *Run) settleResumed(i int32, final int32) {
+func (r *runState) settleResumed(i int32, final int32) {
 	wl := r.a.getWorklist()
 	if ext := r.exts[i]; ext != nil && ext.joinSuspended.Swap(false) {
 		wl.left = append(wl.left, i)

@@ -93,7 +93,7 @@ func WithRunHooks(ctx context.Context, h *Hooks) context.Context {
 }
 
 // hooked calls f, turning a panic into a reported *CallbackPanicError.
-func (r *Run) hooked(name string, id string, f func()) {
+func (r *runState) hooked(name string, id string, f func()) {
 	defer func() {
 		if v := recover(); v != nil {
 			r.callbackPanic(id, name, newPanicError(v))
@@ -102,7 +102,7 @@ func (r *Run) hooked(name string, id string, f func()) {
 	f()
 }
 
-func (r *Run) event(i int32) NodeEvent {
+func (r *runState) event(i int32) NodeEvent {
 	pn, n := &r.p.nodes[i], &r.nodes[i]
 	st := n.st()
 	ev := NodeEvent{ID: pn.core.id, Index: int(i), State: publicState(st), Attempt: int(r.attemptsOf(i))}
@@ -123,7 +123,7 @@ func (r *Run) event(i int32) NodeEvent {
 }
 
 // nodeStarted runs the OnNodeStart hooks and returns the worker's context.
-func (r *Run) nodeStarted(i int32, ctx context.Context) context.Context {
+func (r *runState) nodeStarted(i int32, ctx context.Context) context.Context {
 	ev := r.event(i)
 	for _, h := range r.hooks {
 		if h.OnNodeStart == nil {
@@ -141,7 +141,7 @@ func (r *Run) nodeStarted(i int32, ctx context.Context) context.Context {
 // nodeEnded runs the end hooks of node i, naming each in wl.hook while
 // it runs, so that a runtime.Goexit in it is reported under its name (see
 // salvage).
-func (r *Run) nodeEnded(i int32, wl *worklist) {
+func (r *runState) nodeEnded(i int32, wl *worklist) {
 	ev := r.event(i)
 	for _, h := range r.hooks {
 		if h.OnNodeSkip != nil && didNotRun(ev.Result, ev.Err) {
@@ -160,7 +160,7 @@ func (r *Run) nodeEnded(i int32, wl *worklist) {
 	wl.hook = ""
 }
 
-func (r *Run) nodeRetrying(i int32, err error, delay time.Duration) {
+func (r *runState) nodeRetrying(i int32, err error, delay time.Duration) {
 	ev := r.event(i)
 	ev.Err, ev.Wait = err, delay
 	for _, h := range r.hooks {
@@ -170,7 +170,7 @@ func (r *Run) nodeRetrying(i int32, err error, delay time.Duration) {
 	}
 }
 
-func (r *Run) runEnded() {
+func (r *runState) runEnded() {
 	var rep *Report
 	for _, h := range r.hooks {
 		if h.OnRunEnd == nil {
@@ -188,7 +188,7 @@ func (r *Run) runEnded() {
 // runEndHook calls an OnRunEnd hook. A runtime.Goexit in it is reported
 // as a panic is: the run's end (see complete) is deferred, so the record
 // is in place before the run resolves.
-func (r *Run) runEndHook(f func(context.Context, *Report), rep *Report) {
+func (r *runState) runEndHook(f func(context.Context, *Report), rep *Report) {
 	returned := false
 	defer func() {
 		if !returned {

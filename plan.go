@@ -24,14 +24,14 @@ type plan struct {
 	// which the shared queue hands out last in, first out, so the roots
 	// start in order.
 	startOrder []int32
-	outs       []pedge             // every node's successors: see pnode.out0
-	ins        []int32             // every node's predecessors with their must flags: see pnode.in0, upstream
-	index      idindex.Index       // id → node index, for ids other than ""
-	runs       sync.Pool           // *runBufs, for a Plan's runs
-	single     atomic.Pointer[Run] // the run of a single-use graph, once it starts
+	outs       []pedge                  // every node's successors: see pnode.out0
+	ins        []int32                  // every node's predecessors with their must flags: see pnode.in0, upstream
+	index      idindex.Index            // id → node index, for ids other than ""
+	runs       sync.Pool                // *runState, for a Plan's runs
+	single     atomic.Pointer[runState] // the run of a single-use graph, once it starts
 	// one is the run of a single-use graph (single, once it starts),
 	// allocated with its plan. A Plan does not use it.
-	one     Run
+	one     runState
 	started atomic.Uint64 // runs started, for learn
 	// scalar[i]: node i's result type holds no pointer (see
 	// scalarResults); made by the first recycled run.
@@ -161,22 +161,12 @@ func (pl *Plan) Len() int {
 	return len(pl.p.nodes)
 }
 
-// getRun returns a new, reset run of p, with the buffers of a recycled
-// one when possible.
-func (p *plan) getRun() *Run {
-	b, ok := p.runs.Get().(*runBufs)
+// getRun returns a reset run of p, recycled when possible.
+func (p *plan) getRun() *runState {
+	r, ok := p.runs.Get().(*runState)
 	if !ok {
-		r := newRun(p, true)
-		r.reset()
-		return r
+		r = newRun(p, true)
 	}
-	r := &Run{p: p, pooled: true, bufs: b, nodes: b.nodes, slots: b.slots, exts: b.exts, times: b.times,
-		lent: b.lent, hooks: b.hooks, callbacks: b.callbacks, subs: b.subs}
-	r.shared = b.shared
-	if r.shared == nil {
-		r.shared = r.sharedBuf[:0]
-	}
-	r.helper = r.newHelper()
 	r.reset()
 	return r
 }

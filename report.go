@@ -78,13 +78,8 @@ func (n NodeReport) Duration() time.Duration {
 	return n.Ended.Sub(n.Started)
 }
 
-// Report returns the run's report. Called before the run ends, it is a
-// snapshot: nodes that have not ended show their current state. A
-// released run's report has no nodes.
-func (r *Run) Report() *Report {
-	if r.released.Load() {
-		return &Report{Nodes: []NodeReport{}} // see Release
-	}
+// Report is Run.Report's, without the handle's check.
+func (r *runState) Report() *Report {
 	rep := &Report{Nodes: make([]NodeReport, len(r.nodes)), Start: r.began}
 	select {
 	case <-r.done: // nil, never ready, for a run that never started
@@ -262,7 +257,7 @@ func (s Status) String() string {
 
 // status classifies node i, whose upstreams (earlier in topological order)
 // rep already classified.
-func (r *Run) status(i int32, st int32, rep *Report) Status {
+func (r *runState) status(i int32, st int32, rep *Report) Status {
 	switch st {
 	case sReady:
 		return StatusReady
@@ -290,7 +285,7 @@ func (r *Run) status(i int32, st int32, rep *Report) Status {
 
 // waitsOnPending reports whether node i, whose join has not decided,
 // cannot run until a pending upstream is resumed (see StatusPending).
-func (r *Run) waitsOnPending(i int32, rep *Report) bool {
+func (r *runState) waitsOnPending(i int32, rep *Report) bool {
 	pn := &r.p.nodes[i]
 	var pending, ok, live int32
 	mustPending := false
@@ -320,7 +315,7 @@ func (r *Run) waitsOnPending(i int32, rep *Report) bool {
 }
 
 // reason explains why node i, which has ended, did not succeed.
-func (r *Run) reason(i int32) string {
+func (r *runState) reason(i int32) string {
 	pn := &r.p.nodes[i]
 	st, err := pn.core.impl.resultMeta(r.slot(i), r.nodes[i].st())
 	switch st {

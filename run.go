@@ -14,7 +14,117 @@ import (
 // results afterwards. [Async.Start] and [Async.StartPlan] return one;
 // BeginWork and RunPlan are those followed by Wait. Its methods are safe
 // for concurrent use.
+//
+// A run of a [Plan] reuses the state of an earlier run that was released
+// ([Run.Release]); each Run is a handle on one run only, so a handle
+// kept after its Release never shows or frees another run.
 type Run struct {
+	*runState               // embedded for the package's tests, which read its fields
+	done      chan struct{} // runState.done for this run: a later run makes its own
+	gen       uint64        // runState.gen for this run: a Release moves it on
+}
+
+// newHandle returns a handle on r's current run.
+func newHandle(r *runState) *Run {
+	return &Run{runState: r, done: r.done, gen: r.gen.Load()}
+}
+
+// live returns the handle's run state, nil once it was released.
+func (h *Run) live() *runState {
+	if h == nil || h.runState == nil || h.runState.gen.Load() != h.gen {
+		return nil
+	}
+	return h.runState
+}
+
+// Release returns the state of a run of a [Plan] to the plan, to be reused
+// by a later run. Call it once the results are no longer needed, after
+// Wait. The recycling waits for any worker that outlived the run's
+// deadline. Afterwards r shows no results: [WorkerWrapper.ResultIn] gives
+// a zero WorkResult, [Run.Report] a report without nodes, [Run.Resume]
+// and [Run.Wait] an error, [Run.Cancel] and a second Release do nothing;
+// r never shows or changes a later run of the plan. Release does nothing
+// for runs of single-use wrappers, whose results stay readable from the
+// wrappers.
+func (h *Run) Release() {
+	if s := h.live(); s != nil {
+		s.Release()
+	}
+}
+
+// Done returns a channel that is closed when every node has ended.
+func (h *Run) Done() <-chan struct{} { return h.done }
+
+// Suspended returns a channel that is closed when the run can go no
+// further until one of its pending nodes is resumed: no goroutine is
+// working on the run (a worker that outlived its node's own Timeout by
+// ignoring its ctx counts as working until it returns), and every node
+// that has not ended is pending (its worker failed under [PolicySuspend],
+// or a custom join suspended it) or waits on a pending node. The nodes
+// that do not depend on a pending one have all ended by then. Until
+// [Run.Resume], [Run.Cancel] or the deadline, the run stays as it is;
+// [Run.Report] names the pending nodes (StatusPending; the suspended ones
+// themselves are in StateWorking).
+//
+// The channel is never closed for a run that ends without stalling, nor
+// once its deadline has passed, nor for a released run. After a Resume,
+// call Suspended again to learn whether the run stalls again.
+func (h *Run) Suspended() <-chan struct{} {
+	if s := h.live(); s != nil {
+		return s.Suspended()
+	}
+	return nil
+}
+
+// Cancel stops the run as if its deadline had passed: nodes not yet ended
+// end with ResultTimeout and the cause [context.Canceled].
+func (h *Run) Cancel() {
+	if s := h.live(); s != nil {
+		s.Cancel()
+	}
+}
+
+// Wait waits until every node has ended, or ctx is done, and returns the
+// run's error: nil if every node ended in time; otherwise an error that
+// wraps the run context's cause ([context.DeadlineExceeded] for the group
+// deadline) if the run was stopped before every node ended, joined with
+// any [*CallbackPanicError]. Worker failures are node results, not run
+// errors. If ctx ends first, Wait returns ctx.Err() and the run goes on;
+// a run that has already ended when Wait is called, or when ctx ends,
+// gets its own error, whatever the state of ctx.
+func (h *Run) Wait(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
+	select {
+	case <-h.done:
+	case <-ctx.Done():
+		select {
+		case <-h.done: // both ready: the run's end wins
+		default:
+			return ctx.Err()
+		}
+	}
+	s := h.live()
+	if s == nil {
+		return errors.New("asynctool: Wait on a released run")
+	}
+	return s.err()
+}
+
+// Report returns the run's report. Called before the run ends, it is a
+// snapshot: nodes that have not ended show their current state. A
+// released run's report has no nodes.
+func (h *Run) Report() *Report {
+	if s := h.live(); s != nil {
+		return s.Report()
+	}
+	return &Report{Nodes: []NodeReport{}}
+}
+
+// runState is the state of one run at a time: a single-use graph's, or a
+// Plan's, recycled from run to run (see Run).
+type runState struct {
 	a         *Async
 	p         *plan
 	ctx       context.Context
@@ -93,14 +203,14 @@ type Run struct {
 	// After the fields above, so that they keep the offsets the
 	// benchmarks were measured with.
 	released atomic.Bool
-
-	// bufs is the runBufs this run's buffers came in, reused by recycle.
-	bufs *runBufs
+	// gen counts the runs of a Plan's state that were released: a Run
+	// handle made with another count is stale (see Run.live).
+	gen atomic.Uint64
 
 	// subs are the runs that nodes' SubPlan workers started, by node
 	// index, in the order they started; they are released with the run.
 	// Guarded by mu.
-	subs map[int32][]*Run
+	subs map[int32][]*runState
 	// lateHelper is helper for a nested run, handed to a goroutine or a
 	// queue that may not run it soon: it counts as busy only once it
 	// runs (see startLate). Made by the first nested start of r.
@@ -197,7 +307,7 @@ func (a *Async) putWorklist(wl *worklist) {
 
 // history returns what the Async remembers of single-use graphs' nodes
 // (see plan.quick), nil for a run of a Plan, which learns by itself.
-func (r *Run) history() *history {
+func (r *runState) history() *history {
 	if r.pooled {
 		return nil
 	}
@@ -206,7 +316,7 @@ func (r *Run) history() *history {
 
 // slot returns node i's result slot: a pooled run's own, or the one in
 // the wrapper for a single-use run, which keeps no slice of them.
-func (r *Run) slot(i int32) any {
+func (r *runState) slot(i int32) any {
 	if r.pooled {
 		return r.slots[i]
 	}
@@ -214,14 +324,14 @@ func (r *Run) slot(i int32) any {
 }
 
 // newRun allocates the state of one run of p.
-func newRun(p *plan, pooled bool) *Run {
-	r := &Run{}
+func newRun(p *plan, pooled bool) *runState {
+	r := &runState{}
 	r.init(p, pooled)
 	return r
 }
 
 // init makes r, which is zero, the state of one run of p.
-func (r *Run) init(p *plan, pooled bool) {
+func (r *runState) init(p *plan, pooled bool) {
 	r.p, r.nodes, r.pooled = p, make([]rnode, len(p.nodes)), pooled
 	r.shared = r.sharedBuf[:0]
 	if pooled {
@@ -243,7 +353,7 @@ func (r *Run) init(p *plan, pooled bool) {
 
 // newHelper makes the run's task (see helper). One closure serves as the
 // first task and as every helper: a run makes one instead of two.
-func (r *Run) newHelper() func() {
+func (r *runState) newHelper() func() {
 	return func() {
 		defer r.taskDone()
 		if !r.begun {
@@ -278,7 +388,7 @@ func (r *Run) newHelper() func() {
 
 // nodeTask returns a task that runs node i (if it is ready) and whatever
 // it makes ready; i = -1 drains the shared queue.
-func (r *Run) nodeTask(i int32) func() {
+func (r *runState) nodeTask(i int32) func() {
 	return func() {
 		defer r.taskDone()
 		r.loop(i, r.a.getWorklist())
@@ -288,7 +398,7 @@ func (r *Run) nodeTask(i int32) func() {
 // reset prepares r for a run: every per-node counter back to zero (they
 // count up against the plan's thresholds), the roots ready, the shared
 // queue and flow state emptied.
-func (r *Run) reset() {
+func (r *runState) reset() {
 	clear(r.nodes)
 	r.released.Store(false)
 	r.noDefault.Store(false)
@@ -330,7 +440,7 @@ func (r *Run) reset() {
 // With inline, start hands the run's first task to no goroutine: it
 // counts it, and the caller runs it, r.helper, next (see SubPlan, which
 // first makes the run visible in its outer run's report).
-func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration, inline bool) {
+func (r *runState) start(ctx context.Context, a *Async, timeout time.Duration, inline bool) {
 	if !r.pooled {
 		r.p.single.Store(r)
 	}
@@ -365,7 +475,7 @@ func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration, inline
 	} else {
 		r.times, r.began = nil, time.Time{}
 	}
-	_, r.nested = ctx.Value(inRunKey{}).(*Run)
+	_, r.nested = ctx.Value(inRunKey{}).(*runState)
 	// Workers' contexts say which run they are in, for runs they start
 	// (and SubPlan's check of its Input).
 	ctx = context.WithValue(ctx, inRunKey{}, r)
@@ -397,7 +507,7 @@ func (r *Run) start(ctx context.Context, a *Async, timeout time.Duration, inline
 type inRunKey struct{}
 
 // startTimes turns on timestamps for this run.
-func (r *Run) startTimes() {
+func (r *runState) startTimes() {
 	if len(r.times) != len(r.nodes) {
 		r.times = make([]nodeTimes, len(r.nodes))
 	}
@@ -415,23 +525,23 @@ func (r *Run) startTimes() {
 // one, so that 0 can mean "not yet". It reads only the monotonic clock,
 // one read where time.Now makes two, and a change of the wall clock during
 // the run cannot make a node's wait or duration negative.
-func (r *Run) clock() int64 { return int64(time.Since(r.began)) + 1 }
+func (r *runState) clock() int64 { return int64(time.Since(r.began)) + 1 }
 
 // wall turns a reading of r.clock into a time, the zero time for 0.
-func (r *Run) wall(c int64) time.Time {
+func (r *runState) wall(c int64) time.Time {
 	if c == 0 {
 		return time.Time{}
 	}
 	return r.began.Add(time.Duration(c - 1)).Round(0) // wall clock only, as time.Unix gives
 }
 
-func (r *Run) taskStart() {
+func (r *runState) taskStart() {
 	r.a.inflight.Add(1)
 	r.refs.Add(1)
 	r.busy.Add(1)
 }
 
-func (r *Run) taskDone() {
+func (r *runState) taskDone() {
 	a := r.a
 	// The stall check comes before the task lets go of its reference, so
 	// that the run cannot be recycled under it.
@@ -443,14 +553,14 @@ func (r *Run) taskDone() {
 }
 
 // unref drops one reference; the last one recycles a released pooled run.
-func (r *Run) unref() {
+func (r *runState) unref() {
 	if r.refs.Add(-1) == 0 {
 		r.recycle()
 	}
 }
 
 // recycle returns a pooled run, whose last reference is gone, to its plan.
-func (r *Run) recycle() {
+func (r *runState) recycle() {
 	if r.pooled {
 		scalar := r.p.scalarResults()
 		for i := range r.nodes {
@@ -460,79 +570,34 @@ func (r *Run) recycle() {
 			r.p.nodes[i].core.impl.clearSlot(r.slots[i])
 		}
 		r.releaseSubs()
-		b := r.bufs
-		if b == nil {
-			b = new(runBufs)
-		}
-		*b = runBufs{nodes: r.nodes, slots: r.slots, exts: r.exts, times: r.times, lent: r.lent[:0],
-			hooks: r.hooks[:0], callbacks: r.callbacks[:0], subs: r.subs}
-		if cap(r.shared) > len(r.sharedBuf) {
-			b.shared = r.shared[:0] // grown past the Run's own array
-		}
-		// The Run itself is not reused: a handle kept after Release (a
-		// second Release, a late ResultIn) sees this run, released, and
-		// never another request's (helper-79's review). Its per-node
-		// buffers are.
-		r.nodes, r.slots, r.exts, r.times, r.lent, r.shared, r.subs, r.bufs = nil, nil, nil, nil, nil, nil, nil, nil
-		r.hooks, r.callbacks = nil, nil
-		r.p.runs.Put(b)
+		r.a, r.ctx, r.cancel, r.stopSweep, r.ctxDone = nil, nil, nil, nil, nil
+		r.p.runs.Put(r)
 	}
-}
-
-// runBufs are the per-node buffers of a recycled run of a plan, which
-// the plan's next run takes over (see getRun).
-type runBufs struct {
-	nodes        []rnode
-	slots        []any
-	exts         []*nodeExt
-	times        []nodeTimes
-	shared, lent []int32
-	hooks        []*Hooks
-	callbacks    []error
-	subs         map[int32][]*Run
 }
 
 // resolve marks one of the two conditions for the end of the run (every
 // node ended; the sweep ran or never will) and closes done after both.
-func (r *Run) resolve() {
+func (r *runState) resolve() {
 	if r.pending.Add(-1) == 0 {
 		close(r.done)
 	}
 }
 
-// Release returns the state of a run of a [Plan] to the plan, to be reused
-// by a later run. Call it once the results are no longer needed, after
-// Wait. The recycling waits for any worker that outlived the run's
-// deadline. Afterwards r shows no results: [WorkerWrapper.ResultIn] gives
-// a zero WorkResult, [Run.Report] a report without nodes, [Run.Resume]
-// an error, and a second Release does nothing; r never shows a later run
-// of the plan. Release does nothing for runs of single-use wrappers,
-// whose results stay readable from the wrappers.
-func (r *Run) Release() {
+// Release is Run.Release's, without the handle's check.
+func (r *runState) Release() {
 	// Once only: a second call would drop the reference of a worker that
 	// outlived the deadline, and the run would be reused under it.
 	if r.pooled && r.released.CompareAndSwap(false, true) {
+		r.gen.Add(1) // the handles on this run see it released
 		r.unref()
 	}
 }
 
-// Done returns a channel that is closed when every node has ended.
-func (r *Run) Done() <-chan struct{} { return r.done }
+// Done is Run.Done's, without the handle's check.
+func (r *runState) Done() <-chan struct{} { return r.done }
 
-// Suspended returns a channel that is closed when the run can go no
-// further until one of its pending nodes is resumed: no goroutine is
-// working on the run (a worker that outlived its node's own Timeout by
-// ignoring its ctx counts as working until it returns), and every node
-// that has not ended is pending (its worker failed under [PolicySuspend],
-// or a custom join suspended it) or waits on a pending node. The nodes
-// that do not depend on a pending one have all ended by then. Until [Run.Resume], [Run.Cancel] or the
-// deadline, the run stays as it is; [Run.Report] names the pending nodes
-// (StatusPending; the suspended ones themselves are in StateWorking).
-//
-// The channel is never closed for a run that ends without stalling, nor
-// once its deadline has passed. After a Resume, call Suspended again to
-// learn whether the run stalls again.
-func (r *Run) Suspended() <-chan struct{} {
+// Suspended is Run.Suspended's, without the handle's check.
+func (r *runState) Suspended() <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stall == nil {
@@ -547,7 +612,7 @@ func (r *Run) Suspended() <-chan struct{} {
 }
 
 // noteStall closes the channel of Suspended if the run has stalled.
-func (r *Run) noteStall() {
+func (r *runState) noteStall() {
 	r.mu.Lock()
 	if r.stall != nil && r.stalled() {
 		close(r.stall)
@@ -563,7 +628,7 @@ func (r *Run) noteStall() {
 // be ready or running, and waits, directly or through its upstreams, on
 // a pending node. The sweep is no task, hence the check that the
 // deadline has not passed.
-func (r *Run) stalled() bool {
+func (r *runState) stalled() bool {
 	if r.busy.Load() != 0 || r.remaining.Load() == 0 || r.stopped.Load() {
 		return false
 	}
@@ -575,19 +640,11 @@ func (r *Run) stalled() bool {
 	}
 }
 
-// Cancel stops the run as if its deadline had passed: nodes not yet ended
-// end with ResultTimeout and the cause [context.Canceled].
-func (r *Run) Cancel() { r.cancel() }
+// Cancel is Run.Cancel's, without the handle's check.
+func (r *runState) Cancel() { r.cancel() }
 
-// Wait waits until every node has ended, or ctx is done, and returns the
-// run's error: nil if every node ended in time; otherwise an error that
-// wraps the run context's cause ([context.DeadlineExceeded] for the group
-// deadline) if the run was stopped before every node ended, joined with
-// any [*CallbackPanicError]. Worker failures are node results, not run
-// errors. If ctx ends first, Wait returns ctx.Err() and the run goes on;
-// a run that has already ended when Wait is called, or when ctx ends,
-// gets its own error, whatever the state of ctx.
-func (r *Run) Wait(ctx context.Context) error {
+// Wait is Run.Wait's, without the handle's check.
+func (r *runState) Wait(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext
 	}
@@ -603,7 +660,7 @@ func (r *Run) Wait(ctx context.Context) error {
 	return r.err()
 }
 
-func (r *Run) err() error {
+func (r *runState) err() error {
 	var errs []error
 	if e := r.endErr.Load(); e != nil {
 		errs = append(errs, e)
@@ -618,7 +675,7 @@ func (r *Run) err() error {
 	return errors.Join(errs...)
 }
 
-func (r *Run) callbackPanic(id, method string, p *PanicError) {
+func (r *runState) callbackPanic(id, method string, p *PanicError) {
 	r.mu.Lock()
 	r.callbacks = append(r.callbacks, &CallbackPanicError{ID: id, Method: method, Panic: p})
 	r.mu.Unlock()
@@ -628,7 +685,7 @@ func (r *Run) callbackPanic(id, method string, p *PanicError) {
 // with the nodes it makes ready: the last one here, the others through the
 // run's shared queue (see share), which it drains too before it returns.
 // No goroutine ever waits here for another node.
-func (r *Run) loop(first int32, wl *worklist) {
+func (r *runState) loop(first int32, wl *worklist) {
 	defer r.a.putWorklist(wl)
 	if r.times != nil {
 		wl.lane = r.lanes.Add(1)
@@ -648,7 +705,7 @@ func (r *Run) loop(first int32, wl *worklist) {
 // into wl, and this goroutine goes on with it (see worklist.action),
 // within the executor's bounds and in the same lane, as when call
 // recovers a panic.
-func (r *Run) drive(first int32, wl *worklist) (again bool) {
+func (r *runState) drive(first int32, wl *worklist) (again bool) {
 	normal := false
 	defer func() {
 		if normal {
@@ -744,7 +801,7 @@ func (r *Run) drive(first int32, wl *worklist) (again bool) {
 // endPanicked ends node wl.cur, whose Action, called without a recover of
 // its own, panicked with pe: as execute ends a node that failed, or as a
 // timeout if the deadline has passed.
-func (r *Run) endPanicked(wl *worklist, pe *PanicError) {
+func (r *runState) endPanicked(wl *worklist, pe *PanicError) {
 	i := wl.cur
 	wl.cur, wl.action = -1, false
 	st, why := ResultException, error(pe)
@@ -769,7 +826,7 @@ func (r *Run) endPanicked(wl *worklist, pe *PanicError) {
 // every root was a task of its own: if no goroutine is free now, the
 // helper is submitted to the executor (which may queue it), or else given
 // a goroutine of its own.
-func (r *Run) share(nodes []int32, roots bool) {
+func (r *runState) share(nodes []int32, roots bool) {
 	r.sharedMu.Lock()
 	r.enqueue(nodes)
 	// Decided under the lock that helpers leave searching under, so a
@@ -809,7 +866,7 @@ func (r *Run) share(nodes []int32, roots bool) {
 // has stalled even if a helper still waits in a queue, and a worker that
 // waits for the run to suspend (a SubPlan's) must not wait for the
 // helper, which may wait for that worker's goroutine.
-func (r *Run) startLate() {
+func (r *runState) startLate() {
 	r.a.inflight.Add(1)
 	r.refs.Add(1)
 	r.searching.Add(1)
@@ -819,7 +876,7 @@ func (r *Run) startLate() {
 }
 
 // wakeOne starts a helper unless one is already looking for work.
-func (r *Run) wakeOne() {
+func (r *runState) wakeOne() {
 	if r.searching.Load() == 0 {
 		r.startHelper()
 	}
@@ -829,7 +886,7 @@ func (r *Run) wakeOne() {
 // An executor of the user's may queue it instead (a user's Pool, whose
 // trySubmit is start, does): a nested run's helper then counts as busy
 // only once it runs, as in startLate.
-func (r *Run) startHelper() bool {
+func (r *runState) startHelper() bool {
 	late := r.nested && r.a.owned == nil
 	task := r.helper
 	if late {
@@ -868,7 +925,7 @@ func (r *Run) startHelper() bool {
 // load unless the run was refused a helper. A
 // user's executor gives no cheap sign of room, so such a run is not
 // retried; its next share tries again.
-func (r *Run) retryHelper() {
+func (r *runState) retryHelper() {
 	if r.searching.Load() == 0 && r.a.owned != nil && r.a.owned.hasRoom() &&
 		r.starved.CompareAndSwap(true, false) {
 		r.startHelper() // sets starved again if refused
@@ -889,7 +946,7 @@ func (r *Run) retryHelper() {
 // helper), and the goroutine that shares quick nodes comes back to the
 // queue soon (but see queueBeforeBlocking). A user's executor was asked
 // already (start is its Submit) and is not asked again.
-func (r *Run) queueHelper() {
+func (r *runState) queueHelper() {
 	if r.a.owned == nil || r.waiting.Load() || !r.waiting.CompareAndSwap(false, true) {
 		return
 	}
@@ -926,7 +983,7 @@ func (r *Run) queueHelper() {
 // nodes wait in the shared queue and no helper is looking: the goroutine
 // may not come back to the queue (and to retryHelper) for as long as i
 // takes, whether the nodes it left there are quick or not.
-func (r *Run) queueBeforeBlocking(i int32) {
+func (r *runState) queueBeforeBlocking(i int32) {
 	if !r.starved.Load() || r.searching.Load() != 0 || r.waiting.Load() {
 		return
 	}
@@ -945,7 +1002,7 @@ func (r *Run) queueBeforeBlocking(i int32) {
 // that helpers' takes left at the front is reused before the queue grows,
 // so its array stays as large as its most crowded moment, not as all the
 // nodes ever shared.
-func (r *Run) enqueue(nodes []int32) {
+func (r *runState) enqueue(nodes []int32) {
 	if h := r.sharedHead; h > 0 && len(r.shared)+len(nodes) > cap(r.shared) {
 		k := copy(r.shared, r.shared[h:])
 		r.shared, r.sharedHead = r.shared[:k], 0
@@ -958,7 +1015,7 @@ func (r *Run) enqueue(nodes []int32) {
 // (counting lent nodes their holders may have started since). A helper's
 // first take also stops it counting as searching, under the same lock
 // that share decides under.
-func (r *Run) takeShared(helper, front bool) (int32, bool, int) {
+func (r *runState) takeShared(helper, front bool) (int32, bool, int) {
 	r.sharedMu.Lock()
 	defer r.sharedMu.Unlock()
 	if helper {
@@ -974,7 +1031,7 @@ func (r *Run) takeShared(helper, front bool) (int32, bool, int) {
 
 // pop takes the node at the front or the back of the shared queue, which
 // is not empty; r.sharedMu is held. An emptied queue starts again at 0.
-func (r *Run) pop(front bool) int32 {
+func (r *runState) pop(front bool) int32 {
 	var i int32
 	if front {
 		i = r.shared[r.sharedHead]
@@ -991,7 +1048,7 @@ func (r *Run) pop(front bool) int32 {
 }
 
 // peek returns the node pop(front) would take.
-func (r *Run) peek(front bool) int32 {
+func (r *runState) peek(front bool) int32 {
 	if front {
 		return r.shared[r.sharedHead]
 	}
@@ -1004,7 +1061,7 @@ func (r *Run) peek(front bool) int32 {
 // one that is ready again because it was resumed with Rerun after a
 // suspend: such a node is run by Resume's task alone, and the batch's
 // holder skips it too.
-func (r *Run) takeLent() (int32, bool) {
+func (r *runState) takeLent() (int32, bool) {
 	for n := len(r.lent); n > 0; n-- {
 		i := r.lent[n-1]
 		r.lent = r.lent[:n-1]
@@ -1037,7 +1094,7 @@ const maxBatch = 8
 // the batch is taken wakes the next, and if none is looking, the chain
 // stopped on an empty queue and the batch's nodes were shared later, by
 // a share that woke one (TestQuickNodeThatBlocksHoldsNoOtherNodeBack).
-func (r *Run) takeBatch(wl *worklist) (int32, bool, int) {
+func (r *runState) takeBatch(wl *worklist) (int32, bool, int) {
 	r.sharedMu.Lock()
 	defer r.sharedMu.Unlock()
 	if r.sharedHead == len(r.shared) {
@@ -1064,7 +1121,7 @@ func (r *Run) takeBatch(wl *worklist) (int32, bool, int) {
 // continueAfterGoexit finishes the work of a goroutine that user code
 // ended with runtime.Goexit (for example t.FailNow in a test's worker):
 // the rest of its worklist goes on in a new goroutine.
-func (r *Run) continueAfterGoexit(wl *worklist, pe *PanicError) {
+func (r *runState) continueAfterGoexit(wl *worklist, pe *PanicError) {
 	cont := r.salvage(wl, pe)
 	r.taskStart()
 	go func() {
@@ -1076,7 +1133,7 @@ func (r *Run) continueAfterGoexit(wl *worklist, pe *PanicError) {
 // salvage copies the worklist of a goroutine that is exiting through
 // runtime.Goexit: the node whose worker was running fails with ErrGoexit,
 // and a Result callback that did not return is reported and skipped.
-func (r *Run) salvage(wl *worklist, pe *PanicError) *worklist {
+func (r *runState) salvage(wl *worklist, pe *PanicError) *worklist {
 	cont := &worklist{
 		ready: append([]int32(nil), wl.ready...),
 		batch: append([]int32(nil), wl.batch...),
@@ -1122,7 +1179,7 @@ func (r *Run) salvage(wl *worklist, pe *PanicError) *worklist {
 // dispatch hands task, the run's first, to a goroutine: never to the
 // caller's, so that Start returns at once and BeginWork stays prompt (see
 // submit), or to a new goroutine.
-func (r *Run) dispatch(task func()) {
+func (r *runState) dispatch(task func()) {
 	r.taskStart()
 	if !r.submit(task) {
 		go task()
@@ -1137,7 +1194,7 @@ func (r *Run) dispatch(task func()) {
 // to the caller's fallback (a goroutine of their own, past the pool's
 // bound, or the calling goroutine). A nested run on an executor of the
 // user's does not use it for them at all, since it may queue.
-func (r *Run) submit(task func()) bool {
+func (r *runState) submit(task func()) bool {
 	if r.a.owned != nil && r.a.owned.tryStart(task) {
 		return true
 	}
@@ -1149,7 +1206,7 @@ func (r *Run) submit(task func()) bool {
 // EndError of a PolicyEnd node. It looks at the context itself, not only
 // at the sweep's flag, so that a worker that returns after the deadline but
 // before the sweep got to its node still ends as a timeout.
-func (r *Run) expired() (ResultState, error, bool) {
+func (r *runState) expired() (ResultState, error, bool) {
 	if !r.stopping() {
 		return 0, nil, false
 	}
@@ -1166,7 +1223,7 @@ func (r *Run) expired() (ResultState, error, bool) {
 }
 
 // expiredNode is expired, plus node i's own timeout.
-func (r *Run) expiredNode(i int32) (ResultState, error, bool) {
+func (r *runState) expiredNode(i int32) (ResultState, error, bool) {
 	if st, err, late := r.expired(); late {
 		return st, err, true
 	}
@@ -1185,7 +1242,7 @@ func (r *Run) expiredNode(i int32) (ResultState, error, bool) {
 
 // exec runs node i if it is still ready: it may have been skipped or
 // timed out while it waited for a goroutine.
-func (r *Run) exec(i int32, wl *worklist) {
+func (r *runState) exec(i int32, wl *worklist) {
 	n := &r.nodes[i]
 	if !n.move(sReady, sWorking, startedBit) {
 		return
@@ -1197,7 +1254,7 @@ func (r *Run) exec(i int32, wl *worklist) {
 }
 
 // attempt runs one attempt of node i's worker; the node is in sWorking.
-func (r *Run) attempt(i int32, wl *worklist) {
+func (r *runState) attempt(i int32, wl *worklist) {
 	n := &r.nodes[i]
 	if n.st() != sWorking {
 		return // ended while a retry was scheduled
@@ -1250,14 +1307,14 @@ func (r *Run) attempt(i int32, wl *worklist) {
 
 // trigger marks node s ready to run: the end of upstream by satisfied its
 // join.
-func (r *Run) trigger(s, by int32, wl *worklist) {
+func (r *runState) trigger(s, by int32, wl *worklist) {
 	if r.nodes[s].move(sInit, sReady, byBits(by)) {
 		r.triggered(s, wl)
 	}
 }
 
 // triggered queues node s, which has just moved from sInit to sReady.
-func (r *Run) triggered(s int32, wl *worklist) {
+func (r *runState) triggered(s int32, wl *worklist) {
 	if !r.p.nodes[s].afterAll {
 		wl.left = append(wl.left, s)
 	}
@@ -1286,7 +1343,7 @@ func (r *Run) triggered(s int32, wl *worklist) {
 // In sReady, the sweep ends it as not started, and the goroutine starts it
 // as any node it takes from its ready list. The node goes where it would
 // have been had it been readied like the others (see upstreamEndedFrom).
-func (r *Run) unclaim(wl *worklist) {
+func (r *runState) unclaim(wl *worklist) {
 	c := wl.claim - 1
 	wl.claim = 0
 	n := &r.nodes[c]
@@ -1304,7 +1361,7 @@ func (r *Run) unclaim(wl *worklist) {
 
 // failFromUpstream fast-fails node s because the end of upstream by made
 // its join impossible; after the deadline that counts as a timeout.
-func (r *Run) failFromUpstream(s, by int32, err error, wl *worklist) {
+func (r *runState) failFromUpstream(s, by int32, err error, wl *worklist) {
 	if st, cause, late := r.expired(); late {
 		r.end(s, sInit, st, cause, -1, wl)
 		return
@@ -1316,7 +1373,7 @@ func (r *Run) failFromUpstream(s, by int32, err error, wl *worklist) {
 // reports whether it did (another goroutine may have moved it first). by
 // is the upstream that decided it, or -1; only a node in sInit has none
 // recorded yet.
-func (r *Run) end(i int32, from int32, st ResultState, err error, by int32, wl *worklist) bool {
+func (r *runState) end(i int32, from int32, st ResultState, err error, by int32, wl *worklist) bool {
 	// A failed result may call the worker's DefaultValue: user code.
 	wl.fresh = false
 	if wl.claim != 0 {
@@ -1355,7 +1412,7 @@ func (r *Run) end(i int32, from int32, st ResultState, err error, by int32, wl *
 // rescueEnding ends node i, whose result has been written but whose
 // goroutine is exiting through runtime.Goexit, and processes the
 // consequences on a new goroutine.
-func (r *Run) rescueEnding(i int32) {
+func (r *runState) rescueEnding(i int32) {
 	wl := &worklist{cur: -1, prop: -1, after: -1}
 	r.finish(i, sError, wl)
 	r.taskStart()
@@ -1367,7 +1424,7 @@ func (r *Run) rescueEnding(i int32) {
 
 // finish publishes the final state of node i, whose result has been
 // written by the caller, which holds it in sEnding.
-func (r *Run) finish(i int32, final int32, wl *worklist) {
+func (r *runState) finish(i int32, final int32, wl *worklist) {
 	n := &r.nodes[i]
 	n.state.Store(n.state.Load()&^stateMask | int64(final)) // the caller holds it in sEnding
 	r.finished(i, wl)
@@ -1375,7 +1432,7 @@ func (r *Run) finish(i int32, final int32, wl *worklist) {
 
 // finished queues the consequences of the end of node i, which has just
 // reached its final state, after stopping its timers.
-func (r *Run) finished(i int32, wl *worklist) {
+func (r *runState) finished(i int32, wl *worklist) {
 	if r.exts != nil && r.exts[i] != nil {
 		r.disarm(i)
 	}
@@ -1389,7 +1446,7 @@ func (r *Run) finished(i int32, wl *worklist) {
 }
 
 // skip short-circuits node x: none of its successors needs it any more.
-func (r *Run) skip(x int32, wl *worklist) {
+func (r *runState) skip(x int32, wl *worklist) {
 	if wl.claim-1 == x {
 		r.unclaim(wl) // claimed but not started: skipped like a ready node
 	}
@@ -1409,7 +1466,7 @@ func (r *Run) skip(x int32, wl *worklist) {
 }
 
 // settle processes the worklist's pending events until none is left.
-func (r *Run) settle(wl *worklist) {
+func (r *runState) settle(wl *worklist) {
 	for {
 		if n := len(wl.left); n > 0 {
 			i := wl.left[n-1]
@@ -1434,7 +1491,7 @@ func (r *Run) settle(wl *worklist) {
 // timeout (or with the EndError), like every other node that had not
 // ended. The sweep reaches it later, since a predecessor comes before its
 // successors in the sweep's order and one it has passed has ended.
-func (r *Run) release(i int32, wl *worklist) {
+func (r *runState) release(i int32, wl *worklist) {
 	for _, v := range r.p.in(i) {
 		x, _ := upstream(v)
 		xn, xp := &r.nodes[x], &r.p.nodes[x]
@@ -1450,7 +1507,7 @@ func (r *Run) release(i int32, wl *worklist) {
 // stopping reports whether the run's context is done, the sweep started
 // or not: it will end every node not yet ended, as a timeout or with the
 // EndError of a PolicyEnd node, so nothing is to be skipped any more.
-func (r *Run) stopping() bool {
+func (r *runState) stopping() bool {
 	if r.stopped.Load() {
 		return true
 	}
@@ -1464,7 +1521,7 @@ func (r *Run) stopping() bool {
 
 // processEnd runs the Result callback of node i, which has a final state,
 // and then updates its successors.
-func (r *Run) processEnd(i int32, wl *worklist) {
+func (r *runState) processEnd(i int32, wl *worklist) {
 	n := &r.nodes[i]
 	pn := &r.p.nodes[i]
 	if wl.claim != 0 && (pn.hasCallback || len(r.hooks) > 0) {
@@ -1489,7 +1546,7 @@ func (r *Run) processEnd(i int32, wl *worklist) {
 // run, skipping the last done of its out-edges (see upstreamEndedFrom),
 // and then takes its end, and those it carried, off the run's remaining
 // count, unless the node claimed there carries them on.
-func (r *Run) afterCallback(i int32, done int, wl *worklist) {
+func (r *runState) afterCallback(i int32, done int, wl *worklist) {
 	ends := 1 + r.nodes[i].carried() // see carriedBit
 	if left := r.upstreamEndedFrom(i, done, r.counts(i), ends, wl); left != 0 && r.remaining.Add(-left) == 0 {
 		r.complete(wl.sweep)
@@ -1499,7 +1556,7 @@ func (r *Run) afterCallback(i int32, done int, wl *worklist) {
 // complete is called once, by whoever processed the last node's end. The
 // sweep must not touch stopSweep: with an already expired context it can
 // start before start() has stored it.
-func (r *Run) complete(inSweep bool) {
+func (r *runState) complete(inSweep bool) {
 	// Deferred, so that it happens even if an OnRunEnd hook ends the
 	// goroutine with runtime.Goexit.
 	defer func() {
@@ -1520,7 +1577,7 @@ func (r *Run) complete(inSweep bool) {
 	}
 }
 
-func (r *Run) sweepResolved() {
+func (r *runState) sweepResolved() {
 	a := r.a
 	r.resolve()
 	last := r.hold.Add(-1) == 0 // before unref, which may recycle r
@@ -1535,7 +1592,7 @@ func (r *Run) sweepResolved() {
 // that count: it fails once the run has let go of it. Adding to inflight
 // while it may be zero would race Close's Wait (a WaitGroup misuse,
 // which panics). The caller adds to inflight, then calls leave.
-func (r *Run) enter() bool {
+func (r *runState) enter() bool {
 	for {
 		h := r.hold.Load()
 		if h == 0 {
@@ -1548,7 +1605,7 @@ func (r *Run) enter() bool {
 }
 
 // leave gives back what enter took; the caller holds a reference to r.
-func (r *Run) leave() {
+func (r *runState) leave() {
 	if r.hold.Add(-1) == 0 {
 		r.a.inflight.Done()
 	}
@@ -1557,7 +1614,7 @@ func (r *Run) leave() {
 // sweep runs when the run's context is done before every node ended: it
 // ends every node that has not ended with ResultTimeout. Workers still
 // running see ctx.Done() and whatever they return later is dropped.
-func (r *Run) sweep() {
+func (r *runState) sweep() {
 	r.cause = context.Cause(r.ctx)
 	r.stopped.Store(true)
 	wl := &worklist{cur: -1, prop: -1, after: -1, sweep: true}
@@ -1566,7 +1623,7 @@ func (r *Run) sweep() {
 
 // sweepFrom sweeps nodes k and up. If a callback ends the goroutine with
 // runtime.Goexit, the sweep goes on in a new goroutine.
-func (r *Run) sweepFrom(k int, wl *worklist) {
+func (r *runState) sweepFrom(k int, wl *worklist) {
 	normal := false
 	defer func() {
 		if normal {
@@ -1588,7 +1645,7 @@ func (r *Run) sweepFrom(k int, wl *worklist) {
 	normal = true
 }
 
-func (r *Run) stop(i int32, wl *worklist) {
+func (r *runState) stop(i int32, wl *worklist) {
 	rs, err, _ := r.expired()
 	for {
 		st := r.nodes[i].st()
@@ -1602,7 +1659,7 @@ func (r *Run) stop(i int32, wl *worklist) {
 }
 
 // attemptsOf returns how many times node i's worker was started.
-func (r *Run) attemptsOf(i int32) int32 {
+func (r *runState) attemptsOf(i int32) int32 {
 	n := &r.nodes[i]
 	if r.exts != nil && r.exts[i] != nil {
 		return n.attempts.Load()

@@ -250,7 +250,7 @@ func TestGoexitInCallbackDuringSweep(t *testing.T) {
 // work at opposite ends of the plan's arrays instead of on neighbouring
 // nodes; the queue empties and restarts cleanly whichever end took last.
 func TestTakeSharedFromBothEnds(t *testing.T) {
-	r := &Run{shared: []int32{1, 2, 3, 4, 5}}
+	r := &runState{shared: []int32{1, 2, 3, 4, 5}}
 	type take struct {
 		i    int32
 		ok   bool
@@ -286,13 +286,13 @@ func TestTakeBatchTakesOnlyQuickNodes(t *testing.T) {
 	}
 	p.nodes[30].timed(time.Second) // slow
 	p.nodes[5] = pnode{}           // never timed
-	take := func(r *Run, front bool) (int32, []int32) {
+	take := func(r *runState, front bool) (int32, []int32) {
 		wl := &worklist{front: front}
 		i, ok, _ := r.takeBatch(wl)
 		require.True(t, ok)
 		return i, wl.batch
 	}
-	queue := func(nodes ...int32) *Run { return &Run{p: p, shared: nodes} }
+	queue := func(nodes ...int32) *runState { return &runState{p: p, shared: nodes} }
 
 	r := queue(10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29)
 	i, batch := take(r, false)
@@ -330,12 +330,12 @@ func TestTakeBatchTakesOnlyQuickNodes(t *testing.T) {
 
 // quickReadyRun returns a run of a plan of n nodes all timed as quick,
 // every node ready, with shared in its queue.
-func quickReadyRun(n int, shared ...int32) *Run {
+func quickReadyRun(n int, shared ...int32) *runState {
 	p := &plan{nodes: make([]pnode, n)}
 	for i := range p.nodes {
 		p.nodes[i].timed(time.Microsecond)
 	}
-	r := &Run{p: p, nodes: make([]rnode, n), shared: shared}
+	r := &runState{p: p, nodes: make([]rnode, n), shared: shared}
 	for i := range r.nodes {
 		r.nodes[i].state.Store(int64(sReady))
 	}
@@ -410,7 +410,7 @@ func TestResumedNodeIsNotTakenFromTheLentList(t *testing.T) {
 
 // Room freed at the front by helpers is reused before the queue grows.
 func TestShareReusesRoomTakenFromTheFront(t *testing.T) {
-	r := &Run{shared: make([]int32, 0, 4)}
+	r := &runState{shared: make([]int32, 0, 4)}
 	r.shared = append(r.shared, 1, 2, 3, 4)
 	for range 3 {
 		_, ok, _ := r.takeShared(false, true)

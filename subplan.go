@@ -127,7 +127,7 @@ func (s SubPlan[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R, 
 	if err := sub.err(); err != nil {
 		return v, fmt.Errorf("asynctool: sub-plan: %w", err)
 	}
-	return s.Output(sub)
+	return s.Output(newHandle(sub))
 }
 
 // planWorker is a worker of this package that runs a plan (SubPlan), for
@@ -138,10 +138,10 @@ type planWorker interface {
 
 // adopt records sub, a run that node i's worker started, to be shown in
 // r's report and released with r.
-func (r *Run) adopt(i int32, sub *Run) {
+func (r *runState) adopt(i int32, sub *runState) {
 	r.mu.Lock()
 	if r.subs == nil {
-		r.subs = make(map[int32][]*Run)
+		r.subs = make(map[int32][]*runState)
 	}
 	r.subs[i] = append(r.subs[i], sub)
 	r.mu.Unlock()
@@ -149,13 +149,13 @@ func (r *Run) adopt(i int32, sub *Run) {
 
 // lastSubs returns, by node index, the last run each node's worker
 // started, nil if none did.
-func (r *Run) lastSubs() map[int32]*Run {
+func (r *runState) lastSubs() map[int32]*runState {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.subs) == 0 {
 		return nil
 	}
-	last := make(map[int32]*Run, len(r.subs))
+	last := make(map[int32]*runState, len(r.subs))
 	for i, runs := range r.subs {
 		if len(runs) > 0 {
 			last[i] = runs[len(runs)-1]
@@ -166,7 +166,7 @@ func (r *Run) lastSubs() map[int32]*Run {
 
 // releaseSubs releases the runs that r's nodes started, whose last
 // reader, r, is being recycled.
-func (r *Run) releaseSubs() {
+func (r *runState) releaseSubs() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i, runs := range r.subs {
@@ -180,7 +180,7 @@ func (r *Run) releaseSubs() {
 
 // firstPending returns the report of the first node of r that is
 // pending, for a run that suspended.
-func (r *Run) firstPending() NodeReport {
+func (r *runState) firstPending() NodeReport {
 	rep := r.Report()
 	for _, n := range rep.Nodes {
 		if n.Status == StatusPending && n.Err != nil {
@@ -196,7 +196,7 @@ func (r *Run) firstPending() NodeReport {
 }
 
 // reportSubs fills in the Sub of rep's SubPlan nodes.
-func (r *Run) reportSubs(rep *Report) {
+func (r *runState) reportSubs(rep *Report) {
 	last := r.lastSubs()
 	for i := range rep.Nodes {
 		if sub := last[int32(i)]; sub != nil {

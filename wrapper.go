@@ -115,14 +115,19 @@ func (w *WorkerWrapper[P, R]) Next(down Wrapper, must bool) *WorkerWrapper[P, R]
 // concurrently with the run; inside a worker, read other nodes through
 // [ResultOf] instead.
 func (w *WorkerWrapper[P, R]) Result() WorkResult[R] {
-	return w.ResultIn(w.singleRun()) // a single-use run is bound like a plan's
+	return w.resultIn(w.singleRun()) // a single-use run is bound like a plan's
 }
 
 // ResultIn returns the node's result in r, a run of the [Plan] the node was
 // compiled into, as Result does for single-use runs. It returns a zero
 // WorkResult if r is not a run of that plan, or was released.
-func (w *WorkerWrapper[P, R]) ResultIn(r *Run) WorkResult[R] {
-	if r == nil || r.p == nil || r.p != w.owner.Load() || r.released.Load() {
+func (w *WorkerWrapper[P, R]) ResultIn(h *Run) WorkResult[R] {
+	return w.resultIn(h.live())
+}
+
+// resultIn is ResultIn for a run's state (nil: none).
+func (w *WorkerWrapper[P, R]) resultIn(r *runState) WorkResult[R] {
+	if r == nil || r.p == nil || r.p != w.owner.Load() {
 		return WorkResult[R]{}
 	}
 	if st := r.nodes[w.idx].st(); terminal(st) {
@@ -149,7 +154,7 @@ func (w *WorkerWrapper[P, R]) ResultFrom(all Wrappers) (WorkResult[R], error) {
 		}
 		return WorkResult[R]{}, fmt.Errorf("%w: node %q is not part of this run", ErrUnknownID, id)
 	}
-	return w.ResultIn(all.r), nil
+	return w.resultIn(all.r), nil
 }
 
 // ID returns the node's id.
@@ -205,7 +210,7 @@ type nodeCore struct {
 
 // singleRun returns the node's single-use run, nil if it has none. The
 // run is stored after the node's idx (see Run.start).
-func (c *nodeCore) singleRun() *Run {
+func (c *nodeCore) singleRun() *runState {
 	if p := c.owner.Load(); p != nil {
 		return p.single.Load()
 	}
@@ -277,10 +282,10 @@ type nodeImpl interface {
 	// The Action of a node without a callback or flow rules is called
 	// without a recover: a panic unwinds to Run.drive, which ends the node
 	// (see worklist.action).
-	execute(ctx context.Context, r *Run, i int32, wl *worklist)
+	execute(ctx context.Context, r *runState, i int32, wl *worklist)
 	// setFailure writes a failed result (default value) into slot, for
 	// node i, which the caller holds in sEnding.
-	setFailure(r *Run, i int32, slot any, st ResultState, err error)
+	setFailure(r *runState, i int32, slot any, st ResultState, err error)
 	// fireResult calls the Result callback with the node's final result.
 	fireResult(slot any, st int32) *PanicError
 	// resultErr returns the Err of the result in slot.
@@ -346,7 +351,7 @@ func (w *WorkerWrapper[P, R]) ownSlot() any { return &w.res }
 // slotIn returns the node's result slot in r, a run of the plan it was
 // compiled into: Run.slot, typed, without an interface call for a
 // single-use run.
-func (w *WorkerWrapper[P, R]) slotIn(r *Run) *slot[R] {
+func (w *WorkerWrapper[P, R]) slotIn(r *runState) *slot[R] {
 	if r.pooled {
 		return r.slots[w.idx].(*slot[R])
 	}
@@ -356,7 +361,7 @@ func (w *WorkerWrapper[P, R]) slotIn(r *Run) *slot[R] {
 // defaultValue returns the node's default value. A panic in the worker's
 // DefaultValue is recovered: the zero value is used and the panic is
 // reported as a *CallbackPanicError of method "DefaultValue".
-func (w *WorkerWrapper[P, R]) defaultValue(r *Run) (v R) {
+func (w *WorkerWrapper[P, R]) defaultValue(r *runState) (v R) {
 	if w.hasDef {
 		return w.def
 	}
@@ -374,7 +379,7 @@ func (w *WorkerWrapper[P, R]) defaultValue(r *Run) (v R) {
 	return d.DefaultValue()
 }
 
-func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *Run, i int32, wl *worklist) {
+func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *runState, i int32, wl *worklist) {
 	pn := &r.p.nodes[i]
 	var v R
 	var err error
@@ -423,7 +428,7 @@ func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *Run, i int32, wl *
 // Action did not run. With a RetryPolicy.AttemptTimeout, Action gets a
 // context bounded by it, and an attempt that returns after the bound
 // passed fails with its *AttemptTimeoutError (see callBounded).
-func (w *WorkerWrapper[P, R]) call(ctx context.Context, r *Run, i int32, hasCallback bool) (v R, err error, beginPanic bool) {
+func (w *WorkerWrapper[P, R]) call(ctx context.Context, r *runState, i int32, hasCallback bool) (v R, err error, beginPanic bool) {
 	inBegin := hasCallback
 	defer func() {
 		if p := recover(); p != nil {
@@ -450,7 +455,7 @@ func (w *WorkerWrapper[P, R]) hasCallback() bool {
 	return !nop
 }
 
-func (w *WorkerWrapper[P, R]) setFailure(r *Run, i int32, sl any, st ResultState, err error) {
+func (w *WorkerWrapper[P, R]) setFailure(r *runState, i int32, sl any, st ResultState, err error) {
 	w.failResult(r, i, sl.(*slot[R]), st, err)
 }
 
@@ -459,7 +464,7 @@ func (w *WorkerWrapper[P, R]) setFailure(r *Run, i int32, sl any, st ResultState
 // goroutine with runtime.Goexit, the node is still ended (with the zero
 // value) and its consequences handed to a new goroutine, and the worker's
 // DefaultValue is not called again in this run.
-func (w *WorkerWrapper[P, R]) failResult(r *Run, i int32, s *slot[R], st ResultState, err error) {
+func (w *WorkerWrapper[P, R]) failResult(r *runState, i int32, s *slot[R], st ResultState, err error) {
 	if r.noDefault.Load() {
 		s.res = WorkResult[R]{State: st, Err: err}
 		return
@@ -525,7 +530,7 @@ func (w *WorkerWrapper[P, R]) resultAny(sl any, st int32) (any, ResultState, err
 // value is an empty view (useful when calling a worker directly in a
 // test). A Wrappers is valid only during and after the run it came from.
 type Wrappers struct {
-	r *Run
+	r *runState
 	// self is the index of the node whose worker was given this view
 	// (see SubPlan).
 	self int32
