@@ -210,7 +210,7 @@ type runState struct {
 	// subs are the runs that nodes' SubPlan workers started, by node
 	// index, in the order they started; they are released with the run.
 	// Guarded by mu.
-	subs map[int32][]*runState
+	subs map[int32][]*Run
 	// lateHelper is helper for a nested run, handed to a goroutine or a
 	// queue that may not run it soon: it counts as busy only once it
 	// runs (see startLate). Made by the first nested start of r.

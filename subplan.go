@@ -107,7 +107,8 @@ func (s SubPlan[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R, 
 	// shows the sub-run from its start: this goroutine may run all of a
 	// chain. A worker of the plan, run here, that ends this goroutine
 	// with runtime.Goexit fails the node with ErrGoexit.
-	outer.adopt(all.self, sub)
+	h := newHandle(sub)
+	outer.adopt(all.self, h)
 	sub.helper()
 	var stall <-chan struct{} // nil, never ready, for a plan that cannot suspend
 	if s.Plan.p.suspends {
@@ -127,7 +128,7 @@ func (s SubPlan[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R, 
 	if err := sub.err(); err != nil {
 		return v, fmt.Errorf("asynctool: sub-plan: %w", err)
 	}
-	return s.Output(newHandle(sub))
+	return s.Output(h)
 }
 
 // planWorker is a worker of this package that runs a plan (SubPlan), for
@@ -138,10 +139,14 @@ type planWorker interface {
 
 // adopt records sub, a run that node i's worker started, to be shown in
 // r's report and released with r.
-func (r *runState) adopt(i int32, sub *runState) {
+//
+// The outer run keeps sub's handle, not its state: an Output that released
+// sub (which it must not do) makes it stale, so the outer run neither shows
+// nor releases whatever run reuses the state.
+func (r *runState) adopt(i int32, sub *Run) {
 	r.mu.Lock()
 	if r.subs == nil {
-		r.subs = make(map[int32][]*runState)
+		r.subs = make(map[int32][]*Run)
 	}
 	r.subs[i] = append(r.subs[i], sub)
 	r.mu.Unlock()
@@ -149,13 +154,13 @@ func (r *runState) adopt(i int32, sub *runState) {
 
 // lastSubs returns, by node index, the last run each node's worker
 // started, nil if none did.
-func (r *runState) lastSubs() map[int32]*runState {
+func (r *runState) lastSubs() map[int32]*Run {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.subs) == 0 {
 		return nil
 	}
-	last := make(map[int32]*runState, len(r.subs))
+	last := make(map[int32]*Run, len(r.subs))
 	for i, runs := range r.subs {
 		if len(runs) > 0 {
 			last[i] = runs[len(runs)-1]
