@@ -34,6 +34,15 @@ import (
 // as the node's [NodeReport.Sub]. Called outside a run (with an empty
 // [Wrappers]), Action returns an error.
 //
+// The worker's goroutine runs the sub-run's first nodes itself, then waits
+// for the rest. So a node of Plan that ignores its context keeps the worker
+// from returning, as any worker that ignores its context would: the node's
+// Timeout and the group deadline still end the SubPlan node on time, but
+// the next attempt of a RetryPolicy starts only once the worker returned.
+// A run that ends with a node marked [WorkerWrapper.EndsRun] in Plan
+// (and so an ended sub-run whose other nodes were stopped) is a run that
+// ended in time: Output is called.
+//
 // [Compile] and [Async.BeginWork] reject a node whose SubPlan has no Plan
 // or no Output ([ErrNilWorker]).
 type SubPlan[P, R any] struct {
