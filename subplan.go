@@ -181,6 +181,12 @@ func (r *runState) lastSubs() map[int32]*Run {
 // releaseSubs releases the runs that r's nodes started, whose last
 // reader, r, is being recycled.
 func (r *runState) releaseSubs() {
+	if r.subs == nil {
+		// No node started a sub-run, in this run or an earlier one of the
+		// state (adopt's write happens before the last task's end, and so
+		// before the recycling, which reads this).
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i, runs := range r.subs {
