@@ -1,6 +1,8 @@
 // Command rpcfanout renders a product page the way a Go service would:
 // one request fans out to several RPCs with dependencies between them,
 // fallbacks for the optional ones, and one deadline for the whole group.
+// The run ends with the page (EndsRun): a slow optional RPC that the page
+// could not wait for is stopped then, not waited for until the deadline.
 //
 //	user ──────────────────────────────────────── must ──▶ page
 //	cart ──must──▶ inventory ──must──▶ pricing ── must ──▶ page
@@ -58,7 +60,7 @@ func main() {
 		}), uid).
 		Depend(inventory, true)
 
-	// Optional, slow, with a fallback: it will not make the deadline.
+	// Optional, slow, with a fallback: the page will not wait for it.
 	recs := asynctool.NewWrapper("recs", rpc(300*time.Millisecond, []string{"personalised"}, nil), uid).
 		Default([]string{"bestsellers"})
 
@@ -80,15 +82,15 @@ func main() {
 
 	page := asynctool.NewWrapper("page", asynctool.WorkerFunc[int64, string](
 		func(ctx context.Context, uid int64, all asynctool.Wrappers) (string, error) {
-			u, _ := asynctool.ResultOf[*User](all, "user")
-			p, _ := asynctool.ResultOf[*Price](all, "pricing")
+			u, _ := user.ResultFrom(all) // must upstreams: ended, and typed by the compiler
+			p, _ := pricing.ResultFrom(all)
 			var b strings.Builder
 			fmt.Fprintf(&b, "Hello %s, your cart costs %.2f.", u.Value.Name, p.Value.Total)
 			// Optional dependencies may not have ended yet: use them if ready.
-			if r, _ := asynctool.ResultOf[*Reviews](all, "reviews"); r.State == asynctool.ResultSuccess {
+			if r, _ := reviews.ResultFrom(all); r.State == asynctool.ResultSuccess {
 				fmt.Fprintf(&b, " Rated %.1f stars.", r.Value.Stars)
 			}
-			if r, _ := asynctool.ResultOf[[]string](all, "recs"); r.State == asynctool.ResultSuccess {
+			if r, _ := recs.ResultFrom(all); r.State == asynctool.ResultSuccess {
 				fmt.Fprintf(&b, " You may like: %v.", r.Value)
 			} else {
 				b.WriteString(" You may like: our bestsellers.")
@@ -98,7 +100,8 @@ func main() {
 		Depend(user, true).
 		Depend(pricing, true).
 		Depend(reviews, false).
-		Depend(recs, false)
+		Depend(recs, false).
+		EndsRun() // the run returns with the page; recs, still running, is stopped with its default
 
 	a := asynctool.New(asynctool.WithMaxWorkers(64))
 	defer a.Close()
@@ -129,6 +132,6 @@ func main() {
 	row("recs", recs.State(), recs.Result().State, recs.Result().Err)
 	row("page", page.State(), page.Result().State, page.Result().Err)
 	tw.Flush()
-	fmt.Printf("\nrecs fell back to %v; BeginWork returned after %v: %v\n",
+	fmt.Printf("\nrecs fell back to %v; BeginWork returned after %v (the deadline was 100ms): %v\n",
 		recs.Result().Value, elapsed.Round(10*time.Millisecond), err)
 }
