@@ -14,8 +14,8 @@
 //     [WasSkipped], [NotTaken], [NeverStarted], [Succeeded], [Failed],
 //     [TimedOut];
 //   - [Run] and [RunWithin], which run a graph on a fresh Async that
-//     records times and return its report, and [Start] for tests that
-//     act while the run is going on.
+//     records times and return its report, [Start] for tests that
+//     act while the run is going on, and [RunPlan] for a compiled plan.
 //
 // Everything here is safe for concurrent use: fakes run on the run's
 // goroutines while the test reads them.

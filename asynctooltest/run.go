@@ -55,3 +55,28 @@ func Start(t testing.TB, timeout time.Duration, starts ...asynctool.Wrapper) *as
 	}
 	return r
 }
+
+// RunPlan runs pl once on a fresh Async that records times, with ctx as
+// the run's context (a [asynctool.Plan]'s workers take per-request data
+// from it, and its deadline is the run's), waits for it, closes the
+// Async, and returns the run: read its nodes with
+// [asynctool.WorkerWrapper.ResultIn] and its report with Report. The run
+// is released when the test ends. A nil or zero plan fails the test at
+// once; the run's error, if any, is the report's RunErr.
+func RunPlan(t testing.TB, ctx context.Context, pl *asynctool.Plan) *asynctool.Run {
+	t.Helper()
+	if pl.Len() == 0 {
+		t.Fatalf("asynctooltest: RunPlan with a nil or empty plan")
+		return nil
+	}
+	a := asynctool.New(asynctool.WithTimings(true))
+	defer a.Close()
+	r, err := a.StartPlan(ctx, pl, 0)
+	if err != nil {
+		t.Fatalf("asynctooltest: the plan did not start: %v", err)
+		return nil
+	}
+	t.Cleanup(r.Release)
+	_ = r.Wait(context.Background())
+	return r
+}

@@ -2,7 +2,10 @@ package asynctooltest_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/asynctool-go/asynctool"
 	"github.com/asynctool-go/asynctool/asynctooltest"
@@ -46,4 +49,32 @@ func TestAssertionsReachIntoSubPlans(t *testing.T) {
 	}}, 0))
 	s = onSpy(t, func(s *spy) { assert.True(t, asynctooltest.Succeeded(s, rep, "top/mid")) })
 	assert.Empty(t, s.errors)
+}
+
+// userKey carries a request's user id to a plan's workers.
+type userKey struct{}
+
+// TestRunPlan runs a plan twice with different request data in the
+// context, and checks each run's results and report.
+func TestRunPlan(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		user := asynctool.NewWrapper("user", asynctooltest.Func(func(ctx context.Context, _ int) (string, error) {
+			return fmt.Sprint("user", ctx.Value(userKey{})), nil
+		}), 0)
+		slow := asynctool.NewWrapper("slow", asynctooltest.Sleeps[int](time.Hour, 1), 0)
+		pl, err := asynctool.Compile(user, slow)
+		require.NoError(t, err)
+		for _, id := range []int{1, 2} {
+			ctx, cancel := context.WithTimeout(context.WithValue(t.Context(), userKey{}, id), time.Second)
+			run := asynctooltest.RunPlan(t, ctx, pl)
+			cancel()
+			assert.Equal(t, fmt.Sprint("user", id), user.ResultIn(run).Value)
+			rep := run.Report()
+			asynctooltest.Succeeded(t, rep, "user")
+			asynctooltest.TimedOut(t, rep, "slow")
+			assert.ErrorIs(t, rep.RunErr, context.DeadlineExceeded)
+		}
+	})
+	s := onSpy(t, func(s *spy) { asynctooltest.RunPlan(s, context.Background(), nil) })
+	assert.Equal(t, []string{"asynctooltest: RunPlan with a nil or empty plan"}, s.errors)
 }
