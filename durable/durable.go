@@ -175,6 +175,9 @@ func (w *Worker[A]) Timeout(*river.Job[A]) time.Duration {
 // *asynctool.GraphError) or cannot start (asynctool.ErrClosed), fails the
 // attempt with that error.
 //
+// A node that a run ended with asynctool.WorkerWrapper.EndsRun stopped
+// has not failed either: the graph said it was not needed.
+//
 // A node that did not run because it was short-circuited or not taken
 // (a branch that its asynctool.When or asynctool.WhenResult join, or a
 // custom join's DecideSkip, did not choose, or a node downstream of one)
@@ -284,7 +287,7 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 		}
 	}
 	for i, n := range rep.Nodes {
-		if ok(n.Status) {
+		if ok(n) {
 			continue
 		}
 		f := NodeFailure{ID: n.ID, Status: n.Status, Err: n.Err}
@@ -498,10 +501,17 @@ func callbackPanics(err error) []error {
 	return out
 }
 
-// ok reports whether a node with status s counts as done: a node
-// short-circuited or not taken (both StatusSkipped) has not failed.
-func ok(s asynctool.Status) bool {
-	return s == asynctool.StatusSucceeded || s == asynctool.StatusSkipped
+// ok reports whether node n counts as done: a node short-circuited or
+// not taken (both StatusSkipped), or stopped because the run had ended
+// with its asynctool.WorkerWrapper.EndsRun nodes, has not failed.
+func ok(n asynctool.NodeReport) bool {
+	switch n.Status {
+	case asynctool.StatusSucceeded, asynctool.StatusSkipped:
+		return true
+	case asynctool.StatusTimedOut:
+		return errors.Is(n.Err, asynctool.ErrRunEnded)
+	}
+	return false
 }
 
 // runFails reports whether the run's own error fails the attempt whatever
