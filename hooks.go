@@ -46,6 +46,11 @@ type RunInfo struct {
 	Nodes int
 	// Deadline is the group deadline, zero if there is none.
 	Deadline time.Time
+	// Nested reports whether the run was started from inside a worker of
+	// another run: a [SubPlan]'s sub-run, or a run a worker started
+	// itself. The hooks of its Async and of its context (which it
+	// inherits from the worker's) see it as a run of its own.
+	Nested bool
 }
 
 // NodeEvent describes a node to a hook.

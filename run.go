@@ -452,10 +452,11 @@ func (r *runState) start(ctx context.Context, a *Async, timeout time.Duration, i
 	if h, ok := ctx.Value(hooksKey{}).(*Hooks); ok && h != nil {
 		r.hooks = append(r.hooks, h)
 	}
+	_, r.nested = ctx.Value(inRunKey{}).(*runState)
 	if len(r.hooks) > 0 || a.timings {
 		r.startTimes()
 		if len(r.hooks) > 0 {
-			info := RunInfo{Nodes: len(r.nodes)}
+			info := RunInfo{Nodes: len(r.nodes), Nested: r.nested}
 			if timeout > 0 {
 				info.Deadline = r.began.Add(timeout)
 			}
@@ -475,7 +476,6 @@ func (r *runState) start(ctx context.Context, a *Async, timeout time.Duration, i
 	} else {
 		r.times, r.began = nil, time.Time{}
 	}
-	_, r.nested = ctx.Value(inRunKey{}).(*runState)
 	// Workers' contexts say which run they are in, for runs they start
 	// (and SubPlan's check of its Input).
 	ctx = context.WithValue(ctx, inRunKey{}, r)

@@ -561,3 +561,25 @@ func TestSubPlanOutputThatReleasesTheSubRun(t *testing.T) {
 	}
 	t.Skip("the sub-plan's pool never handed the released state out again")
 }
+
+// TestSubPlanRunInfoNested: OnRunStart tells a sub-run from the run that
+// started it.
+func TestSubPlanRunInfoNested(t *testing.T) {
+	pl, card := profilePlan(t)
+	var mu sync.Mutex
+	var infos []RunInfo
+	a := New(WithHooks(&Hooks{OnRunStart: func(_ context.Context, info RunInfo) context.Context {
+		mu.Lock()
+		infos = append(infos, info)
+		mu.Unlock()
+		return nil
+	}}))
+	defer a.Close()
+	user := NewWrapper("user", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 2, nil }), 0)
+	profileNode(pl, card).Depend(user, true)
+	require.NoError(t, a.BeginWork(context.Background(), time.Second, user))
+	require.Len(t, infos, 2)
+	assert.Equal(t, RunInfo{Nodes: 2, Deadline: infos[0].Deadline}, infos[0], "the outer run")
+	assert.Equal(t, 3, infos[1].Nodes)
+	assert.True(t, infos[1].Nested, "the sub-run")
+}

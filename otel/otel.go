@@ -60,8 +60,11 @@
 // and the attempt's number. The last attempt's span carries the node's
 // outcome, as above. The run's span carries asynctool.run.nodes,
 // asynctool.run.deadline (the group deadline, RFC 3339, when the run has
-// one), asynctool.run.failed (the number of nodes that did not succeed,
-// not counting those not taken or stopped by the run's end) and, if the run was cut short, its error.
+// one), asynctool.run.nested (true for a run started from inside a worker,
+// a SubPlan's sub-run for one, whose span is a child of that worker's
+// node's), asynctool.run.failed (the number of nodes that did not succeed,
+// not counting those not taken or stopped by the run's end) and, if the
+// run was cut short, its error.
 //
 // # Metrics
 //
@@ -109,6 +112,7 @@ const (
 	KeyNodeWaitMS   = attribute.Key("asynctool.node.wait_ms")
 	KeyNodeRetryMS  = attribute.Key("asynctool.node.retry_in_ms")
 	KeyRunNodes     = attribute.Key("asynctool.run.nodes")
+	KeyRunNested    = attribute.Key("asynctool.run.nested")
 	KeyRunFailed    = attribute.Key("asynctool.run.failed")
 	KeyRunOutcome   = attribute.Key("asynctool.run.outcome")
 )
@@ -197,6 +201,9 @@ func (in *instruments) runStart(ctx context.Context, info asynctool.RunInfo) con
 	attrs := []attribute.KeyValue{KeyRunNodes.Int(info.Nodes)}
 	if !info.Deadline.IsZero() {
 		attrs = append(attrs, attribute.String("asynctool.run.deadline", info.Deadline.Format(time.RFC3339Nano)))
+	}
+	if info.Nested {
+		attrs = append(attrs, KeyRunNested.Bool(true))
 	}
 	ctx, span := in.tracer.Start(ctx, "asynctool.run", trace.WithAttributes(attrs...))
 	st := &runState{span: span, start: time.Now(), nodes: make([]nodeSpan, info.Nodes)}

@@ -106,7 +106,10 @@ func TestS20XSubPlanSpansNest(t *testing.T) {
 				assert.False(t, sub.StartTime.Before(p.StartTime), "the sub-run starts within the attempt")
 				assert.False(t, sub.EndTime.After(p.EndTime), "the sub-run ends within the attempt")
 				assert.Equal(t, int64(4), attrs(sub.Attributes)["asynctool.run.nodes"].AsInt64())
+				assert.True(t, attrs(sub.Attributes)["asynctool.run.nested"].AsBool(), "a sub-run's span says it is nested")
 			}
+			_, has := attrs(outer.Attributes)["asynctool.run.nested"]
+			assert.False(t, has, "the outer run is not nested")
 			assert.NotEqual(t, subs[0].Parent.SpanID(), subs[1].Parent.SpanID(), "each attempt has its own sub-run")
 			retried := 0
 			for _, p := range profiles {
