@@ -593,9 +593,6 @@ func (r *runState) Release() {
 	}
 }
 
-// Done is Run.Done's, without the handle's check.
-func (r *runState) Done() <-chan struct{} { return r.done }
-
 // Suspended is Run.Suspended's, without the handle's check.
 func (r *runState) Suspended() <-chan struct{} {
 	r.mu.Lock()
@@ -642,23 +639,6 @@ func (r *runState) stalled() bool {
 
 // Cancel is Run.Cancel's, without the handle's check.
 func (r *runState) Cancel() { r.cancel() }
-
-// Wait is Run.Wait's, without the handle's check.
-func (r *runState) Wait(ctx context.Context) error {
-	if ctx == nil {
-		return ErrNilContext
-	}
-	select {
-	case <-r.done:
-	case <-ctx.Done():
-		select {
-		case <-r.done: // both ready: the run's end wins
-		default:
-			return ctx.Err()
-		}
-	}
-	return r.err()
-}
 
 func (r *runState) err() error {
 	var errs []error
