@@ -8,6 +8,8 @@
 //	cart ──optional─▶ page   (default: 0 items)
 //	recs ──optional─▶ page   (default: bestsellers)
 //
+// The page ends the run (EndsRun): the handler answers as soon as the page
+// is rendered, and an optional backend still running then is stopped.
 // The backends are injected as workers, so a test swaps them for fakes.
 package main
 
@@ -40,7 +42,8 @@ func (b Backends) Graph(uid int64) ([]asynctool.Wrapper, *asynctool.WorkerWrappe
 	page := asynctool.NewWrapper("page", asynctool.WorkerFunc[int64, string](render), uid).
 		Depend(user, true).
 		Depend(cart, false).
-		Depend(recs, false)
+		Depend(recs, false).
+		EndsRun() // the response goes out with the page: slow optional backends are stopped then
 	return []asynctool.Wrapper{user, cart, recs}, page
 }
 

@@ -63,6 +63,22 @@ func TestSlowRecsDoNotDelayThePage(t *testing.T) {
 	})
 }
 
+// TestSlowRecsDoNotDelayTheResponse: the handler answers with the page,
+// 10ms after the request, not at its one-second deadline.
+func TestSlowRecsDoNotDelayTheResponse(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		rec := serve(t, time.Second, Backends{
+			User: asynctooltest.Sleeps[int64](10*time.Millisecond, "ada"),
+			Cart: asynctooltest.Returns[int64](3),
+			Recs: asynctooltest.Blocks[int64]([]string{"late"}),
+		})
+		assert.Equal(t, http.StatusOK, rec.Code)
+		assert.Equal(t, "Hello ada: 3 items; try bestsellers\n", rec.Body.String())
+		assert.Equal(t, 10*time.Millisecond, time.Since(start))
+	})
+}
+
 // serve runs one request through a Handler with the given backends.
 func serve(t *testing.T, timeout time.Duration, b Backends) *httptest.ResponseRecorder {
 	a := asynctool.New()
