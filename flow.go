@@ -590,6 +590,7 @@ func (h *Run) Resume(id string, how Resumption) error {
 	if s == nil {
 		return fmt.Errorf("asynctool: Resume(%q) on a released run", id)
 	}
+	defer s.unref()
 	return s.Resume(id, how)
 }
 

@@ -29,12 +29,35 @@ func newHandle(r *runState) *Run {
 	return &Run{runState: r, done: r.done, gen: r.gen.Load()}
 }
 
-// live returns the handle's run state, nil once it was released.
+// live returns the handle's run state with a reference taken, nil once
+// the run was released. The caller drops the reference (unref) when done:
+// until then the state is not recycled, so a Release racing the caller
+// (from another goroutine, on the same handle) cannot hand the state to a
+// later run while the caller reads or changes it. Checking the generation
+// alone would leave that window open: the caller would go on with a state
+// that was meanwhile recycled and reused.
 func (h *Run) live() *runState {
-	if h == nil || h.runState == nil || h.runState.gen.Load() != h.gen {
+	if h == nil || h.runState == nil {
 		return nil
 	}
-	return h.runState
+	s := h.runState
+	if s.gen.Load() != h.gen {
+		return nil
+	}
+	for {
+		n := s.refs.Load()
+		if n <= 0 {
+			return nil // recycled: in the plan's pool, or being reset
+		}
+		if s.refs.CompareAndSwap(n, n+1) {
+			break
+		}
+	}
+	if s.gen.Load() != h.gen {
+		s.unref() // the state was released meanwhile, maybe reused
+		return nil
+	}
+	return s
 }
 
 // Release returns the state of a run of a [Plan] to the plan, to be reused
@@ -48,7 +71,8 @@ func (h *Run) live() *runState {
 // wrappers.
 func (h *Run) Release() {
 	if s := h.live(); s != nil {
-		s.Release()
+		s.releaseGen(h.gen)
+		s.unref()
 	}
 }
 
@@ -71,6 +95,7 @@ func (h *Run) Done() <-chan struct{} { return h.done }
 // call Suspended again to learn whether the run stalls again.
 func (h *Run) Suspended() <-chan struct{} {
 	if s := h.live(); s != nil {
+		defer s.unref()
 		return s.Suspended()
 	}
 	return nil
@@ -80,6 +105,7 @@ func (h *Run) Suspended() <-chan struct{} {
 // end with ResultTimeout and the cause [context.Canceled].
 func (h *Run) Cancel() {
 	if s := h.live(); s != nil {
+		defer s.unref()
 		s.Cancel()
 	}
 }
@@ -109,6 +135,7 @@ func (h *Run) Wait(ctx context.Context) error {
 	if s == nil {
 		return errors.New("asynctool: Wait on a released run")
 	}
+	defer s.unref()
 	return s.err()
 }
 
@@ -117,6 +144,7 @@ func (h *Run) Wait(ctx context.Context) error {
 // released run's report has no nodes.
 func (h *Run) Report() *Report {
 	if s := h.live(); s != nil {
+		defer s.unref()
 		return s.Report()
 	}
 	return &Report{Nodes: []NodeReport{}}
@@ -584,11 +612,17 @@ func (r *runState) resolve() {
 }
 
 // Release is Run.Release's, without the handle's check.
-func (r *runState) Release() {
+func (r *runState) Release() { r.releaseGen(r.gen.Load()) }
+
+// releaseGen drops the owner's reference of the run of generation gen, if it
+// is still r's run and was not released yet.
+func (r *runState) releaseGen(gen uint64) {
 	// Once only: a second call would drop the reference of a worker that
-	// outlived the deadline, and the run would be reused under it.
-	if r.pooled && r.released.CompareAndSwap(false, true) {
-		r.gen.Add(1) // the handles on this run see it released
+	// outlived the deadline, and the run would be reused under it. The
+	// generation, not a flag that reset clears, makes it once per run: a
+	// Release of a stale handle must not release the run that reused r.
+	if r.pooled && r.gen.CompareAndSwap(gen, gen+1) { // the handles on this run see it released
+		r.released.Store(true)
 		r.unref()
 	}
 }

@@ -122,7 +122,12 @@ func (w *WorkerWrapper[P, R]) Result() WorkResult[R] {
 // compiled into, as Result does for single-use runs. It returns a zero
 // WorkResult if r is not a run of that plan, or was released.
 func (w *WorkerWrapper[P, R]) ResultIn(h *Run) WorkResult[R] {
-	return w.resultIn(h.live())
+	s := h.live()
+	if s == nil {
+		return WorkResult[R]{}
+	}
+	defer s.unref()
+	return w.resultIn(s)
 }
 
 // resultIn is ResultIn for a run's state (nil: none).
