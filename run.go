@@ -111,7 +111,8 @@ func (h *Run) Cancel() {
 }
 
 // Wait waits until every node has ended, or ctx is done, and returns the
-// run's error: nil if every node ended in time; otherwise an error that
+// run's error: nil if every node ended in time, or if the run ended once
+// its [WorkerWrapper.EndsRun] nodes had ended; otherwise an error that
 // wraps the run context's cause ([context.DeadlineExceeded] for the group
 // deadline) if the run was stopped before every node ended, joined with
 // any [*CallbackPanicError]. Worker failures are node results, not run
