@@ -17,7 +17,8 @@ import (
 // use, so a Cancel (from a watchdog, say) racing the owner's Release of
 // the same handle must neither read the state's fields as they are
 // recycled (a data race, or a call of the nil cancel) nor cancel the next
-// run of the plan that reuses the state.
+// run of the plan that reuses the state; nor may a second Release of the
+// handle, at the same time, release that next run.
 func TestS20BCancelRacingRelease(t *testing.T) {
 	a := New()
 	defer a.Close()
@@ -31,6 +32,7 @@ func TestS20BCancelRacingRelease(t *testing.T) {
 		wg.Go(run.Cancel)
 		wg.Go(func() { _ = run.Report() })
 		wg.Go(func() { _ = n.ResultIn(run) })
+		wg.Go(run.Release) // released twice at once: once only
 		run.Release()
 		next, err := a.StartPlan(context.Background(), pl, time.Minute)
 		require.NoError(t, err)
