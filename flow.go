@@ -418,10 +418,15 @@ func (r *runState) failAttempt(i int32, err error, wl *worklist) {
 	err = asFailure(err)
 	r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), ResultException, err)
 	r.failedFinally(i)
-	r.finish(i, sError, wl)
 	if f := r.p.nodes[i].flow; f != nil && f.policy == PolicyEnd {
+		// Before finish, which ends the run early if the node is marked
+		// EndsRun: the run is PolicyEnd's to stop, and a worker that
+		// returned in between would be stopped as ended early (see
+		// expired) while the run returns the EndError. The node, in
+		// sEnding, is left to this goroutine by the sweep.
 		r.endRun(i, err)
 	}
+	r.finish(i, sError, wl)
 }
 
 // asFailure keeps the engine's own markers for a node that did not run,

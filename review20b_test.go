@@ -109,3 +109,37 @@ func subIndex(t *testing.T, rep *Report, id string) int {
 	t.Fatalf("no node %q", id)
 	return -1
 }
+
+// TestS20BPolicyEndOnTheMarkedNode: a node marked EndsRun that fails
+// under PolicyEnd ends the run with its EndError, as PolicyEnd says:
+// every node it stops fails with the EndError. The early end must not be
+// seen first: a worker that notices its context at once (it spins on it
+// here) returned into a run already labelled ended by EndsRun, and was
+// stopped as a timeout wrapping ErrRunEnded, while Wait returned the
+// EndError.
+func TestS20BPolicyEndOnTheMarkedNode(t *testing.T) {
+	a := New()
+	defer a.Close()
+	boom := errors.New("boom")
+	for k := range 200 {
+		started := make(chan struct{})
+		spin := NewWrapper("spin", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			close(started)
+			for ctx.Err() == nil {
+			}
+			return 0, ctx.Err()
+		}), 0)
+		page := NewWrapper("page", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			<-started
+			return 0, boom
+		}), 0).OnFailure(PolicyEnd).EndsRun()
+		err := a.BeginWork(context.Background(), time.Minute, spin, page)
+		var ee *EndError
+		require.ErrorAs(t, err, &ee, "run %d", k)
+		require.Equal(t, "page", ee.ID)
+		r := spin.Result()
+		require.Equal(t, ResultException, r.State, "run %d: %v", k, r.Err)
+		require.ErrorAs(t, r.Err, &ee, "run %d", k)
+		require.NotErrorIs(t, r.Err, ErrRunEnded, "run %d", k)
+	}
+}
