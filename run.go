@@ -63,10 +63,11 @@ func (h *Run) live() *runState {
 // Release returns the state of a run of a [Plan] to the plan, to be reused
 // by a later run. Call it once the results are no longer needed, after
 // Wait. The recycling waits for any worker that outlived the run's
-// deadline. Afterwards r shows no results: [WorkerWrapper.ResultIn] gives
+// deadline. Afterwards h shows no results: [WorkerWrapper.ResultIn] gives
 // a zero WorkResult, [Run.Report] a report without nodes, [Run.Resume]
 // and [Run.Wait] an error, [Run.Cancel] and a second Release do nothing;
-// r never shows or changes a later run of the plan. Release does nothing
+// h never shows or changes a later run of the plan, even if another
+// goroutine is calling one of h's methods as Release recycles the run. Release does nothing
 // for runs of single-use wrappers, whose results stay readable from the
 // wrappers.
 func (h *Run) Release() {

@@ -121,8 +121,8 @@ func (w *WorkerWrapper[P, R]) Result() WorkResult[R] {
 // ResultIn returns the node's result in r, a run of the [Plan] the node was
 // compiled into, as Result does for single-use runs. It returns a zero
 // WorkResult if r is not a run of that plan, or was released.
-func (w *WorkerWrapper[P, R]) ResultIn(h *Run) WorkResult[R] {
-	s := h.live()
+func (w *WorkerWrapper[P, R]) ResultIn(r *Run) WorkResult[R] {
+	s := r.live()
 	if s == nil {
 		return WorkResult[R]{}
 	}
