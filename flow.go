@@ -194,7 +194,9 @@ func (w *WorkerWrapper[P, R]) OnFailure(p FailurePolicy) *WorkerWrapper[P, R] {
 // wrapping [ErrRunEnded] (its Result callback and OnNodeTimeout fire, as
 // for the deadline), nodes that have not started never start, and
 // BeginWork and Wait return nil, as for a run whose nodes all ended in
-// time. Nodes after a marked node are stopped too, if it ends the run.
+// time (a marked node that fails under [PolicyEnd] ends the run with its
+// [*EndError] instead, as PolicyEnd says). Nodes after a marked node are
+// stopped too, if it ends the run.
 // Workers still running see their context cancelled (context.Canceled)
 // and what they return later is dropped.
 func (w *WorkerWrapper[P, R]) EndsRun() *WorkerWrapper[P, R] {
