@@ -180,7 +180,8 @@ func (a *Async) trySubmit(task func()) bool { return a.try(task) }
 // documentation for a start under way), and BeginWork returns an error
 // wrapping [context.DeadlineExceeded] (or ctx's cause).
 //
-// BeginWork returns nil when every node ended in time, whatever the
+// BeginWork returns nil when every node ended in time, or when the run
+// ended once its [WorkerWrapper.EndsRun] nodes had ended, whatever the
 // workers returned: read failures from the nodes' results. Before running
 // anything it rejects a bad graph with a [*GraphError] (see [ErrCycle] and
 // the other sentinels). It also returns any [*CallbackPanicError].

@@ -194,7 +194,9 @@ func (w *WorkerWrapper[P, R]) OnFailure(p FailurePolicy) *WorkerWrapper[P, R] {
 // wrapping [ErrRunEnded] (its Result callback and OnNodeTimeout fire, as
 // for the deadline), nodes that have not started never start, and
 // BeginWork and Wait return nil, as for a run whose nodes all ended in
-// time. Nodes after a marked node are stopped too, if it ends the run.
+// time (a marked node that fails under [PolicyEnd] ends the run with its
+// [*EndError] instead, as PolicyEnd says). Nodes after a marked node are
+// stopped too, if it ends the run.
 // Workers still running see their context cancelled (context.Canceled)
 // and what they return later is dropped.
 func (w *WorkerWrapper[P, R]) EndsRun() *WorkerWrapper[P, R] {
@@ -418,10 +420,15 @@ func (r *runState) failAttempt(i int32, err error, wl *worklist) {
 	err = asFailure(err)
 	r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), ResultException, err)
 	r.failedFinally(i)
-	r.finish(i, sError, wl)
 	if f := r.p.nodes[i].flow; f != nil && f.policy == PolicyEnd {
+		// Before finish, which ends the run early if the node is marked
+		// EndsRun: the run is PolicyEnd's to stop, and a worker that
+		// returned in between would be stopped as ended early (see
+		// expired) while the run returns the EndError. The node, in
+		// sEnding, is left to this goroutine by the sweep.
 		r.endRun(i, err)
 	}
+	r.finish(i, sError, wl)
 }
 
 // asFailure keeps the engine's own markers for a node that did not run,
@@ -590,6 +597,7 @@ func (h *Run) Resume(id string, how Resumption) error {
 	if s == nil {
 		return fmt.Errorf("asynctool: Resume(%q) on a released run", id)
 	}
+	defer s.unref()
 	return s.Resume(id, how)
 }
 
@@ -711,7 +719,9 @@ func (r *runState) endedLate(i int32) bool {
 	if !late {
 		return false
 	}
-	if st == ResultTimeout {
+	if _, early := err.(*runEnded); st == ResultTimeout && !early {
+		// As in end: a node stopped because the run ended (EndsRun) is
+		// no timeout of the run's.
 		r.timedOut.Store(true)
 	}
 	r.failResumed(i, st, err)

@@ -29,26 +29,51 @@ func newHandle(r *runState) *Run {
 	return &Run{runState: r, done: r.done, gen: r.gen.Load()}
 }
 
-// live returns the handle's run state, nil once it was released.
+// live returns the handle's run state with a reference taken, nil once
+// the run was released. The caller drops the reference (unref) when done:
+// until then the state is not recycled, so a Release racing the caller
+// (from another goroutine, on the same handle) cannot hand the state to a
+// later run while the caller reads or changes it. Checking the generation
+// alone would leave that window open: the caller would go on with a state
+// that was meanwhile recycled and reused.
 func (h *Run) live() *runState {
-	if h == nil || h.runState == nil || h.runState.gen.Load() != h.gen {
+	if h == nil || h.runState == nil {
 		return nil
 	}
-	return h.runState
+	s := h.runState
+	if s.gen.Load() != h.gen {
+		return nil
+	}
+	for {
+		n := s.refs.Load()
+		if n <= 0 {
+			return nil // recycled: in the plan's pool, or being reset
+		}
+		if s.refs.CompareAndSwap(n, n+1) {
+			break
+		}
+	}
+	if s.gen.Load() != h.gen {
+		s.unref() // the state was released meanwhile, maybe reused
+		return nil
+	}
+	return s
 }
 
 // Release returns the state of a run of a [Plan] to the plan, to be reused
 // by a later run. Call it once the results are no longer needed, after
 // Wait. The recycling waits for any worker that outlived the run's
-// deadline. Afterwards r shows no results: [WorkerWrapper.ResultIn] gives
+// deadline. Afterwards h shows no results: [WorkerWrapper.ResultIn] gives
 // a zero WorkResult, [Run.Report] a report without nodes, [Run.Resume]
 // and [Run.Wait] an error, [Run.Cancel] and a second Release do nothing;
-// r never shows or changes a later run of the plan. Release does nothing
+// h never shows or changes a later run of the plan, even if another
+// goroutine is calling one of h's methods as Release recycles the run. Release does nothing
 // for runs of single-use wrappers, whose results stay readable from the
 // wrappers.
 func (h *Run) Release() {
 	if s := h.live(); s != nil {
-		s.Release()
+		s.releaseGen(h.gen)
+		s.unref()
 	}
 }
 
@@ -71,6 +96,7 @@ func (h *Run) Done() <-chan struct{} { return h.done }
 // call Suspended again to learn whether the run stalls again.
 func (h *Run) Suspended() <-chan struct{} {
 	if s := h.live(); s != nil {
+		defer s.unref()
 		return s.Suspended()
 	}
 	return nil
@@ -80,12 +106,14 @@ func (h *Run) Suspended() <-chan struct{} {
 // end with ResultTimeout and the cause [context.Canceled].
 func (h *Run) Cancel() {
 	if s := h.live(); s != nil {
+		defer s.unref()
 		s.Cancel()
 	}
 }
 
 // Wait waits until every node has ended, or ctx is done, and returns the
-// run's error: nil if every node ended in time; otherwise an error that
+// run's error: nil if every node ended in time, or if the run ended once
+// its [WorkerWrapper.EndsRun] nodes had ended; otherwise an error that
 // wraps the run context's cause ([context.DeadlineExceeded] for the group
 // deadline) if the run was stopped before every node ended, joined with
 // any [*CallbackPanicError]. Worker failures are node results, not run
@@ -109,6 +137,7 @@ func (h *Run) Wait(ctx context.Context) error {
 	if s == nil {
 		return errors.New("asynctool: Wait on a released run")
 	}
+	defer s.unref()
 	return s.err()
 }
 
@@ -117,6 +146,7 @@ func (h *Run) Wait(ctx context.Context) error {
 // released run's report has no nodes.
 func (h *Run) Report() *Report {
 	if s := h.live(); s != nil {
+		defer s.unref()
 		return s.Report()
 	}
 	return &Report{Nodes: []NodeReport{}}
@@ -584,11 +614,17 @@ func (r *runState) resolve() {
 }
 
 // Release is Run.Release's, without the handle's check.
-func (r *runState) Release() {
+func (r *runState) Release() { r.releaseGen(r.gen.Load()) }
+
+// releaseGen drops the owner's reference of the run of generation gen, if it
+// is still r's run and was not released yet.
+func (r *runState) releaseGen(gen uint64) {
 	// Once only: a second call would drop the reference of a worker that
-	// outlived the deadline, and the run would be reused under it.
-	if r.pooled && r.released.CompareAndSwap(false, true) {
-		r.gen.Add(1) // the handles on this run see it released
+	// outlived the deadline, and the run would be reused under it. The
+	// generation, not a flag that reset clears, makes it once per run: a
+	// Release of a stale handle must not release the run that reused r.
+	if r.pooled && r.gen.CompareAndSwap(gen, gen+1) { // the handles on this run see it released
+		r.released.Store(true)
 		r.unref()
 	}
 }
@@ -1380,12 +1416,12 @@ func (r *runState) end(i int32, from int32, st ResultState, err error, by int32,
 		r.failedFinally(i) // PolicyContinue applies to the node's own timeout
 	}
 	r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), st, err)
-	r.finish(i, sError, wl)
 	if ownTimeout {
 		if f := r.p.nodes[i].flow; f != nil && f.policy == PolicyEnd {
-			r.endRun(i, err)
+			r.endRun(i, err) // before finish, as in failAttempt
 		}
 	}
+	r.finish(i, sError, wl)
 	return true
 }
 

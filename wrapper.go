@@ -121,8 +121,13 @@ func (w *WorkerWrapper[P, R]) Result() WorkResult[R] {
 // ResultIn returns the node's result in r, a run of the [Plan] the node was
 // compiled into, as Result does for single-use runs. It returns a zero
 // WorkResult if r is not a run of that plan, or was released.
-func (w *WorkerWrapper[P, R]) ResultIn(h *Run) WorkResult[R] {
-	return w.resultIn(h.live())
+func (w *WorkerWrapper[P, R]) ResultIn(r *Run) WorkResult[R] {
+	s := r.live()
+	if s == nil {
+		return WorkResult[R]{}
+	}
+	defer s.unref()
+	return w.resultIn(s)
 }
 
 // resultIn is ResultIn for a run's state (nil: none).
