@@ -152,3 +152,44 @@ func TestEndsRunOnANodeNotTaken(t *testing.T) {
 		assert.ErrorIs(t, slow.Result().Err, ErrRunEnded)
 	})
 }
+
+// TestEndsRunOnTheLastNode: a marked node that ends last stops nothing,
+// so the run does not cancel its context early and wait for a sweep.
+func TestEndsRunOnTheLastNode(t *testing.T) {
+	a := New()
+	defer a.Close()
+	first := NewWrapper("first", endsSleeper(0, 1), 0)
+	NewWrapper("last", endsSleeper(0, 2), 0).Depend(first, true).EndsRun()
+	run, err := a.Start(context.Background(), time.Minute, first)
+	require.NoError(t, err)
+	require.NoError(t, run.Wait(context.Background()))
+	assert.Nil(t, run.early.Load(), "no early end recorded: nothing was stopped, no sweep started")
+}
+
+// TestEndsRunInPictures: a node stopped by the run's end is drawn grey,
+// "run ended", as a node not needed, not as a timeout.
+func TestEndsRunInPictures(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		slow := NewWrapper("slow", endsSleeper(time.Hour, 1), 0).ShortCircuit(false)
+		user := NewWrapper("user", endsSleeper(time.Millisecond, 2), 0)
+		NewWrapper("page", endsSleeper(0, 3), 0).Depend(user, true).Depend(slow, false).EndsRun()
+		run, err := a.Start(context.Background(), time.Minute, slow, user)
+		require.NoError(t, err)
+		require.NoError(t, run.Wait(context.Background()))
+		dot := run.Report().DOT()
+		assert.Contains(t, dot, `label="slow\nrun ended`, dot)
+		assert.Contains(t, dot, `fillcolor="#d9d9d9"`, dot)
+		assert.NotContains(t, dot, `"#fdae61"`, "no node drawn as a timeout:\n%s", dot)
+	})
+}
+
+// TestNilRunWait: Wait on a nil or zero Run is an error, not a panic or a
+// hang.
+func TestNilRunWait(t *testing.T) {
+	var nilRun *Run
+	assert.ErrorContains(t, nilRun.Wait(context.Background()), "nil or zero Run")
+	assert.ErrorContains(t, (&Run{}).Wait(context.Background()), "nil or zero Run")
+	assert.Nil(t, nilRun.Done())
+}

@@ -2,6 +2,7 @@ package asynctool
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -32,6 +33,8 @@ func outcome(n *NodeReport) (class, color, word string) {
 	switch {
 	case n.State == StateFinish:
 		return "finish", colorFinish, "success"
+	case n.Result == ResultTimeout && errors.Is(n.Err, ErrRunEnded):
+		return "skipped", colorSkipped, "run ended" // not needed, as a node skipped
 	case n.Result == ResultTimeout:
 		return "timeout", colorTimeout, "timeout"
 	case n.State == StateError && isSkip(n.Err):
@@ -147,8 +150,10 @@ func (rep *Report) criticalEdges() map[[2]int]bool {
 //	finish (success)                  green   #a6d96a
 //	error: exception (failed, panic,  red     #f4a582
 //	       upstream failed)
-//	error: skipped (ErrSkipped) or    grey    #d9d9d9
-//	       not taken (ErrNotTaken)
+//	error: skipped (ErrSkipped),      grey    #d9d9d9
+//	       not taken (ErrNotTaken) or
+//	       stopped by the run's end
+//	       (ErrRunEnded, see EndsRun)
 //	error: timeout                    orange  #fdae61
 //	working (a snapshot of a run)     blue    #abd9e9
 //	init (never ran, not ended)       white   #ffffff

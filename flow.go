@@ -559,6 +559,9 @@ func (r *runState) endedOne(i int32) {
 	if r.endsLeft.Add(-1) != 0 || r.stopping() {
 		return // more to come, or the deadline, a Cancel or PolicyEnd stops the run already
 	}
+	if r.remaining.Load() <= 1 {
+		return // i is the last node: nothing to stop, no sweep to wait for
+	}
 	r.early.Store(&runEnded{id: r.p.nodes[i].core.id})
 	r.cancel()
 }

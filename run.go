@@ -78,7 +78,12 @@ func (h *Run) Release() {
 }
 
 // Done returns a channel that is closed when every node has ended.
-func (h *Run) Done() <-chan struct{} { return h.done }
+func (h *Run) Done() <-chan struct{} {
+	if h == nil {
+		return nil
+	}
+	return h.done
+}
 
 // Suspended returns a channel that is closed when the run can go no
 // further until one of its pending nodes is resumed: no goroutine is
@@ -123,6 +128,9 @@ func (h *Run) Cancel() {
 func (h *Run) Wait(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext
+	}
+	if h == nil || h.runState == nil {
+		return errors.New("asynctool: Wait on a nil or zero Run (Start, StartPlan and RunPlan return one)")
 	}
 	select {
 	case <-h.done:
