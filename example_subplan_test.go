@@ -14,8 +14,8 @@ type userKey struct{}
 // A profile sub-graph (name and avatar in parallel, then a card) is
 // compiled once and used as one node of a page's graph: its Input hands
 // the user id from the node's upstream to the sub-plan's workers through
-// the context, its Output reads the card. The run's report shows the
-// sub-run inside the node.
+// the context, its Output reads the card (ValueIn). The run's report
+// shows the sub-run inside the node.
 func ExampleSubPlan() {
 	a := asynctool.New()
 	defer a.Close()
@@ -52,10 +52,7 @@ func ExampleSubPlan() {
 			s, err := asynctool.ResultOf[int64](all, "session")
 			return context.WithValue(ctx, userKey{}, s.Value), err
 		},
-		Output: func(sub *asynctool.Run) (string, error) {
-			r := card.ResultIn(sub)
-			return r.Value, r.Err
-		},
+		Output: card.ValueIn, // the card's value and error in the sub-run
 	}, "").Depend(session, true)
 
 	run, err := a.Start(context.Background(), time.Second, session)

@@ -56,7 +56,8 @@ type SubPlan[P, R any] struct {
 	// the node without starting the sub-run.
 	Input func(ctx context.Context, param P, all Wrappers) (context.Context, error)
 	// Output gives the node's value and error from the ended sub-run,
-	// which it must not keep or release.
+	// which it must not keep or release: often a node's ValueIn, as in
+	// Output: card.ValueIn ([WorkerWrapper.ValueIn]).
 	Output func(sub *Run) (R, error)
 }
 

@@ -583,3 +583,52 @@ func TestSubPlanRunInfoNested(t *testing.T) {
 	assert.Equal(t, 3, infos[1].Nodes)
 	assert.True(t, infos[1].Nested, "the sub-run")
 }
+
+// TestValueIn: ValueIn gives a node's value and error in a run of its
+// plan, fits SubPlan's Output as a method value, and says why it has none.
+func TestValueIn(t *testing.T) {
+	pl, card := profilePlan(t)
+	a := New()
+	defer a.Close()
+	run, err := a.RunPlan(context.WithValue(context.Background(), subUserKey{}, 5), pl, time.Second)
+	require.NoError(t, err)
+	v, err := card.ValueIn(run)
+	require.NoError(t, err)
+	assert.Equal(t, "user5 /img/5.png", v)
+	run.Release()
+	_, err = card.ValueIn(run)
+	assert.ErrorIs(t, err, ErrUnknownID, "a released run")
+	_, err = NewWrapper("free", okWorker(), 0).ValueIn(nil)
+	assert.ErrorIs(t, err, ErrUnknownID)
+
+	user := NewWrapper("user", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 9, nil }), 0)
+	NewWrapper("profile", SubPlan[int, string]{Plan: pl, Output: card.ValueIn,
+		Input: func(ctx context.Context, _ int, all Wrappers) (context.Context, error) {
+			return context.WithValue(ctx, subUserKey{}, 9), nil
+		}}, 0).Depend(user, true)
+	rep := startReport(t, a, user)
+	assert.Equal(t, "user9 /img/9.png", subNode(t, rep, "profile").Value)
+
+	blocked := NewWrapper("blocked", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}), 0)
+	bpl, err := Compile(blocked)
+	require.NoError(t, err)
+	brun, err := a.StartPlan(context.Background(), bpl, time.Minute)
+	require.NoError(t, err)
+	_, err = blocked.ValueIn(brun)
+	assert.ErrorContains(t, err, `node "blocked" has not ended`)
+	brun.Cancel()
+	require.NoError(t, func() error { <-brun.Done(); return nil }())
+	brun.Release()
+}
+
+// startReport runs the graph from starts on a and returns its report.
+func startReport(t *testing.T, a *Async, starts ...Wrapper) *Report {
+	t.Helper()
+	run, err := a.Start(context.Background(), time.Second, starts...)
+	require.NoError(t, err)
+	require.NoError(t, run.Wait(context.Background()))
+	return run.Report()
+}

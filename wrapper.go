@@ -130,6 +130,29 @@ func (w *WorkerWrapper[P, R]) ResultIn(r *Run) WorkResult[R] {
 	return w.resultIn(s)
 }
 
+// ValueIn returns the node's value and error in r, a run of the [Plan] the
+// node was compiled into, once the node has ended: its value (or default)
+// and its WorkResult's Err. For a run that is not of that plan, or was
+// released, it returns an error wrapping [ErrUnknownID], and for a node
+// that has not ended yet, an error saying so. Its method value fits
+// [SubPlan]'s Output: Output: card.ValueIn.
+func (w *WorkerWrapper[P, R]) ValueIn(r *Run) (R, error) {
+	var zero R
+	s := r.live()
+	if s == nil {
+		return zero, fmt.Errorf("%w: node %q: no run, or a released one", ErrUnknownID, w.id)
+	}
+	defer s.unref()
+	if s.p != w.owner.Load() {
+		return zero, fmt.Errorf("%w: node %q is not part of this run", ErrUnknownID, w.id)
+	}
+	if !terminal(s.nodes[w.idx].st()) {
+		return zero, fmt.Errorf("asynctool: node %q has not ended", w.id)
+	}
+	res := w.resultIn(s)
+	return res.Value, res.Err
+}
+
 // resultIn is ResultIn for a run's state (nil: none).
 func (w *WorkerWrapper[P, R]) resultIn(r *runState) WorkResult[R] {
 	if r == nil || r.p == nil || r.p != w.owner.Load() {
