@@ -363,7 +363,7 @@ type s20eChecker struct {
 }
 
 type s20eStats struct {
-	runs, early, deadline, normal, stopped, lateStarts, markedLast atomic.Int32
+	runs, early, deadline, normal, stopped, lateStarts, markedLast, reportSkew atomic.Int32
 }
 
 func (c *s20eChecker) bad(format string, args ...any) {
@@ -445,7 +445,9 @@ func (c *s20eChecker) checkRun(kind string, runErr error, elapsed, deadline time
 			}
 			if a.startDone {
 				c.st.lateStarts.Add(1)
-				if r.State != ResultTimeout {
+				// An AttemptTimeout may pass before the worker's first
+				// line, under the race detector.
+				if r.State != ResultTimeout && g.attemptT[j] == 0 {
 					bad("attempt %d started with its context done, and the node did not end as a timeout", k+1)
 				}
 			}
@@ -566,9 +568,21 @@ func (c *s20eChecker) checkRun(kind string, runErr error, elapsed, deadline time
 			default:
 				want = StatusFailed
 			}
+			// The report is taken when the run ends: for a node stopped
+			// while its goroutine was between counting an attempt and
+			// calling the worker (or finding the run stopped and taking
+			// the count back), it may count one attempt more or less
+			// than the worker's calls.
+			attOK := nr.Attempts == len(att) && nr.Ran == (len(att) > 0)
+			if r.State == ResultTimeout {
+				attOK = nr.Attempts >= len(att)-1 && nr.Attempts <= len(att)+1 && (!nr.Ran || nr.Attempts > 0)
+				if !attOK || nr.Attempts != len(att) {
+					c.st.reportSkew.Add(1)
+				}
+			}
 			if nr.ID != id || nr.Status != want || nr.Result != r.State || nr.Err != r.Err || nr.Value != any(r.Value) ||
-				nr.Ran != (len(att) > 0) || nr.Attempts != len(att) || nr.Ended.IsZero() {
-				bad("reported %v %v %v %v, ran %v, %d attempts, ended %v", nr.Status, nr.Result, nr.Err, nr.Value, nr.Ran, nr.Attempts, nr.Ended)
+				!attOK || nr.Ended.IsZero() {
+				bad("reported %v %v %v %v, ran %v, %d attempts, ended %v; the worker's attempts: %+v", nr.Status, nr.Result, nr.Err, nr.Value, nr.Ran, nr.Attempts, nr.Ended, att)
 			}
 		}
 	}
@@ -775,6 +789,6 @@ func TestS20EEndsRunRandom(t *testing.T) {
 	for _, f := range failures {
 		t.Error(f)
 	}
-	t.Logf("%d graphs (%d nodes, %d with a blocking worker that may hold the run): %d runs, %d ended early (%d nodes stopped, the run named the last marked node %d times), %d by the deadline, %d normally; %d attempts started with their context done",
-		graphs, nodes.Load(), holding.Load(), st.runs.Load(), st.early.Load(), st.stopped.Load(), st.markedLast.Load(), st.deadline.Load(), st.normal.Load(), st.lateStarts.Load())
+	t.Logf("%d graphs (%d nodes, %d with a blocking worker that may hold the run): %d runs, %d ended early (%d nodes stopped, the run named the last marked node %d times), %d by the deadline, %d normally; %d attempts started with their context done, %d reports with an attempt more or less than the worker's calls",
+		graphs, nodes.Load(), holding.Load(), st.runs.Load(), st.early.Load(), st.stopped.Load(), st.markedLast.Load(), st.deadline.Load(), st.normal.Load(), st.lateStarts.Load(), st.reportSkew.Load())
 }
