@@ -433,6 +433,24 @@ func (c *s20eChecker) checkRun(kind string, runErr error, elapsed, deadline time
 	}
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
+	// A goroutine looks at the run before it starts a worker: only one
+	// that looked just before the run ended can start one after, once
+	// (the next time it looks, it sees the run ended). The goroutines are
+	// the pool's, the caller's and those of the timers (Timeout, retries).
+	late, goroutines := 0, g.workers+1
+	for j := range g.n {
+		for _, a := range rr.att[j] {
+			if a.startDone && g.attemptT[j] == 0 {
+				late++
+			}
+		}
+		if g.timeout[j] > 0 || g.attempts[j] > 0 {
+			goroutines++
+		}
+	}
+	if late > goroutines {
+		bad("%d workers started after the run ended, and at most %d goroutines could have looked at it just before", late, goroutines)
+	}
 	for j := range g.n {
 		id, r := s19fID(j), results[j]
 		bad := func(format string, args ...any) {
