@@ -10,7 +10,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Randomized invariants of WorkerWrapper.EndsRun, helper s20-fuzz.
@@ -809,4 +813,74 @@ func TestS20EEndsRunRandom(t *testing.T) {
 	}
 	t.Logf("%d graphs (%d nodes, %d with a blocking worker that may hold the run): %d runs, %d ended early (%d nodes stopped, the run named the last marked node %d times), %d by the deadline, %d normally; %d attempts started with their context done, %d reports with an attempt more or less than the worker's calls",
 		graphs, nodes.Load(), holding.Load(), st.runs.Load(), st.early.Load(), st.stopped.Load(), st.markedLast.Load(), st.deadline.Load(), st.normal.Load(), st.lateStarts.Load(), st.reportSkew.Load())
+}
+
+// s20eSlowDefault is a worker that fails; its DefaultValue, which the
+// engine calls as the node ends, first lets the marked node "page" end
+// (the run ends with it), then takes a while: the node's PolicyEnd comes
+// after the run ended.
+type s20eSlowDefault struct{ release chan struct{} }
+
+func (w s20eSlowDefault) Action(context.Context, int, Wrappers) (int, error) { return 0, errBoom }
+func (w s20eSlowDefault) DefaultValue() int {
+	select {
+	case <-w.release:
+	default:
+		close(w.release)
+	}
+	time.Sleep(50 * time.Millisecond)
+	return -1
+}
+
+// TestS20EPolicyEndAfterTheRunEnded: a node under PolicyEnd whose failure
+// is settled after the run ended with its marked node stops nothing (the
+// run's end stopped slow, with ErrRunEnded), so the run's error is nil,
+// as EndsRun says; it was the failing node's EndError, which names a
+// node that ended no other.
+func TestS20EPolicyEndAfterTheRunEnded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		release := make(chan struct{})
+		critical := NewWrapper[int, int]("critical", s20eSlowDefault{release}, 0).OnFailure(PolicyEnd)
+		page := NewWrapper("page", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			<-release
+			return 1, nil
+		}), 0).EndsRun()
+		slow := NewWrapper("slow", endsSleeper(time.Hour, 2), 0)
+		run, err := a.Start(context.Background(), time.Minute, critical, page, slow)
+		require.NoError(t, err)
+		err = run.Wait(context.Background())
+		require.ErrorIs(t, slow.ResultIn(run).Err, ErrRunEnded, "the run ended with page")
+		assert.NoError(t, err)
+		assert.Nil(t, run.Report().RunErr)
+		assert.Equal(t, WorkResult[int]{State: ResultException, Value: -1, Err: errBoom}, critical.ResultIn(run), "its own failure")
+		assert.Equal(t, WorkResult[int]{State: ResultSuccess, Value: 1}, page.ResultIn(run))
+	})
+}
+
+// TestS20EMarkedNodeUnderPolicyEnd: a marked node that fails under
+// PolicyEnd and is the last marked one to end ends the run with its
+// EndError: every node it stops has that error, none ErrRunEnded.
+func TestS20EMarkedNodeUnderPolicyEnd(t *testing.T) {
+	for range 200 {
+		a := New(WithMaxWorkers(4))
+		page := NewWrapper("page", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			return 0, errBoom
+		}), 0).OnFailure(PolicyEnd).EndsRun()
+		starts := []Wrapper{page}
+		for i := range 4 {
+			starts = append(starts, NewWrapper(fmt.Sprint("slow", i), endsSleeper(time.Hour, 2), 0))
+		}
+		err := a.BeginWork(context.Background(), time.Minute, starts...)
+		var ee *EndError
+		require.ErrorAs(t, err, &ee)
+		require.Equal(t, "page", ee.ID)
+		for _, w := range starts[1:] {
+			r := w.(*WorkerWrapper[int, int]).Result()
+			require.ErrorAs(t, r.Err, &ee, "%s", w.ID())
+			require.NotErrorIs(t, r.Err, ErrRunEnded, "%s", w.ID())
+		}
+		a.Close()
+	}
 }

@@ -418,10 +418,10 @@ func (r *runState) failAttempt(i int32, err error, wl *worklist) {
 	err = asFailure(err)
 	r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), ResultException, err)
 	r.failedFinally(i)
-	r.finish(i, sError, wl)
 	if f := r.p.nodes[i].flow; f != nil && f.policy == PolicyEnd {
-		r.endRun(i, err)
+		r.endRun(i, err) // before finish: if i is the last EndsRun node, its EndError ends the run
 	}
+	r.finish(i, sError, wl)
 }
 
 // asFailure keeps the engine's own markers for a node that did not run,
@@ -566,8 +566,12 @@ func (e *runEnded) Error() string {
 
 func (e *runEnded) Is(target error) bool { return target == ErrRunEnded }
 
-// endRun stops the run because node i failed under PolicyEnd.
+// endRun stops the run because node i failed under PolicyEnd, unless
+// the run has ended with its EndsRun nodes already: it stopped nothing.
 func (r *runState) endRun(i int32, err error) {
+	if r.early.Load() != nil {
+		return
+	}
 	if r.endErr.CompareAndSwap(nil, &EndError{ID: r.p.nodes[i].core.id, Err: err}) {
 		r.cancel()
 	}

@@ -1400,12 +1400,12 @@ func (r *runState) end(i int32, from int32, st ResultState, err error, by int32,
 		r.failedFinally(i) // PolicyContinue applies to the node's own timeout
 	}
 	r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), st, err)
-	r.finish(i, sError, wl)
 	if ownTimeout {
 		if f := r.p.nodes[i].flow; f != nil && f.policy == PolicyEnd {
-			r.endRun(i, err)
+			r.endRun(i, err) // before finish, as in failAttempt
 		}
 	}
+	r.finish(i, sError, wl)
 	return true
 }
 
