@@ -55,7 +55,8 @@ type s20eGraph struct {
 	backoff  []time.Duration
 	attemptT []time.Duration
 	ends     []bool
-	hooks    bool // per-run hooks (else WithTimings only)
+	end      []bool // OnFailure(PolicyEnd)
+	hooks    bool   // per-run hooks (else WithTimings only)
 	callback []bool
 	begin    bool // the single-use run with BeginWork (needs hooks for its report)
 	mayHold  bool // a blocking worker with no bound of its own
@@ -89,6 +90,7 @@ func s20eDecode(data []byte) *s20eGraph {
 	g.backoff = make([]time.Duration, n)
 	g.attemptT = make([]time.Duration, n)
 	g.ends = make([]bool, n)
+	g.end = make([]bool, n)
 	g.callback = make([]bool, n)
 	anyEnds := false
 	for j := range n {
@@ -106,6 +108,9 @@ func s20eDecode(data []byte) *s20eGraph {
 		}
 		if g.kind[j] == s20eBlock && s.next(2) == 0 {
 			g.kind[j] = s20eOK // blocking one node in twenty-four
+		}
+		if k := g.kind[j]; (k == s20eFail || k == s20eFlaky || k == s20eBlock) && s.next(5) == 0 {
+			g.end[j] = true
 		}
 		if s.next(4) == 0 {
 			g.sleep[j] = time.Duration(s.next(5)) * 250 * time.Microsecond
@@ -196,6 +201,9 @@ func (g *s20eGraph) String() string {
 		fmt.Fprintf(&b, "  n%d: %s", j, [...]string{"ok", "fail", "continue", "flaky", "block"}[g.kind[j]])
 		if g.ends[j] {
 			b.WriteString(" EndsRun")
+		}
+		if g.end[j] {
+			b.WriteString(" PolicyEnd")
 		}
 		if g.sleep[j] > 0 {
 			fmt.Fprintf(&b, " sleep %v", g.sleep[j])
@@ -316,6 +324,9 @@ func (g *s20eGraph) build(bad func(string, ...any)) *s20eBuilt {
 		if kind == s20eContinue {
 			w.OnFailure(PolicyContinue)
 		}
+		if g.end[j] {
+			w.OnFailure(PolicyEnd)
+		}
 		if g.timeout[j] > 0 {
 			w.Timeout(g.timeout[j])
 		}
@@ -367,7 +378,7 @@ type s20eChecker struct {
 }
 
 type s20eStats struct {
-	runs, early, deadline, normal, stopped, lateStarts, markedLast, reportSkew atomic.Int32
+	runs, early, deadline, policyEnd, normal, stopped, lateStarts, markedLast, reportSkew atomic.Int32
 }
 
 func (c *s20eChecker) bad(format string, args ...any) {
@@ -400,9 +411,14 @@ func (c *s20eChecker) checkRun(kind string, runErr error, elapsed, deadline time
 		}
 	}
 	deadlined := errors.Is(runErr, context.DeadlineExceeded)
+	var endErr *EndError // a node under PolicyEnd ended the run
 	switch {
 	case runErr == nil:
 	case deadlined && g.mayHold:
+	case errors.As(runErr, &endErr) && g.end[s19fIndex(endErr.ID)]:
+		if r := results[s19fIndex(endErr.ID)]; r.State == ResultSuccess || errors.As(r.Err, new(*EndError)) || errors.Is(r.Err, ErrRunEnded) {
+			bad("the run ended with %v, and n%s ended with %+v", runErr, endErr.ID, r)
+		}
 	default:
 		bad("run error %v (a blocking worker with no bound: %v)", runErr, g.mayHold)
 		return
@@ -410,12 +426,14 @@ func (c *s20eChecker) checkRun(kind string, runErr error, elapsed, deadline time
 	if !g.mayHold && elapsed >= deadline {
 		bad("took %v, the deadline is %v, and no worker blocks", elapsed, deadline)
 	}
-	if deadlined && early >= 0 {
-		bad("the deadline passed, and n%d ended with %v", early, results[early].Err)
+	if runErr != nil && early >= 0 {
+		bad("the run failed, and n%d ended with %v", early, results[early].Err)
 	}
 	switch {
 	case early >= 0:
 		c.st.early.Add(1)
+	case endErr != nil:
+		c.st.policyEnd.Add(1)
 	case deadlined:
 		c.st.deadline.Add(1)
 	default:
@@ -461,6 +479,7 @@ func (c *s20eChecker) checkRun(kind string, runErr error, elapsed, deadline time
 			bad("n%d (%+v): %s", j, r, fmt.Sprintf(format, args...))
 		}
 		att := rr.att[j]
+		ee, endStopped := r.Err.(*EndError) // stopped by a PolicyEnd node
 		for k, a := range att {
 			if !a.returned {
 				bad("attempt %d has not returned", k+1)
@@ -469,7 +488,7 @@ func (c *s20eChecker) checkRun(kind string, runErr error, elapsed, deadline time
 				c.st.lateStarts.Add(1)
 				// An AttemptTimeout may pass before the worker's first
 				// line, under the race detector.
-				if r.State != ResultTimeout && g.attemptT[j] == 0 {
+				if r.State != ResultTimeout && !endStopped && g.attemptT[j] == 0 {
 					bad("attempt %d started with its context done, and the node did not end as a timeout", k+1)
 				}
 			}
@@ -510,8 +529,17 @@ func (c *s20eChecker) checkRun(kind string, runErr error, elapsed, deadline time
 					bad("stopped at %v, before the last marked node ended (%v)", e.Sub(rep.Start), lastMarked.Sub(rep.Start))
 				}
 			}
+		case endStopped:
+			if endErr == nil || ee.ID != endErr.ID {
+				bad("stopped by a PolicyEnd node, and the run's error is %v", runErr)
+			}
+			if r.State != ResultException || r.Value != s19fDefVal(j) {
+				bad("stopped with the wrong state or value")
+			}
 		case r.State == ResultTimeout && !ownTimeout:
-			if !deadlined || !errors.Is(r.Err, context.DeadlineExceeded) {
+			// The deadline, perhaps before a PolicyEnd node ended the
+			// run (its EndError is then the run's error).
+			if !deadlined && endErr == nil || !g.mayHold || !errors.Is(r.Err, context.DeadlineExceeded) {
 				bad("a timeout that is neither its own nor the deadline's")
 			}
 		case ownTimeout:
@@ -596,7 +624,7 @@ func (c *s20eChecker) checkRun(kind string, runErr error, elapsed, deadline time
 			// the count back), it may count one attempt more or less
 			// than the worker's calls.
 			attOK := nr.Attempts == len(att) && nr.Ran == (len(att) > 0)
-			if r.State == ResultTimeout {
+			if r.State == ResultTimeout || endStopped {
 				attOK = nr.Attempts >= len(att)-1 && nr.Attempts <= len(att)+1 && (!nr.Ran || nr.Attempts > 0)
 				if !attOK || nr.Attempts != len(att) {
 					c.st.reportSkew.Add(1)
@@ -811,8 +839,8 @@ func TestS20EEndsRunRandom(t *testing.T) {
 	for _, f := range failures {
 		t.Error(f)
 	}
-	t.Logf("%d graphs (%d nodes, %d with a blocking worker that may hold the run): %d runs, %d ended early (%d nodes stopped, the run named the last marked node %d times), %d by the deadline, %d normally; %d attempts started with their context done, %d reports with an attempt more or less than the worker's calls",
-		graphs, nodes.Load(), holding.Load(), st.runs.Load(), st.early.Load(), st.stopped.Load(), st.markedLast.Load(), st.deadline.Load(), st.normal.Load(), st.lateStarts.Load(), st.reportSkew.Load())
+	t.Logf("%d graphs (%d nodes, %d with a blocking worker that may hold the run): %d runs, %d ended early (%d nodes stopped, the run named the last marked node %d times), %d by the deadline, %d by a PolicyEnd node, %d normally; %d attempts started with their context done, %d reports with an attempt more or less than the worker's calls",
+		graphs, nodes.Load(), holding.Load(), st.runs.Load(), st.early.Load(), st.stopped.Load(), st.markedLast.Load(), st.deadline.Load(), st.policyEnd.Load(), st.normal.Load(), st.lateStarts.Load(), st.reportSkew.Load())
 }
 
 // s20eSlowDefault is a worker that fails; its DefaultValue, which the
