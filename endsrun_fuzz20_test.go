@@ -410,12 +410,15 @@ func (c *s20eChecker) checkRun(kind string, runErr error, elapsed, deadline time
 			early = j
 		}
 	}
-	deadlined := errors.Is(runErr, context.DeadlineExceeded)
-	var endErr *EndError // a node under PolicyEnd ended the run
+	// A node under PolicyEnd ended the run (perhaps with its own
+	// Timeout, whose error wraps DeadlineExceeded too).
+	var endErr *EndError
+	errors.As(runErr, &endErr)
+	deadlined := endErr == nil && errors.Is(runErr, context.DeadlineExceeded)
 	switch {
 	case runErr == nil:
 	case deadlined && g.mayHold:
-	case errors.As(runErr, &endErr) && g.end[s19fIndex(endErr.ID)]:
+	case endErr != nil && g.end[s19fIndex(endErr.ID)]:
 		if r := results[s19fIndex(endErr.ID)]; r.State == ResultSuccess || errors.As(r.Err, new(*EndError)) || errors.Is(r.Err, ErrRunEnded) {
 			bad("the run ended with %v, and n%s ended with %+v", runErr, endErr.ID, r)
 		}
