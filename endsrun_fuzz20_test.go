@@ -22,7 +22,8 @@ import (
 // A graph of 1 to 16 nodes with random joins (those of FuzzS19FBranches,
 // built by its makeJoin), workers that succeed, fail, fail under
 // PolicyContinue, fail once then succeed, or block until their context
-// ends, random Timeouts and RetryPolicies and a random nonempty set of
+// ends, a few under PolicyEnd, random Timeouts and RetryPolicies and a
+// random nonempty set of
 // nodes marked EndsRun, is run on a pool of 1 to 4 goroutines once as a
 // single-use run (Start or BeginWork) and, at the same time, a few times
 // as runs of a compiled plan. Which nodes end how depends on timing; what
@@ -30,16 +31,20 @@ import (
 //
 //   - every node ends exactly once (Result callback, OnNodeEnd);
 //   - the run's error is nil, unless the deadline passed first, which only
-//     a blocking worker with no bound of its own can make happen; then it
-//     wraps DeadlineExceeded and no node has ErrRunEnded;
+//     a blocking worker with no bound of its own can make happen (then it
+//     wraps DeadlineExceeded), or a node under PolicyEnd failed first (its
+//     EndError, which every node it stopped has); then no node has
+//     ErrRunEnded;
 //   - when some node has ErrRunEnded (the run ended early): no marked node
 //     has it, it names a marked node, every node with it has ResultTimeout
 //     and its default value and ended (report times) no earlier than every
 //     marked node, and its worker either never ran, or ran and saw its
 //     context cancelled, or its result was dropped (a late return or a
 //     retry not taken);
-//   - a worker that starts with its context already done ends as a timeout
-//     (the run's, or its own);
+//   - a worker that starts with its context already done ends stopped
+//     (the run's timeout or EndError, or its own timeout), and at most one
+//     per goroutine of the run does (one that looked at the run just
+//     before it ended);
 //   - a node that ran and was not stopped keeps its own outcome: the last
 //     attempt's value or error, after all its attempts;
 //   - the report, the hooks and the wrappers' results agree.
