@@ -419,7 +419,12 @@ func (r *runState) failAttempt(i int32, err error, wl *worklist) {
 	r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), ResultException, err)
 	r.failedFinally(i)
 	if f := r.p.nodes[i].flow; f != nil && f.policy == PolicyEnd {
-		r.endRun(i, err) // before finish: if i is the last EndsRun node, its EndError ends the run
+		// Before finish, which ends the run early if the node is marked
+		// EndsRun: the run is PolicyEnd's to stop, and a worker that
+		// returned in between would be stopped as ended early (see
+		// expired) while the run returns the EndError. The node, in
+		// sEnding, is left to this goroutine by the sweep.
+		r.endRun(i, err)
 	}
 	r.finish(i, sError, wl)
 }
