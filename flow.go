@@ -576,8 +576,12 @@ func (e *runEnded) Error() string {
 
 func (e *runEnded) Is(target error) bool { return target == ErrRunEnded }
 
-// endRun stops the run because node i failed under PolicyEnd.
+// endRun stops the run because node i failed under PolicyEnd, unless
+// the run has ended with its EndsRun nodes already: it stopped nothing.
 func (r *runState) endRun(i int32, err error) {
+	if r.early.Load() != nil {
+		return
+	}
 	if r.endErr.CompareAndSwap(nil, &EndError{ID: r.p.nodes[i].core.id, Err: err}) {
 		r.cancel()
 	}

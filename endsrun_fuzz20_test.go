@@ -1,0 +1,922 @@
+package asynctool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Randomized invariants of WorkerWrapper.EndsRun, helper s20-fuzz.
+//
+// A graph of 1 to 16 nodes with random joins (those of FuzzS19FBranches,
+// built by its makeJoin), workers that succeed, fail, fail under
+// PolicyContinue, fail once then succeed, or block until their context
+// ends, a few under PolicyEnd, random Timeouts and RetryPolicies and a
+// random nonempty set of
+// nodes marked EndsRun, is run on a pool of 1 to 4 goroutines once as a
+// single-use run (Start or BeginWork) and, at the same time, a few times
+// as runs of a compiled plan. Which nodes end how depends on timing; what
+// is checked holds whatever the timing:
+//
+//   - every node ends exactly once (Result callback, OnNodeEnd);
+//   - the run's error is nil, unless the deadline passed first, which only
+//     a blocking worker with no bound of its own can make happen (then it
+//     wraps DeadlineExceeded), or a node under PolicyEnd failed first (its
+//     EndError, which every node it stopped has); then no node has
+//     ErrRunEnded;
+//   - when some node has ErrRunEnded (the run ended early): no marked node
+//     has it, it names a marked node, every node with it has ResultTimeout
+//     and its default value and ended (report times) no earlier than every
+//     marked node, and its worker either never ran, or ran and saw its
+//     context cancelled, or its result was dropped (a late return or a
+//     retry not taken);
+//   - a worker that starts with its context already done ends stopped
+//     (the run's timeout or EndError, or its own timeout), and at most one
+//     per goroutine of the run does (one that looked at the run just
+//     before it ended);
+//   - a node that ran and was not stopped keeps its own outcome: the last
+//     attempt's value or error, after all its attempts;
+//   - the report, the hooks and the wrappers' results agree.
+
+// s20eGraph is a generated graph: a s19fGraph (for its joins and shape)
+// plus the flow rules this test varies.
+type s20eGraph struct {
+	*s19fGraph
+	kind     []int // 0 succeed, 1 fail, 2 fail under PolicyContinue, 3 fail the first attempt, 4 block
+	sleep    []time.Duration
+	timeout  []time.Duration
+	attempts []int // 0: no RetryPolicy
+	backoff  []time.Duration
+	attemptT []time.Duration
+	ends     []bool
+	end      []bool // OnFailure(PolicyEnd)
+	hooks    bool   // per-run hooks (else WithTimings only)
+	callback []bool
+	begin    bool // the single-use run with BeginWork (needs hooks for its report)
+	mayHold  bool // a blocking worker with no bound of its own
+}
+
+const (
+	s20eOK = iota
+	s20eFail
+	s20eContinue
+	s20eFlaky
+	s20eBlock
+)
+
+func s20eDecode(data []byte) *s20eGraph {
+	h := fnv.New64a()
+	h.Write(data)
+	s := &s19fSource{b: data, rest: rand.New(rand.NewPCG(h.Sum64(), uint64(len(data))+20))}
+	n := 1 + s.next(16)
+	g := &s20eGraph{s19fGraph: &s19fGraph{n: n, workers: 1 + s.next(4), plans: 2 + s.next(3), noSkip: s.next(2) == 0}}
+	g.hooks = s.next(3) != 0
+	g.begin = g.hooks && s.next(3) == 0
+	g.hasSucc = make([]bool, n)
+	g.deps = make([][]int, n)
+	g.must = make([][]bool, n)
+	g.outcome = make([]int, n)
+	g.join = make([]s19fJoin, n)
+	g.kind = make([]int, n)
+	g.sleep = make([]time.Duration, n)
+	g.timeout = make([]time.Duration, n)
+	g.attempts = make([]int, n)
+	g.backoff = make([]time.Duration, n)
+	g.attemptT = make([]time.Duration, n)
+	g.ends = make([]bool, n)
+	g.end = make([]bool, n)
+	g.callback = make([]bool, n)
+	anyEnds := false
+	for j := range n {
+		switch k := s.next(24); {
+		case k < 14:
+			g.kind[j] = s20eOK
+		case k < 17:
+			g.kind[j] = s20eFail
+		case k < 19:
+			g.kind[j] = s20eContinue
+		case k < 22:
+			g.kind[j] = s20eFlaky
+		default:
+			g.kind[j] = s20eBlock
+		}
+		if g.kind[j] == s20eBlock && s.next(2) == 0 {
+			g.kind[j] = s20eOK // blocking one node in twenty-four
+		}
+		if k := g.kind[j]; (k == s20eFail || k == s20eFlaky || k == s20eBlock) && s.next(5) == 0 {
+			g.end[j] = true
+		}
+		if s.next(4) == 0 {
+			g.sleep[j] = time.Duration(s.next(5)) * 250 * time.Microsecond
+		}
+		if s.next(6) == 0 {
+			g.timeout[j] = time.Duration(1+s.next(20)) * time.Millisecond
+		}
+		if s.next(4) == 0 {
+			g.attempts[j] = 1 + s.next(3)
+			g.backoff[j] = time.Duration(s.next(3)) * time.Millisecond
+			if g.kind[j] == s20eBlock && s.next(2) == 0 {
+				g.attemptT[j] = time.Duration(1+s.next(5)) * time.Millisecond
+			}
+		}
+		if g.kind[j] == s20eBlock && g.timeout[j] == 0 && g.attemptT[j] == 0 {
+			g.mayHold = true
+		}
+		g.ends[j] = s.next(4) == 0
+		anyEnds = anyEnds || g.ends[j]
+		g.callback[j] = !g.hooks || s.next(4) != 0
+		for i := range j {
+			if s.next(4) == 0 {
+				g.deps[j] = append(g.deps[j], i)
+				g.hasSucc[i] = true
+				g.must[j] = append(g.must[j], s.next(2) == 0)
+			}
+		}
+		if len(g.deps[j]) == 0 {
+			g.starts = append(g.starts, j)
+			continue
+		}
+		if s.next(10) == 0 {
+			g.starts = append(g.starts, j)
+		}
+		d := g.deps[j]
+		jn := &g.join[j]
+		// The default, AllDone, AnySucceeded, AtLeast and When two times in
+		// three, every kind of FuzzS19FBranches's the other time.
+		if s.next(3) != 0 {
+			jn.kind = [...]s19fJoinKind{s19fDefault, s19fAllDone, s19fAny, s19fAtLeast, s19fWhen}[s.next(5)]
+		} else {
+			jn.kind = s19fJoinKind(s.next(int(s19fKinds)))
+		}
+		switch jn.kind {
+		case s19fAtLeast:
+			jn.k = 1 + s.next(len(d))
+		case s19fNamed:
+			for _, i := range d {
+				if s.next(2) == 0 {
+					jn.named = append(jn.named, i)
+				}
+			}
+			if len(jn.named) == 0 {
+				jn.named = []int{d[s.next(len(d))]}
+			}
+		case s19fWhen:
+			jn.on, jn.pred = d[s.next(len(d))], s.next(4)
+		case s19fWhenResult:
+			jn.on, jn.pred = d[s.next(len(d))], s.next(8)
+		case s19fCustom:
+			if s.next(7) == 0 {
+				jn.rule = 2
+			} else {
+				jn.rule = s.next(2)
+			}
+			for k := range jn.table {
+				jn.table[k] = [...]Decision{DecideRun, DecideSkip, DecideFail}[s.next(3)]
+			}
+			jn.early = [...]Decision{DecideSkip, DecideFail}[s.next(2)]
+		}
+	}
+	if !anyEnds {
+		g.ends[s.next(n)] = true
+	}
+	for j := range n {
+		if g.kind[j] == s20eContinue {
+			g.outcome[j] = 2 // the When conditions of s19f see its default
+		}
+	}
+	return g
+}
+
+func (g *s20eGraph) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d nodes, %d workers, %d plan runs, ShortCircuit(false) %v, hooks %v, BeginWork %v, may hold %v, starts %v\n",
+		g.n, g.workers, g.plans, g.noSkip, g.hooks, g.begin, g.mayHold, g.starts)
+	for j := range g.n {
+		fmt.Fprintf(&b, "  n%d: %s", j, [...]string{"ok", "fail", "continue", "flaky", "block"}[g.kind[j]])
+		if g.ends[j] {
+			b.WriteString(" EndsRun")
+		}
+		if g.end[j] {
+			b.WriteString(" PolicyEnd")
+		}
+		if g.sleep[j] > 0 {
+			fmt.Fprintf(&b, " sleep %v", g.sleep[j])
+		}
+		if g.timeout[j] > 0 {
+			fmt.Fprintf(&b, " Timeout %v", g.timeout[j])
+		}
+		if g.attempts[j] > 0 {
+			fmt.Fprintf(&b, " Retry(%d, backoff %v, attempt %v)", g.attempts[j], g.backoff[j], g.attemptT[j])
+		}
+		if !g.callback[j] {
+			b.WriteString(" no callback")
+		}
+		if len(g.deps[j]) > 0 {
+			b.WriteString(", deps")
+			for k, i := range g.deps[j] {
+				fmt.Fprintf(&b, " n%d(must=%v)", i, g.must[j][k])
+			}
+			fmt.Fprintf(&b, ", join %s", g.join[j].describe())
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// s20eAttempt is one call of a node's worker.
+type s20eAttempt struct {
+	startDone bool  // its context was done when it was called
+	returned  bool  // it has returned
+	ctxErr    error // its context's error when it returned
+	err       error // what it returned
+}
+
+// s20eRun records one run: its workers' attempts and its hooks.
+type s20eRun struct {
+	mu                            sync.Mutex
+	att                           [][]s20eAttempt
+	starts, ends, timeouts, skips []atomic.Int32
+	endEvents                     []atomic.Pointer[NodeEvent]
+	report                        atomic.Pointer[Report]
+}
+
+type s20eRunKey struct{}
+
+func newS20eRun(n int) *s20eRun {
+	return &s20eRun{att: make([][]s20eAttempt, n), starts: make([]atomic.Int32, n), ends: make([]atomic.Int32, n),
+		timeouts: make([]atomic.Int32, n), skips: make([]atomic.Int32, n), endEvents: make([]atomic.Pointer[NodeEvent], n)}
+}
+
+func (rr *s20eRun) ctx(hooks bool) context.Context {
+	ctx := context.WithValue(context.Background(), s20eRunKey{}, rr)
+	if !hooks {
+		return ctx
+	}
+	return WithRunHooks(ctx, &Hooks{
+		OnNodeStart: func(_ context.Context, ev NodeEvent) context.Context {
+			rr.starts[s19fIndex(ev.ID)].Add(1)
+			return nil
+		},
+		OnNodeEnd: func(_ context.Context, ev NodeEvent) {
+			i := s19fIndex(ev.ID)
+			rr.ends[i].Add(1)
+			rr.endEvents[i].Store(&ev)
+		},
+		OnNodeSkip:    func(_ context.Context, ev NodeEvent) { rr.skips[s19fIndex(ev.ID)].Add(1) },
+		OnNodeTimeout: func(_ context.Context, ev NodeEvent) { rr.timeouts[s19fIndex(ev.ID)].Add(1) },
+		OnRunEnd:      func(_ context.Context, rep *Report) { rr.report.Store(rep) },
+	})
+}
+
+// s20eBuilt is one set of wrappers for g, with their callbacks' counts
+// over all their runs.
+type s20eBuilt struct {
+	ws              []*WorkerWrapper[int, int]
+	begins, results []atomic.Int32
+	last            []atomic.Pointer[WorkResult[int]]
+}
+
+func (g *s20eGraph) build(bad func(string, ...any)) *s20eBuilt {
+	b := &s20eBuilt{ws: make([]*WorkerWrapper[int, int], g.n), begins: make([]atomic.Int32, g.n),
+		results: make([]atomic.Int32, g.n), last: make([]atomic.Pointer[WorkResult[int]], g.n)}
+	for j := range g.n {
+		kind, sleep := g.kind[j], g.sleep[j]
+		w := NewWrapper(s19fID(j), WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			rr, ok := ctx.Value(s20eRunKey{}).(*s20eRun)
+			if !ok {
+				bad("n%d: worker without its run's record", j)
+				return 0, errBoom
+			}
+			rr.mu.Lock()
+			k := len(rr.att[j])
+			rr.att[j] = append(rr.att[j], s20eAttempt{startDone: ctx.Err() != nil})
+			rr.mu.Unlock()
+			v, err := s19fValue(j), error(nil)
+			if sleep > 0 {
+				time.Sleep(sleep)
+			}
+			switch kind {
+			case s20eFail, s20eContinue:
+				v, err = 7, errBoom
+			case s20eFlaky:
+				if k == 0 {
+					v, err = 7, errBoom
+				}
+			case s20eBlock:
+				<-ctx.Done()
+				v, err = 7, ctx.Err()
+			}
+			rr.mu.Lock()
+			a := &rr.att[j][k]
+			a.returned, a.ctxErr, a.err = true, ctx.Err(), err
+			rr.mu.Unlock()
+			return v, err
+		}), 0).Default(s19fDefVal(j)).ShortCircuit(!g.noSkip)
+		if g.callback[j] {
+			w.Callback(s19fCallback{&b.begins[j], &b.results[j], &b.last[j]})
+		}
+		if kind == s20eContinue {
+			w.OnFailure(PolicyContinue)
+		}
+		if g.end[j] {
+			w.OnFailure(PolicyEnd)
+		}
+		if g.timeout[j] > 0 {
+			w.Timeout(g.timeout[j])
+		}
+		if g.attempts[j] > 0 {
+			w.Retry(RetryPolicy{Attempts: g.attempts[j], Backoff: ConstantBackoff(g.backoff[j]), AttemptTimeout: g.attemptT[j]})
+		}
+		if g.ends[j] {
+			w.EndsRun()
+		}
+		for k, i := range g.deps[j] {
+			w.Depend(b.ws[i], g.must[j][k])
+		}
+		switch {
+		case len(g.deps[j]) == 0:
+		case g.join[j].kind == s19fWhenResult:
+			// Its condition sees any result, the run's stops included
+			// (makeJoin's expects the results of FuzzS19FBranches's
+			// model).
+			on, mask := g.join[j].on, g.join[j].pred
+			w.Join(WhenResult(s19fID(on), func(r WorkResult[int]) bool {
+				if r.State == ResultSuccess && (r.Value != s19fValue(on) || r.Err != nil) ||
+					r.State != ResultSuccess && (r.Value != s19fDefVal(on) || r.Err == nil) {
+					bad("n%d: WhenResult(n%d) got %+v", j, on, r)
+				}
+				c := s19fFail
+				switch {
+				case r.State == ResultSuccess:
+					c = s19fOK
+				case r.Err == ErrNotTaken:
+					c = s19fNotTaken
+				}
+				return mask&s19fResultBit(c) != 0
+			}))
+		default:
+			w.Join(g.makeJoin(j, bad))
+		}
+		b.ws[j] = w
+	}
+	return b
+}
+
+// s20eChecker collects the first broken invariant of a graph's runs, and
+// counts what happened, for the log.
+type s20eChecker struct {
+	g   *s20eGraph
+	mu  sync.Mutex
+	err error
+	st  *s20eStats
+}
+
+type s20eStats struct {
+	runs, early, deadline, policyEnd, normal, stopped, lateStarts, markedLast, reportSkew atomic.Int32
+}
+
+func (c *s20eChecker) bad(format string, args ...any) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = fmt.Errorf(format, args...)
+	}
+	c.mu.Unlock()
+}
+
+func (g *s20eGraph) maxAttempts(j int) int {
+	if g.attempts[j] > 0 {
+		return g.attempts[j]
+	}
+	return 1
+}
+
+// checkRun checks one ended run; res gives each node's result in it, and
+// runErr is what Wait (or BeginWork) returned.
+func (c *s20eChecker) checkRun(kind string, runErr error, elapsed, deadline time.Duration, rep *Report, rr *s20eRun, results []WorkResult[int]) {
+	g := c.g
+	c.st.runs.Add(1)
+	bad := func(format string, args ...any) {
+		c.bad("%s run (err %v, %v): %s", kind, runErr, elapsed, fmt.Sprintf(format, args...))
+	}
+	early := -1 // a node with ErrRunEnded
+	for j := range g.n {
+		if errors.Is(results[j].Err, ErrRunEnded) {
+			early = j
+		}
+	}
+	// A node under PolicyEnd ended the run (perhaps with its own
+	// Timeout, whose error wraps DeadlineExceeded too).
+	var endErr *EndError
+	errors.As(runErr, &endErr)
+	deadlined := endErr == nil && errors.Is(runErr, context.DeadlineExceeded)
+	switch {
+	case runErr == nil:
+	case deadlined && g.mayHold:
+	case endErr != nil && g.end[s19fIndex(endErr.ID)]:
+		if r := results[s19fIndex(endErr.ID)]; r.State == ResultSuccess || errors.As(r.Err, new(*EndError)) || errors.Is(r.Err, ErrRunEnded) {
+			bad("the run ended with %v, and n%s ended with %+v", runErr, endErr.ID, r)
+		}
+	default:
+		bad("run error %v (a blocking worker with no bound: %v)", runErr, g.mayHold)
+		return
+	}
+	if !g.mayHold && elapsed >= deadline {
+		bad("took %v, the deadline is %v, and no worker blocks", elapsed, deadline)
+	}
+	if runErr != nil && early >= 0 {
+		bad("the run failed, and n%d ended with %v", early, results[early].Err)
+	}
+	switch {
+	case early >= 0:
+		c.st.early.Add(1)
+	case endErr != nil:
+		c.st.policyEnd.Add(1)
+	case deadlined:
+		c.st.deadline.Add(1)
+	default:
+		c.st.normal.Add(1)
+	}
+	// The marked nodes' latest end: the run ended after it.
+	var lastMarked time.Time
+	if rep != nil {
+		for j := range g.n {
+			if g.ends[j] {
+				if e := rep.Nodes[s19fRepIndex(rep, s19fID(j))].Ended; e.After(lastMarked) {
+					lastMarked = e
+				}
+			}
+		}
+		if rep.RunErr != runErr && (rep.RunErr == nil || runErr == nil || rep.RunErr.Error() != runErr.Error()) {
+			bad("report's RunErr %v", rep.RunErr)
+		}
+	}
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	// A goroutine looks at the run before it starts a worker: only one
+	// that looked just before the run ended can start one after, once
+	// (the next time it looks, it sees the run ended). The goroutines are
+	// the pool's, the caller's and those of the timers (Timeout, retries).
+	late, goroutines := 0, g.workers+1
+	for j := range g.n {
+		for _, a := range rr.att[j] {
+			if a.startDone && g.attemptT[j] == 0 {
+				late++
+			}
+		}
+		if g.timeout[j] > 0 || g.attempts[j] > 0 {
+			goroutines++
+		}
+	}
+	if late > goroutines {
+		bad("%d workers started after the run ended, and at most %d goroutines could have looked at it just before", late, goroutines)
+	}
+	for j := range g.n {
+		id, r := s19fID(j), results[j]
+		bad := func(format string, args ...any) {
+			bad("n%d (%+v): %s", j, r, fmt.Sprintf(format, args...))
+		}
+		att := rr.att[j]
+		ee, endStopped := r.Err.(*EndError) // stopped by a PolicyEnd node
+		for k, a := range att {
+			if !a.returned {
+				bad("attempt %d has not returned", k+1)
+			}
+			if a.startDone {
+				c.st.lateStarts.Add(1)
+				// An AttemptTimeout may pass before the worker's first
+				// line, under the race detector.
+				if r.State != ResultTimeout && !endStopped && g.attemptT[j] == 0 {
+					bad("attempt %d started with its context done, and the node did not end as a timeout", k+1)
+				}
+			}
+		}
+		if len(att) > g.maxAttempts(j) {
+			bad("%d attempts, at most %d allowed", len(att), g.maxAttempts(j))
+		}
+		_, ownTimeout := r.Err.(*NodeTimeoutError)
+		stopped := errors.Is(r.Err, ErrRunEnded)
+		if stopped {
+			var re *runEnded
+			if !errors.As(r.Err, &re) || !g.ends[s19fIndex(re.id)] {
+				bad("the run ended with a node not marked: %v", r.Err)
+			}
+		}
+		switch {
+		case g.ends[j] && stopped:
+			bad("a marked node stopped because the run ended")
+		case stopped:
+			c.st.stopped.Add(1)
+			if r.State != ResultTimeout || r.Value != s19fDefVal(j) {
+				bad("stopped with the wrong state or value")
+			}
+			if len(att) > 0 {
+				last := att[len(att)-1]
+				// Stopped running (it saw its context cancelled), or its
+				// last result was dropped: it returned late, or it
+				// failed and had attempts left.
+				if !errors.Is(last.ctxErr, context.Canceled) && last.err == nil && g.kind[j] == s20eBlock {
+					bad("a blocking worker returned %v, context %v", last.err, last.ctxErr)
+				}
+				if g.kind[j] == s20eBlock && g.timeout[j] == 0 && g.attemptT[j] == 0 && !errors.Is(last.ctxErr, context.Canceled) {
+					bad("an unbounded blocking worker saw %v", last.ctxErr)
+				}
+			}
+			if rep != nil {
+				if e := rep.Nodes[s19fRepIndex(rep, id)].Ended; e.Before(lastMarked) {
+					bad("stopped at %v, before the last marked node ended (%v)", e.Sub(rep.Start), lastMarked.Sub(rep.Start))
+				}
+			}
+		case endStopped:
+			if endErr == nil || ee.ID != endErr.ID {
+				bad("stopped by a PolicyEnd node, and the run's error is %v", runErr)
+			}
+			if r.State != ResultException || r.Value != s19fDefVal(j) {
+				bad("stopped with the wrong state or value")
+			}
+		case r.State == ResultTimeout && !ownTimeout:
+			// The deadline, perhaps before a PolicyEnd node ended the
+			// run (its EndError is then the run's error).
+			if !deadlined && endErr == nil || !g.mayHold || !errors.Is(r.Err, context.DeadlineExceeded) {
+				bad("a timeout that is neither its own nor the deadline's")
+			}
+		case ownTimeout:
+			if g.timeout[j] == 0 {
+				bad("a timeout of its own without a Timeout")
+			}
+			if r.Value != s19fDefVal(j) {
+				bad("timed out with the wrong value")
+			}
+		case len(att) > 0:
+			// It ran and ended with what its last attempt returned.
+			last := att[len(att)-1]
+			if !last.returned {
+				break
+			}
+			switch {
+			case r.State == ResultSuccess:
+				if last.err != nil || r.Value != s19fValue(j) || r.Err != nil {
+					bad("succeeded, its last attempt returned %v", last.err)
+				}
+			case r.State == ResultException:
+				if last.err == nil && g.attemptT[j] == 0 {
+					bad("failed, its last attempt returned nil")
+				}
+				// Fewer attempts when a backoff would have ended past the
+				// node's Timeout or the run's deadline (short only if a
+				// worker may hold the run).
+				if len(att) != g.maxAttempts(j) && g.timeout[j] == 0 && !g.mayHold {
+					bad("failed after %d attempts of %d", len(att), g.maxAttempts(j))
+				}
+				if g.kind[j] != s20eBlock && !errors.Is(r.Err, errBoom) {
+					bad("failed, its worker returned errBoom")
+				}
+				if r.Value != s19fDefVal(j) {
+					bad("failed with the wrong value")
+				}
+			default:
+				bad("ran and ended with state %v", r.State)
+			}
+			if g.kind[j] == s20eBlock && g.timeout[j] == 0 && g.attemptT[j] == 0 {
+				bad("an unbounded blocking worker ran, and the node was not stopped")
+			}
+		default:
+			if r.State != ResultException || r.Value != s19fDefVal(j) || r.Err == nil {
+				bad("did not run, and ended so")
+			}
+		}
+		// The hooks.
+		if g.hooks {
+			if n := rr.ends[j].Load(); n != 1 {
+				bad("OnNodeEnd fired %d times", n)
+			} else if ev := rr.endEvents[j].Load(); ev.Err != r.Err || ev.Result != r.State {
+				bad("OnNodeEnd saw %v, %v", ev.Result, ev.Err)
+			}
+			if n := rr.timeouts[j].Load(); n != s20eB32(r.State == ResultTimeout) {
+				bad("OnNodeTimeout fired %d times", n)
+			}
+			if n := rr.starts[j].Load(); int(n) != len(att) {
+				bad("OnNodeStart fired %d times, %d attempts", n, len(att))
+			}
+			if n := rr.skips[j].Load(); n != s20eB32(errors.Is(r.Err, ErrSkipped) || errors.Is(r.Err, ErrNotTaken)) {
+				bad("OnNodeSkip fired %d times", n)
+			}
+		}
+		// The report.
+		if rep != nil {
+			nr := rep.Nodes[s19fRepIndex(rep, id)]
+			var want Status
+			switch {
+			case r.State == ResultSuccess:
+				want = StatusSucceeded
+			case r.State == ResultTimeout:
+				want = StatusTimedOut
+			case errors.Is(r.Err, ErrSkipped) || errors.Is(r.Err, ErrNotTaken):
+				want = StatusSkipped
+			default:
+				want = StatusFailed
+			}
+			// The report is taken when the run ends: for a node stopped
+			// while its goroutine was between counting an attempt and
+			// calling the worker (or finding the run stopped and taking
+			// the count back), it may count one attempt more or less
+			// than the worker's calls.
+			attOK := nr.Attempts == len(att) && nr.Ran == (len(att) > 0)
+			if r.State == ResultTimeout || endStopped {
+				attOK = nr.Attempts >= len(att)-1 && nr.Attempts <= len(att)+1 && (!nr.Ran || nr.Attempts > 0)
+				if !attOK || nr.Attempts != len(att) {
+					c.st.reportSkew.Add(1)
+				}
+			}
+			if nr.ID != id || nr.Status != want || nr.Result != r.State || nr.Err != r.Err || nr.Value != any(r.Value) ||
+				!attOK || nr.Ended.IsZero() {
+				bad("reported %v %v %v %v, ran %v, %d attempts, ended %v; the worker's attempts: %+v", nr.Status, nr.Result, nr.Err, nr.Value, nr.Ran, nr.Attempts, nr.Ended, att)
+			}
+		}
+	}
+	if early >= 0 && rep != nil {
+		// Which marked node ended the run: the last one counted, whose
+		// end is no later than any stopped node's.
+		var re *runEnded
+		errors.As(results[early].Err, &re)
+		if rep.Nodes[s19fRepIndex(rep, re.id)].Ended.Equal(lastMarked) {
+			c.st.markedLast.Add(1)
+		}
+	}
+}
+
+func s20eB32(b bool) int32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// s20eEnded is what one run left to check, taken before it is released.
+type s20eEnded struct {
+	kind    string
+	err     error
+	elapsed time.Duration
+	rep     *Report
+	rr      *s20eRun
+	results []WorkResult[int]
+}
+
+// check runs g once as a single-use run and, at the same time, g.plans
+// times as runs of a plan, and returns the first broken invariant. The
+// runs are checked once the Async is closed: every worker has returned.
+func (g *s20eGraph) check(st *s20eStats) error {
+	c := &s20eChecker{g: g, st: st}
+	deadline := 30 * time.Second
+	if g.mayHold {
+		deadline = 100 * time.Millisecond
+	}
+	a := New(WithMaxWorkers(g.workers), WithTimings(true))
+	starts := func(b *s20eBuilt) []Wrapper {
+		s := make([]Wrapper, len(g.starts))
+		for k, i := range g.starts {
+			s[k] = b.ws[i]
+		}
+		return s
+	}
+	one := g.build(c.bad)
+	pb := g.build(c.bad)
+	pl, err := Compile(starts(pb)...)
+	if err != nil {
+		a.Close()
+		return fmt.Errorf("Compile: %w", err)
+	}
+	results := func(b *s20eBuilt, run *Run) []WorkResult[int] {
+		res := make([]WorkResult[int], g.n)
+		for j, w := range b.ws {
+			if run == nil {
+				res[j] = w.Result()
+			} else {
+				res[j] = w.ResultIn(run)
+			}
+		}
+		return res
+	}
+	ended := make([]*s20eEnded, 1+g.plans)
+	var wg sync.WaitGroup
+	rr := newS20eRun(g.n)
+	wg.Go(func() {
+		t0 := time.Now()
+		if g.begin {
+			err := a.BeginWork(rr.ctx(true), deadline, starts(one)...)
+			ended[0] = &s20eEnded{"single-use (BeginWork)", err, time.Since(t0), rr.report.Load(), rr, results(one, nil)}
+			return
+		}
+		run, err := a.Start(rr.ctx(g.hooks), deadline, starts(one)...)
+		if err != nil {
+			c.bad("Start: %v", err)
+			return
+		}
+		err = run.Wait(context.Background())
+		ended[0] = &s20eEnded{"single-use", err, time.Since(t0), run.Report(), rr, results(one, run)}
+	})
+	rrs := make([]*s20eRun, g.plans)
+	for k := range g.plans {
+		rrs[k] = newS20eRun(g.n)
+		wg.Go(func() {
+			t0 := time.Now()
+			run, err := a.RunPlan(rrs[k].ctx(g.hooks), pl, deadline)
+			el := time.Since(t0)
+			if err != nil && run == nil {
+				c.bad("plan run %d: %v", k, err)
+				return
+			}
+			ended[1+k] = &s20eEnded{fmt.Sprint("plan ", k), err, el, run.Report(), rrs[k], results(pb, run)}
+			run.Release()
+		})
+	}
+	wg.Wait()
+	a.Close()
+	for _, e := range ended {
+		if e == nil {
+			continue
+		}
+		if e.rep == nil && g.hooks {
+			c.bad("%s run: OnRunEnd did not fire", e.kind)
+			continue
+		}
+		c.checkRun(e.kind, e.err, e.elapsed, deadline, e.rep, e.rr, e.results)
+	}
+	// The callbacks, over all the runs.
+	for j := range g.n {
+		if !g.callback[j] {
+			continue
+		}
+		att := len(rr.att[j])
+		if n := one.results[j].Load(); n != 1 {
+			c.bad("single-use run, n%d: Result callback fired %d times", j, n)
+		} else if last := one.last[j].Load(); *last != one.ws[j].Result() {
+			c.bad("single-use run, n%d: Result callback got %+v, the result is %+v", j, *last, one.ws[j].Result())
+		}
+		if b := one.begins[j].Load(); int(b) != att {
+			c.bad("single-use run, n%d: %d Begin, %d attempts", j, b, att)
+		}
+		att = 0
+		for _, rr := range rrs {
+			att += len(rr.att[j])
+		}
+		if n := pb.results[j].Load(); n != int32(g.plans) {
+			c.bad("plan runs, n%d: Result callback fired %d times in %d runs", j, n, g.plans)
+		}
+		if b := pb.begins[j].Load(); int(b) != att {
+			c.bad("plan runs, n%d: %d Begin, %d attempts", j, b, att)
+		}
+	}
+	return c.err
+}
+
+// FuzzS20EEndsRun decodes a graph with nodes marked EndsRun from its
+// input (see the comment at the top), runs it once as a single-use run
+// and a few times as runs of a plan, concurrently, and checks the
+// invariants of EndsRun that hold whatever the timing.
+func FuzzS20EEndsRun(f *testing.F) {
+	rng := rand.New(rand.NewPCG(20, 5))
+	for range 16 {
+		b := make([]byte, 20+rng.IntN(200))
+		for k := range b {
+			b[k] = byte(rng.Uint32())
+		}
+		f.Add(b)
+	}
+	var st s20eStats
+	f.Fuzz(func(t *testing.T, data []byte) {
+		g := s20eDecode(data)
+		if err := g.check(&st); err != nil {
+			t.Fatalf("%v\ngraph: %v", err, g)
+		}
+	})
+}
+
+// TestS20EEndsRunRandom runs a fixed sample of FuzzS20EEndsRun's space on
+// every test run, eight graphs at a time.
+func TestS20EEndsRunRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(20, 20))
+	graphs := 400
+	if testing.Short() {
+		graphs = 60
+	}
+	inputs := make([][]byte, graphs)
+	for k := range inputs {
+		inputs[k] = make([]byte, 20+rng.IntN(250))
+		for i := range inputs[k] {
+			inputs[k][i] = byte(rng.Uint32())
+		}
+	}
+	var st s20eStats
+	var next atomic.Int32
+	var mu sync.Mutex
+	var failures []string
+	var nodes, holding atomic.Int32
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for {
+				k := int(next.Add(1)) - 1
+				if k >= graphs {
+					return
+				}
+				g := s20eDecode(inputs[k])
+				nodes.Add(int32(g.n))
+				if g.mayHold {
+					holding.Add(1)
+				}
+				if err := g.check(&st); err != nil {
+					mu.Lock()
+					failures = append(failures, fmt.Sprintf("graph %d (input %x): %v\n%v", k, inputs[k], err, g))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, f := range failures {
+		t.Error(f)
+	}
+	t.Logf("%d graphs (%d nodes, %d with a blocking worker that may hold the run): %d runs, %d ended early (%d nodes stopped, the run named the last marked node %d times), %d by the deadline, %d by a PolicyEnd node, %d normally; %d attempts started with their context done, %d reports with an attempt more or less than the worker's calls",
+		graphs, nodes.Load(), holding.Load(), st.runs.Load(), st.early.Load(), st.stopped.Load(), st.markedLast.Load(), st.deadline.Load(), st.policyEnd.Load(), st.normal.Load(), st.lateStarts.Load(), st.reportSkew.Load())
+}
+
+// s20eSlowDefault is a worker that fails; its DefaultValue, which the
+// engine calls as the node ends, first lets the marked node "page" end
+// (the run ends with it), then takes a while: the node's PolicyEnd comes
+// after the run ended.
+type s20eSlowDefault struct{ release chan struct{} }
+
+func (w s20eSlowDefault) Action(context.Context, int, Wrappers) (int, error) { return 0, errBoom }
+func (w s20eSlowDefault) DefaultValue() int {
+	select {
+	case <-w.release:
+	default:
+		close(w.release)
+	}
+	time.Sleep(50 * time.Millisecond)
+	return -1
+}
+
+// TestS20EPolicyEndAfterTheRunEnded: a node under PolicyEnd whose failure
+// is settled after the run ended with its marked node stops nothing (the
+// run's end stopped slow, with ErrRunEnded), so the run's error is nil,
+// as EndsRun says; it was the failing node's EndError, which names a
+// node that ended no other.
+func TestS20EPolicyEndAfterTheRunEnded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		release := make(chan struct{})
+		critical := NewWrapper[int, int]("critical", s20eSlowDefault{release}, 0).OnFailure(PolicyEnd)
+		page := NewWrapper("page", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			<-release
+			return 1, nil
+		}), 0).EndsRun()
+		slow := NewWrapper("slow", endsSleeper(time.Hour, 2), 0)
+		run, err := a.Start(context.Background(), time.Minute, critical, page, slow)
+		require.NoError(t, err)
+		err = run.Wait(context.Background())
+		require.ErrorIs(t, slow.ResultIn(run).Err, ErrRunEnded, "the run ended with page")
+		assert.NoError(t, err)
+		assert.Nil(t, run.Report().RunErr)
+		assert.Equal(t, WorkResult[int]{State: ResultException, Value: -1, Err: errBoom}, critical.ResultIn(run), "its own failure")
+		assert.Equal(t, WorkResult[int]{State: ResultSuccess, Value: 1}, page.ResultIn(run))
+	})
+}
+
+// TestS20EMarkedNodeUnderPolicyEnd: a marked node that fails under
+// PolicyEnd and is the last marked one to end ends the run with its
+// EndError: every node it stops has that error, none ErrRunEnded.
+func TestS20EMarkedNodeUnderPolicyEnd(t *testing.T) {
+	for range 200 {
+		a := New(WithMaxWorkers(4))
+		page := NewWrapper("page", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			return 0, errBoom
+		}), 0).OnFailure(PolicyEnd).EndsRun()
+		starts := []Wrapper{page}
+		for i := range 4 {
+			starts = append(starts, NewWrapper(fmt.Sprint("slow", i), endsSleeper(time.Hour, 2), 0))
+		}
+		err := a.BeginWork(context.Background(), time.Minute, starts...)
+		var ee *EndError
+		require.ErrorAs(t, err, &ee)
+		require.Equal(t, "page", ee.ID)
+		for _, w := range starts[1:] {
+			r := w.(*WorkerWrapper[int, int]).Result()
+			require.ErrorAs(t, r.Err, &ee, "%s", w.ID())
+			require.NotErrorIs(t, r.Err, ErrRunEnded, "%s", w.ID())
+		}
+		a.Close()
+	}
+}
