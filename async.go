@@ -72,7 +72,8 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 // WithMaxWorkers bounds the number of goroutines the Async runs workers on
 // at once (default [DefaultMaxWorkers]), on a [Pool] it owns. Any DAG
-// completes even with n = 1: no goroutine ever waits for another node. The
+// completes even with n = 1: no goroutine waits for another node, but a
+// worker that waits for a run it started (a [SubPlan]'s, for one). The
 // n goroutines are shared by every run on the Async; a run that found none
 // free goes on with those it has, and takes one that frees up later while
 // it still has nodes queued. A run started from inside a worker (with a

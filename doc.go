@@ -10,16 +10,19 @@
 // add a [Callback], a default value, and edges: w.Depend(up, must) makes up
 // an upstream of w. [Async.BeginWork] runs every node reachable from the
 // start nodes on a bounded goroutine pool and returns when all of them have
-// ended or the group deadline passed. Each node's typed [WorkResult] is then
-// available from its wrapper; inside a worker, upstream results are read by
-// id through the run's view with [ResultOf].
+// ended, the group deadline passed, or the nodes marked
+// [WorkerWrapper.EndsRun] have ended (the others are then stopped). Each
+// node's typed [WorkResult] is then available from its wrapper; inside a
+// worker, upstream results are read through the upstream's wrapper with
+// [WorkerWrapper.ResultFrom], or by id with [ResultOf].
 //
 // # Lifecycle
 //
 // Every node reachable from the start nodes ends exactly once, in
 // [StateFinish] (the worker succeeded in time) or [StateError] (it failed,
 // panicked, was skipped, was a branch not taken (see [When]), an upstream
-// it needed failed, or the deadline passed). A worker's Action runs at most once (once per attempt with a
+// it needed failed, the deadline passed, or the run ended with its
+// [WorkerWrapper.EndsRun] nodes before it). A worker's Action runs at most once (once per attempt with a
 // RetryPolicy or a Resume(Rerun)). Callback.Begin runs right
 // before Action, only if it runs; Callback.Result runs exactly once per
 // node, whether or not the node ran. A node's result is written before its

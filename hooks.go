@@ -31,7 +31,8 @@ type Hooks struct {
 	// taken ([ErrNotTaken]); ev.Reason says why.
 	OnNodeSkip func(ctx context.Context, ev NodeEvent)
 	// OnNodeTimeout is called, before OnNodeEnd, for a node ended by the
-	// group deadline, the run's cancellation or its own timeout.
+	// group deadline, the run's cancellation, its own timeout, or the
+	// run's end with its [WorkerWrapper.EndsRun] nodes.
 	OnNodeTimeout func(ctx context.Context, ev NodeEvent)
 	// OnNodeRetry is called when a failed attempt will be retried, with
 	// the attempt's error in ev.Err and the backoff in ev.Wait.
@@ -46,10 +47,11 @@ type RunInfo struct {
 	Nodes int
 	// Deadline is the group deadline, zero if there is none.
 	Deadline time.Time
-	// Nested reports whether the run was started from inside a worker of
-	// another run: a [SubPlan]'s sub-run, or a run a worker started
-	// itself. The hooks of its Async and of its context (which it
-	// inherits from the worker's) see it as a run of its own.
+	// Nested reports whether the run was started with the context of a
+	// worker of another run (or one derived from it): a [SubPlan]'s
+	// sub-run, or a run a worker started with its ctx. The hooks of its
+	// Async and of its context (which it inherits from the worker's) see
+	// it as a run of its own.
 	Nested bool
 }
 
