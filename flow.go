@@ -58,7 +58,10 @@ type RetryPolicy struct {
 	// Attempts is the total number of attempts, at least 1.
 	Attempts int
 	// Backoff gives the delay before attempt n+1 after attempt n failed
-	// (n counts from 1). Nil means no delay.
+	// (n counts from 1). Nil means no delay. A retry whose delay would
+	// end after the node's Timeout or the group deadline is not
+	// scheduled: the node fails at once with its last attempt's error,
+	// under its FailurePolicy, after fewer than Attempts attempts.
 	Backoff Backoff
 	// Retryable reports whether an error is worth another attempt. Nil
 	// means every error except a panic.
