@@ -60,9 +60,11 @@ type NodeReport struct {
 	Wait                  time.Duration
 	Lane                  int
 	// Sub is the report of the plan a [SubPlan] node runs: of the last
-	// run of it that the node started, or its static shape (as
-	// [Plan.Describe] gives it) while the node has started none. It is
-	// nil for other nodes. [Report.String], [Report.DOT], [Report.Mermaid]
+	// run of it that the node started (ended, in the report of a run
+	// that has ended), or its static shape (as [Plan.Describe] gives it)
+	// while the node has not ended and started none. It is nil for a
+	// SubPlan node that ended without starting a sub-run, and for other
+	// nodes. [Report.String], [Report.DOT], [Report.Mermaid]
 	// and [Report.WriteChromeTrace] show it with the node;
 	// [Report.CriticalPath] and [Report.Err] stay with the report's own
 	// nodes.

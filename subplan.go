@@ -95,14 +95,15 @@ func (s SubPlan[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R, 
 	in := ctx
 	if s.Input != nil {
 		if in, err = s.Input(ctx, param, all); err != nil {
-			return v, err
+			return v, fmt.Errorf("asynctool: SubPlan's Input: %w", err)
 		}
 		if in == nil {
 			in = ctx
-		} else if in.Value(inRunKey{}) != outer {
-			// From outside any run, or from another run's worker: the
-			// sub-run would not have the node's deadline and cancellation.
-			return v, fmt.Errorf("asynctool: SubPlan's Input returned a context that does not derive from the node's")
+		} else if in.Value(inRunKey{}) != outer || in.Done() == nil {
+			// From outside any run, from another run's worker, or detached
+			// (context.WithoutCancel): the sub-run would not have the
+			// node's deadline and cancellation.
+			return v, fmt.Errorf("asynctool: SubPlan's Input returned a context that does not derive from the node's, or drops its cancellation")
 		}
 	}
 	sub := s.Plan.p.getRun()
@@ -217,12 +218,30 @@ func (r *runState) firstPending() NodeReport {
 }
 
 // reportSubs fills in the Sub of rep's SubPlan nodes.
+//
+// The report of a run that has ended shows its sub-runs ended too: the
+// outer run can end (its deadline, a Cancel, EndsRun, the node's own
+// Timeout) while a sub-run's sweep is still ending its nodes, since the
+// outer run does not wait for its workers. The sub-run's context ended
+// with the outer run's or the node's (Input's context must keep the
+// node's cancellation), so that wait is its sweep's, not its workers'.
+// A SubPlan node that ended without starting a sub-run (its Input failed,
+// or it did not run) has no Sub.
 func (r *runState) reportSubs(rep *Report) {
 	last := r.lastSubs()
+	ended := false
+	select {
+	case <-r.done: // nil, never ready, before the run starts
+		ended = true
+	default:
+	}
 	for i := range rep.Nodes {
 		if sub := last[int32(i)]; sub != nil {
+			if ended {
+				<-sub.Done()
+			}
 			rep.Nodes[i].Sub = sub.Report()
-		} else if pl := r.p.nodes[i].core.impl.subPlan(); pl != nil {
+		} else if pl := r.p.nodes[i].core.impl.subPlan(); pl != nil && !terminal(r.nodes[i].st()) {
 			rep.Nodes[i].Sub = pl.Describe()
 		}
 	}
