@@ -26,8 +26,37 @@ func node(t testing.TB, rep *asynctool.Report, id string) (*asynctool.NodeReport
 	if n := find(rep, id); n != nil {
 		return n, true
 	}
-	t.Errorf("asynctooltest: no node %q in the report", id)
+	if strings.Contains(id, "/") {
+		// A path: say which paths there are, the usual mistake being
+		// a sub-run's node named by its own id, or a typo.
+		t.Errorf("asynctooltest: no node %q in the report (its paths: %s)", id, paths(rep))
+	} else {
+		t.Errorf("asynctooltest: no node %q in the report", id)
+	}
 	return nil, false
+}
+
+// paths lists, for an error, the ids and paths of rep's nodes, at most 20.
+func paths(rep *asynctool.Report) string {
+	var out []string
+	var walk func(rep *asynctool.Report, prefix string)
+	walk = func(rep *asynctool.Report, prefix string) {
+		for i := range rep.Nodes {
+			if len(out) == 20 {
+				return
+			}
+			n := &rep.Nodes[i]
+			out = append(out, prefix+n.ID)
+			if n.Sub != nil {
+				walk(n.Sub, prefix+n.ID+"/")
+			}
+		}
+	}
+	walk(rep, "")
+	if len(out) == 20 {
+		out = append(out, "...")
+	}
+	return strings.Join(out, ", ")
 }
 
 // find returns the node of rep with the given id, or with the given path

@@ -43,7 +43,7 @@ func TestAssertionsReachIntoSubPlans(t *testing.T) {
 	})
 	assert.Empty(t, s.errors)
 	s = onSpy(t, func(s *spy) { asynctooltest.Succeeded(s, rep, "top/mid/none") })
-	assert.Equal(t, []string{`asynctooltest: no node "top/mid/none" in the report`}, s.errors)
+	assert.Equal(t, []string{`asynctooltest: no node "top/mid/none" in the report (its paths: top, top/mid, top/mid/fetch, top/mid/check, top/mid)`}, s.errors)
 	rep = asynctooltest.Run(t, asynctool.NewWrapper("top", asynctool.SubPlan[int, int]{Plan: middle, Output: func(sub *asynctool.Run) (int, error) {
 		return mid.ResultIn(sub).Value, nil
 	}}, 0))
