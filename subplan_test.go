@@ -648,19 +648,25 @@ func TestSubPlanReportAfterTheDeadline(t *testing.T) {
 	require.NoError(t, err)
 	a := New()
 	defer a.Close()
+	checked := 0
 	for k := range 300 {
 		node := NewWrapper("sub", SubPlan[int, int]{Plan: pl, Output: merge.ValueIn}, 0)
 		run, err := a.Start(context.Background(), time.Millisecond, node)
 		require.NoError(t, err)
 		require.Error(t, run.Wait(context.Background()))
 		sub := run.Report().Nodes[0].Sub
-		require.NotNil(t, sub)
+		if sub == nil {
+			continue // the deadline ended the node before its worker started a sub-run
+		}
+		checked++
 		for _, n := range sub.Nodes {
 			if n.ID == "slow" && n.Status != StatusTimedOut {
 				t.Fatalf("run %d: the ended run's report shows sub/slow %v", k, n.Status)
 			}
 		}
 	}
+	t.Logf("%d of 300 runs had started their sub-run", checked)
+	assert.Positive(t, checked, "no run started its sub-run: nothing was checked")
 }
 
 // TestSubPlanInputErrorReport: a SubPlan node whose Input failed says so,
