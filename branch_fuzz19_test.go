@@ -179,35 +179,42 @@ func s19fDecode(data []byte) *s19fGraph {
 		if jn.kind = s19fJoinKind(s.next(int(s19fKinds) + 3)); jn.kind >= s19fKinds {
 			jn.kind = s19fWhen
 		}
-		switch jn.kind {
-		case s19fAtLeast:
-			jn.k = 1 + s.next(len(d))
-		case s19fNamed:
-			for _, i := range d {
-				if s.next(2) == 0 {
-					jn.named = append(jn.named, i)
-				}
-			}
-			if len(jn.named) == 0 {
-				jn.named = []int{d[s.next(len(d))]}
-			}
-		case s19fWhen:
-			jn.on, jn.pred = d[s.next(len(d))], s.next(4)
-		case s19fWhenResult:
-			jn.on, jn.pred = d[s.next(len(d))], s.next(8)
-		case s19fCustom:
-			if s.next(7) == 0 { // rule 2 one time in seven
-				jn.rule = 2
-			} else {
-				jn.rule = s.next(2)
-			}
-			for k := range jn.table {
-				jn.table[k] = [...]Decision{DecideRun, DecideSkip, DecideFail}[s.next(3)]
-			}
-			jn.early = [...]Decision{DecideSkip, DecideFail}[s.next(2)]
-		}
+		jn.drawParams(s, d)
 	}
 	return g
+}
+
+// drawParams draws, from s, the parameters of a join of kind jn.kind over
+// the upstreams d: AtLeast's count, the named upstreams, a When's
+// upstream and condition, a custom join's rule and answers.
+func (jn *s19fJoin) drawParams(s *s19fSource, d []int) {
+	switch jn.kind {
+	case s19fAtLeast:
+		jn.k = 1 + s.next(len(d))
+	case s19fNamed:
+		for _, i := range d {
+			if s.next(2) == 0 {
+				jn.named = append(jn.named, i)
+			}
+		}
+		if len(jn.named) == 0 {
+			jn.named = []int{d[s.next(len(d))]}
+		}
+	case s19fWhen:
+		jn.on, jn.pred = d[s.next(len(d))], s.next(4)
+	case s19fWhenResult:
+		jn.on, jn.pred = d[s.next(len(d))], s.next(8)
+	case s19fCustom:
+		if s.next(7) == 0 { // rule 2 one time in seven
+			jn.rule = 2
+		} else {
+			jn.rule = s.next(2)
+		}
+		for k := range jn.table {
+			jn.table[k] = [...]Decision{DecideRun, DecideSkip, DecideFail}[s.next(3)]
+		}
+		jn.early = [...]Decision{DecideSkip, DecideFail}[s.next(2)]
+	}
 }
 
 func (g *s19fGraph) String() string {

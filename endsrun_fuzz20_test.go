@@ -159,33 +159,7 @@ func s20eDecode(data []byte) *s20eGraph {
 		} else {
 			jn.kind = s19fJoinKind(s.next(int(s19fKinds)))
 		}
-		switch jn.kind {
-		case s19fAtLeast:
-			jn.k = 1 + s.next(len(d))
-		case s19fNamed:
-			for _, i := range d {
-				if s.next(2) == 0 {
-					jn.named = append(jn.named, i)
-				}
-			}
-			if len(jn.named) == 0 {
-				jn.named = []int{d[s.next(len(d))]}
-			}
-		case s19fWhen:
-			jn.on, jn.pred = d[s.next(len(d))], s.next(4)
-		case s19fWhenResult:
-			jn.on, jn.pred = d[s.next(len(d))], s.next(8)
-		case s19fCustom:
-			if s.next(7) == 0 {
-				jn.rule = 2
-			} else {
-				jn.rule = s.next(2)
-			}
-			for k := range jn.table {
-				jn.table[k] = [...]Decision{DecideRun, DecideSkip, DecideFail}[s.next(3)]
-			}
-			jn.early = [...]Decision{DecideSkip, DecideFail}[s.next(2)]
-		}
+		jn.drawParams(s, d)
 	}
 	if !anyEnds {
 		g.ends[s.next(n)] = true
