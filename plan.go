@@ -530,11 +530,11 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 		}
 		p.nodes[k].setThresholds()
 		p.nodes[k].hasCallback = p.nodes[k].core.impl.hasCallback()
-		if f := p.nodes[k].flow; f != nil && (f.policy == PolicySuspend || f.join.kind == joinCustom) {
-			p.suspends = true
-		}
-		if f := p.nodes[k].flow; f != nil && f.endsRun {
-			p.endsRun++
+		if f := p.nodes[k].flow; f != nil {
+			p.suspends = p.suspends || f.policy == PolicySuspend || f.join.kind == joinCustom
+			if f.endsRun {
+				p.endsRun++
+			}
 		}
 		for _, e := range p.out(int32(k)) {
 			p.nodes[k].customOut = p.nodes[k].customOut || p.nodes[e.node].joinKind == joinCustom

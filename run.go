@@ -237,12 +237,10 @@ type runState struct {
 	ended atomic.Int64 // when the run ended, as a clock() reading (0: not yet)
 	lanes atomic.Int32
 
-	// released: Release dropped the owner's reference (see Release).
-	// After the fields above, so that they keep the offsets the
-	// benchmarks were measured with.
-	released atomic.Bool
 	// gen counts the runs of a Plan's state that were released: a Run
-	// handle made with another count is stale (see Run.live).
+	// handle made with another count is stale (see Run.live). After the
+	// fields above, so that they keep the offsets the benchmarks were
+	// measured with.
 	gen atomic.Uint64
 
 	// subs are the runs that nodes' SubPlan workers started, by node
@@ -438,7 +436,6 @@ func (r *runState) nodeTask(i int32) func() {
 // queue and flow state emptied.
 func (r *runState) reset() {
 	clear(r.nodes)
-	r.released.Store(false)
 	r.noDefault.Store(false)
 	r.shared, r.sharedHead, r.lent = r.shared[:0], 0, r.lent[:0]
 	r.searching.Store(0)
@@ -621,9 +618,6 @@ func (r *runState) resolve() {
 	}
 }
 
-// Release is Run.Release's, without the handle's check.
-func (r *runState) Release() { r.releaseGen(r.gen.Load()) }
-
 // releaseGen drops the owner's reference of the run of generation gen, if it
 // is still r's run and was not released yet.
 func (r *runState) releaseGen(gen uint64) {
@@ -632,7 +626,6 @@ func (r *runState) releaseGen(gen uint64) {
 	// generation, not a flag that reset clears, makes it once per run: a
 	// Release of a stale handle must not release the run that reused r.
 	if r.pooled && r.gen.CompareAndSwap(gen, gen+1) { // the handles on this run see it released
-		r.released.Store(true)
 		r.unref()
 	}
 }
