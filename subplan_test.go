@@ -690,3 +690,23 @@ func TestSubPlanInputErrorReport(t *testing.T) {
 		assert.Nil(t, n.Sub, "%s started no sub-run", n.ID)
 	}
 }
+
+// TestSubPlanRunsItsFirstNodeOnTheWorkersGoroutine: the goroutine of the
+// SubPlan node's worker runs the sub-run's first node itself (its stack
+// holds SubPlan's Action), rather than handing it to another goroutine.
+func TestSubPlanRunsItsFirstNodeOnTheWorkersGoroutine(t *testing.T) {
+	var stack string
+	first := NewWrapper("first", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		buf := make([]byte, 1<<16)
+		stack = string(buf[:runtime.Stack(buf, false)])
+		return 1, nil
+	}), 0)
+	pl, err := Compile(first)
+	require.NoError(t, err)
+	a := New()
+	defer a.Close()
+	node := NewWrapper("sub", SubPlan[int, int]{Plan: pl, Output: first.ValueIn}, 0)
+	require.NoError(t, a.BeginWork(context.Background(), time.Second, node))
+	require.Equal(t, 1, node.Result().Value)
+	assert.Contains(t, stack, "asynctool.SubPlan[...].Action", "the first node ran under the SubPlan worker:\n%s", stack)
+}
