@@ -729,11 +729,7 @@ func (r *runState) endedLate(i int32) bool {
 	if !late {
 		return false
 	}
-	if _, early := err.(*runEnded); st == ResultTimeout && !early {
-		// As in end: a node stopped because the run ended (EndsRun) is
-		// no timeout of the run's.
-		r.timedOut.Store(true)
-	}
+	r.noteTimeout(st, err)
 	r.failResumed(i, st, err)
 	return true
 }

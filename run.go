@@ -1407,12 +1407,8 @@ func (r *runState) end(i int32, from int32, st ResultState, err error, by int32,
 	if from == sInit {
 		wl.left = append(wl.left, i)
 	}
+	r.noteTimeout(st, err)
 	_, ownTimeout := err.(*NodeTimeoutError)
-	_, early := err.(*runEnded)
-	if st == ResultTimeout && !ownTimeout && !early {
-		// A node's own Timeout is that node's result, not the run's.
-		r.timedOut.Store(true)
-	}
 	if ownTimeout {
 		r.failedFinally(i) // PolicyContinue applies to the node's own timeout
 	}
@@ -1424,6 +1420,22 @@ func (r *runState) end(i int32, from int32, st ResultState, err error, by int32,
 	}
 	r.finish(i, sError, wl)
 	return true
+}
+
+// noteTimeout records that the run was stopped before every node ended
+// (see err) when a node ends with st and err by the run's deadline or
+// cancellation: not by the node's own Timeout, which is that node's
+// result, nor by the run's end with its EndsRun nodes, which is no
+// timeout of the run's.
+func (r *runState) noteTimeout(st ResultState, err error) {
+	if st != ResultTimeout {
+		return
+	}
+	switch err.(type) {
+	case *NodeTimeoutError, *runEnded:
+		return
+	}
+	r.timedOut.Store(true)
 }
 
 // rescueEnding ends node i, whose result has been written but whose
