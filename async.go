@@ -210,6 +210,20 @@ func (a *Async) startGraph(ctx context.Context, timeout time.Duration, starts ..
 	if err := a.check(ctx, timeout); err != nil {
 		return nil, err
 	}
+	r, err := a.compileGraph(starts)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.launch(ctx, r, timeout); err != nil {
+		unclaim(r.p, len(r.p.nodes))
+		return nil, err
+	}
+	return r, nil
+}
+
+// compileGraph compiles the single-use wrappers that starts lead to, with
+// working arrays from a's pool, and returns their run, ready to start.
+func (a *Async) compileGraph(starts []Wrapper) (*runState, error) {
 	sc, ok := a.scratch.Get().(*compileScratch)
 	if !ok {
 		sc = &compileScratch{}
@@ -226,10 +240,6 @@ func (a *Async) startGraph(ctx context.Context, timeout time.Duration, starts ..
 	r.init(p, false)
 	r.reset()
 	r.sample = a.hist.sample()
-	if err := a.launch(ctx, r, timeout); err != nil {
-		unclaim(p, len(p.nodes))
-		return nil, err
-	}
 	return r, nil
 }
 

@@ -49,7 +49,7 @@ type hedged[P, R any] struct {
 // checkedWorker).
 func (h *hedged[P, R]) workerProblem() (string, error) {
 	switch {
-	case h.w == nil || isNilSubPlan(h.w):
+	case h.w == nil || isNilWorker(h.w):
 		return "its Hedged worker has a nil worker", ErrNilWorker
 	case h.attempts < 1:
 		return fmt.Sprintf("its Hedged worker has %d attempts", h.attempts), ErrBadRetry

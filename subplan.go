@@ -73,12 +73,20 @@ func (s SubPlan[P, R]) workerProblem() (string, error) {
 	return "", nil
 }
 
-// isNilSubPlan reports whether w is a nil *SubPlan, a worker whose value
-// methods (workerProblem, subPlan, Action) would panic: a nil worker.
-func isNilSubPlan[P, R any](w Worker[P, R]) bool {
-	s, ok := w.(*SubPlan[P, R])
-	return ok && s == nil
+// isNilWorker reports whether w is a nil pointer to one of this package's
+// workers (SubPlan, SubGraph, ForEach), whose value methods
+// (workerProblem, subPlan, Action) would panic: a nil worker.
+func isNilWorker(w any) bool {
+	o, ok := w.(ownWorker)
+	return ok && o.isNil()
 }
+
+// ownWorker is a pointer to one of this package's worker structs.
+type ownWorker interface{ isNil() bool }
+
+func (s *SubPlan[P, R]) isNil() bool    { return s == nil }
+func (s *SubGraph[P, R]) isNil() bool   { return s == nil }
+func (f *ForEach[P, T, R]) isNil() bool { return f == nil }
 
 // subPlan is the plan s runs, for reports (see planWorker).
 func (s SubPlan[P, R]) subPlan() *Plan { return s.Plan }
@@ -106,13 +114,27 @@ func (s SubPlan[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R, 
 			return v, fmt.Errorf("asynctool: SubPlan's Input returned a context that does not derive from the node's, or drops its cancellation")
 		}
 	}
-	sub := s.Plan.p.getRun()
+	h, err := runSub(all, in, s.Plan.p.getRun(), "sub-plan")
+	if err != nil {
+		return v, err
+	}
+	return s.Output(h)
+}
+
+// runSub runs sub, a run prepared to start (not started), as the sub-run
+// of the node whose worker got all, under ctx (the node's, or one that
+// derives from it), and returns its handle once it has ended. The error
+// says why the node fails without reading the sub-run's results (noun
+// names the sub-run in it): it was stopped, a callback or hook panicked
+// in it, or it suspended, which cancels it.
+func runSub(all Wrappers, ctx context.Context, sub *runState, noun string) (*Run, error) {
+	outer := all.r
 	// The outer run holds the Async open while this worker runs, so the
 	// sub-run starts even if Close was called since: it is part of a run
 	// Close waits for. This goroutine runs the sub-run's nodes as far as
 	// it can before it waits, so the worker holds no goroutine idle while
 	// the plan has work for it.
-	sub.start(in, outer.a, 0, true)
+	sub.start(ctx, outer.a, 0, true)
 	// Adopted after start's writes, which a report must not read beside,
 	// and before its first task runs, so that the outer run's report
 	// shows the sub-run from its start: this goroutine may run all of a
@@ -122,7 +144,7 @@ func (s SubPlan[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R, 
 	outer.adopt(all.self, h)
 	sub.helper()
 	var stall <-chan struct{} // nil, never ready, for a plan that cannot suspend
-	if s.Plan.p.suspends {
+	if sub.p.suspends {
 		stall = sub.Suspended()
 	}
 	select {
@@ -132,14 +154,14 @@ func (s SubPlan[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R, 
 		sub.Cancel()
 		<-sub.done
 		if pending.Err == nil { // suspended by a custom join
-			return v, fmt.Errorf("asynctool: sub-plan suspended at node %q, and was cancelled", pending.ID)
+			return nil, fmt.Errorf("asynctool: %s suspended at node %q, and was cancelled", noun, pending.ID)
 		}
-		return v, fmt.Errorf("asynctool: sub-plan suspended at node %q, and was cancelled: %w", pending.ID, pending.Err)
+		return nil, fmt.Errorf("asynctool: %s suspended at node %q, and was cancelled: %w", noun, pending.ID, pending.Err)
 	}
 	if err := sub.err(); err != nil {
-		return v, fmt.Errorf("asynctool: sub-plan: %w", err)
+		return nil, fmt.Errorf("asynctool: %s: %w", noun, err)
 	}
-	return s.Output(h)
+	return h, nil
 }
 
 // planWorker is a worker of this package that runs a plan (SubPlan), for

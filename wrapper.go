@@ -349,7 +349,7 @@ func (w *WorkerWrapper[P, R]) hasWorker() bool {
 	if f, ok := w.worker.(WorkerFunc[P, R]); ok && f == nil {
 		return false
 	}
-	return !isNilSubPlan(w.worker)
+	return !isNilWorker(w.worker)
 }
 
 // checkedWorker is a worker of this package that can tell, before it

@@ -1,0 +1,191 @@
+package asynctool
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+)
+
+// SubGraph is a worker that builds a graph each time it runs, from the
+// node's param and upstreams, and runs it as one node of the outer graph:
+// a fan-out whose width, or a sub-graph whose shape, is known only at run
+// time, such as one RPC per item of a list an upstream returned. Its run
+// shows in the outer run's [Report] as the node's [NodeReport.Sub]. For
+// one call per item, [ForEach] builds the graph for you; for a shape fixed
+// in advance, [SubPlan] runs a compiled plan and builds nothing per call.
+//
+// Build makes the graph of single-use wrappers ([NewWrapper],
+// [WorkerWrapper.Depend] and their options), made anew by each call,
+// since a wrapper runs once. Their run is the node's sub-run, as a
+// SubPlan's: it runs on the outer run's [Async] under the node's context
+// (the group deadline, the node's Timeout, a retry's AttemptTimeout, the
+// outer run's cancellation), and the worker's goroutine runs its first
+// nodes itself. Once it has ended, [Built.Output] gives the node's value,
+// read from the wrappers (with [WorkerWrapper.Result]); a node of the
+// graph that failed fails the SubGraph node only if Output says so.
+//
+// The node fails without calling Output when Build returns an error, when
+// the graph does not compile (a duplicate id, a cycle, a wrapper that ran
+// before: the error wraps the [*GraphError]), and in the cases that fail a
+// SubPlan node: the sub-run was stopped, a callback or hook panicked in
+// it, or a node of it suspended, which cancels it. Each start of the
+// worker (each attempt of a [RetryPolicy]) builds and runs a graph of its
+// own; the report shows the last one.
+//
+// [Compile] and [Async.BeginWork] reject a node whose SubGraph has no
+// Build ([ErrNilWorker]).
+type SubGraph[P, R any] struct {
+	// Build makes the graph and says how to read the node's value from
+	// it. Its ctx is the node's, for calls Build itself makes.
+	Build func(ctx context.Context, param P, all Wrappers) (Built[R], error)
+}
+
+// Built is the graph a [SubGraph]'s Build made.
+type Built[R any] struct {
+	// Starts are the graph's start nodes, as [Async.BeginWork] takes
+	// them. With none, there is nothing to run: Output is called at once.
+	Starts []Wrapper
+	// Output gives the node's value and error once the graph has run.
+	Output func() (R, error)
+}
+
+// workerProblem says what makes s unusable, for Compile (see
+// checkedWorker).
+func (s SubGraph[P, R]) workerProblem() (string, error) {
+	if s.Build == nil {
+		return "its SubGraph has no Build", ErrNilWorker
+	}
+	return "", nil
+}
+
+// Action builds the graph, runs it and reads the node's value from it.
+func (s SubGraph[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R, err error) {
+	if why, err := s.workerProblem(); err != nil {
+		return v, fmt.Errorf("%w: %s", err, why) // only if Compile was bypassed
+	}
+	if all.r == nil {
+		return v, fmt.Errorf("asynctool: SubGraph called outside a run (its Wrappers are empty)")
+	}
+	g, err := s.Build(ctx, param, all)
+	if err != nil {
+		return v, fmt.Errorf("asynctool: SubGraph's Build: %w", err)
+	}
+	if g.Output == nil {
+		return v, fmt.Errorf("%w: SubGraph's Build returned no Output", ErrNilWorker)
+	}
+	if len(g.Starts) > 0 {
+		sub, err := all.r.a.compileGraph(g.Starts)
+		if err != nil {
+			return v, fmt.Errorf("asynctool: SubGraph's graph: %w", err)
+		}
+		if _, err := runSub(all, ctx, sub, "sub-graph"); err != nil {
+			return v, err
+		}
+	}
+	return g.Output()
+}
+
+// ForEach is a worker that calls Worker once per item of a list known
+// only at run time, concurrently, each call a node of a [SubGraph], and
+// returns the items' results in the list's order: a fan-out of one RPC
+// per item, shown item by item in the node's [NodeReport.Sub]. The item
+// nodes' ids are their indexes, "0", "1", ..., so item 2 of a node
+// "prices" is "prices/2" in asynctooltest's assertions.
+//
+// The calls run on the outer run's [Async], whose pool bounds them
+// ([WithMaxWorkers]), under the node's context. Each item's result is its
+// node's: its value, or its default and error if it failed, timed out,
+// panicked, or was stopped.
+//
+// With the zero Join, the node succeeds however its items ended, once they
+// all have, and the caller reads their results. Another Join decides from
+// the items as they end, as it would for a node whose upstreams they are,
+// and the node returns as soon as it has decided: items still running are
+// stopped (their error wraps [ErrRunEnded], see [WorkerWrapper.EndsRun]),
+// and those not started are skipped. So [AllSucceeded] fails the node at
+// the first failed item, with an error that wraps that item's, [AnySucceeded]
+// returns at the first success, and [AtLeast] makes a quorum. The report
+// shows the join as a node of the sub-graph, "join".
+//
+// [Compile] and [Async.BeginWork] reject a node whose ForEach has no Items
+// or no Worker ([ErrNilWorker]).
+type ForEach[P, T, R any] struct {
+	// Items returns the list, from the node's param and upstreams. An
+	// error fails the node; an empty list gives an empty result.
+	Items func(ctx context.Context, param P, all Wrappers) ([]T, error)
+	// Worker is called once per item, with the item as its param.
+	Worker Worker[T, R]
+	// Node, if not nil, sets up item i's node before the run: its Timeout,
+	// Retry, Default, OnFailure or Callback.
+	Node func(i int, n *WorkerWrapper[T, R])
+	// Join, if not the zero Join, decides the node from its items' ends.
+	Join Join
+}
+
+// workerProblem says what makes f unusable, for Compile (see
+// checkedWorker).
+func (f ForEach[P, T, R]) workerProblem() (string, error) {
+	switch {
+	case f.Items == nil:
+		return "its ForEach has no Items", ErrNilWorker
+	case f.Worker == nil || isNilWorker(f.Worker):
+		return "its ForEach has no Worker", ErrNilWorker
+	}
+	if w, ok := f.Worker.(WorkerFunc[T, R]); ok && w == nil {
+		return "its ForEach has a nil WorkerFunc", ErrNilWorker
+	}
+	if c, ok := f.Worker.(checkedWorker); ok {
+		return c.workerProblem()
+	}
+	return "", nil
+}
+
+// joinID is the id of the node that holds a ForEach's Join.
+const joinID = "join"
+
+// Action calls the worker once per item and returns their results.
+func (f ForEach[P, T, R]) Action(ctx context.Context, param P, all Wrappers) ([]WorkResult[R], error) {
+	if why, err := f.workerProblem(); err != nil {
+		return nil, fmt.Errorf("%w: %s", err, why) // only if Compile was bypassed
+	}
+	return SubGraph[P, []WorkResult[R]]{Build: f.build}.Action(ctx, param, all)
+}
+
+// build makes the graph of one node per item, and the join node if f has
+// a Join.
+func (f ForEach[P, T, R]) build(ctx context.Context, param P, all Wrappers) (Built[[]WorkResult[R]], error) {
+	items, err := f.Items(ctx, param, all)
+	if err != nil {
+		return Built[[]WorkResult[R]]{}, fmt.Errorf("ForEach's Items: %w", err)
+	}
+	nodes := make([]*WorkerWrapper[T, R], len(items))
+	starts := make([]Wrapper, len(items))
+	for i, item := range items {
+		n := NewWrapper(strconv.Itoa(i), f.Worker, item)
+		if f.Node != nil {
+			f.Node(i, n)
+		}
+		nodes[i], starts[i] = n, n
+	}
+	var join *WorkerWrapper[struct{}, struct{}]
+	if f.Join.kind != joinDefault && len(items) > 0 {
+		join = NewWrapper(joinID, WorkerFunc[struct{}, struct{}](func(context.Context, struct{}, Wrappers) (struct{}, error) {
+			return struct{}{}, nil
+		}), struct{}{}).Join(f.Join).EndsRun()
+		for _, n := range nodes {
+			join.Depend(n, true)
+		}
+	}
+	return Built[[]WorkResult[R]]{Starts: starts, Output: func() ([]WorkResult[R], error) {
+		if join != nil {
+			if r := join.Result(); r.Err != nil {
+				return nil, fmt.Errorf("asynctool: ForEach's join (%v): %w", f.Join, r.Err)
+			}
+		}
+		res := make([]WorkResult[R], len(nodes))
+		for i, n := range nodes {
+			res[i] = n.Result()
+		}
+		return res, nil
+	}}, nil
+}

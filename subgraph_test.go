@@ -1,0 +1,480 @@
+package asynctool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// idsNode is a root that returns the ids 1..n.
+func idsNode(n int) *WorkerWrapper[int, []int] {
+	return NewWrapper("ids", WorkerFunc[int, []int](func(context.Context, int, Wrappers) ([]int, error) {
+		ids := make([]int, n)
+		for i := range ids {
+			ids[i] = i + 1
+		}
+		return ids, nil
+	}), 0)
+}
+
+// itemsOf reads the items of a ForEach from its upstream ids.
+func itemsOf(ids *WorkerWrapper[int, []int]) func(context.Context, int, Wrappers) ([]int, error) {
+	return func(_ context.Context, _ int, all Wrappers) ([]int, error) {
+		r, err := ids.ResultFrom(all)
+		return r.Value, err
+	}
+}
+
+// sleepy returns id*10 after sleeping id milliseconds (for synctest), and
+// fails for the ids in fail after the same sleep.
+func sleepy(fail ...int) WorkerFunc[int, int] {
+	return func(ctx context.Context, id int, _ Wrappers) (int, error) {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(time.Duration(id) * time.Millisecond):
+		}
+		for _, f := range fail {
+			if id == f {
+				return 0, fmt.Errorf("item %d failed", id)
+			}
+		}
+		return id * 10, nil
+	}
+}
+
+func TestForEachResultsInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		ids := idsNode(5)
+		each := NewWrapper("each", ForEach[int, int, int]{Items: itemsOf(ids), Worker: sleepy(3)}, 0).Depend(ids, true)
+		start := time.Now()
+		run, err := a.Start(context.Background(), time.Second, ids)
+		require.NoError(t, err)
+		require.NoError(t, run.Wait(context.Background()))
+		assert.Equal(t, 5*time.Millisecond, time.Since(start), "the items ran at once, so the slowest decides")
+
+		r := each.Result()
+		require.NoError(t, r.Err, "with the zero Join the node succeeds whatever its items did")
+		require.Len(t, r.Value, 5)
+		for i, x := range r.Value {
+			if i == 2 {
+				assert.Equal(t, ResultException, x.State)
+				assert.EqualError(t, x.Err, "item 3 failed")
+				continue
+			}
+			assert.Equal(t, WorkResult[int]{Value: (i + 1) * 10, State: ResultSuccess}, x, "item %d", i)
+		}
+
+		sub := subNode(t, run.Report(), "each").Sub
+		require.NotNil(t, sub, "the node's report holds the sub-graph's run")
+		require.Len(t, sub.Nodes, 5, "one node per item, and no join node without a Join")
+		for i, n := range sub.Nodes {
+			assert.Equal(t, strconv.Itoa(i), n.ID)
+			want := StatusSucceeded
+			if i == 2 {
+				want = StatusFailed
+			}
+			assert.Equal(t, want, n.Status, n.ID)
+		}
+	})
+}
+
+func TestForEachAllSucceededFailsAtTheFirstFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		ids := idsNode(9)
+		each := NewWrapper("each", ForEach[int, int, int]{Items: itemsOf(ids), Worker: sleepy(4), Join: AllSucceeded()}, 0).
+			Depend(ids, true)
+		var ended time.Duration
+		start := time.Now()
+		after := NewWrapper("after", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			ended = time.Since(start)
+			return 0, nil
+		}), 0).Depend(each, true).Join(AllDone())
+		run, err := a.Start(context.Background(), time.Second, ids)
+		require.NoError(t, err)
+		require.NoError(t, run.Wait(context.Background()))
+		assert.Equal(t, 4*time.Millisecond, ended, "the node ended with item 4's failure, not with item 9")
+		assert.Equal(t, ResultSuccess, after.Result().State)
+
+		r := each.Result()
+		require.Error(t, r.Err)
+		assert.ErrorContains(t, r.Err, "item 4 failed", "the node's error wraps the failed item's")
+		assert.ErrorContains(t, r.Err, "ForEach's join (all succeeded)")
+		var up *UpstreamError
+		assert.ErrorAs(t, r.Err, &up)
+
+		synctest.Wait()
+		sub := subNode(t, run.Report(), "each").Sub
+		require.NotNil(t, sub)
+		require.Len(t, sub.Nodes, 10, "nine items and the join")
+		for _, n := range sub.Nodes[:3] {
+			assert.Equal(t, StatusSucceeded, n.Status, n.ID)
+		}
+		assert.Equal(t, StatusFailed, sub.Nodes[3].Status)
+		for _, n := range sub.Nodes[4:9] {
+			assert.Equal(t, StatusTimedOut, n.Status, "item %s was stopped when the join failed", n.ID)
+			assert.ErrorIs(t, n.Err, ErrRunEnded, n.ID)
+		}
+		assert.Equal(t, joinID, sub.Nodes[9].ID)
+		assert.Equal(t, StatusFailed, sub.Nodes[9].Status)
+	})
+}
+
+func TestForEachAnySucceededReturnsAtTheFirstSuccess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		ids := idsNode(6)
+		var calls atomic.Int32
+		w := WorkerFunc[int, int](func(ctx context.Context, id int, all Wrappers) (int, error) {
+			calls.Add(1)
+			return sleepy(1, 2)(ctx, id, all)
+		})
+		each := NewWrapper("each", ForEach[int, int, int]{Items: itemsOf(ids), Worker: w, Join: AnySucceeded()}, 0).
+			Depend(ids, true)
+		start := time.Now()
+		run, err := a.Start(context.Background(), time.Second, ids)
+		require.NoError(t, err)
+		require.NoError(t, run.Wait(context.Background()))
+		assert.Equal(t, 3*time.Millisecond, time.Since(start), "items 1 and 2 failed; item 3 is the first success")
+		r := each.Result()
+		require.NoError(t, r.Err)
+		assert.Equal(t, 30, r.Value[2].Value)
+		for _, x := range r.Value[3:] {
+			assert.ErrorIs(t, x.Err, ErrRunEnded, "the items still running were stopped")
+		}
+		assert.Equal(t, int32(6), calls.Load(), "every item started at once")
+	})
+}
+
+func TestForEachQuorum(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		for _, tc := range []struct {
+			fail []int
+			ok   bool
+			at   time.Duration
+		}{
+			{fail: nil, ok: true, at: 3 * time.Millisecond},             // 1, 2, 3 succeed
+			{fail: []int{2}, ok: true, at: 4 * time.Millisecond},        // 1, 3, 4
+			{fail: []int{1, 2, 3}, ok: false, at: 3 * time.Millisecond}, // 4 and 5 cannot make 3
+		} {
+			ids := idsNode(5)
+			each := NewWrapper("each", ForEach[int, int, int]{Items: itemsOf(ids), Worker: sleepy(tc.fail...), Join: AtLeast(3)}, 0).
+				Depend(ids, true)
+			start := time.Now()
+			run, err := a.Start(context.Background(), time.Second, ids)
+			require.NoError(t, err)
+			require.NoError(t, run.Wait(context.Background()))
+			assert.Equal(t, tc.at, time.Since(start), "fail %v", tc.fail)
+			if tc.ok {
+				assert.NoError(t, each.Result().Err, "fail %v", tc.fail)
+			} else {
+				assert.ErrorContains(t, each.Result().Err, "ForEach's join (at least 3 succeeded)", "fail %v", tc.fail)
+			}
+		}
+	})
+}
+
+func TestForEachEmptyAndFailedItems(t *testing.T) {
+	a := newAsync(t)
+	none := NewWrapper("none", ForEach[int, int, int]{
+		Items:  func(context.Context, int, Wrappers) ([]int, error) { return nil, nil },
+		Worker: okWorker(),
+		Join:   AllSucceeded(),
+	}, 0)
+	bad := NewWrapper("bad", ForEach[int, int, int]{
+		Items:  func(context.Context, int, Wrappers) ([]int, error) { return nil, errors.New("no list") },
+		Worker: okWorker(),
+	}, 0)
+	run, err := a.Start(context.Background(), time.Second, none, bad)
+	require.NoError(t, err)
+	require.NoError(t, run.Wait(context.Background()))
+	assert.Equal(t, WorkResult[[]WorkResult[int]]{Value: []WorkResult[int]{}, State: ResultSuccess}, none.Result(), "no items: an empty result")
+	assert.EqualError(t, bad.Result().Err, "asynctool: SubGraph's Build: ForEach's Items: no list")
+	rep := run.Report()
+	assert.Nil(t, subNode(t, rep, "none").Sub, "nothing ran")
+	assert.Nil(t, subNode(t, rep, "bad").Sub, "nothing ran")
+}
+
+func TestForEachNodeSetsUpItems(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		var tries sync.Map // item -> *atomic.Int32
+		w := WorkerFunc[int, int](func(ctx context.Context, id int, _ Wrappers) (int, error) {
+			n, _ := tries.LoadOrStore(id, new(atomic.Int32))
+			if n.(*atomic.Int32).Add(1) == 1 && id%2 == 0 {
+				return 0, errors.New("flaky")
+			}
+			if id == 3 {
+				<-ctx.Done() // slow: its own Timeout ends it
+				return 0, ctx.Err()
+			}
+			return id, nil
+		})
+		each := NewWrapper("each", ForEach[int, int, int]{
+			Items:  func(context.Context, int, Wrappers) ([]int, error) { return []int{1, 2, 3, 4}, nil },
+			Worker: w,
+			Node: func(i int, n *WorkerWrapper[int, int]) {
+				n.Retry(RetryPolicy{Attempts: 2}).Timeout(5 * time.Millisecond).Default(-i)
+			},
+		}, 0)
+		run, err := a.Start(context.Background(), time.Second, each)
+		require.NoError(t, err)
+		require.NoError(t, run.Wait(context.Background()))
+		r := each.Result().Value
+		assert.Equal(t, []int{1, 2, -2, 4}, []int{r[0].Value, r[1].Value, r[2].Value, r[3].Value})
+		assert.Equal(t, ResultTimeout, r[2].State)
+		sub := subNode(t, run.Report(), "each").Sub
+		assert.Equal(t, 2, sub.Nodes[1].Attempts, "item 2 was retried")
+	})
+}
+
+// TestForEachEndsWithTheNode: the node's Timeout stops its sub-graph's
+// run, whose items see their context end.
+func TestForEachEndsWithTheNode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		var stopped atomic.Int32
+		each := NewWrapper("each", ForEach[int, int, int]{
+			Items: func(context.Context, int, Wrappers) ([]int, error) { return []int{1, 2, 3}, nil },
+			Worker: WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+				<-ctx.Done()
+				stopped.Add(1)
+				return 0, ctx.Err()
+			}),
+		}, 0).Timeout(10 * time.Millisecond)
+		start := time.Now()
+		run, err := a.Start(context.Background(), time.Second, each)
+		require.NoError(t, err)
+		require.NoError(t, run.Wait(context.Background()))
+		assert.Equal(t, 10*time.Millisecond, time.Since(start))
+		assert.Equal(t, ResultTimeout, each.Result().State)
+		synctest.Wait()
+		assert.Equal(t, int32(3), stopped.Load(), "every item's worker saw its context end")
+		for _, n := range subNode(t, run.Report(), "each").Sub.Nodes {
+			assert.Equal(t, StatusTimedOut, n.Status, n.ID)
+		}
+	})
+}
+
+// TestForEachBlockingItemsAreNotCapped: 200 items that each block for a
+// second take a second with the default Async, as 200 goroutines would.
+func TestForEachBlockingItemsAreNotCapped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		items := make([]int, 200)
+		each := NewWrapper("each", ForEach[int, int, int]{
+			Items: func(context.Context, int, Wrappers) ([]int, error) { return items, nil },
+			Worker: WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+				time.Sleep(time.Second)
+				return 1, nil
+			}),
+		}, 0)
+		start := time.Now()
+		run, err := a.Start(context.Background(), time.Minute, each)
+		require.NoError(t, err)
+		require.NoError(t, run.Wait(context.Background()))
+		assert.Equal(t, time.Second, time.Since(start))
+		assert.Len(t, each.Result().Value, 200)
+	})
+}
+
+func TestForEachOnAPlanConcurrently(t *testing.T) {
+	a := newAsync(t)
+	ids := NewWrapper("ids", WorkerFunc[int, []int](func(ctx context.Context, _ int, _ Wrappers) ([]int, error) {
+		n := ctx.Value(subUserKey{}).(int)
+		return []int{n, n + 1, n + 2}, nil
+	}), 0)
+	each := NewWrapper("each", ForEach[int, int, int]{
+		Items:  itemsOf(ids),
+		Worker: WorkerFunc[int, int](func(_ context.Context, id int, _ Wrappers) (int, error) { return id * 2, nil }),
+		Join:   AllSucceeded(),
+	}, 0).Depend(ids, true)
+	pl, err := Compile(ids)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for g := range 50 {
+		wg.Go(func() {
+			for k := range 20 {
+				n := g*1000 + k
+				run, err := a.RunPlan(context.WithValue(context.Background(), subUserKey{}, n), pl, time.Minute)
+				if !assert.NoError(t, err) {
+					return
+				}
+				r := each.ResultIn(run)
+				if assert.NoError(t, r.Err) && assert.Len(t, r.Value, 3) {
+					assert.Equal(t, []int{2 * n, 2*n + 2, 2*n + 4}, []int{r.Value[0].Value, r.Value[1].Value, r.Value[2].Value})
+				}
+				sub := subNode(t, run.Report(), "each").Sub
+				if assert.NotNil(t, sub) {
+					assert.Len(t, sub.Nodes, 4)
+				}
+				run.Release()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestSubGraph(t *testing.T) {
+	a := newAsync(t)
+	// A chain of as many nodes as the param says, each adding one.
+	chain := SubGraph[int, int]{Build: func(_ context.Context, n int, _ Wrappers) (Built[int], error) {
+		var first, last *WorkerWrapper[int, int]
+		for i := range n {
+			k := i
+			w := NewWrapper("step"+strconv.Itoa(i), WorkerFunc[int, int](func(_ context.Context, _ int, all Wrappers) (int, error) {
+				if k == 0 {
+					return 1, nil
+				}
+				prev, err := ResultOf[int](all, "step"+strconv.Itoa(k-1))
+				return prev.Value + 1, err
+			}), 0)
+			if last != nil {
+				w.Depend(last, true)
+			} else {
+				first = w
+			}
+			last = w
+		}
+		if first == nil {
+			return Built[int]{Output: func() (int, error) { return 0, nil }}, nil
+		}
+		return Built[int]{Starts: []Wrapper{first}, Output: func() (int, error) {
+			r := last.Result()
+			return r.Value, r.Err
+		}}, nil
+	}}
+	three := NewWrapper("three", chain, 3)
+	zero := NewWrapper("zero", chain, 0)
+	run, err := a.Start(context.Background(), time.Second, three, zero)
+	require.NoError(t, err)
+	require.NoError(t, run.Wait(context.Background()))
+	assert.Equal(t, 3, three.Result().Value)
+	assert.Equal(t, WorkResult[int]{State: ResultSuccess}, zero.Result(), "a graph of no nodes: Output at once")
+	rep := run.Report()
+	assert.Len(t, subNode(t, rep, "three").Sub.Nodes, 3)
+	assert.Nil(t, subNode(t, rep, "zero").Sub)
+	assert.Contains(t, rep.String(), "three: succeeded\n  step0: succeeded\n  step1: succeeded by=step0\n  step2: succeeded by=step1\n", rep.String())
+}
+
+func TestSubGraphBadGraphs(t *testing.T) {
+	a := newAsync(t)
+	used := NewWrapper("used", okWorker(), 0)
+	run, err := a.Start(context.Background(), time.Second, used)
+	require.NoError(t, err)
+	require.NoError(t, run.Wait(context.Background()))
+
+	graph := func(build func() ([]Wrapper, error)) SubGraph[int, int] {
+		return SubGraph[int, int]{Build: func(context.Context, int, Wrappers) (Built[int], error) {
+			starts, err := build()
+			return Built[int]{Starts: starts, Output: func() (int, error) { return 1, nil }}, err
+		}}
+	}
+	dup := NewWrapper("dup", graph(func() ([]Wrapper, error) {
+		x := NewWrapper("x", okWorker(), 0)
+		return []Wrapper{x, NewWrapper("x", okWorker(), 0).Depend(x, true)}, nil
+	}), 0)
+	cycle := NewWrapper("cycle", graph(func() ([]Wrapper, error) {
+		x, y := NewWrapper("x", okWorker(), 0), NewWrapper("y", okWorker(), 0)
+		x.Depend(y, true)
+		y.Depend(x, true)
+		return []Wrapper{x}, nil
+	}), 0)
+	reused := NewWrapper("reused", graph(func() ([]Wrapper, error) { return []Wrapper{used}, nil }), 0)
+	failed := NewWrapper("failed", graph(func() ([]Wrapper, error) { return nil, errors.New("cannot build") }), 0)
+	noOutput := NewWrapper("nooutput", SubGraph[int, int]{Build: func(context.Context, int, Wrappers) (Built[int], error) {
+		return Built[int]{}, nil
+	}}, 0)
+	run, err = a.Start(context.Background(), time.Second, dup, cycle, reused, failed, noOutput)
+	require.NoError(t, err)
+	require.NoError(t, run.Wait(context.Background()))
+
+	var ge *GraphError
+	assert.ErrorIs(t, dup.Result().Err, ErrDuplicateID)
+	assert.ErrorAs(t, dup.Result().Err, &ge)
+	assert.ErrorIs(t, cycle.Result().Err, ErrCycle)
+	assert.ErrorContains(t, cycle.Result().Err, "SubGraph's graph: ")
+	assert.ErrorIs(t, reused.Result().Err, ErrReused)
+	assert.EqualError(t, failed.Result().Err, "asynctool: SubGraph's Build: cannot build")
+	assert.ErrorIs(t, noOutput.Result().Err, ErrNilWorker)
+	for _, id := range []string{"dup", "cycle", "reused", "failed", "nooutput"} {
+		assert.Nil(t, subNode(t, run.Report(), id).Sub, "%s ran nothing", id)
+	}
+}
+
+func TestSubGraphRefusals(t *testing.T) {
+	var nilGraph *SubGraph[int, int]
+	var nilEach *ForEach[int, int, int]
+	for name, w := range map[string]Worker[int, int]{
+		"no Build":          SubGraph[int, int]{},
+		"nil *SubGraph":     nilGraph,
+		"Hedged of nothing": Hedged[int, int](nilGraph, time.Millisecond, 2),
+	} {
+		_, err := Compile(NewWrapper("n", w, 0))
+		assert.ErrorIs(t, err, ErrNilWorker, name)
+	}
+	for name, w := range map[string]Worker[int, []WorkResult[int]]{
+		"no Items":        ForEach[int, int, int]{Worker: okWorker()},
+		"no Worker":       ForEach[int, int, int]{Items: func(context.Context, int, Wrappers) ([]int, error) { return nil, nil }},
+		"nil WorkerFunc":  ForEach[int, int, int]{Items: func(context.Context, int, Wrappers) ([]int, error) { return nil, nil }, Worker: WorkerFunc[int, int](nil)},
+		"nil *ForEach":    nilEach,
+		"bad Hedged item": ForEach[int, int, int]{Items: func(context.Context, int, Wrappers) ([]int, error) { return nil, nil }, Worker: Hedged[int, int](okWorker(), -1, 2)},
+	} {
+		_, err := Compile(NewWrapper("n", w, 0))
+		assert.Error(t, err, name)
+		if name != "bad Hedged item" {
+			assert.ErrorIs(t, err, ErrNilWorker, name)
+		} else {
+			assert.ErrorIs(t, err, ErrBadRetry, name)
+		}
+	}
+	_, err := ForEach[int, int, int]{}.Action(context.Background(), 0, Wrappers{})
+	assert.ErrorIs(t, err, ErrNilWorker, "called by hand")
+	_, err = SubGraph[int, int]{Build: func(context.Context, int, Wrappers) (Built[int], error) { return Built[int]{}, nil }}.
+		Action(context.Background(), 0, Wrappers{})
+	assert.ErrorContains(t, err, "called outside a run")
+}
+
+// TestForEachSuspendedItem: an item whose PolicySuspend leaves it pending
+// cancels the sub-graph's run and fails the node, as in a SubPlan.
+func TestForEachSuspendedItem(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		each := NewWrapper("each", ForEach[int, int, int]{
+			Items: func(context.Context, int, Wrappers) ([]int, error) { return []int{1, 2}, nil },
+			Worker: WorkerFunc[int, int](func(_ context.Context, id int, _ Wrappers) (int, error) {
+				if id == 2 {
+					return 0, errors.New("needs a person")
+				}
+				return id, nil
+			}),
+			Node: func(_ int, n *WorkerWrapper[int, int]) { n.OnFailure(PolicySuspend) },
+		}, 0)
+		start := time.Now()
+		run, err := a.Start(context.Background(), time.Minute, each)
+		require.NoError(t, err)
+		require.NoError(t, run.Wait(context.Background()))
+		assert.Less(t, time.Since(start), time.Minute, "the node did not wait for the deadline")
+		assert.ErrorContains(t, each.Result().Err, `sub-graph suspended at node "1", and was cancelled: needs a person`)
+	})
+}
