@@ -71,6 +71,14 @@
 // waits on a task of its own that the pool's queue holds behind the
 // worker that waits for it. A node's [NodeReport.Sub] shows its sub-run.
 //
+// A sub-graph whose shape is known only when the node runs is a
+// [SubGraph]: its Build makes the graph of fresh wrappers each time, and
+// it runs as a SubPlan's does. [ForEach] builds the most common one: a
+// call per item of a list, all at once, with an optional [Join] that
+// decides the node from its items as they end, stopping the rest (at the
+// first failure with [AllSucceeded], at the first success with
+// [AnySucceeded], at a quorum with [AtLeast]).
+//
 // # Short-circuit
 //
 // A node that has not started and has successors is skipped (it ends in

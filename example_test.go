@@ -144,11 +144,13 @@ func ExampleWorkerWrapper_ResultFrom() {
 	// hello, ada
 }
 
-// A fan-out whose width is known only at run time: the prices node builds
-// a graph with one node per item in the cart and runs it on the same
-// Async, under its own context, so the sub-graph has the request's
-// deadline and is cancelled with it. A run started from inside a worker
-// never waits behind the busy workers that wait for it.
+// A run started by hand from inside a worker: the total node builds a
+// graph with one node per item in the cart and runs it on the same Async,
+// under its own context, so the sub-graph has the request's deadline and
+// is cancelled with it. A run started from inside a worker never waits
+// behind the busy workers that wait for it. [asynctool.ForEach] does this
+// for you, and shows the items in the outer run's report, which this run
+// is not part of (see ExampleForEach).
 func ExampleAsync_BeginWork_subGraph() {
 	a := asynctool.New()
 	defer a.Close()

@@ -78,3 +78,29 @@ func TestRunPlan(t *testing.T) {
 	s := onSpy(t, func(s *spy) { asynctooltest.RunPlan(s, context.Background(), nil) })
 	assert.Equal(t, []string{"asynctooltest: RunPlan with a nil or empty plan"}, s.errors)
 }
+
+// TestAssertionsReachIntoForEachItems names a ForEach node's items by
+// their index, and its join node by "join".
+func TestAssertionsReachIntoForEachItems(t *testing.T) {
+	prices := asynctool.NewWrapper("prices", asynctool.ForEach[int, int, int]{
+		Items:  func(context.Context, int, asynctool.Wrappers) ([]int, error) { return []int{1, 2, 3}, nil },
+		Worker: asynctool.WorkerFunc[int, int](func(_ context.Context, item int, _ asynctool.Wrappers) (int, error) {
+			if item == 2 {
+				return 0, errDown
+			}
+			return item, nil
+		}),
+		Join: asynctool.AllDone(), // every item runs, whatever the order
+	}, 0)
+	rep := asynctooltest.Run(t, prices)
+	s := onSpy(t, func(s *spy) {
+		assert.True(t, asynctooltest.Succeeded(s, rep, "prices"))
+		assert.True(t, asynctooltest.RanOnce(s, rep, "prices/0"))
+		assert.True(t, asynctooltest.Failed(s, rep, "prices/1", errDown))
+		assert.True(t, asynctooltest.Succeeded(s, rep, "prices/2"))
+		assert.True(t, asynctooltest.Succeeded(s, rep, "prices/join"))
+	})
+	assert.Empty(t, s.errors)
+	s = onSpy(t, func(s *spy) { asynctooltest.Succeeded(s, rep, "prices/3") })
+	assert.Equal(t, []string{`asynctooltest: no node "prices/3" in the report (its paths: prices, prices/0, prices/1, prices/2, prices/join)`}, s.errors)
+}

@@ -1,0 +1,146 @@
+package asynctool_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynctool-go/asynctool"
+)
+
+// A cart's items are known only once the cart has been read: ForEach
+// prices each item with its own call, all at once, under the node's
+// deadline. The node's value holds one result per item, in the cart's
+// order; an item that failed keeps its default and error, and the caller
+// decides what to do with it. The report shows each item's call.
+func ExampleForEach() {
+	a := asynctool.New()
+	defer a.Close()
+
+	cart := asynctool.NewWrapper("cart", asynctool.WorkerFunc[int64, []string](
+		func(context.Context, int64, asynctool.Wrappers) ([]string, error) {
+			return []string{"apple", "pear", "fig"}, nil // an RPC, in real life
+		}), 42)
+	prices := asynctool.NewWrapper("prices", asynctool.ForEach[int64, string, int]{
+		Items: func(_ context.Context, _ int64, all asynctool.Wrappers) ([]string, error) {
+			items, err := cart.ResultFrom(all)
+			return items.Value, err
+		},
+		Worker: asynctool.WorkerFunc[string, int](func(_ context.Context, item string, _ asynctool.Wrappers) (int, error) {
+			if item == "fig" {
+				return 0, errors.New("no price for fig")
+			}
+			return len(item) * 100, nil // an RPC per item, in real life
+		}),
+	}, 0).Depend(cart, true)
+
+	run, err := a.Start(context.Background(), time.Second, cart)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(run.Wait(context.Background()))
+	for i, r := range prices.Result().Value {
+		fmt.Println(i, r.State, r.Value, r.Err)
+	}
+	fmt.Print(run.Report())
+	// Output:
+	// <nil>
+	// 0 success 500 <nil>
+	// 1 success 400 <nil>
+	// 2 exception 0 no price for fig
+	// cart: succeeded
+	// prices: succeeded by=cart
+	//   0: succeeded
+	//   1: succeeded
+	//   2: failed (worker failed)
+}
+
+// A read from five replicas that needs three answers: with AtLeast(3),
+// the node returns as soon as three replicas have answered, and the calls
+// still running are cancelled (their error wraps ErrRunEnded; a call not
+// started by then is skipped). Had three failed, the node would have
+// failed at once.
+func ExampleForEach_quorum() {
+	a := asynctool.New()
+	defer a.Close()
+
+	delays := map[string]time.Duration{"a": 1, "b": 500, "c": 2, "d": 500, "e": 3} // in ms
+	read := asynctool.NewWrapper("read", asynctool.ForEach[string, string, string]{
+		Items: func(context.Context, string, asynctool.Wrappers) ([]string, error) {
+			return []string{"a", "b", "c", "d", "e"}, nil
+		},
+		Worker: asynctool.WorkerFunc[string, string](func(ctx context.Context, replica string, _ asynctool.Wrappers) (string, error) {
+			select {
+			case <-time.After(delays[replica] * time.Millisecond):
+				return "v1 from " + replica, nil
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		}),
+		Join: asynctool.AtLeast(3),
+	}, "key")
+
+	start := time.Now()
+	run, err := a.Start(context.Background(), time.Second, read)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(run.Wait(context.Background()), time.Since(start) < 400*time.Millisecond)
+	for _, r := range read.Result().Value {
+		fmt.Printf("%q %v\n", r.Value, r.State == asynctool.ResultSuccess)
+	}
+	// Output:
+	// <nil> true
+	// "v1 from a" true
+	// "" false
+	// "v1 from c" true
+	// "" false
+	// "v1 from e" true
+}
+
+// A graph whose shape depends on the request, built by the node when it
+// runs: here a chain of as many steps as the param says. Output reads the
+// node's value from the graph's last node once the graph has run.
+func ExampleSubGraph() {
+	a := asynctool.New()
+	defer a.Close()
+
+	step := asynctool.WorkerFunc[int, int](func(_ context.Context, k int, all asynctool.Wrappers) (int, error) {
+		if k == 0 {
+			return 1, nil
+		}
+		prev, err := asynctool.ResultOf[int](all, fmt.Sprint("step", k-1))
+		return prev.Value * 2, err
+	})
+	doubling := asynctool.NewWrapper("doubling", asynctool.SubGraph[int, int]{
+		Build: func(_ context.Context, n int, _ asynctool.Wrappers) (asynctool.Built[int], error) {
+			if n < 1 {
+				return asynctool.Built[int]{}, fmt.Errorf("%d steps", n)
+			}
+			first := asynctool.NewWrapper("step0", step, 0)
+			last := first
+			for k := 1; k < n; k++ {
+				last = asynctool.NewWrapper(fmt.Sprint("step", k), step, k).Depend(last, true)
+			}
+			return asynctool.Built[int]{
+				Starts: []asynctool.Wrapper{first},
+				Output: func() (int, error) { r := last.Result(); return r.Value, r.Err },
+			}, nil
+		},
+	}, 4)
+
+	run, err := a.Start(context.Background(), time.Second, doubling)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(run.Wait(context.Background()), doubling.Result().Value)
+	fmt.Print(run.Report())
+	// Output:
+	// <nil> 8
+	// doubling: succeeded
+	//   step0: succeeded
+	//   step1: succeeded by=step0
+	//   step2: succeeded by=step1
+	//   step3: succeeded by=step2
+}
