@@ -4,15 +4,17 @@
 // The run ends with the page (EndsRun): a slow optional RPC that the page
 // could not wait for is stopped then, not waited for until the deadline.
 //
-//	user ──────────────────────────────────────── must ──▶ page
-//	cart ──must──▶ inventory ──must──▶ pricing ── must ──▶ page
-//	recs (slow, fallback) ─────────────────── optional ──▶ page
+//	user ─────────────────────────────────────────── must ──▶ page
+//	cart ──must──▶ prices (one RPC per item) ──must──▶ total ── must ──▶ page
+//	recs (slow, fallback) ────────────────────── optional ──▶ page
 //	reviews-a (down) ─┐ optional
-//	reviews-b ────────┴──▶ reviews ────────── optional ──▶ page
+//	reviews-b ────────┴──▶ reviews ───────────── optional ──▶ page
 //
-// user, cart, inventory, recs, reviews-a and reviews-b are the six RPCs;
-// pricing, reviews and page are computed locally. The RPCs are simulated
-// with sleeps so the program runs anywhere.
+// user, cart, recs, reviews-a, reviews-b and one price per item in the
+// cart are the RPCs; total, reviews and page are computed locally. The
+// number of price calls is known only once the cart has been read: prices
+// is a ForEach node. The RPCs are simulated with sleeps so the program
+// runs anywhere.
 package main
 
 import (
@@ -30,7 +32,7 @@ import (
 type (
 	User    struct{ Name string }
 	Cart    struct{ SKUs []string }
-	Price   struct{ Total float64 }
+	Total   struct{ Sum float64 }
 	Reviews struct{ Stars float64 }
 )
 
@@ -50,15 +52,37 @@ func rpc[R any](d time.Duration, v R, err error) asynctool.WorkerFunc[int64, R] 
 func main() {
 	const uid = 42
 	user := asynctool.NewWrapper("user", rpc(20*time.Millisecond, &User{"ada"}, nil), uid)
-	cart := asynctool.NewWrapper("cart", rpc(15*time.Millisecond, &Cart{[]string{"book", "lamp"}}, nil), uid)
-	inventory := asynctool.NewWrapper("inventory", rpc(10*time.Millisecond, 2, nil), uid).
+	cart := asynctool.NewWrapper("cart", rpc(15*time.Millisecond, &Cart{[]string{"book", "lamp", "mug"}}, nil), uid)
+
+	// One price RPC per item of the cart, all at once; a missing price
+	// fails the node at once (AllSucceeded), and the page with it.
+	priceOf := map[string]float64{"book": 12.5, "lamp": 30, "mug": 7}
+	prices := asynctool.NewWrapper("prices", asynctool.ForEach[int64, string, float64]{
+		Items: func(_ context.Context, _ int64, all asynctool.Wrappers) ([]string, error) {
+			c, err := cart.ResultFrom(all)
+			return c.Value.SKUs, err
+		},
+		Worker: asynctool.WorkerFunc[string, float64](func(ctx context.Context, sku string, _ asynctool.Wrappers) (float64, error) {
+			select {
+			case <-time.After(10 * time.Millisecond):
+				return priceOf[sku], nil
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		}),
+		Join: asynctool.AllSucceeded(),
+	}, uid).
 		Depend(cart, true)
-	pricing := asynctool.NewWrapper("pricing", asynctool.WorkerFunc[int64, *Price](
-		func(ctx context.Context, uid int64, all asynctool.Wrappers) (*Price, error) {
-			inStock, _ := asynctool.ResultOf[int](all, "inventory")
-			return &Price{Total: 19.5 * float64(inStock.Value)}, nil
+	total := asynctool.NewWrapper("total", asynctool.WorkerFunc[int64, *Total](
+		func(ctx context.Context, uid int64, all asynctool.Wrappers) (*Total, error) {
+			p, err := prices.ResultFrom(all)
+			t := &Total{}
+			for _, item := range p.Value {
+				t.Sum += item.Value
+			}
+			return t, err
 		}), uid).
-		Depend(inventory, true)
+		Depend(prices, true)
 
 	// Optional, slow, with a fallback: the page will not wait for it.
 	recs := asynctool.NewWrapper("recs", rpc(300*time.Millisecond, []string{"personalised"}, nil), uid).
@@ -83,9 +107,9 @@ func main() {
 	page := asynctool.NewWrapper("page", asynctool.WorkerFunc[int64, string](
 		func(ctx context.Context, uid int64, all asynctool.Wrappers) (string, error) {
 			u, _ := user.ResultFrom(all) // must upstreams: ended, and typed by the compiler
-			p, _ := pricing.ResultFrom(all)
+			t, _ := total.ResultFrom(all)
 			var b strings.Builder
-			fmt.Fprintf(&b, "Hello %s, your cart costs %.2f.", u.Value.Name, p.Value.Total)
+			fmt.Fprintf(&b, "Hello %s, your cart costs %.2f.", u.Value.Name, t.Value.Sum)
 			// Optional dependencies may not have ended yet: use them if ready.
 			if r, _ := reviews.ResultFrom(all); r.State == asynctool.ResultSuccess {
 				fmt.Fprintf(&b, " Rated %.1f stars.", r.Value.Stars)
@@ -98,7 +122,7 @@ func main() {
 			return b.String(), nil
 		}), uid).
 		Depend(user, true).
-		Depend(pricing, true).
+		Depend(total, true).
 		Depend(reviews, false).
 		Depend(recs, false).
 		EndsRun() // the run returns with the page; recs, still running, is stopped with its default
@@ -115,7 +139,7 @@ func main() {
 	fmt.Println()
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "node\tstate\tresult\terror")
-	row := func(id string, st asynctool.State, rs asynctool.ResultState, err error) {
+	row := func(id string, st any, rs asynctool.ResultState, err error) {
 		e := ""
 		if err != nil {
 			e = err.Error()
@@ -124,8 +148,11 @@ func main() {
 	}
 	row("user", user.State(), user.Result().State, user.Result().Err)
 	row("cart", cart.State(), cart.Result().State, cart.Result().Err)
-	row("inventory", inventory.State(), inventory.Result().State, inventory.Result().Err)
-	row("pricing", pricing.State(), pricing.Result().State, pricing.Result().Err)
+	row("prices", prices.State(), prices.Result().State, prices.Result().Err)
+	for i, item := range prices.Result().Value {
+		row(fmt.Sprintf("  prices/%d", i), "", item.State, item.Err) // an item's result; its node is inside prices
+	}
+	row("total", total.State(), total.Result().State, total.Result().Err)
 	row("reviews-a", reviewsA.State(), reviewsA.Result().State, reviewsA.Result().Err)
 	row("reviews-b", reviewsB.State(), reviewsB.Result().State, reviewsB.Result().Err)
 	row("reviews", reviews.State(), reviews.Result().State, reviews.Result().Err)
