@@ -89,8 +89,8 @@ func (s SubGraph[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R,
 // only at run time, concurrently, each call a node of a [SubGraph], and
 // returns the items' results in the list's order: a fan-out of one RPC
 // per item, shown item by item in the node's [NodeReport.Sub]. The item
-// nodes' ids are their indexes, "0", "1", ..., so item 2 of a node
-// "prices" is "prices/2" in asynctooltest's assertions.
+// nodes' ids are their indexes, "0", "1", ..., unless ID names them, so
+// item 2 of a node "prices" is "prices/2" in asynctooltest's assertions.
 //
 // The calls run on the outer run's [Async], whose pool bounds them
 // ([WithMaxWorkers]), under the node's context. Each item's result is its
@@ -115,6 +115,11 @@ type ForEach[P, T, R any] struct {
 	Items func(ctx context.Context, param P, all Wrappers) ([]T, error)
 	// Worker is called once per item, with the item as its param.
 	Worker Worker[T, R]
+	// ID, if not nil, names item i's node in reports and pictures, a SKU
+	// rather than its index, for instance. The names must differ, and
+	// differ from "join" when Join is set: the node fails with
+	// [ErrDuplicateID] otherwise.
+	ID func(i int, item T) string
 	// Node, if not nil, sets up item i's node before the run: its Timeout,
 	// Retry, Default, OnFailure or Callback.
 	Node func(i int, n *WorkerWrapper[T, R])
@@ -161,7 +166,11 @@ func (f ForEach[P, T, R]) build(ctx context.Context, param P, all Wrappers) (Bui
 	nodes := make([]*WorkerWrapper[T, R], len(items))
 	starts := make([]Wrapper, len(items))
 	for i, item := range items {
-		n := NewWrapper(strconv.Itoa(i), f.Worker, item)
+		id := strconv.Itoa(i)
+		if f.ID != nil {
+			id = f.ID(i, item)
+		}
+		n := NewWrapper(id, f.Worker, item)
 		if f.Node != nil {
 			f.Node(i, n)
 		}

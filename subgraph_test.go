@@ -478,3 +478,34 @@ func TestForEachSuspendedItem(t *testing.T) {
 		assert.ErrorContains(t, each.Result().Err, `sub-graph suspended at node "1", and was cancelled: needs a person`)
 	})
 }
+
+func TestForEachID(t *testing.T) {
+	a := newAsync(t)
+	skus := func(context.Context, int, Wrappers) ([]string, error) { return []string{"book", "lamp"}, nil }
+	length := WorkerFunc[string, int](func(_ context.Context, s string, _ Wrappers) (int, error) { return len(s), nil })
+	named := NewWrapper("named", ForEach[int, string, int]{
+		Items: skus, Worker: length, Join: AllSucceeded(),
+		ID: func(i int, sku string) string { return fmt.Sprintf("%s#%d", sku, i) },
+	}, 0)
+	same := NewWrapper("same", ForEach[int, string, int]{
+		Items: skus, Worker: length,
+		ID: func(int, string) string { return "x" },
+	}, 0)
+	clash := NewWrapper("clash", ForEach[int, string, int]{
+		Items: skus, Worker: length, Join: AllSucceeded(),
+		ID: func(i int, _ string) string { return []string{"a", joinID}[i] },
+	}, 0)
+	run, err := a.Start(context.Background(), time.Second, named, same, clash)
+	require.NoError(t, err)
+	require.NoError(t, run.Wait(context.Background()))
+	require.NoError(t, named.Result().Err)
+	assert.Equal(t, 4, named.Result().Value[1].Value)
+	var ids []string
+	for _, n := range subNode(t, run.Report(), "named").Sub.Nodes {
+		ids = append(ids, n.ID)
+	}
+	assert.Equal(t, []string{"book#0", "lamp#1", joinID}, ids)
+	assert.ErrorIs(t, same.Result().Err, ErrDuplicateID)
+	assert.ErrorContains(t, same.Result().Err, `"x"`)
+	assert.ErrorIs(t, clash.Result().Err, ErrDuplicateID, "an item named join clashes with the join node")
+}

@@ -83,7 +83,7 @@ func TestRunPlan(t *testing.T) {
 // their index, and its join node by "join".
 func TestAssertionsReachIntoForEachItems(t *testing.T) {
 	prices := asynctool.NewWrapper("prices", asynctool.ForEach[int, int, int]{
-		Items:  func(context.Context, int, asynctool.Wrappers) ([]int, error) { return []int{1, 2, 3}, nil },
+		Items: func(context.Context, int, asynctool.Wrappers) ([]int, error) { return []int{1, 2, 3}, nil },
 		Worker: asynctool.WorkerFunc[int, int](func(_ context.Context, item int, _ asynctool.Wrappers) (int, error) {
 			if item == 2 {
 				return 0, errDown

@@ -10,7 +10,7 @@
 // The graph, whose RPCs are simulated with sleeps:
 //
 //	user ──must──▶ page, and ──must──▶ recs (slow: cut by the 100ms deadline)
-//	cart ──must──▶ inventory ──must──▶ pricing ──must──▶ page
+//	cart ──must──▶ prices (one RPC per item: a ForEach) ──must──▶ total ──must──▶ page
 //	recs ──optional──▶ page
 //	mirror ──must──▶ reviews-c
 //	reviews-a (down), reviews-b, reviews-c ──optional──▶ reviews (the first success) ──optional──▶ page
@@ -48,8 +48,22 @@ func main() {
 	}
 	user := node("user", 20*time.Millisecond, nil)
 	cart := node("cart", 15*time.Millisecond, nil)
-	inventory := node("inventory", 10*time.Millisecond, nil).Depend(cart, true)
-	pricing := node("pricing", 5*time.Millisecond, nil).Depend(inventory, true)
+	prices := asynctool.NewWrapper("prices", asynctool.ForEach[int64, string, string]{
+		Items: func(context.Context, int64, asynctool.Wrappers) ([]string, error) {
+			return []string{"book", "lamp", "mug"}, nil // read from cart's result, in real life
+		},
+		Worker: asynctool.WorkerFunc[string, string](func(ctx context.Context, sku string, _ asynctool.Wrappers) (string, error) {
+			select {
+			case <-time.After(time.Duration(len(sku)) * 3 * time.Millisecond):
+				return "ok", nil
+			case <-ctx.Done():
+				return "", context.Cause(ctx)
+			}
+		}),
+		ID:   func(_ int, sku string) string { return sku },
+		Join: asynctool.AllSucceeded(),
+	}, 42).Depend(cart, true)
+	total := node("total", 2*time.Millisecond, nil).Depend(prices, true)
 	recs := node("recs", 300*time.Millisecond, nil).Depend(user, true).Default("bestsellers")
 	reviewsA := node("reviews-a", 2*time.Millisecond, errors.New("connection refused"))
 	reviewsB := node("reviews-b", 8*time.Millisecond, nil)
@@ -58,7 +72,7 @@ func main() {
 	reviews := node("reviews", time.Millisecond, nil).
 		Depend(reviewsA, false).Depend(reviewsB, false).Depend(reviewsC, false)
 	node("page", 3*time.Millisecond, nil).
-		Depend(user, true).Depend(pricing, true).Depend(recs, false).Depend(reviews, false)
+		Depend(user, true).Depend(total, true).Depend(recs, false).Depend(reviews, false)
 
 	a := asynctool.New(asynctool.WithTimings(true))
 	defer a.Close()
