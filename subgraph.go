@@ -3,6 +3,7 @@ package asynctool
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strconv"
 )
 
@@ -108,7 +109,12 @@ func (s SubGraph[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R,
 // shows the join as a node of the sub-graph, "join".
 //
 // [Compile] and [Async.BeginWork] reject a node whose ForEach has no Items
-// or no Worker ([ErrNilWorker]).
+// or no Worker ([ErrNilWorker]), or a Join that no list of items fits
+// ([ErrBadJoin]): AtLeast(n) with n < 1, a NamedSucceeded, When or
+// WhenResult id that is no index, a When type the items' R cannot hold,
+// a nil condition or CustomJoin(nil). A Join that only some lists fit
+// (AtLeast(5) over 3 items, NamedSucceeded("7")) fails the node at run
+// time with an error wrapping ErrBadJoin.
 type ForEach[P, T, R any] struct {
 	// Items returns the list, from the node's param and upstreams. An
 	// error fails the node; an empty list gives an empty result.
@@ -135,7 +141,58 @@ func (f ForEach[P, T, R]) workerProblem() (string, error) {
 		return "its ForEach has a nil WorkerFunc", ErrNilWorker
 	}
 	if c, ok := f.Worker.(checkedWorker); ok {
-		return c.workerProblem()
+		if why, err := c.workerProblem(); err != nil {
+			return why, err
+		}
+	}
+	return f.joinProblem()
+}
+
+// joinProblem says why no list of items fits f's Join, for Compile: the
+// join node's upstreams are the items, whose ids are their indexes and
+// whose results are R's, so a Join that no number of them satisfies is
+// known before the run, as it would be on a node whose upstreams are
+// known. What depends on the number of items (AtLeast(n) with n above
+// it, an index past the end) is for the run to find.
+func (f ForEach[P, T, R]) joinProblem() (string, error) {
+	j := f.Join
+	isItem := func(id string) bool {
+		i, err := strconv.Atoi(id)
+		return err == nil && i >= 0 && strconv.Itoa(i) == id
+	}
+	switch j.kind {
+	case joinAtLeast:
+		if j.n < 1 {
+			return fmt.Sprintf("its ForEach's Join is AtLeast(%d), which needs n >= 1", j.n), ErrBadJoin
+		}
+	case joinNamed:
+		if len(j.ids) == 0 {
+			return "its ForEach's Join is NamedSucceeded with no ids", ErrBadJoin
+		}
+		for _, id := range j.ids {
+			if !isItem(id) {
+				return fmt.Sprintf("its ForEach's Join names %q, which is no item's id (items are \"0\", \"1\", ...)", id), ErrBadJoin
+			}
+		}
+	case joinCustom:
+		if j.whenType == nil {
+			if j.fn == nil {
+				return "its ForEach's Join is CustomJoin(nil)", ErrBadJoin
+			}
+			return "", nil
+		}
+		fn := "When"
+		if j.whenResult {
+			fn = "WhenResult"
+		}
+		switch id, up := j.ids[0], reflect.TypeFor[R](); {
+		case j.when == nil:
+			return fmt.Sprintf("its ForEach's Join is %s(%q) with a nil condition", fn, id), ErrBadJoin
+		case !isItem(id):
+			return fmt.Sprintf("its ForEach's Join is %s(%q), which is no item's id (items are \"0\", \"1\", ...)", fn, id), ErrBadJoin
+		case !canHold(up, j.whenType):
+			return fmt.Sprintf("its ForEach's Join is %s(%q), which takes %v, and the items return %v", fn, id, j.whenType, up), ErrBadJoin
+		}
 	}
 	return "", nil
 }
