@@ -117,7 +117,9 @@ func (s SubGraph[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R,
 // time with an error wrapping ErrBadJoin.
 type ForEach[P, T, R any] struct {
 	// Items returns the list, from the node's param and upstreams. An
-	// error fails the node; an empty list gives an empty result.
+	// error fails the node; an empty list gives an empty result, unless
+	// the Join counts or names items (AtLeast, NamedSucceeded, When,
+	// WhenResult), which too few items fail with ErrBadJoin.
 	Items func(ctx context.Context, param P, all Wrappers) ([]T, error)
 	// Worker is called once per item, with the item as its param.
 	Worker Worker[T, R]
@@ -197,6 +199,14 @@ func (f ForEach[P, T, R]) joinProblem() (string, error) {
 	return "", nil
 }
 
+// needsUpstreams reports whether j can only be met by upstreams: it
+// counts successes (AtLeast) or names upstreams (NamedSucceeded, When,
+// WhenResult). A node with such a join and no upstreams is refused by
+// Compile; the others run.
+func (j Join) needsUpstreams() bool {
+	return j.kind == joinAtLeast || j.kind == joinNamed || j.kind == joinCustom && j.whenType != nil
+}
+
 // joinID is the id of the node that holds a ForEach's Join.
 const joinID = "join"
 
@@ -223,6 +233,13 @@ func (f ForEach[P, T, R]) build(ctx context.Context, param P, all Wrappers) (Bui
 			f.Node(i, n)
 		}
 		nodes[i], starts[i] = n, n
+	}
+	if len(items) == 0 && f.Join.needsUpstreams() {
+		// As over too few items (the join node's Compile refuses it):
+		// a quorum, or a named item, that no item can meet.
+		return Built[[]WorkResult[R]]{Output: func() ([]WorkResult[R], error) {
+			return nil, fmt.Errorf("asynctool: ForEach's join (%v): %w: there are no items to meet it", f.Join, ErrBadJoin)
+		}}, nil
 	}
 	var join *WorkerWrapper[struct{}, struct{}]
 	if f.Join.kind != joinDefault && len(items) > 0 {

@@ -117,3 +117,50 @@ func TestS21RReportOfAnEndedNodeShowsItsItemsEnded(t *testing.T) {
 	}
 	require.NoError(t, run.Wait(context.Background()))
 }
+
+// TestS21RAJoinNoItemsCanMeetFailsOnAnEmptyList: a Join that names items
+// or counts successes (AtLeast(n), NamedSucceeded, When, WhenResult) fails
+// the node with ErrBadJoin when the list has too few items for it, as
+// AtLeast(3) over 2 items does, and so also when the list is empty: a
+// quorum of 2 over no items is not met. Before, an empty list skipped the
+// join and the node succeeded with an empty result, while one item more
+// made it fail. Joins that an empty list meets (the zero Join,
+// AllSucceeded, AllDone, AnySucceeded, CustomJoin: as for a node with no
+// upstreams, which runs) still give an empty result.
+func TestS21RAJoinNoItemsCanMeetFailsOnAnEmptyList(t *testing.T) {
+	a := newAsync(t)
+	run := func(j Join, items ...int) WorkResult[[]WorkResult[int]] {
+		t.Helper()
+		each := NewWrapper("each", ForEach[int, int, int]{
+			Items:  func(context.Context, int, Wrappers) ([]int, error) { return items, nil },
+			Worker: okWorker(),
+			Join:   j,
+		}, 0)
+		r, err := a.Start(context.Background(), time.Minute, each)
+		require.NoError(t, err)
+		require.NoError(t, r.Wait(context.Background()))
+		return each.Result()
+	}
+	for name, j := range map[string]Join{
+		"AtLeast(2)":          AtLeast(2),
+		`NamedSucceeded("0")`: NamedSucceeded("0"),
+		`When("0")`:           When("0", func(int) bool { return true }),
+		`WhenResult("0")`:     WhenResult("0", func(WorkResult[int]) bool { return true }),
+	} {
+		if name == "AtLeast(2)" {
+			assert.ErrorIs(t, run(j, 1).Err, ErrBadJoin, "%s over one item", name)
+		}
+		r := run(j)
+		assert.ErrorIs(t, r.Err, ErrBadJoin, "%s over no items", name)
+		assert.ErrorContains(t, r.Err, "no items", name)
+	}
+	for name, j := range map[string]Join{
+		"zero":         {},
+		"AllSucceeded": AllSucceeded(),
+		"AllDone":      AllDone(),
+		"AnySucceeded": AnySucceeded(),
+		"CustomJoin":   CustomJoin(func([]Upstream) Decision { return DecideFail }),
+	} {
+		assert.Equal(t, WorkResult[[]WorkResult[int]]{Value: []WorkResult[int]{}, State: ResultSuccess}, run(j), name)
+	}
+}
