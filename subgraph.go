@@ -199,12 +199,25 @@ func (f ForEach[P, T, R]) joinProblem() (string, error) {
 	return "", nil
 }
 
-// needsUpstreams reports whether j can only be met by upstreams: it
-// counts successes (AtLeast) or names upstreams (NamedSucceeded, When,
-// WhenResult). A node with such a join and no upstreams is refused by
-// Compile; the others run.
-func (j Join) needsUpstreams() bool {
-	return j.kind == joinAtLeast || j.kind == joinNamed || j.kind == joinCustom && j.whenType != nil
+// misfit says why j cannot be met by n upstreams "0", "1", ...: it counts
+// more successes (AtLeast), or names an index past them (NamedSucceeded,
+// When, WhenResult); "" if it can. (Compile has refused the ids that are
+// no index.) Such a join on a node with those upstreams is refused by
+// Compile; with none, the others run.
+func (j Join) misfit(n int) string {
+	var ids []string
+	switch {
+	case j.kind == joinAtLeast && j.n > n:
+		return fmt.Sprintf("%d items cannot make %d successes", n, j.n)
+	case j.kind == joinNamed, j.kind == joinCustom && j.whenType != nil:
+		ids = j.ids
+	}
+	for _, id := range ids {
+		if i, err := strconv.Atoi(id); err != nil || i >= n {
+			return fmt.Sprintf("it names item %q, and there are %d items", id, n)
+		}
+	}
+	return ""
 }
 
 // joinID is the id of the node that holds a ForEach's Join.
@@ -225,6 +238,14 @@ func (f ForEach[P, T, R]) build(ctx context.Context, param P, all Wrappers) (Bui
 	if err != nil {
 		return Built[[]WorkResult[R]]{}, fmt.Errorf("ForEach's Items: %w", err)
 	}
+	if why := f.Join.misfit(len(items)); why != "" {
+		// Too few items for the join (an empty list included): the join
+		// node's Compile would refuse it, in words about a node the
+		// caller did not make.
+		return Built[[]WorkResult[R]]{Output: func() ([]WorkResult[R], error) {
+			return nil, fmt.Errorf("asynctool: ForEach's join (%v): %w: %s", f.Join, ErrBadJoin, why)
+		}}, nil
+	}
 	nodes := make([]*WorkerWrapper[T, R], len(items))
 	starts := make([]Wrapper, len(items))
 	for i, item := range items {
@@ -233,13 +254,6 @@ func (f ForEach[P, T, R]) build(ctx context.Context, param P, all Wrappers) (Bui
 			f.Node(i, n)
 		}
 		nodes[i], starts[i] = n, n
-	}
-	if len(items) == 0 && f.Join.needsUpstreams() {
-		// As over too few items (the join node's Compile refuses it):
-		// a quorum, or a named item, that no item can meet.
-		return Built[[]WorkResult[R]]{Output: func() ([]WorkResult[R], error) {
-			return nil, fmt.Errorf("asynctool: ForEach's join (%v): %w: there are no items to meet it", f.Join, ErrBadJoin)
-		}}, nil
 	}
 	var join *WorkerWrapper[struct{}, struct{}]
 	if f.Join.kind != joinDefault && len(items) > 0 {

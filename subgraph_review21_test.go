@@ -152,7 +152,8 @@ func TestS21RAJoinNoItemsCanMeetFailsOnAnEmptyList(t *testing.T) {
 		}
 		r := run(j)
 		assert.ErrorIs(t, r.Err, ErrBadJoin, "%s over no items", name)
-		assert.ErrorContains(t, r.Err, "no items", name)
+		assert.ErrorContains(t, r.Err, "ForEach's join ("+j.String()+")", name)
+		assert.ErrorContains(t, r.Err, "0 items", name)
 	}
 	for name, j := range map[string]Join{
 		"zero":         {},
@@ -164,3 +165,33 @@ func TestS21RAJoinNoItemsCanMeetFailsOnAnEmptyList(t *testing.T) {
 		assert.Equal(t, WorkResult[[]WorkResult[int]]{Value: []WorkResult[int]{}, State: ResultSuccess}, run(j), name)
 	}
 }
+
+// TestS21RAJoinTooFewItemsMeetNamesTheItems: the error of a Join that the
+// list has too few items for speaks of the ForEach's join and its items,
+// not of a GraphError about a node "join" and its upstreams, which the
+// caller never made; and Node is not called for a graph that cannot run.
+func TestS21RAJoinTooFewItemsMeetNamesTheItems(t *testing.T) {
+	a := newAsync(t)
+	for j, want := range map[*Join]string{
+		ptr(AtLeast(4)):                                `asynctool: ForEach's join (at least 4 succeeded): asynctool: invalid join: 3 items cannot make 4 successes`,
+		ptr(NamedSucceeded("0", "3")):                  `asynctool: ForEach's join (named [0 3] succeeded): asynctool: invalid join: it names item "3", and there are 3 items`,
+		ptr(When("5", func(int) bool { return true })): `asynctool: ForEach's join (when "5"): asynctool: invalid join: it names item "5", and there are 3 items`,
+	} {
+		nodes := 0
+		each := NewWrapper("each", ForEach[int, int, int]{
+			Items:  func(context.Context, int, Wrappers) ([]int, error) { return []int{1, 2, 3}, nil },
+			Worker: okWorker(),
+			Node:   func(int, *WorkerWrapper[int, int]) { nodes++ },
+			Join:   *j,
+		}, 0)
+		r, err := a.Start(context.Background(), time.Minute, each)
+		require.NoError(t, err)
+		require.NoError(t, r.Wait(context.Background()))
+		assert.EqualError(t, each.Result().Err, want)
+		assert.ErrorIs(t, each.Result().Err, ErrBadJoin)
+		assert.Zero(t, nodes, want)
+		assert.Nil(t, subNode(t, r.Report(), "each").Sub, "nothing ran")
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
