@@ -2,6 +2,7 @@ package asynctool
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -195,3 +196,39 @@ func TestS21RAJoinTooFewItemsMeetNamesTheItems(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestS21RHedgedForEachReportShowsTheWinner: a Hedged ForEach whose first
+// call wins, after the hedge started a second one, returns the first
+// call's items, and its report should show the first call's sub-run. It
+// shows the last one started (the documented rule for SubPlan, "each call
+// of a Hedged worker is a sub-run of its own ... Report shows the last one
+// started"): the loser's, cancelled, so the node "succeeded" with item 0's
+// value while its Sub says item 0 "timed out (context canceled)".
+func TestS21RHedgedForEachReportShowsTheWinner(t *testing.T) {
+	t.Skip("design: NodeReport.Sub is the last sub-run started (subplan.go lastSubs), and a Hedged worker's winner is known only to hedged.Action; showing the winner's needs hedged to tell the run which call's sub-run it took")
+	a := newAsync(t)
+	var calls atomic.Int32
+	fe := ForEach[int, int, int]{
+		Items: func(context.Context, int, Wrappers) ([]int, error) { return []int{int(calls.Add(1))}, nil },
+		Worker: WorkerFunc[int, int](func(ctx context.Context, call int, _ Wrappers) (int, error) {
+			d := 10 * time.Millisecond // the first call's item
+			if call == 2 {
+				d = time.Minute // the hedge's
+			}
+			select {
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			case <-time.After(d):
+			}
+			return call, nil
+		}),
+	}
+	each := NewWrapper("each", Hedged[int, []WorkResult[int]](fe, 5*time.Millisecond, 2), 0)
+	run, err := a.Start(context.Background(), time.Minute, each)
+	require.NoError(t, err)
+	require.NoError(t, run.Wait(context.Background()))
+	require.Equal(t, 1, each.Result().Value[0].Value, "the first call won")
+	sub := subNode(t, run.Report(), "each").Sub
+	require.NotNil(t, sub)
+	assert.Equal(t, StatusSucceeded, sub.Nodes[0].Status, "the report shows the sub-run whose items the node returned:\n%v", sub)
+}
