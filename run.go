@@ -152,6 +152,12 @@ func (h *Run) Wait(ctx context.Context) error {
 // Report returns the run's report. Called before the run ends, it is a
 // snapshot: nodes that have not ended show their current state. A
 // released run's report has no nodes.
+//
+// A node that runs a sub-run ([SubPlan], [SubGraph], [ForEach]) and has
+// ended, or any such node once the run has ended, shows its sub-run ended
+// too: Report waits for the sub-run's sweep, which ends its nodes and
+// runs their Result callbacks and end hooks. So such a callback must not
+// wait for the goroutine that calls Report.
 func (h *Run) Report() *Report {
 	if s := h.live(); s != nil {
 		defer s.unref()

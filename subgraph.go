@@ -3,6 +3,7 @@ package asynctool
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strconv"
 )
 
@@ -108,10 +109,17 @@ func (s SubGraph[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R,
 // shows the join as a node of the sub-graph, "join".
 //
 // [Compile] and [Async.BeginWork] reject a node whose ForEach has no Items
-// or no Worker ([ErrNilWorker]).
+// or no Worker ([ErrNilWorker]), or a Join that no list of items fits
+// ([ErrBadJoin]): AtLeast(n) with n < 1, a NamedSucceeded, When or
+// WhenResult id that is no index, a When type the items' R cannot hold,
+// a nil condition or CustomJoin(nil). A Join that only some lists fit
+// (AtLeast(5) over 3 items, NamedSucceeded("7")) fails the node at run
+// time with an error wrapping ErrBadJoin.
 type ForEach[P, T, R any] struct {
 	// Items returns the list, from the node's param and upstreams. An
-	// error fails the node; an empty list gives an empty result.
+	// error fails the node; an empty list gives an empty result, unless
+	// the Join counts or names items (AtLeast, NamedSucceeded, When,
+	// WhenResult), which too few items fail with ErrBadJoin.
 	Items func(ctx context.Context, param P, all Wrappers) ([]T, error)
 	// Worker is called once per item, with the item as its param.
 	Worker Worker[T, R]
@@ -140,9 +148,81 @@ func (f ForEach[P, T, R]) workerProblem() (string, error) {
 		return "its ForEach has a nil WorkerFunc", ErrNilWorker
 	}
 	if c, ok := f.Worker.(checkedWorker); ok {
-		return c.workerProblem()
+		if why, err := c.workerProblem(); err != nil {
+			return why, err
+		}
+	}
+	return f.joinProblem()
+}
+
+// joinProblem says why no list of items fits f's Join, for Compile: the
+// join node's upstreams are the items, whose ids are their indexes and
+// whose results are R's, so a Join that no number of them satisfies is
+// known before the run, as it would be on a node whose upstreams are
+// known. What depends on the number of items (AtLeast(n) with n above
+// it, an index past the end) is for the run to find.
+func (f ForEach[P, T, R]) joinProblem() (string, error) {
+	j := f.Join
+	isItem := func(id string) bool {
+		i, err := strconv.Atoi(id)
+		return err == nil && i >= 0 && strconv.Itoa(i) == id
+	}
+	switch j.kind {
+	case joinAtLeast:
+		if j.n < 1 {
+			return fmt.Sprintf("its ForEach's Join is AtLeast(%d), which needs n >= 1", j.n), ErrBadJoin
+		}
+	case joinNamed:
+		if len(j.ids) == 0 {
+			return "its ForEach's Join is NamedSucceeded with no ids", ErrBadJoin
+		}
+		for _, id := range j.ids {
+			if !isItem(id) {
+				return fmt.Sprintf("its ForEach's Join names %q, which is no item's id (items are \"0\", \"1\", ...)", id), ErrBadJoin
+			}
+		}
+	case joinCustom:
+		if j.whenType == nil {
+			if j.fn == nil {
+				return "its ForEach's Join is CustomJoin(nil)", ErrBadJoin
+			}
+			return "", nil
+		}
+		fn := "When"
+		if j.whenResult {
+			fn = "WhenResult"
+		}
+		switch id, up := j.ids[0], reflect.TypeFor[R](); {
+		case j.when == nil:
+			return fmt.Sprintf("its ForEach's Join is %s(%q) with a nil condition", fn, id), ErrBadJoin
+		case !isItem(id):
+			return fmt.Sprintf("its ForEach's Join is %s(%q), which is no item's id (items are \"0\", \"1\", ...)", fn, id), ErrBadJoin
+		case !canHold(up, j.whenType):
+			return fmt.Sprintf("its ForEach's Join is %s(%q), which takes %v, and the items return %v", fn, id, j.whenType, up), ErrBadJoin
+		}
 	}
 	return "", nil
+}
+
+// misfit says why j cannot be met by n upstreams "0", "1", ...: it counts
+// more successes (AtLeast), or names an index past them (NamedSucceeded,
+// When, WhenResult); "" if it can. (Compile has refused the ids that are
+// no index.) Such a join on a node with those upstreams is refused by
+// Compile; with none, the others run.
+func (j Join) misfit(n int) string {
+	var ids []string
+	switch {
+	case j.kind == joinAtLeast && j.n > n:
+		return fmt.Sprintf("%d items cannot make %d successes", n, j.n)
+	case j.kind == joinNamed, j.kind == joinCustom && j.whenType != nil:
+		ids = j.ids
+	}
+	for _, id := range ids {
+		if i, err := strconv.Atoi(id); err != nil || i >= n {
+			return fmt.Sprintf("it names item %q, and there are %d items", id, n)
+		}
+	}
+	return ""
 }
 
 // joinID is the id of the node that holds a ForEach's Join.
@@ -162,6 +242,14 @@ func (f ForEach[P, T, R]) build(ctx context.Context, param P, all Wrappers) (Bui
 	items, err := f.Items(ctx, param, all)
 	if err != nil {
 		return Built[[]WorkResult[R]]{}, fmt.Errorf("ForEach's Items: %w", err)
+	}
+	if why := f.Join.misfit(len(items)); why != "" {
+		// Too few items for the join (an empty list included): the join
+		// node's Compile would refuse it, in words about a node the
+		// caller did not make.
+		return Built[[]WorkResult[R]]{Output: func() ([]WorkResult[R], error) {
+			return nil, fmt.Errorf("asynctool: ForEach's join (%v): %w: %s", f.Join, ErrBadJoin, why)
+		}}, nil
 	}
 	nodes := make([]*WorkerWrapper[T, R], len(items))
 	starts := make([]Wrapper, len(items))

@@ -164,6 +164,17 @@ func runSub(all Wrappers, ctx context.Context, sub *runState, noun string) (*Run
 	return h, nil
 }
 
+// stopping reports whether h's run is stopping (its context is done, so
+// its sweep ends what has not ended), false once it was released.
+func (h *Run) stopping() bool {
+	s := h.live()
+	if s == nil {
+		return false
+	}
+	defer s.unref()
+	return s.stopping()
+}
+
 // planWorker is a worker of this package that runs a plan (SubPlan), for
 // reports.
 type planWorker interface {
@@ -241,12 +252,18 @@ func (r *runState) firstPending() NodeReport {
 
 // reportSubs fills in the Sub of rep's SubPlan nodes.
 //
-// The report of a run that has ended shows its sub-runs ended too: the
-// outer run can end (its deadline, a Cancel, EndsRun, the node's own
-// Timeout) while a sub-run's sweep is still ending its nodes, since the
-// outer run does not wait for its workers. The sub-run's context ended
-// with the outer run's or the node's (Input's context must keep the
+// The report of a run that has ended shows its sub-runs ended too, and so
+// does the report of a node that has ended, in a run that goes on: the
+// outer run, or the node, can end (its deadline, a Cancel, EndsRun, the
+// node's own Timeout) while a sub-run's sweep, on a goroutine of its own,
+// is still ending its nodes, since neither waits for the node's worker.
+// A node that ended while its sub-run ran ended because its context did
+// (the node's worker, which waits for the sub-run, had not returned), and
+// the sub-run's context ended with it (Input's context must keep the
 // node's cancellation), so that wait is its sweep's, not its workers'.
+// A node that ended otherwise (its worker's goroutine ended with
+// runtime.Goexit inside the sub-run, whose context goes on) is not waited
+// for: its sub-run is shown as it is.
 // A SubPlan node that ended without starting a sub-run (its Input failed,
 // or it did not run) has no Sub.
 func (r *runState) reportSubs(rep *Report) {
@@ -259,7 +276,7 @@ func (r *runState) reportSubs(rep *Report) {
 	}
 	for i := range rep.Nodes {
 		if sub := last[int32(i)]; sub != nil {
-			if ended {
+			if ended || rep.Nodes[i].Status >= StatusSucceeded && sub.stopping() {
 				<-sub.Done()
 			}
 			rep.Nodes[i].Sub = sub.Report()
