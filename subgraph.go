@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 )
 
@@ -124,9 +125,9 @@ type ForEach[P, T, R any] struct {
 	// Worker is called once per item, with the item as its param.
 	Worker Worker[T, R]
 	// ID, if not nil, names item i's node in reports and pictures, a SKU
-	// rather than its index, for instance. The names must differ, and
-	// differ from "join" when Join is set: the node fails with
-	// [ErrDuplicateID] otherwise.
+	// rather than its index, for instance, and in a Join that names items.
+	// The names must differ, and differ from "join" when Join is set: the
+	// node fails with [ErrDuplicateID] otherwise.
 	ID func(i int, item T) string
 	// Node, if not nil, sets up item i's node before the run: its Timeout,
 	// Retry, Default, OnFailure or Callback.
@@ -164,6 +165,9 @@ func (f ForEach[P, T, R]) workerProblem() (string, error) {
 func (f ForEach[P, T, R]) joinProblem() (string, error) {
 	j := f.Join
 	isItem := func(id string) bool {
+		if f.ID != nil {
+			return true // names known only when the items are
+		}
 		i, err := strconv.Atoi(id)
 		return err == nil && i >= 0 && strconv.Itoa(i) == id
 	}
@@ -204,22 +208,22 @@ func (f ForEach[P, T, R]) joinProblem() (string, error) {
 	return "", nil
 }
 
-// misfit says why j cannot be met by n upstreams "0", "1", ...: it counts
-// more successes (AtLeast), or names an index past them (NamedSucceeded,
-// When, WhenResult); "" if it can. (Compile has refused the ids that are
-// no index.) Such a join on a node with those upstreams is refused by
-// Compile; with none, the others run.
-func (j Join) misfit(n int) string {
-	var ids []string
+// misfit says why j cannot be met by upstreams with these ids: it counts
+// more successes than there are (AtLeast), or names an id that is none of
+// them (NamedSucceeded, When, WhenResult); "" if it can. Such a join on a
+// node with those upstreams is refused by Compile; with none, the others
+// run.
+func (j Join) misfit(ids []string) string {
+	var named []string
 	switch {
-	case j.kind == joinAtLeast && j.n > n:
-		return fmt.Sprintf("%d items cannot make %d successes", n, j.n)
+	case j.kind == joinAtLeast && j.n > len(ids):
+		return fmt.Sprintf("%d items cannot make %d successes", len(ids), j.n)
 	case j.kind == joinNamed, j.kind == joinCustom && j.whenType != nil:
-		ids = j.ids
+		named = j.ids
 	}
-	for _, id := range ids {
-		if i, err := strconv.Atoi(id); err != nil || i >= n {
-			return fmt.Sprintf("it names item %q, and there are %d items", id, n)
+	for _, id := range named {
+		if !slices.Contains(ids, id) {
+			return fmt.Sprintf("it names item %q, and there are %d items", id, len(ids))
 		}
 	}
 	return ""
@@ -243,7 +247,15 @@ func (f ForEach[P, T, R]) build(ctx context.Context, param P, all Wrappers) (Bui
 	if err != nil {
 		return Built[[]WorkResult[R]]{}, fmt.Errorf("ForEach's Items: %w", err)
 	}
-	if why := f.Join.misfit(len(items)); why != "" {
+	ids := make([]string, len(items))
+	for i, item := range items {
+		if f.ID != nil {
+			ids[i] = f.ID(i, item)
+		} else {
+			ids[i] = strconv.Itoa(i)
+		}
+	}
+	if why := f.Join.misfit(ids); why != "" {
 		// Too few items for the join (an empty list included): the join
 		// node's Compile would refuse it, in words about a node the
 		// caller did not make.
@@ -254,11 +266,7 @@ func (f ForEach[P, T, R]) build(ctx context.Context, param P, all Wrappers) (Bui
 	nodes := make([]*WorkerWrapper[T, R], len(items))
 	starts := make([]Wrapper, len(items))
 	for i, item := range items {
-		id := strconv.Itoa(i)
-		if f.ID != nil {
-			id = f.ID(i, item)
-		}
-		n := NewWrapper(id, f.Worker, item)
+		n := NewWrapper(ids[i], f.Worker, item)
 		if f.Node != nil {
 			f.Node(i, n)
 		}

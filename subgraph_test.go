@@ -509,3 +509,36 @@ func TestForEachID(t *testing.T) {
 	assert.ErrorContains(t, same.Result().Err, `"x"`)
 	assert.ErrorIs(t, clash.Result().Err, ErrDuplicateID, "an item named join clashes with the join node")
 }
+
+// TestForEachIDInAJoin: with ID, a Join names items by their names, which
+// Compile cannot know; a name that is no item's fails the node when the
+// items are known.
+func TestForEachIDInAJoin(t *testing.T) {
+	a := newAsync(t)
+	skus := func(context.Context, int, Wrappers) ([]string, error) { return []string{"book", "lamp", "mug"}, nil }
+	length := WorkerFunc[string, int](func(_ context.Context, s string, _ Wrappers) (int, error) {
+		if s == "mug" {
+			return 0, errors.New("no mug")
+		}
+		return len(s), nil
+	})
+	byName := func(_ int, sku string) string { return sku }
+	named := NewWrapper("named", ForEach[int, string, int]{
+		Items: skus, Worker: length, ID: byName, Join: NamedSucceeded("book", "lamp"),
+	}, 0)
+	when := NewWrapper("when", ForEach[int, string, int]{
+		Items: skus, Worker: length, ID: byName, Join: When("lamp", func(n int) bool { return n == 4 }),
+	}, 0)
+	unknown := NewWrapper("unknown", ForEach[int, string, int]{
+		Items: skus, Worker: length, ID: byName, Join: NamedSucceeded("sofa"),
+	}, 0)
+	pl, err := Compile(named, when, unknown)
+	require.NoError(t, err, "names are checked when the items are known")
+	run, err := a.RunPlan(context.Background(), pl, time.Second)
+	require.NoError(t, err)
+	defer run.Release()
+	assert.NoError(t, named.ResultIn(run).Err, "book and lamp succeeded; mug's failure is not named")
+	assert.ErrorContains(t, when.ResultIn(run).Err, "no mug", "When needs every item to succeed, and mug failed")
+	assert.ErrorIs(t, unknown.ResultIn(run).Err, ErrBadJoin)
+	assert.ErrorContains(t, unknown.ResultIn(run).Err, `it names item "sofa", and there are 3 items`)
+}
