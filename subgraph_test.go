@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -541,4 +542,47 @@ func TestForEachIDInAJoin(t *testing.T) {
 	assert.ErrorContains(t, when.ResultIn(run).Err, "no mug", "When needs every item to succeed, and mug failed")
 	assert.ErrorIs(t, unknown.ResultIn(run).Err, ErrBadJoin)
 	assert.ErrorContains(t, unknown.ResultIn(run).Err, `it names item "sofa", and there are 3 items`)
+}
+
+// TestSubGraphGoexitCancelsTheSubRun: a node of the sub-graph that ends
+// the worker's goroutine with runtime.Goexit (t.FailNow in a fake) fails
+// the node with ErrGoexit and stops the rest of the sub-graph then, not
+// when the outer run ends.
+func TestSubGraphGoexitCancelsTheSubRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		start := time.Now()
+		var stoppedAt atomic.Int64 // ns after start, -1 if waits never started
+		stoppedAt.Store(-1)
+		node := NewWrapper("sub", SubGraph[int, int]{Build: func(context.Context, int, Wrappers) (Built[int], error) {
+			quits := NewWrapper("quits", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+				runtime.Goexit()
+				return 0, nil
+			}), 0)
+			waits := NewWrapper("waits", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+				<-ctx.Done()
+				stoppedAt.Store(int64(time.Since(start)))
+				return 0, ctx.Err()
+			}), 0)
+			return Built[int]{Starts: []Wrapper{quits, waits}, Output: func() (int, error) { return 1, nil }}, nil
+		}}, 0)
+		other := NewWrapper("other", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			time.Sleep(time.Second) // the outer run goes on
+			return 0, nil
+		}), 0)
+		run, err := a.Start(context.Background(), time.Minute, node, other)
+		require.NoError(t, err)
+		time.Sleep(500 * time.Millisecond)
+		mid := run.Report() // the outer run goes on; its node sub has ended
+		require.NoError(t, run.Wait(context.Background()))
+		assert.Equal(t, time.Second, time.Since(start))
+		assert.ErrorIs(t, node.Result().Err, ErrGoexit)
+		assert.Contains(t, []int64{-1, 0}, stoppedAt.Load(), "the sub-graph's other node, if it started, was stopped at once, not with the outer run")
+		require.Equal(t, StatusFailed, mid.Nodes[0].Status)
+		sub := mid.Nodes[0].Sub
+		require.NotNil(t, sub)
+		assert.ErrorIs(t, sub.Nodes[0].Err, ErrGoexit)
+		assert.Equal(t, StatusTimedOut, sub.Nodes[1].Status, "the sub-run ended with its node:\n%v", mid)
+	})
 }

@@ -139,10 +139,18 @@ func runSub(all Wrappers, ctx context.Context, sub *runState, noun string) (*Run
 	// and before its first task runs, so that the outer run's report
 	// shows the sub-run from its start: this goroutine may run all of a
 	// chain. A worker of the plan, run here, that ends this goroutine
-	// with runtime.Goexit fails the node with ErrGoexit.
+	// with runtime.Goexit fails the node with ErrGoexit, and cancels the
+	// sub-run first, as a node that ends otherwise stops its sub-run.
 	h := newHandle(sub)
 	outer.adopt(all.self, h)
+	returned := false
+	defer func() {
+		if !returned {
+			sub.Cancel()
+		}
+	}()
 	sub.helper()
+	returned = true
 	var stall <-chan struct{} // nil, never ready, for a plan that cannot suspend
 	if sub.p.suspends {
 		stall = sub.Suspended()
@@ -261,9 +269,8 @@ func (r *runState) firstPending() NodeReport {
 // (the node's worker, which waits for the sub-run, had not returned), and
 // the sub-run's context ended with it (Input's context must keep the
 // node's cancellation), so that wait is its sweep's, not its workers'.
-// A node that ended otherwise (its worker's goroutine ended with
-// runtime.Goexit inside the sub-run, whose context goes on) is not waited
-// for: its sub-run is shown as it is.
+// A worker's goroutine that ended with runtime.Goexit inside the sub-run
+// cancelled it on the way out (see runSub).
 // A SubPlan node that ended without starting a sub-run (its Input failed,
 // or it did not run) has no Sub.
 func (r *runState) reportSubs(rep *Report) {
