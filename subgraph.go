@@ -75,12 +75,18 @@ func (s SubGraph[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R,
 	if g.Output == nil {
 		return v, fmt.Errorf("%w: SubGraph's Build returned no Output", ErrNilWorker)
 	}
+	return runBuilt(ctx, all, g, "SubGraph's graph")
+}
+
+// runBuilt runs g, made for the node whose worker got all, as the node's
+// sub-run under ctx, and returns its Output; what names g in errors.
+func runBuilt[R any](ctx context.Context, all Wrappers, g Built[R], what string) (v R, err error) {
 	if len(g.Starts) > 0 {
 		sub, err := all.r.a.compileGraph(g.Starts)
 		if err != nil {
-			return v, fmt.Errorf("asynctool: SubGraph's graph: %w", err)
+			return v, fmt.Errorf("asynctool: %s: %w", what, err)
 		}
-		if _, err := runSub(all, ctx, sub, "sub-graph"); err != nil {
+		if _, err := runSub(all, ctx, sub, what); err != nil {
 			return v, err
 		}
 	}
@@ -95,9 +101,10 @@ func (s SubGraph[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R,
 // item 2 of a node "prices" is "prices/2" in asynctooltest's assertions.
 //
 // The calls run on the outer run's [Async], whose pool bounds them
-// ([WithMaxWorkers]), under the node's context. Each item's result is its
-// node's: its value, or its default and error if it failed, timed out,
-// panicked, or was stopped.
+// ([WithMaxWorkers]), under the node's context. A call's Wrappers are the
+// sub-run's, so it reads nothing of the outer graph: what it needs comes
+// in its item. Each item's result is its node's: its value, or its
+// default and error if it failed, timed out, panicked, or was stopped.
 //
 // With the zero Join, the node succeeds however its items ended, once they
 // all have, and the caller reads their results. Another Join decides from
@@ -106,8 +113,14 @@ func (s SubGraph[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R,
 // stopped (their error wraps [ErrRunEnded], see [WorkerWrapper.EndsRun]),
 // and those not started are skipped. So [AllSucceeded] fails the node at
 // the first failed item, with an error that wraps that item's, [AnySucceeded]
-// returns at the first success, and [AtLeast] makes a quorum. The report
-// shows the join as a node of the sub-graph, "join".
+// returns at the first success, and [AtLeast] makes a quorum. A node its
+// Join failed has its default value (the items' results are in its
+// report). The report shows the join as a node of the sub-graph, "join".
+//
+// In a durable graph (the durable module), a ForEach node's result is
+// checkpointed as JSON, and an item's error does not decode back: a node
+// any of whose items failed or was stopped fails there. Checkpoint a
+// downstream node that keeps what the request needs instead.
 //
 // [Compile] and [Async.BeginWork] reject a node whose ForEach has no Items
 // or no Worker ([ErrNilWorker]), or a Join that no list of items fits
@@ -237,7 +250,14 @@ func (f ForEach[P, T, R]) Action(ctx context.Context, param P, all Wrappers) ([]
 	if why, err := f.workerProblem(); err != nil {
 		return nil, fmt.Errorf("%w: %s", err, why) // only if Compile was bypassed
 	}
-	return SubGraph[P, []WorkResult[R]]{Build: f.build}.Action(ctx, param, all)
+	if all.r == nil {
+		return nil, fmt.Errorf("asynctool: ForEach called outside a run (its Wrappers are empty)")
+	}
+	g, err := f.build(ctx, param, all)
+	if err != nil {
+		return nil, err
+	}
+	return runBuilt(ctx, all, g, "ForEach's items")
 }
 
 // build makes the graph of one node per item, and the join node if f has
@@ -245,7 +265,7 @@ func (f ForEach[P, T, R]) Action(ctx context.Context, param P, all Wrappers) ([]
 func (f ForEach[P, T, R]) build(ctx context.Context, param P, all Wrappers) (Built[[]WorkResult[R]], error) {
 	items, err := f.Items(ctx, param, all)
 	if err != nil {
-		return Built[[]WorkResult[R]]{}, fmt.Errorf("ForEach's Items: %w", err)
+		return Built[[]WorkResult[R]]{}, fmt.Errorf("asynctool: ForEach's Items: %w", err)
 	}
 	ids := make([]string, len(items))
 	for i, item := range items {

@@ -206,7 +206,7 @@ func TestForEachEmptyAndFailedItems(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, run.Wait(context.Background()))
 	assert.Equal(t, WorkResult[[]WorkResult[int]]{Value: []WorkResult[int]{}, State: ResultSuccess}, none.Result(), "no items: an empty result")
-	assert.EqualError(t, bad.Result().Err, "asynctool: SubGraph's Build: ForEach's Items: no list")
+	assert.EqualError(t, bad.Result().Err, "asynctool: ForEach's Items: no list")
 	rep := run.Report()
 	assert.Nil(t, subNode(t, rep, "none").Sub, "nothing ran")
 	assert.Nil(t, subNode(t, rep, "bad").Sub, "nothing ran")
@@ -476,7 +476,7 @@ func TestForEachSuspendedItem(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, run.Wait(context.Background()))
 		assert.Less(t, time.Since(start), time.Minute, "the node did not wait for the deadline")
-		assert.ErrorContains(t, each.Result().Err, `sub-graph suspended at node "1", and was cancelled: needs a person`)
+		assert.ErrorContains(t, each.Result().Err, `asynctool: ForEach's items suspended at node "1", and was cancelled: needs a person`)
 	})
 }
 
