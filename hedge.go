@@ -88,7 +88,17 @@ func (h *hedged[P, R]) DefaultValue() R {
 type call[R any] struct {
 	v   R
 	err error
+	sub *Run // the sub-run the call started, if w runs one (see hedgeCall)
 }
+
+// hedgeCall is in the context of a hedged call, for the call's sub-run
+// (a SubPlan's, SubGraph's or ForEach's) to be found by the call's
+// outcome: the run shows the winner's sub-run as the node's, not the
+// last one started.
+type hedgeCall struct{ sub *Run }
+
+// hedgeCallKey is the context key of a *hedgeCall.
+type hedgeCallKey struct{}
 
 // Action runs the hedged calls.
 func (h *hedged[P, R]) Action(ctx context.Context, param P, all Wrappers) (R, error) {
@@ -135,6 +145,9 @@ func (h *hedged[P, R]) Action(ctx context.Context, param P, all Wrappers) (R, er
 					<-done
 				}
 				wg.Wait()
+				if c.sub != nil {
+					all.r.preferSub(all.self, c.sub)
+				}
 				return c.v, nil
 			}
 			errs = append(errs, c.err)
@@ -161,8 +174,11 @@ func (h *hedged[P, R]) Action(ctx context.Context, param P, all Wrappers) (R, er
 func (h *hedged[P, R]) call(ctx context.Context, param P, all Wrappers, done chan<- call[R], wg *sync.WaitGroup) {
 	defer wg.Done()
 	var c call[R]
+	tok := &hedgeCall{}
+	ctx = context.WithValue(ctx, hedgeCallKey{}, tok)
 	normal := false
 	defer func() {
+		c.sub = tok.sub
 		if !normal {
 			if v := recover(); v != nil {
 				c.err = newPanicError(v)

@@ -59,12 +59,13 @@ type NodeReport struct {
 	Ready, Started, Ended time.Time
 	Wait                  time.Duration
 	Lane                  int
-	// Sub is the report of the plan a [SubPlan] node runs: of the last
-	// run of it that the node started (ended, in the report of a run
-	// that has ended), or its static shape (as [Plan.Describe] gives it)
-	// while the node has not ended and started none. It is nil for a
-	// SubPlan node that ended without starting a sub-run, and for other
-	// nodes. [Report.String], [Report.DOT], [Report.Mermaid]
+	// Sub is the report of the plan a [SubPlan] node runs, or of the
+	// graph a [SubGraph] or [ForEach] node built: of the last run of it
+	// that the node started (for a [Hedged] worker, the winning call's),
+	// ended in the report of a run that has ended or of a node that has,
+	// or a SubPlan's static shape (as [Plan.Describe] gives it) while the
+	// node has not ended and started none. It is nil for a node that
+	// ended without starting a sub-run, and for other nodes. [Report.String], [Report.DOT], [Report.Mermaid]
 	// and [Report.WriteChromeTrace] show it with the node;
 	// [Report.CriticalPath] and [Report.Err] stay with the report's own
 	// nodes.

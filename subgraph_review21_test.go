@@ -205,7 +205,7 @@ func ptr[T any](v T) *T { return &v }
 // started"): the loser's, cancelled, so the node "succeeded" with item 0's
 // value while its Sub says item 0 "timed out (context canceled)".
 func TestS21RHedgedForEachReportShowsTheWinner(t *testing.T) {
-	t.Skip("design: NodeReport.Sub is the last sub-run started (subplan.go lastSubs), and a Hedged worker's winner is known only to hedged.Action; showing the winner's needs hedged to tell the run which call's sub-run it took")
+
 	a := newAsync(t)
 	var calls atomic.Int32
 	fe := ForEach[int, int, int]{

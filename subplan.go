@@ -3,6 +3,7 @@ package asynctool
 import (
 	"context"
 	"fmt"
+	"slices"
 )
 
 // SubPlan is a worker that runs a compiled [Plan] as one node of another
@@ -143,6 +144,9 @@ func runSub(all Wrappers, ctx context.Context, sub *runState, noun string) (*Run
 	// sub-run first, as a node that ends otherwise stops its sub-run.
 	h := newHandle(sub)
 	outer.adopt(all.self, h)
+	if tok, ok := ctx.Value(hedgeCallKey{}).(*hedgeCall); ok {
+		tok.sub = h // the call of a Hedged worker that started it
+	}
 	returned := false
 	defer func() {
 		if !returned {
@@ -204,8 +208,20 @@ func (r *runState) adopt(i int32, sub *Run) {
 	r.mu.Unlock()
 }
 
+// preferSub makes sub, a run that node i's worker started, the one that
+// the node's report shows: the winning call's of a Hedged worker, which
+// need not have started last.
+func (r *runState) preferSub(i int32, sub *Run) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	runs := r.subs[i]
+	if k := slices.Index(runs, sub); k >= 0 {
+		r.subs[i] = append(slices.Delete(runs, k, k+1), sub)
+	}
+}
+
 // lastSubs returns, by node index, the last run each node's worker
-// started, nil if none did.
+// started, nil if none did (see preferSub).
 func (r *runState) lastSubs() map[int32]*Run {
 	r.mu.Lock()
 	defer r.mu.Unlock()
