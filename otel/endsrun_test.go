@@ -38,3 +38,42 @@ func TestRunEndedIsNoFailure(t *testing.T) {
 	assert.Equal(t, int64(0), attrs(run.Attributes)["asynctool.run.failed"].AsInt64())
 	assert.Equal(t, codes.Unset, run.Status.Code)
 }
+
+// TestANodeEndedBeforeItsStartHookHasOneSpan: a node whose OnNodeStart
+// hook comes after its end (the run ended with its EndsRun node while the
+// node's start was under way) has one span, the zero-length one that
+// OnNodeEnd gave it with its outcome; before, OnNodeStart started and
+// ended a second span with no outcome, which a lookup by name could find
+// instead (TestRunEndedIsNoFailure failed 3 times in 300 under -race).
+func TestANodeEndedBeforeItsStartHookHasOneSpan(t *testing.T) {
+	h, exp, _, _ := setup(t)
+	ended := make(chan struct{})
+	late := *h
+	late.OnNodeStart = func(ctx context.Context, ev asynctool.NodeEvent) context.Context {
+		if ev.ID == "recs" {
+			<-ended // the run ends with page meanwhile, and ends recs
+		}
+		return h.OnNodeStart(ctx, ev)
+	}
+	late.OnNodeEnd = func(ctx context.Context, ev asynctool.NodeEvent) {
+		h.OnNodeEnd(ctx, ev)
+		if ev.ID == "recs" {
+			close(ended)
+		}
+	}
+	recs := asynctool.NewWrapper("recs", asynctooltest.Blocks[int, int](1), 0).ShortCircuit(false)
+	user := asynctool.NewWrapper("user", asynctooltest.Returns[int](2), 0)
+	asynctool.NewWrapper("page", asynctooltest.Returns[int](3), 0).Depend(user, true).Depend(recs, false).EndsRun()
+	a := asynctool.New(asynctool.WithHooks(&late))
+	require.NoError(t, a.BeginWork(context.Background(), time.Minute, recs, user))
+	require.NoError(t, a.Close())
+
+	var spans []tracetest.SpanStub
+	for _, s := range exp.GetSpans() {
+		if s.Name == "asynctool.node recs" {
+			spans = append(spans, s)
+		}
+	}
+	require.Len(t, spans, 1)
+	assert.Equal(t, "run_ended", attrs(spans[0].Attributes)["asynctool.node.outcome"].AsString())
+}

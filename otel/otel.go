@@ -215,21 +215,24 @@ func (in *instruments) nodeStart(ctx context.Context, ev asynctool.NodeEvent) co
 	if st == nil {
 		return ctx
 	}
+	// The span is started under st.mu, so that nodeEnd, which takes it,
+	// comes either before (and the node gets no second span) or after
+	// (and ends this one with the node's outcome).
+	st.mu.Lock()
+	n := st.node(ev.Index)
+	if n == nil || n.ended {
+		// The deadline, a cancellation or the run's end ended the node
+		// while this hook was on its way: nodeEnd has been, and gave the
+		// node its span (zero-length, as a node that never ran). A second
+		// span, which no one would give an outcome, is left out.
+		st.mu.Unlock()
+		return ctx
+	}
 	ctx, span := in.tracer.Start(ctx, "asynctool.node "+ev.ID, trace.WithAttributes(
 		KeyNodeID.String(ev.ID),
 		KeyNodeIndex.Int(ev.Index),
 		KeyNodeWaitMS.Float64(float64(ev.Wait)/float64(time.Millisecond)),
 	))
-	st.mu.Lock()
-	n := st.node(ev.Index)
-	if n == nil || n.ended {
-		// The deadline or a cancellation ended the node (and perhaps the
-		// run) while this hook was on its way: nodeEnd has been and no
-		// one else would end the span.
-		st.mu.Unlock()
-		span.End()
-		return ctx
-	}
 	old := n.span
 	n.span = span
 	st.mu.Unlock()
