@@ -144,3 +144,47 @@ func ExampleSubGraph() {
 	//   step2: succeeded by=step1
 	//   step3: succeeded by=step2
 }
+
+// A page that shows whatever prices arrive within 200ms: each item's node
+// gets that budget as its Timeout, and a Default naming its item, so the
+// ForEach node returns by then with every item's result, the slow one's
+// default among them. A Timeout on the ForEach node itself would end the
+// node instead, with its own default, and the prices that had arrived
+// would be lost to the page.
+func ExampleForEach_budget() {
+	a := asynctool.New()
+	defer a.Close()
+
+	latency := map[string]time.Duration{"book": time.Millisecond, "lamp": 2 * time.Millisecond, "sofa": time.Minute}
+	prices := asynctool.NewWrapper("prices", asynctool.ForEach[int64, string, string]{
+		Items: func(context.Context, int64, asynctool.Wrappers) ([]string, error) {
+			return []string{"book", "lamp", "sofa"}, nil
+		},
+		Worker: asynctool.WorkerFunc[string, string](func(ctx context.Context, sku string, _ asynctool.Wrappers) (string, error) {
+			select {
+			case <-time.After(latency[sku]):
+				return sku + ": 12.50", nil
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		}),
+		Node: func(_ int, sku string, n *asynctool.WorkerWrapper[string, string]) {
+			n.Timeout(200 * time.Millisecond).Default(sku + ": price unavailable")
+		},
+	}, 42)
+
+	start := time.Now()
+	run, err := a.Start(context.Background(), 10*time.Second, prices)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(run.Wait(context.Background()), time.Since(start) < 5*time.Second)
+	for _, r := range prices.Result().Value {
+		fmt.Println(r.Value, r.State)
+	}
+	// Output:
+	// <nil> true
+	// book: 12.50 success
+	// lamp: 12.50 success
+	// sofa: price unavailable timeout
+}

@@ -117,6 +117,13 @@ func runBuilt[R any](ctx context.Context, all Wrappers, g Built[R], what string)
 // Join failed has its default value (the items' results are in its
 // report). The report shows the join as a node of the sub-graph, "join".
 //
+// A ForEach node that its context ends (the group deadline, its own
+// Timeout) ends as any node does, with its default value: the items that
+// had arrived are in its report only. To go on with whatever arrived,
+// bound the items rather than the node: Node gives each item a Timeout
+// within the budget, and a Default, so that the node returns in time with
+// every item's result (ExampleForEach_budget).
+//
 // In a durable graph (the durable module), a ForEach node's result is
 // checkpointed as JSON, and an item's error does not decode back: a node
 // any of whose items failed or was stopped fails there. Checkpoint a
@@ -132,8 +139,9 @@ func runBuilt[R any](ctx context.Context, all Wrappers, g Built[R], what string)
 type ForEach[P, T, R any] struct {
 	// Items returns the list, from the node's param and upstreams. An
 	// error fails the node; an empty list gives an empty result, unless
-	// the Join counts or names items (AtLeast, NamedSucceeded, When,
-	// WhenResult), which too few items fail with ErrBadJoin.
+	// the Join counts or names items (AnySucceeded, AtLeast,
+	// NamedSucceeded, When, WhenResult), which too few items fail with
+	// ErrBadJoin.
 	Items func(ctx context.Context, param P, all Wrappers) ([]T, error)
 	// Worker is called once per item, with the item as its param.
 	Worker Worker[T, R]
@@ -142,9 +150,9 @@ type ForEach[P, T, R any] struct {
 	// The names must differ, and differ from "join" when Join is set: the
 	// node fails with [ErrDuplicateID] otherwise.
 	ID func(i int, item T) string
-	// Node, if not nil, sets up item i's node before the run: its Timeout,
-	// Retry, Default, OnFailure or Callback.
-	Node func(i int, n *WorkerWrapper[T, R])
+	// Node, if not nil, sets up the node of item i before the run: its
+	// Timeout, Retry, Default, OnFailure or Callback.
+	Node func(i int, item T, n *WorkerWrapper[T, R])
 	// Join, if not the zero Join, decides the node from its items' ends.
 	Join Join
 }
@@ -231,6 +239,8 @@ func (j Join) misfit(ids []string) string {
 	switch {
 	case j.kind == joinAtLeast && j.n > len(ids):
 		return fmt.Sprintf("%d items cannot make %d successes", len(ids), j.n)
+	case j.kind == joinAny && len(ids) == 0:
+		return "0 items cannot make 1 success" // as AtLeast(1)
 	case j.kind == joinNamed, j.kind == joinCustom && j.whenType != nil:
 		named = j.ids
 	}
@@ -288,7 +298,7 @@ func (f ForEach[P, T, R]) build(ctx context.Context, param P, all Wrappers) (Bui
 	for i, item := range items {
 		n := NewWrapper(ids[i], f.Worker, item)
 		if f.Node != nil {
-			f.Node(i, n)
+			f.Node(i, item, n)
 		}
 		nodes[i], starts[i] = n, n
 	}

@@ -231,7 +231,7 @@ func TestForEachNodeSetsUpItems(t *testing.T) {
 		each := NewWrapper("each", ForEach[int, int, int]{
 			Items:  func(context.Context, int, Wrappers) ([]int, error) { return []int{1, 2, 3, 4}, nil },
 			Worker: w,
-			Node: func(i int, n *WorkerWrapper[int, int]) {
+			Node: func(i int, _ int, n *WorkerWrapper[int, int]) {
 				n.Retry(RetryPolicy{Attempts: 2}).Timeout(5 * time.Millisecond).Default(-i)
 			},
 		}, 0)
@@ -469,7 +469,7 @@ func TestForEachSuspendedItem(t *testing.T) {
 				}
 				return id, nil
 			}),
-			Node: func(_ int, n *WorkerWrapper[int, int]) { n.OnFailure(PolicySuspend) },
+			Node: func(_ int, _ int, n *WorkerWrapper[int, int]) { n.OnFailure(PolicySuspend) },
 		}, 0)
 		start := time.Now()
 		run, err := a.Start(context.Background(), time.Minute, each)
