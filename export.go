@@ -292,11 +292,11 @@ func dotQuote(s string) string {
 // arrow, so an optional edge on the critical path is drawn thick. Colours
 // and labels are as for [Report.DOT], applied through classDef lines.
 //
-// A [SubPlan] node's [NodeReport.Sub] is drawn as for DOT, in a subgraph
-// block (subgraph cluster_n3, titled with the node's id) that holds the
-// node first, then the Sub's nodes (n3_0, n3_1, ...) and edges; a dotted
-// link without an arrowhead (-.-) ties the node to each start node of
-// the Sub.
+// A node's [NodeReport.Sub] (a [SubPlan], [SubGraph] or [ForEach] node's)
+// is drawn as for DOT, in a subgraph block (subgraph cluster_n3, titled
+// with the node's id) that holds the node first, then the Sub's nodes
+// (n3_0, n3_1, ...) and edges; a dotted link without an arrowhead (-.-)
+// ties the node to each start node of the Sub.
 func (rep *Report) Mermaid() string {
 	var b strings.Builder
 	b.WriteString("flowchart LR\n")
@@ -425,10 +425,10 @@ func mermaidEscape(lines []string) string {
 // static report, or a run without [WithTimings] or hooks.
 //
 // It is a path through the report's own nodes and does not enter
-// sub-reports: a [SubPlan] node counts with its whole duration, which
-// includes its sub-run, and the chain inside the sub-run is its
-// [NodeReport.Sub]'s CriticalPath (the one DOT and Mermaid draw inside
-// the node's box).
+// sub-reports: a node with a sub-run ([SubPlan], [SubGraph], [ForEach])
+// counts with its whole duration, which includes its sub-run, and the
+// chain inside the sub-run is its [NodeReport.Sub]'s CriticalPath (the
+// one DOT and Mermaid draw inside the node's box).
 func (rep *Report) CriticalPath() []int {
 	last := -1
 	for i := range rep.Nodes {
