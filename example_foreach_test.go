@@ -59,7 +59,7 @@ func ExampleForEach() {
 // A read from five replicas that needs three answers: with AtLeast(3),
 // the node returns as soon as three replicas have answered, and the calls
 // still running are cancelled (their error wraps ErrRunEnded; a call not
-// started by then is skipped). Had three failed, the node would have
+// started by then never starts). Had three failed, the node would have
 // failed at once.
 func ExampleForEach_quorum() {
 	a := asynctool.New()

@@ -22,7 +22,7 @@ const (
 	colorTimeout   = "#fdae61"
 	colorWorking   = "#abd9e9"
 	colorInit      = "#ffffff"
-	// colorCluster outlines the box of a SubPlan node's sub-report.
+	// colorCluster outlines the box of a node's sub-report (NodeReport.Sub).
 	colorCluster = "#969696"
 )
 
@@ -162,18 +162,19 @@ func (rep *Report) criticalEdges() map[[2]int]bool {
 // [Describe] or [Plan.Describe]) is drawn as the plain graph, with the
 // joins: no colours, no outcomes, no durations, no critical path.
 //
-// A [SubPlan] node whose [NodeReport.Sub] is set is drawn inside a box
-// (a cluster, cluster_n3 for node n3) labelled with its id, with the
-// nodes of its Sub: the node itself, which keeps its edges to and from
-// the outer graph, comes first, and a dotted line without an arrowhead
-// ties it to each start node (a node without dependencies) of the Sub.
-// The Sub's nodes are named after the node, n3_0, n3_1, ..., so no name
-// clashes with the outer graph's, and a Sub's SubPlan nodes are drawn
-// the same way, one box inside another (n3_1_0, ...). The Sub is drawn
-// by the rules above, as a report of its own: its outcomes and colours,
-// and the thick edges of its own critical path, which is the sub-run's
-// and not part of the outer one. It is drawn plain when it is static
-// (the node has not started a sub-run) and when the outer report is.
+// A node whose [NodeReport.Sub] is set (a [SubPlan], [SubGraph] or
+// [ForEach] node) is drawn inside a box (a cluster, cluster_n3 for node
+// n3) labelled with its id, with the nodes of its Sub: the node itself,
+// which keeps its edges to and from the outer graph, comes first, and a
+// dotted line without an arrowhead ties it to each start node (a node
+// without dependencies) of the Sub. The Sub's nodes are named after the
+// node, n3_0, n3_1, ..., so no name clashes with the outer graph's, and a
+// Sub's own nodes with a Sub are drawn the same way, one box inside
+// another (n3_1_0, ...). The Sub is drawn by the rules above, as a report
+// of its own: its outcomes and colours, and the thick edges of its own
+// critical path, which is the sub-run's and not part of the outer one.
+// It is drawn plain when it is static (a SubPlan node that has not
+// started a sub-run) and when the outer report is.
 func (rep *Report) DOT() string {
 	var b strings.Builder
 	b.WriteString("digraph asynctool {\n")
@@ -291,11 +292,11 @@ func dotQuote(s string) string {
 // arrow, so an optional edge on the critical path is drawn thick. Colours
 // and labels are as for [Report.DOT], applied through classDef lines.
 //
-// A [SubPlan] node's [NodeReport.Sub] is drawn as for DOT, in a subgraph
-// block (subgraph cluster_n3, titled with the node's id) that holds the
-// node first, then the Sub's nodes (n3_0, n3_1, ...) and edges; a dotted
-// link without an arrowhead (-.-) ties the node to each start node of
-// the Sub.
+// A node's [NodeReport.Sub] (a [SubPlan], [SubGraph] or [ForEach] node's)
+// is drawn as for DOT, in a subgraph block (subgraph cluster_n3, titled
+// with the node's id) that holds the node first, then the Sub's nodes
+// (n3_0, n3_1, ...) and edges; a dotted link without an arrowhead (-.-)
+// ties the node to each start node of the Sub.
 func (rep *Report) Mermaid() string {
 	var b strings.Builder
 	b.WriteString("flowchart LR\n")
@@ -424,10 +425,10 @@ func mermaidEscape(lines []string) string {
 // static report, or a run without [WithTimings] or hooks.
 //
 // It is a path through the report's own nodes and does not enter
-// sub-reports: a [SubPlan] node counts with its whole duration, which
-// includes its sub-run, and the chain inside the sub-run is its
-// [NodeReport.Sub]'s CriticalPath (the one DOT and Mermaid draw inside
-// the node's box).
+// sub-reports: a node with a sub-run ([SubPlan], [SubGraph], [ForEach])
+// counts with its whole duration, which includes its sub-run, and the
+// chain inside the sub-run is its [NodeReport.Sub]'s CriticalPath (the
+// one DOT and Mermaid draw inside the node's box).
 func (rep *Report) CriticalPath() []int {
 	last := -1
 	for i := range rep.Nodes {
@@ -516,15 +517,15 @@ type traceEvent struct {
 // on its lane, without an end: viewers draw it to the end of the trace.
 //
 // The run's own nodes are process 1, "asynctool run". The nodes of a
-// [SubPlan] node's [NodeReport.Sub] (its last sub-run) are a process of
-// their own, numbered from 2 in report order, named "sub-run of ID" and
-// with tracks as above for the sub-run's lanes and its nodes that did
-// not run: a sub-run's lanes are its own, so its events never share a
-// track with the outer run's. Their events are named by the path of
-// SubPlan node ids that leads to them ("profile/name"; "a/b/c" for a
-// sub-run inside a sub-run), and placed at their real times, from the
-// outer run's Start. A Sub in which no node ran or ended (the node has
-// not started a sub-run) adds no process.
+// [SubPlan], [SubGraph] or [ForEach] node's [NodeReport.Sub] (its last
+// sub-run) are a process of their own, numbered from 2 in report order,
+// named "sub-run of ID" and with tracks as above for the sub-run's lanes
+// and its nodes that did not run: a sub-run's lanes are its own, so its
+// events never share a track with the outer run's. Their events are named
+// by the path of node ids that leads to them ("profile/name",
+// "prices/2"; "a/b/c" for a sub-run inside a sub-run), and placed at
+// their real times, from the outer run's Start. A Sub in which no node
+// ran or ended (the node has not started a sub-run) adds no process.
 //
 // It returns an error, and writes nothing, if a node ran, in the run or
 // in a sub-run, but the report has no times for it: record them with

@@ -151,11 +151,13 @@ func (r *runState) Report() *Report {
 // with its id, so errors.Is and errors.As see every cause. It is nil when
 // every node succeeded.
 //
-// It does not look into sub-reports. A [SubPlan] node's Err is what its
-// Output decided from the sub-run (or why the sub-run stopped, which it
-// wraps), so a sub-run's failure that Output tolerated does not make the
-// run's Err non-nil, and one that it passed on is not counted twice;
-// the errors of the sub-run's own nodes are its [NodeReport.Sub]'s Err.
+// It does not look into sub-reports. A [SubPlan] or [SubGraph] node's
+// Err is what its Output decided from the sub-run, a [ForEach] node's
+// what its Join decided (or, for each, why the sub-run stopped, which it
+// wraps), so a sub-run's failure that Output or the Join tolerated does
+// not make the run's Err non-nil, and one that it passed on is not
+// counted twice; the errors of the sub-run's own nodes are its
+// [NodeReport.Sub]'s Err.
 func (rep *Report) Err() error {
 	var errs []error
 	for i := range rep.Nodes {
@@ -167,7 +169,8 @@ func (rep *Report) Err() error {
 }
 
 // String renders the report compactly, one node per line, for logs. The
-// nodes of a [SubPlan] node's Sub follow it, indented.
+// nodes of a node's Sub (a [SubPlan], [SubGraph] or [ForEach] node's)
+// follow it, indented.
 func (rep *Report) String() string {
 	var b strings.Builder
 	rep.write(&b, "")

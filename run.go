@@ -249,9 +249,10 @@ type runState struct {
 	// measured with.
 	gen atomic.Uint64
 
-	// subs are the runs that nodes' SubPlan workers started, by node
-	// index, in the order they started; they are released with the run.
-	// Guarded by mu.
+	// subs are the runs that nodes' SubPlan, SubGraph and ForEach workers
+	// started, by node index, in the order they started, but for a Hedged
+	// worker's winning call's, moved last (preferSub); they are released
+	// with the run. Guarded by mu.
 	subs map[int32][]*Run
 	// lateHelper is helper for a nested run, handed to a goroutine or a
 	// queue that may not run it soon: it counts as busy only once it

@@ -111,11 +111,13 @@ func runBuilt[R any](ctx context.Context, all Wrappers, g Built[R], what string)
 // the items as they end, as it would for a node whose upstreams they are,
 // and the node returns as soon as it has decided: items still running are
 // stopped (their error wraps [ErrRunEnded], see [WorkerWrapper.EndsRun]),
-// and those not started are skipped. So [AllSucceeded] fails the node at
-// the first failed item, with an error that wraps that item's, [AnySucceeded]
-// returns at the first success, and [AtLeast] makes a quorum. A node its
-// Join failed has its default value (the items' results are in its
-// report). The report shows the join as a node of the sub-graph, "join".
+// and those not started never start: each ends skipped ([ErrSkipped]) or
+// stopped as the running ones are, depending on timing. So [AllSucceeded]
+// fails the node at the first failed item, with an error that wraps that
+// item's, [AnySucceeded] returns at the first success, and [AtLeast] makes
+// a quorum. A node its Join failed has its default value (the items'
+// results are in its report). The report shows the join as a node of the
+// sub-graph, "join".
 //
 // A ForEach node that its context ends (the group deadline, its own
 // Timeout) ends as any node does, with its default value: the items that

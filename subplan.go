@@ -274,7 +274,8 @@ func (r *runState) firstPending() NodeReport {
 	return NodeReport{}
 }
 
-// reportSubs fills in the Sub of rep's SubPlan nodes.
+// reportSubs fills in the Sub of rep's nodes that run a sub-run (SubPlan,
+// SubGraph, ForEach).
 //
 // The report of a run that has ended shows its sub-runs ended too, and so
 // does the report of a node that has ended, in a run that goes on: the

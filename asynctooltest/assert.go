@@ -11,9 +11,10 @@ import (
 // The assertions below check one fact about a run's report. Like
 // testify's assert, each reports a failure with t.Errorf, lets the test go
 // on, and returns whether the fact held. A node is named by its id; an id
-// not in the report is a failure. A node of a [asynctool.SubPlan] node's
-// sub-run is named by a path, the SubPlan node's id, a slash and its id
-// in the sub-run ("profile/name"; deeper sub-plans add more); an id of
+// not in the report is a failure. A node of the sub-run of a
+// [asynctool.SubPlan], [asynctool.SubGraph] or [asynctool.ForEach] node
+// is named by a path, that node's id, a slash and its id in the sub-run
+// ("profile/name", "prices/2"; deeper sub-runs add more); an id of
 // the report itself is found first, so ids that contain a slash still
 // work.
 
@@ -60,7 +61,7 @@ func paths(rep *asynctool.Report) string {
 }
 
 // find returns the node of rep with the given id, or with the given path
-// through SubPlan nodes' sub-runs, nil if there is none.
+// through nodes' sub-runs (NodeReport.Sub), nil if there is none.
 func find(rep *asynctool.Report, id string) *asynctool.NodeReport {
 	for i := range rep.Nodes {
 		if rep.Nodes[i].ID == id {

@@ -19,12 +19,13 @@
 // can be found in its trace.
 //
 // A run started from a worker's context, such as the sub-run of an
-// [asynctool.SubPlan] node, is traced by the same hooks as a run of its
-// own (the Async's hooks, and those of [asynctool.WithRunHooks], which
-// its context inherits): its "asynctool.run" span is a child of the span
-// of the node's attempt that started it, and its nodes' spans are
-// children of it, so a retried SubPlan node shows one sub-run under each
-// attempt.
+// [asynctool.SubPlan], [asynctool.SubGraph] or [asynctool.ForEach] node,
+// is traced by the same hooks as a run of its own (the Async's hooks, and
+// those of [asynctool.WithRunHooks], which its context inherits): its
+// "asynctool.run" span is a child of the span of the node's attempt that
+// started it, and its nodes' spans are children of it, so a retried
+// SubPlan node shows one sub-run under each attempt, and a ForEach node's
+// items (and its join) are node spans under its sub-run's.
 //
 // Node spans carry these attributes:
 //
@@ -61,10 +62,10 @@
 // outcome, as above. The run's span carries asynctool.run.nodes,
 // asynctool.run.deadline (the group deadline, RFC 3339, when the run has
 // one), asynctool.run.nested (true for a run started from inside a worker,
-// a SubPlan's sub-run for one, whose span is a child of that worker's
-// node's), asynctool.run.failed (the number of nodes that did not succeed,
-// not counting those not taken or stopped by the run's end) and, if the
-// run was cut short, its error.
+// a SubPlan's, SubGraph's or ForEach's sub-run for one, whose span is a
+// child of that worker's node's), asynctool.run.failed (the number of
+// nodes that did not succeed, not counting those not taken or stopped by
+// the run's end) and, if the run was cut short, its error.
 //
 // # Metrics
 //

@@ -54,8 +54,9 @@ func main() {
 	user := asynctool.NewWrapper("user", rpc(20*time.Millisecond, &User{"ada"}, nil), uid)
 	cart := asynctool.NewWrapper("cart", rpc(15*time.Millisecond, &Cart{[]string{"book", "lamp", "mug"}}, nil), uid)
 
-	// One price RPC per item of the cart, all at once; a missing price
-	// fails the node at once (AllSucceeded), and the page with it.
+	// One price RPC per item of the cart, all at once; a price call that
+	// fails (none does here) fails the node at once (AllSucceeded), and
+	// the page with it.
 	priceOf := map[string]float64{"book": 12.5, "lamp": 30, "mug": 7}
 	prices := asynctool.NewWrapper("prices", asynctool.ForEach[int64, string, float64]{
 		Items: func(_ context.Context, _ int64, all asynctool.Wrappers) ([]string, error) {
