@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -95,7 +96,14 @@ type call[R any] struct {
 // (a SubPlan's, SubGraph's or ForEach's) to be found by the call's
 // outcome: the run shows the winner's sub-run as the node's, not the
 // last one started.
-type hedgeCall struct{ sub *Run }
+type hedgeCall struct {
+	// r and self are the hedged node's run and index: a sub-run started
+	// inside the call's sub-run (a ForEach whose items are SubGraphs)
+	// carries the token too, and must not take its place.
+	r    *runState
+	self int32
+	sub  atomic.Pointer[Run]
+}
 
 // hedgeCallKey is the context key of a *hedgeCall.
 type hedgeCallKey struct{}
@@ -174,11 +182,11 @@ func (h *hedged[P, R]) Action(ctx context.Context, param P, all Wrappers) (R, er
 func (h *hedged[P, R]) call(ctx context.Context, param P, all Wrappers, done chan<- call[R], wg *sync.WaitGroup) {
 	defer wg.Done()
 	var c call[R]
-	tok := &hedgeCall{}
+	tok := &hedgeCall{r: all.r, self: all.self}
 	ctx = context.WithValue(ctx, hedgeCallKey{}, tok)
 	normal := false
 	defer func() {
-		c.sub = tok.sub
+		c.sub = tok.sub.Load()
 		if !normal {
 			if v := recover(); v != nil {
 				c.err = newPanicError(v)

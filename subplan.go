@@ -144,8 +144,8 @@ func runSub(all Wrappers, ctx context.Context, sub *runState, noun string) (*Run
 	// sub-run first, as a node that ends otherwise stops its sub-run.
 	h := newHandle(sub)
 	outer.adopt(all.self, h)
-	if tok, ok := ctx.Value(hedgeCallKey{}).(*hedgeCall); ok {
-		tok.sub = h // the call of a Hedged worker that started it
+	if tok, ok := ctx.Value(hedgeCallKey{}).(*hedgeCall); ok && tok.r == outer && tok.self == all.self {
+		tok.sub.CompareAndSwap(nil, h) // the call of a Hedged worker that started it
 	}
 	returned := false
 	defer func() {
