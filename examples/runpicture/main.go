@@ -54,7 +54,7 @@ func main() {
 		},
 		Worker: asynctool.WorkerFunc[string, string](func(ctx context.Context, sku string, _ asynctool.Wrappers) (string, error) {
 			select {
-			case <-time.After(time.Duration(len(sku)) * 3 * time.Millisecond):
+			case <-time.After(map[string]time.Duration{"book": 12, "lamp": 14, "mug": 9}[sku] * time.Millisecond):
 				return "ok", nil
 			case <-ctx.Done():
 				return "", context.Cause(ctx)
