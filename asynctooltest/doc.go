@@ -12,7 +12,9 @@
 //     ([Callback] adapts it to a node);
 //   - assertions on a run's [asynctool.Report]: [RanBefore], [RanOnce],
 //     [WasSkipped], [NotTaken], [NeverStarted], [Succeeded], [Failed],
-//     [TimedOut];
+//     [TimedOut]. They name a node of a sub-run (a SubPlan's, SubGraph's
+//     or ForEach's) by its path from the report's node: "profile/name",
+//     "prices/2";
 //   - [Run] and [RunWithin], which run a graph on a fresh Async that
 //     records times and return its report, [Start] for tests that
 //     act while the run is going on, and [RunPlan] for a compiled plan.
