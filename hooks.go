@@ -14,6 +14,14 @@ import (
 // they must be quick and safe for concurrent use: nodes of one run end on
 // many goroutines at once. A panic in a hook is recovered and reported by
 // BeginWork as a [*CallbackPanicError].
+//
+// A sub-run (a [SubPlan]'s, [SubGraph]'s or [ForEach]'s) is a run of its
+// own to the hooks: OnRunStart and OnRunEnd fire for it too, and its
+// nodes' events carry their own ids and indexes ("0", "1", ... for a
+// ForEach's items), not the outer node's. OnRunStart learns that a run is
+// one from [RunInfo.Nested]; the context it returns, which every later
+// hook of the run receives, can carry that (and the outer node's id, from
+// a value the outer node's OnNodeStart put in its context) to the others.
 type Hooks struct {
 	// OnRunStart is called before any node starts. The context it returns
 	// (if not nil) becomes the parent of the run's context, so values it
@@ -48,8 +56,9 @@ type RunInfo struct {
 	// Deadline is the group deadline, zero if there is none.
 	Deadline time.Time
 	// Nested reports whether the run was started with the context of a
-	// worker of another run (or one derived from it): a [SubPlan]'s
-	// sub-run, or a run a worker started with its ctx. The hooks of its
+	// worker of another run (or one derived from it): a [SubPlan]'s,
+	// [SubGraph]'s or [ForEach]'s sub-run, or a run a worker started with
+	// its ctx. The hooks of its
 	// Async and of its context (which it inherits from the worker's) see
 	// it as a run of its own.
 	Nested bool
