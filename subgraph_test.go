@@ -625,3 +625,38 @@ func TestHedgedForEachOfSubGraphsShowsTheWinner(t *testing.T) {
 	require.NotNil(t, sub.Nodes[0].Sub)
 	assert.Equal(t, StatusSucceeded, sub.Nodes[0].Sub.Nodes[0].Status)
 }
+
+// TestForEachAllocatesAboutOneObjectPerItem guards the README's claim: an
+// item costs about one object (its wrapper) on top of a fixed cost per
+// ForEach call.
+func TestForEachAllocatesAboutOneObjectPerItem(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	a := newAsync(t, WithMaxWorkers(2))
+	allocs := func(n int) float64 {
+		items := make([]int, n)
+		each := NewWrapper("each", ForEach[int, int, int]{
+			Items:  func(context.Context, int, Wrappers) ([]int, error) { return items, nil },
+			Worker: okWorker(),
+		}, 0)
+		pl, err := Compile(each)
+		require.NoError(t, err)
+		run := func() {
+			r, err := a.RunPlan(context.Background(), pl, time.Minute)
+			if err != nil || len(each.ResultIn(r).Value) != n {
+				panic(fmt.Sprint(err, each.ResultIn(r)))
+			}
+			r.Release()
+		}
+		for range 50 {
+			run() // warm the pools
+		}
+		return testing.AllocsPerRun(200, run)
+	}
+	small, large := allocs(10), allocs(110)
+	perItem := (large - small) / 100
+	t.Logf("%.0f objects per run with 10 items, %.0f with 110: %.2f per item", small, large, perItem)
+	assert.LessOrEqual(t, perItem, 1.3, "1.14 when written")
+	assert.LessOrEqual(t, small, 60.0, "the fixed cost of a run with a ForEach (48 when written)")
+}
