@@ -205,23 +205,11 @@ func ptr[T any](v T) *T { return &v }
 // started"): the loser's, cancelled, so the node "succeeded" with item 0's
 // value while its Sub says item 0 "timed out (context canceled)".
 func TestS21RHedgedForEachReportShowsTheWinner(t *testing.T) {
-
 	a := newAsync(t)
 	var calls atomic.Int32
 	fe := ForEach[int, int, int]{
 		Items: func(context.Context, int, Wrappers) ([]int, error) { return []int{int(calls.Add(1))}, nil },
-		Worker: WorkerFunc[int, int](func(ctx context.Context, call int, _ Wrappers) (int, error) {
-			d := 10 * time.Millisecond // the first call's item
-			if call == 2 {
-				d = time.Minute // the hedge's
-			}
-			select {
-			case <-ctx.Done():
-				return 0, ctx.Err()
-			case <-time.After(d):
-			}
-			return call, nil
-		}),
+		Worker: firstCallWins(10 * time.Millisecond),
 	}
 	each := NewWrapper("each", Hedged[int, []WorkResult[int]](fe, 5*time.Millisecond, 2), 0)
 	run, err := a.Start(context.Background(), time.Minute, each)
@@ -231,4 +219,22 @@ func TestS21RHedgedForEachReportShowsTheWinner(t *testing.T) {
 	sub := subNode(t, run.Report(), "each").Sub
 	require.NotNil(t, sub)
 	assert.Equal(t, StatusSucceeded, sub.Nodes[0].Status, "the report shows the sub-run whose items the node returned:\n%v", sub)
+}
+
+// firstCallWins is the worker of an item whose param is the number of the
+// hedged call that made it: call 1's returns 1 after first, the hedge's
+// (call 2) only when cancelled.
+func firstCallWins(first time.Duration) WorkerFunc[int, int] {
+	return func(ctx context.Context, call int, _ Wrappers) (int, error) {
+		d := first
+		if call == 2 {
+			d = time.Minute
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(d):
+		}
+		return call, nil
+	}
 }

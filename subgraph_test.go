@@ -595,18 +595,7 @@ func TestHedgedForEachOfSubGraphsShowsTheWinner(t *testing.T) {
 	a := newAsync(t)
 	var calls atomic.Int32
 	leaf := SubGraph[int, int]{Build: func(_ context.Context, call int, _ Wrappers) (Built[int], error) {
-		w := NewWrapper("leaf", WorkerFunc[int, int](func(ctx context.Context, call int, _ Wrappers) (int, error) {
-			d := 20 * time.Millisecond // the first call's
-			if call == 2 {
-				d = time.Minute // the hedge's
-			}
-			select {
-			case <-ctx.Done():
-				return 0, ctx.Err()
-			case <-time.After(d):
-			}
-			return call, nil
-		}), call)
+		w := NewWrapper("leaf", firstCallWins(20*time.Millisecond), call)
 		return Built[int]{Starts: []Wrapper{w}, Output: func() (int, error) { r := w.Result(); return r.Value, r.Err }}, nil
 	}}
 	fe := ForEach[int, int, int]{
