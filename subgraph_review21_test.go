@@ -208,7 +208,7 @@ func TestS21RHedgedForEachReportShowsTheWinner(t *testing.T) {
 	a := newAsync(t)
 	var calls atomic.Int32
 	fe := ForEach[int, int, int]{
-		Items: func(context.Context, int, Wrappers) ([]int, error) { return []int{int(calls.Add(1))}, nil },
+		Items:  func(context.Context, int, Wrappers) ([]int, error) { return []int{int(calls.Add(1))}, nil },
 		Worker: firstCallWins(10 * time.Millisecond),
 	}
 	each := NewWrapper("each", Hedged[int, []WorkResult[int]](fe, 5*time.Millisecond, 2), 0)
