@@ -156,8 +156,9 @@ func (h *Run) Wait(ctx context.Context) error {
 // A node that runs a sub-run ([SubPlan], [SubGraph], [ForEach]) and has
 // ended, or any such node once the run has ended, shows its sub-run ended
 // too: Report waits for the sub-run's sweep, which ends its nodes and
-// runs their Result callbacks and end hooks. So such a callback must not
-// wait for the goroutine that calls Report.
+// runs their Result callbacks and end hooks. So such a callback or hook
+// must not call Report on the outer run, which would wait for itself and
+// never return, nor wait for a goroutine that does.
 func (h *Run) Report() *Report {
 	if s := h.live(); s != nil {
 		defer s.unref()
