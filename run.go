@@ -156,9 +156,10 @@ func (h *Run) Wait(ctx context.Context) error {
 // A node that runs a sub-run ([SubPlan], [SubGraph], [ForEach]) and has
 // ended, or any such node once the run has ended, shows its sub-run ended
 // too: Report waits for the sub-run's sweep, which ends its nodes and
-// runs their Result callbacks and end hooks. So such a callback or hook
-// must not call Report on the outer run, which would wait for itself and
-// never return, nor wait for a goroutine that does.
+// runs their Result callbacks and hooks. Called from one of those
+// callbacks or hooks, Report does not wait (it would wait for itself),
+// and the sub-run shows as it is. Such a callback or hook must not wait
+// for another goroutine that calls Report.
 func (h *Run) Report() *Report {
 	if s := h.live(); s != nil {
 		defer s.unref()
@@ -213,13 +214,17 @@ type runState struct {
 	pending   atomic.Int32 // 2 = every node ended + the sweep resolved; done closes at 0
 	// hold is the run's own share of a.inflight: 1 until the sweep is
 	// resolved, plus the Resumes between enter and leave.
-	hold     atomic.Int32
-	refs     atomic.Int32 // owner + sweep + tasks in flight; recycled at 0
-	busy     atomic.Int32 // tasks in flight: 0 with nodes not ended is a stall
-	stopped  atomic.Bool  // the run's context is done: nothing new starts
-	timedOut atomic.Bool  // some node ended with ResultTimeout
-	cause    error        // context.Cause(ctx), written before stopped is set
-	done     chan struct{}
+	hold    atomic.Int32
+	refs    atomic.Int32 // owner + sweep + tasks in flight; recycled at 0
+	busy    atomic.Int32 // tasks in flight: 0 with nodes not ended is a stall
+	stopped atomic.Bool  // the run's context is done: nothing new starts
+	// sweepCall is set while the sweep runs a node's Result callback or
+	// hooks, or OnRunEnd: a Report of an outer run called from there must
+	// not wait for this run's sweep, which waits for it (see reportSubs).
+	sweepCall atomic.Bool
+	timedOut  atomic.Bool // some node ended with ResultTimeout
+	cause     error       // context.Cause(ctx), written before stopped is set
+	done      chan struct{}
 
 	mu        sync.Mutex
 	callbacks []error // *CallbackPanicError values
@@ -1565,6 +1570,10 @@ func (r *runState) processEnd(i int32, wl *worklist) {
 		r.unclaim(wl)
 	}
 	wl.prop = i
+	user := wl.sweep && (pn.hasCallback || len(r.hooks) > 0)
+	if user {
+		r.sweepCall.Store(true) // cleared by sweepFrom if user code ends the goroutine
+	}
 	if pn.hasCallback {
 		wl.fresh = false // user code ran: look at the deadline again
 		if p := pn.core.impl.fireResult(r.slot(i), n.st()); p != nil {
@@ -1574,6 +1583,9 @@ func (r *runState) processEnd(i int32, wl *worklist) {
 	if len(r.hooks) > 0 {
 		wl.fresh = false
 		r.nodeEnded(i, wl)
+	}
+	if user {
+		r.sweepCall.Store(false)
 	}
 	wl.prop = -1
 	r.afterCallback(i, 0, wl)
@@ -1609,7 +1621,13 @@ func (r *runState) complete(inSweep bool) {
 	if r.times != nil {
 		r.ended.Store(r.clock())
 		if len(r.hooks) > 0 {
+			if inSweep {
+				r.sweepCall.Store(true) // cleared by sweepFrom if OnRunEnd ends the goroutine
+			}
 			r.runEnded()
+			if inSweep {
+				r.sweepCall.Store(false)
+			}
 		}
 	}
 }
@@ -1667,6 +1685,7 @@ func (r *runState) sweepFrom(k int, wl *worklist) {
 			r.sweepResolved()
 			return
 		}
+		r.sweepCall.Store(false) // a callback or hook ended the goroutine
 		var pe *PanicError
 		if v := recover(); v != nil {
 			pe = newPanicError(v)

@@ -63,62 +63,6 @@ type reviewCallback[P, R any] func(r WorkResult[R])
 func (reviewCallback[P, R]) Begin()                                {}
 func (f reviewCallback[P, R]) Result(_ bool, _ P, r WorkResult[R]) { f(r) }
 
-// TestS21RReportOfAnEndedNodeShowsItsItemsEnded: once a ForEach node has
-// timed out (its own Timeout), a report of the run, which goes on, shows
-// its items ended too, as a report of an ended run does: not the node
-// "timed out" and an item "running" because the sub-run's sweep, which
-// runs on a goroutine of its own, had not reached the item yet. Here item
-// 0's Result callback holds the sweep back, with items 1 and 2, whose
-// workers ignore their ctx, not yet swept.
-func TestS21RReportOfAnEndedNodeShowsItsItemsEnded(t *testing.T) {
-	a := newAsync(t)
-	gate := make(chan struct{})
-	release := releaser(t, gate)
-	inCallback := make(chan struct{})
-	each := NewWrapper("each", ForEach[int, int, int]{
-		Items: func(context.Context, int, Wrappers) ([]int, error) { return []int{1, 2, 3}, nil },
-		Worker: WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-			<-gate // ignores its ctx
-			return 0, nil
-		}),
-		Node: func(i int, _ int, n *WorkerWrapper[int, int]) {
-			if i == 0 {
-				n.Callback(reviewCallback[int, int](func(r WorkResult[int]) {
-					if r.State == ResultTimeout {
-						close(inCallback)
-						<-gate
-					}
-				}))
-			}
-		},
-	}, 0).Timeout(5 * time.Millisecond)
-	other := NewWrapper("other", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-		<-gate // keeps the run going
-		return 1, nil
-	}), 0)
-	run, err := a.Start(context.Background(), time.Minute, each, other)
-	require.NoError(t, err)
-	<-inCallback
-	go func() {
-		time.Sleep(20 * time.Millisecond)
-		release()
-	}()
-	// The callback runs once the node's timeout has passed, maybe before
-	// the node itself is ended (on another goroutine).
-	rep := run.Report()
-	for subNode(t, rep, "each").Status == StatusRunning {
-		time.Sleep(time.Millisecond)
-		rep = run.Report()
-	}
-	node := subNode(t, rep, "each")
-	require.Equal(t, StatusTimedOut, node.Status)
-	require.NotNil(t, node.Sub)
-	for _, n := range node.Sub.Nodes {
-		assert.Equal(t, StatusTimedOut, n.Status, "item %s of a node that timed out\n%v", n.ID, rep)
-	}
-	require.NoError(t, run.Wait(context.Background()))
-}
-
 // TestS21RAJoinNoItemsCanMeetFailsOnAnEmptyList: a Join that names items
 // or counts successes (AtLeast(n), NamedSucceeded, When, WhenResult) fails
 // the node with ErrBadJoin when the list has too few items for it, as
@@ -236,5 +180,56 @@ func firstCallWins(first time.Duration) WorkerFunc[int, int] {
 		case <-time.After(d):
 		}
 		return call, nil
+	}
+}
+
+// TestS21FReportFromAStoppedItemsCallback: a Result callback of an item
+// that the sub-run's sweep stops, which calls Report on the outer run
+// while the outer run goes on (and again once it has ended), returns:
+// Report does not wait for a sweep that is running the caller. Before, it
+// waited for itself, for good, and Close with it (helper-90 found it).
+func TestS21FReportFromAStoppedItemsCallback(t *testing.T) {
+	a := newAsync(t)
+	gate := make(chan struct{})
+	release := releaser(t, gate)
+	var run *Run
+	started := make(chan struct{})
+	reported := make(chan *Report, 3)
+	each := NewWrapper("each", ForEach[int, int, int]{
+		Items: func(context.Context, int, Wrappers) ([]int, error) { return []int{1, 2, 3}, nil },
+		Worker: WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			<-gate // ignores its ctx
+			return 0, nil
+		}),
+		Node: func(_ int, _ int, n *WorkerWrapper[int, int]) {
+			n.Callback(reviewCallback[int, int](func(r WorkResult[int]) {
+				if r.State == ResultTimeout {
+					<-started
+					reported <- run.Report()
+				}
+			}))
+		},
+	}, 0).Timeout(5 * time.Millisecond)
+	other := NewWrapper("other", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		<-gate // keeps the run going
+		return 1, nil
+	}), 0)
+	var err error
+	run, err = a.Start(context.Background(), time.Minute, each, other)
+	require.NoError(t, err)
+	close(started)
+	for range 3 {
+		select {
+		case rep := <-reported:
+			assert.NotNil(t, subNode(t, rep, "each").Sub, "a snapshot, taken while the sweep ran the callback")
+		case <-time.After(30 * time.Second):
+			t.Fatal("Report, called from a stopped item's callback, did not return")
+		}
+	}
+	release()
+	require.NoError(t, run.Wait(context.Background()))
+	require.NoError(t, a.Close()) // the sub-run's sweep has returned
+	for _, n := range subNode(t, run.Report(), "each").Sub.Nodes {
+		assert.Equal(t, StatusTimedOut, n.Status, n.ID)
 	}
 }

@@ -187,6 +187,17 @@ func (h *Run) stopping() bool {
 	return s.stopping()
 }
 
+// inSweepCall reports whether h's run's sweep is running a callback or
+// hook, which may be the caller (see runState.sweepCall).
+func (h *Run) inSweepCall() bool {
+	s := h.live()
+	if s == nil {
+		return false
+	}
+	defer s.unref()
+	return s.sweepCall.Load()
+}
+
 // planWorker is a worker of this package that runs a plan (SubPlan), for
 // reports.
 type planWorker interface {
@@ -287,7 +298,12 @@ func (r *runState) firstPending() NodeReport {
 // the sub-run's context ended with it (Input's context must keep the
 // node's cancellation), so that wait is its sweep's, not its workers'.
 // A worker's goroutine that ended with runtime.Goexit inside the sub-run
-// cancelled it on the way out (see runSub).
+// cancelled it on the way out (see runSub). The wait is skipped while the
+// sweep runs a callback or hook (sweepCall): that may be the caller, which
+// would wait for itself; the sub-run is then shown as it is. For a node
+// ended by its own Timeout, the wait starts once the sub-run's context is
+// done: a report taken in the moment between the node's end and that may
+// still show items running.
 // A SubPlan node that ended without starting a sub-run (its Input failed,
 // or it did not run) has no Sub.
 func (r *runState) reportSubs(rep *Report) {
@@ -300,7 +316,7 @@ func (r *runState) reportSubs(rep *Report) {
 	}
 	for i := range rep.Nodes {
 		if sub := last[int32(i)]; sub != nil {
-			if ended || rep.Nodes[i].Status >= StatusSucceeded && sub.stopping() {
+			if (ended || rep.Nodes[i].Status >= StatusSucceeded && sub.stopping()) && !sub.inSweepCall() {
 				<-sub.Done()
 			}
 			rep.Nodes[i].Sub = sub.Report()
