@@ -210,7 +210,7 @@ func (a *Async) startGraph(ctx context.Context, timeout time.Duration, starts ..
 	if err := a.check(ctx, timeout); err != nil {
 		return nil, err
 	}
-	r, err := a.compileGraph(starts)
+	r, err := a.compileSingleUse(starts)
 	if err != nil {
 		return nil, err
 	}
@@ -221,9 +221,9 @@ func (a *Async) startGraph(ctx context.Context, timeout time.Duration, starts ..
 	return r, nil
 }
 
-// compileGraph compiles the single-use wrappers that starts lead to, with
+// compileSingleUse compiles the single-use wrappers that starts lead to, with
 // working arrays from a's pool, and returns their run, ready to start.
-func (a *Async) compileGraph(starts []Wrapper) (*runState, error) {
+func (a *Async) compileSingleUse(starts []Wrapper) (*runState, error) {
 	sc, ok := a.scratch.Get().(*compileScratch)
 	if !ok {
 		sc = &compileScratch{}

@@ -82,11 +82,11 @@ func (s SubGraph[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R,
 // sub-run under ctx, and returns its Output; what names g in errors.
 func runBuilt[R any](ctx context.Context, all Wrappers, g Built[R], what string) (v R, err error) {
 	if len(g.Starts) > 0 {
-		sub, err := all.r.a.compileGraph(g.Starts)
+		sub, err := all.r.a.compileSingleUse(g.Starts)
 		if err != nil {
 			return v, fmt.Errorf("asynctool: %s: %w", what, err)
 		}
-		if _, err := runSub(all, ctx, sub, what); err != nil {
+		if _, err := runSub(ctx, all, sub, what); err != nil {
 			return v, err
 		}
 	}
@@ -150,7 +150,8 @@ type ForEach[P, T, R any] struct {
 	// ID, if not nil, names item i's node in reports and pictures, a SKU
 	// rather than its index, for instance, and in a Join that names items.
 	// The names must differ, and differ from "join" when Join is set: the
-	// node fails with [ErrDuplicateID] otherwise.
+	// node fails with [ErrDuplicateID] otherwise; an empty name fails it
+	// too.
 	ID func(i int, item T) string
 	// Node, if not nil, sets up the node of item i before the run: its
 	// Timeout, Retry, Default, OnFailure or Callback.
@@ -281,10 +282,13 @@ func (f ForEach[P, T, R]) build(ctx context.Context, param P, all Wrappers) (Bui
 	}
 	ids := make([]string, len(items))
 	for i, item := range items {
-		if f.ID != nil {
-			ids[i] = f.ID(i, item)
-		} else {
+		if f.ID == nil {
 			ids[i] = strconv.Itoa(i)
+			continue
+		}
+		if ids[i] = f.ID(i, item); ids[i] == "" {
+			// A path "prices/" would name no item in reports and asynctooltest.
+			return Built[[]WorkResult[R]]{}, fmt.Errorf("asynctool: ForEach's ID gave item %d an empty name", i)
 		}
 	}
 	if why := f.Join.misfit(ids); why != "" {

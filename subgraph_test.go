@@ -509,6 +509,16 @@ func TestForEachID(t *testing.T) {
 	assert.ErrorIs(t, same.Result().Err, ErrDuplicateID)
 	assert.ErrorContains(t, same.Result().Err, `"x"`)
 	assert.ErrorIs(t, clash.Result().Err, ErrDuplicateID, "an item named join clashes with the join node")
+
+	empty := NewWrapper("empty", ForEach[int, string, int]{
+		Items: skus, Worker: length,
+		ID: func(i int, _ string) string { return []string{"a", ""}[i] },
+	}, 0)
+	run, err = a.Start(context.Background(), time.Second, empty)
+	require.NoError(t, err)
+	require.NoError(t, run.Wait(context.Background()))
+	assert.EqualError(t, empty.Result().Err, "asynctool: ForEach's ID gave item 1 an empty name")
+	assert.Nil(t, subNode(t, run.Report(), "empty").Sub, "nothing ran")
 }
 
 // TestForEachIDInAJoin: with ID, a Join names items by their names, which

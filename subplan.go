@@ -115,7 +115,7 @@ func (s SubPlan[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R, 
 			return v, fmt.Errorf("asynctool: SubPlan's Input returned a context that does not derive from the node's, or drops its cancellation")
 		}
 	}
-	h, err := runSub(all, in, s.Plan.p.getRun(), "sub-plan")
+	h, err := runSub(in, all, s.Plan.p.getRun(), "sub-plan")
 	if err != nil {
 		return v, err
 	}
@@ -128,7 +128,7 @@ func (s SubPlan[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R, 
 // says why the node fails without reading the sub-run's results (noun
 // names the sub-run in it): it was stopped, a callback or hook panicked
 // in it, or it suspended, which cancels it.
-func runSub(all Wrappers, ctx context.Context, sub *runState, noun string) (*Run, error) {
+func runSub(ctx context.Context, all Wrappers, sub *runState, noun string) (*Run, error) {
 	outer := all.r
 	// The outer run holds the Async open while this worker runs, so the
 	// sub-run starts even if Close was called since: it is part of a run
