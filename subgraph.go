@@ -166,11 +166,8 @@ func (f ForEach[P, T, R]) workerProblem() (string, error) {
 	switch {
 	case f.Items == nil:
 		return "its ForEach has no Items", ErrNilWorker
-	case f.Worker == nil || isNilWorker(f.Worker):
+	case noWorker(f.Worker):
 		return "its ForEach has no Worker", ErrNilWorker
-	}
-	if w, ok := f.Worker.(WorkerFunc[T, R]); ok && w == nil {
-		return "its ForEach has a nil WorkerFunc", ErrNilWorker
 	}
 	if c, ok := f.Worker.(checkedWorker); ok {
 		if why, err := c.workerProblem(); err != nil {

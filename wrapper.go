@@ -342,14 +342,18 @@ func coreOf(w Wrapper) *nodeCore {
 	return w.core()
 }
 
-func (w *WorkerWrapper[P, R]) hasWorker() bool {
-	if w.worker == nil {
-		return false
+func (w *WorkerWrapper[P, R]) hasWorker() bool { return !noWorker(w.worker) }
+
+// noWorker reports whether w is no worker at all: nil, a nil WorkerFunc,
+// or a nil pointer to one of this package's workers (see isNilWorker).
+func noWorker[P, R any](w Worker[P, R]) bool {
+	if w == nil {
+		return true
 	}
-	if f, ok := w.worker.(WorkerFunc[P, R]); ok && f == nil {
-		return false
+	if f, ok := w.(WorkerFunc[P, R]); ok && f == nil {
+		return true
 	}
-	return !isNilWorker(w.worker)
+	return isNilWorker(w)
 }
 
 // checkedWorker is a worker of this package that can tell, before it
