@@ -659,3 +659,33 @@ func TestForEachAllocatesAboutOneObjectPerItem(t *testing.T) {
 	assert.LessOrEqual(t, perItem, 1.3, "1.14 when written")
 	assert.LessOrEqual(t, small, 60.0, "the fixed cost of a run with a ForEach (48 when written)")
 }
+
+// TestForEachItemsBoundedByThePool: the README says the Async's pool
+// bounds a ForEach's calls. With WithMaxWorkers(2), ten items of 10ms
+// never run more than two at once (the ForEach worker's goroutine, which
+// runs items itself, is one of the two), and take 50ms.
+func TestForEachItemsBoundedByThePool(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New(WithMaxWorkers(2))
+		defer a.Close()
+		var now, most atomic.Int32
+		each := NewWrapper("each", ForEach[int, int, int]{
+			Items: func(context.Context, int, Wrappers) ([]int, error) { return make([]int, 10), nil },
+			Worker: WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+				n := now.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				time.Sleep(10 * time.Millisecond)
+				now.Add(-1)
+				return 1, nil
+			}),
+		}, 0)
+		start := time.Now()
+		run, err := a.Start(context.Background(), time.Minute, each)
+		require.NoError(t, err)
+		require.NoError(t, run.Wait(context.Background()))
+		assert.Equal(t, int32(2), most.Load())
+		assert.Equal(t, 50*time.Millisecond, time.Since(start))
+		assert.Len(t, each.Result().Value, 10)
+	})
+}
