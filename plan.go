@@ -622,15 +622,15 @@ func (n *pnode) validateFlow(p *plan) error {
 		return nil
 	}
 	ids := []string{n.core.id}
+	if why := f.join.ownProblem(); why != "" {
+		return graphErr(ErrBadJoin, ids, "node %q: %s", n.core.id, why)
+	}
 	switch j := f.join; j.kind {
 	case joinAtLeast:
-		if j.n < 1 || j.n > n.nIn() {
+		if j.n > n.nIn() {
 			return graphErr(ErrBadJoin, ids, "node %q: AtLeast(%d) with %d upstreams", n.core.id, j.n, n.nIn())
 		}
 	case joinNamed:
-		if len(j.ids) == 0 {
-			return graphErr(ErrBadJoin, ids, "node %q: NamedSucceeded with no ids", n.core.id)
-		}
 		// The upstreams' ids, as a set when the join names more than a
 		// few: scanning them for every id would be quadratic.
 		var ups map[string]struct{}
@@ -656,13 +656,10 @@ func (n *pnode) validateFlow(p *plan) error {
 			}
 		}
 	case joinCustom:
-		switch {
-		case j.whenType != nil:
+		if j.whenType != nil {
 			if err := n.validateWhen(p); err != nil {
 				return err
 			}
-		case j.fn == nil:
-			return graphErr(ErrBadJoin, ids, "node %q: CustomJoin(nil)", n.core.id)
 		}
 	}
 	if f.retry != nil {
@@ -679,19 +676,38 @@ func (n *pnode) validateFlow(p *plan) error {
 	return nil
 }
 
-// validateWhen rejects a When join whose condition is nil, whose id is
-// not an upstream of the node, or whose type no value of that upstream
-// can have.
+// ownProblem says what makes j unusable whatever the node's upstreams
+// are, for Compile (validateFlow, and ForEach's joinProblem); "" if
+// nothing does.
+func (j Join) ownProblem() string {
+	switch {
+	case j.kind == joinAtLeast && j.n < 1:
+		return fmt.Sprintf("AtLeast(%d), which needs n >= 1", j.n)
+	case j.kind == joinNamed && len(j.ids) == 0:
+		return "NamedSucceeded with no ids"
+	case j.kind == joinCustom && j.whenType == nil && j.fn == nil:
+		return "CustomJoin(nil)"
+	case j.kind == joinCustom && j.whenType != nil && j.when == nil:
+		return fmt.Sprintf("%s(%q) with a nil condition", j.whenName(), j.ids[0])
+	}
+	return ""
+}
+
+// whenName is "When" or "WhenResult", for a When join's messages.
+func (j Join) whenName() string {
+	if j.whenResult {
+		return "WhenResult"
+	}
+	return "When"
+}
+
+// validateWhen rejects a When join whose id is not an upstream of the
+// node, or whose type no value of that upstream can have (ownProblem has
+// refused a nil condition).
 func (n *pnode) validateWhen(p *plan) error {
 	j := &n.flow.join
 	id := j.ids[0]
-	fn := "When"
-	if j.whenResult {
-		fn = "WhenResult"
-	}
-	if j.when == nil {
-		return graphErr(ErrBadJoin, []string{n.core.id}, "node %q: %s(%q) with a nil condition", n.core.id, fn, id)
-	}
+	fn := j.whenName()
 	for _, v := range p.ins[n.in0:n.in1] {
 		k, _ := upstream(v)
 		if p.nodes[k].core.id != id {

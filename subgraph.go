@@ -192,15 +192,11 @@ func (f ForEach[P, T, R]) joinProblem() (string, error) {
 		i, err := strconv.Atoi(id)
 		return err == nil && i >= 0 && strconv.Itoa(i) == id
 	}
+	if why := j.ownProblem(); why != "" {
+		return "its ForEach's Join is " + why, ErrBadJoin
+	}
 	switch j.kind {
-	case joinAtLeast:
-		if j.n < 1 {
-			return fmt.Sprintf("its ForEach's Join is AtLeast(%d), which needs n >= 1", j.n), ErrBadJoin
-		}
 	case joinNamed:
-		if len(j.ids) == 0 {
-			return "its ForEach's Join is NamedSucceeded with no ids", ErrBadJoin
-		}
 		for _, id := range j.ids {
 			if !isItem(id) {
 				return fmt.Sprintf("its ForEach's Join names %q, which is no item's id (items are \"0\", \"1\", ...)", id), ErrBadJoin
@@ -208,18 +204,10 @@ func (f ForEach[P, T, R]) joinProblem() (string, error) {
 		}
 	case joinCustom:
 		if j.whenType == nil {
-			if j.fn == nil {
-				return "its ForEach's Join is CustomJoin(nil)", ErrBadJoin
-			}
 			return "", nil
 		}
-		fn := "When"
-		if j.whenResult {
-			fn = "WhenResult"
-		}
+		fn := j.whenName()
 		switch id, up := j.ids[0], reflect.TypeFor[R](); {
-		case j.when == nil:
-			return fmt.Sprintf("its ForEach's Join is %s(%q) with a nil condition", fn, id), ErrBadJoin
 		case !isItem(id):
 			return fmt.Sprintf("its ForEach's Join is %s(%q), which is no item's id (items are \"0\", \"1\", ...)", fn, id), ErrBadJoin
 		case !canHold(up, j.whenType):
