@@ -98,6 +98,8 @@ var (
 	ErrBadTimeout = errors.New("asynctool: invalid node timeout")
 	// ErrBadPolicy means a FailurePolicy that is none of the four.
 	ErrBadPolicy = errors.New("asynctool: invalid failure policy")
+	// ErrBadLimit means a negative [ForEach] Limit.
+	ErrBadLimit = errors.New("asynctool: invalid limit")
 
 	// Executors: Pool, Serial, Keyed and Stream.
 

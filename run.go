@@ -195,6 +195,7 @@ type runState struct {
 	starved   atomic.Bool  // a helper was refused for want of a goroutine (see retryHelper)
 	waiting   atomic.Bool  // a helper waits in the pool's queue (see queueHelper)
 	sample    bool         // time the nodes' Actions in this run (see plan.learn)
+	lim       *limiter     // a ForEach's Limit on its items; nil for other runs
 
 	// shared holds ready nodes that the goroutine that found them did not
 	// run itself; helpers and that goroutine take from it.
@@ -429,8 +430,12 @@ func (r *runState) newHelper() func() {
 		// reason as the roots.
 		wl := r.a.getWorklist()
 		wl.ready = append(wl.ready, i)
-		wl.wake = left > 0 // keep one helper looking while work is queued
-		wl.front = true
+		// Keep one helper looking while work is queued, and a slot free
+		// for it if the run limits its roots.
+		wl.wake = left > 0 && (r.lim == nil || r.lim.room() > 0)
+		// From the front, unless the run limits its roots (a ForEach's
+		// Limit): they start in order then, as the limiter's parked ones.
+		wl.front = r.lim == nil
 		r.loop(-1, wl)
 	}
 }
@@ -780,8 +785,12 @@ func (r *runState) drive(first int32, wl *worklist) (again bool) {
 		if c := wl.claim - 1; c >= 0 {
 			// The node this goroutine claimed: run it here (it is in
 			// sWorking already), share the others. The claim is kept
-			// until then, for salvage if sharing ends the goroutine.
-			if len(wl.ready) > 0 {
+			// until then, for salvage if sharing ends the goroutine. In a
+			// run that limits its roots (a ForEach's items), the claimed
+			// node is the join, and the ready ones are items handed a slot
+			// by the item that triggered it: they wait here, so that a
+			// join that decides ends the run before they start.
+			if len(wl.ready) > 0 && r.lim == nil {
 				r.share(wl.ready, wl.roots)
 				wl.refused = r.starved.Load()
 				wl.roots = false
@@ -796,6 +805,9 @@ func (r *runState) drive(first int32, wl *worklist) (again bool) {
 			// Run the last ready node here; share the others.
 			i = wl.ready[n-1]
 			if n > 1 {
+				if r.lim != nil && wl.roots {
+					r.lim.reserve(i) // before the helpers share starts
+				}
 				r.share(wl.ready[:n-1], wl.roots)
 				wl.refused = r.starved.Load()
 				if r.a.owned == nil {
@@ -864,6 +876,15 @@ func (r *runState) share(nodes []int32, roots bool) {
 	idle := r.searching.Load() == 0
 	r.sharedMu.Unlock()
 	slow := r.p.notQuick(nodes, r.history())
+	wake := slow < len(nodes) && idle
+	if r.lim != nil && roots {
+		// A ForEach's items under its Limit: helpers beyond the free
+		// slots would only park their nodes (the sharer has reserved one
+		// for the node it runs).
+		room := r.lim.room()
+		slow = min(slow, room)
+		wake = wake && slow < room
+	}
 	for range slow {
 		if r.startHelper() {
 			continue
@@ -882,7 +903,7 @@ func (r *runState) share(nodes []int32, roots bool) {
 			go r.helper()
 		}
 	}
-	if slow < len(nodes) && idle {
+	if wake {
 		r.wakeOne()
 	}
 }
@@ -1274,7 +1295,11 @@ func (r *runState) expiredNode(i int32) (ResultState, error, bool) {
 // timed out while it waited for a goroutine.
 func (r *runState) exec(i int32, wl *worklist) {
 	n := &r.nodes[i]
-	if !n.move(sReady, sWorking, startedBit) {
+	if r.lim != nil && r.lim.limited[i] {
+		if !r.lim.start(i, wl) {
+			return // parked, or no longer ready
+		}
+	} else if !n.move(sReady, sWorking, startedBit) {
 		return
 	}
 	if r.exts != nil && r.exts[i] != nil {
@@ -1477,6 +1502,9 @@ func (r *runState) finish(i int32, final int32, wl *worklist) {
 func (r *runState) finished(i int32, wl *worklist) {
 	if r.exts != nil && r.exts[i] != nil {
 		r.disarm(i)
+	}
+	if r.lim != nil {
+		r.lim.end(i, wl) // a node parked for its slot goes in wl.ready
 	}
 	if r.times != nil {
 		r.times[i].end.CompareAndSwap(0, r.clock())

@@ -49,6 +49,9 @@ type Built[R any] struct {
 	Starts []Wrapper
 	// Output gives the node's value and error once the graph has run.
 	Output func() (R, error)
+	// limit, if above 0, is how many of the start nodes may work at
+	// once (ForEach's Limit).
+	limit int
 }
 
 // workerProblem says what makes s unusable, for Compile (see
@@ -85,6 +88,9 @@ func runBuilt[R any](ctx context.Context, all Wrappers, g Built[R], what string)
 		sub, err := all.r.a.compileSingleUse(g.Starts)
 		if err != nil {
 			return v, fmt.Errorf("asynctool: %s: %w", what, err)
+		}
+		if g.limit > 0 && g.limit < len(g.Starts) {
+			sub.lim = newLimiter(sub, g.limit, g.Starts)
 		}
 		if _, err := runSub(ctx, all, sub, what); err != nil {
 			return v, err
@@ -158,6 +164,18 @@ type ForEach[P, T, R any] struct {
 	Node func(i int, item T, n *WorkerWrapper[T, R])
 	// Join, if not the zero Join, decides the node from its items' ends.
 	Join Join
+	// Limit, if above 0, is the most items that work at once, as
+	// errgroup's SetLimit: a bulkhead for the service the items call,
+	// tighter than the Async's pool. An item counts from its start to
+	// its end, through its retries and their backoffs; an item's Timeout
+	// counts from its start, not from the time it waits for its turn.
+	// Items start in the list's order, each as soon as another ends. No
+	// goroutine waits for a turn: an item kept back waits as a queued
+	// node does. A worker that ignores its context and goes on after its
+	// item ended (its Timeout, the run's end) no longer counts. With 0,
+	// only the pool bounds the calls; a negative Limit is refused by
+	// Compile and BeginWork ([ErrBadLimit]).
+	Limit int
 }
 
 // workerProblem says what makes f unusable, for Compile (see
@@ -168,6 +186,8 @@ func (f ForEach[P, T, R]) workerProblem() (string, error) {
 		return "its ForEach has no Items", ErrNilWorker
 	case noWorker(f.Worker):
 		return "its ForEach has no Worker", ErrNilWorker
+	case f.Limit < 0:
+		return fmt.Sprintf("its ForEach's Limit is %d", f.Limit), ErrBadLimit
 	}
 	if c, ok := f.Worker.(checkedWorker); ok {
 		if why, err := c.workerProblem(); err != nil {
@@ -302,7 +322,7 @@ func (f ForEach[P, T, R]) build(ctx context.Context, param P, all Wrappers) (Bui
 			join.Depend(n, true)
 		}
 	}
-	return Built[[]WorkResult[R]]{Starts: starts, Output: func() ([]WorkResult[R], error) {
+	return Built[[]WorkResult[R]]{Starts: starts, limit: f.Limit, Output: func() ([]WorkResult[R], error) {
 		if join != nil {
 			if r := join.Result(); r.Err != nil {
 				return nil, fmt.Errorf("asynctool: ForEach's join (%v): %w", f.Join, r.Err)

@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
-// BenchmarkS22WideRun measures the otel hooks on a wide parallel run of a
+// BenchmarkWideRunWithSpans measures the otel hooks on a wide parallel run of a
 // Plan: root → 100 nodes → sink, every edge a must dependency. It was
 // written to price a442a50, which starts each node's span under the run's
 // lock (st.mu), so that the node spans of one run start one at a time;
@@ -32,7 +32,7 @@ import (
 // median per-round differences +2.6% to +10% (instant), +2.6% to +4.8%
 // (sleep1ms); allocs/op 2.29k on both. What the lock serialises is the
 // SDK's Start, about 1.2-1.5µs a span here, 100 a run.
-func BenchmarkS22WideRun(b *testing.B) {
+func BenchmarkWideRunWithSpans(b *testing.B) {
 	for _, sleep := range []time.Duration{0, time.Millisecond} {
 		name := "instant"
 		if sleep > 0 {

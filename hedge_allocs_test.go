@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestS22HedgedCallAllocates measures what a Hedged worker allocates, per
+// TestHedgedCallAllocatesThreeObjects measures what a Hedged worker allocates, per
 // Action and per hedged call, which docs/perf.md (change 39) gave as read
 // from the code: with more than one attempt, each call carries a token in
 // its context, "two objects per call" (the *hedgeCall and the
@@ -32,7 +32,7 @@ import (
 //
 // So attempts=2 costs 14 objects a call of the worker, 3 more per call
 // beyond.
-func TestS22HedgedCallAllocates(t *testing.T) {
+func TestHedgedCallAllocatesThreeObjects(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
