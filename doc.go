@@ -77,7 +77,8 @@
 // call per item of a list, all at once, with an optional [Join] that
 // decides the node from its items as they end, stopping the rest (at the
 // first failure with [AllSucceeded], at the first success with
-// [AnySucceeded], at a quorum with [AtLeast]).
+// [AnySucceeded], at a quorum with [AtLeast]), and an optional Limit on
+// how many items work at once, which keeps no goroutine waiting.
 //
 // # Short-circuit
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynctool-go/asynctool"
@@ -187,4 +188,44 @@ func ExampleForEach_budget() {
 	// book: 12.50 success
 	// lamp: 12.50 success
 	// sofa: price unavailable timeout
+}
+
+// The price service allows four calls at a time from one request: with
+// Limit 4, the twelve items run four at a time, each starting as soon as
+// another ends, and no goroutine waits for its turn. The Async's pool
+// bounds every node of every run; Limit bounds this node's items.
+func ExampleForEach_limit() {
+	a := asynctool.New()
+	defer a.Close()
+
+	var now, most atomic.Int32
+	skus := make([]string, 12)
+	for i := range skus {
+		skus[i] = fmt.Sprintf("sku-%02d", i)
+	}
+	prices := asynctool.NewWrapper("prices", asynctool.ForEach[[]string, string, int]{
+		Items: func(_ context.Context, skus []string, _ asynctool.Wrappers) ([]string, error) {
+			return skus, nil
+		},
+		Worker: asynctool.WorkerFunc[string, int](func(ctx context.Context, sku string, _ asynctool.Wrappers) (int, error) {
+			n := now.Add(1)
+			defer now.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			select { // an RPC, in real life
+			case <-time.After(20 * time.Millisecond):
+				return 100 + len(sku), nil
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		}),
+		Limit: 4,
+	}, skus)
+
+	if err := a.BeginWork(context.Background(), time.Second, prices); err != nil {
+		panic(err)
+	}
+	fmt.Println("items:", len(prices.Result().Value), "at most at once:", most.Load())
+	// Output:
+	// items: 12 at most at once: 4
 }
