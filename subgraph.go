@@ -2,6 +2,7 @@ package asynctool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -86,6 +87,12 @@ func (s SubGraph[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R,
 func runBuilt[R any](ctx context.Context, all Wrappers, g Built[R], what string) (v R, err error) {
 	if len(g.Starts) > 0 {
 		sub, err := all.r.a.compileSingleUse(g.Starts)
+		if errors.Is(err, ErrReused) {
+			// The likely mistakes: a Build that returns the wrappers of
+			// an earlier call, or a Depend (in Build or a ForEach's Node)
+			// on a node of the outer graph, which is running.
+			return v, fmt.Errorf("asynctool: %s: %w (its nodes must be made anew by each call, and cannot depend on the outer graph's: read an outer node's result with the node's Wrappers, and pass it as a param)", what, err)
+		}
 		if err != nil {
 			return v, fmt.Errorf("asynctool: %s: %w", what, err)
 		}
