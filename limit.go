@@ -67,15 +67,16 @@ func (l *limiter) start(i int32, wl *worklist) bool {
 	return false
 }
 
-// end gives back the slot of node i, which has ended, if it holds one.
+// end gives back the slot of node i, which has ended, if it holds one,
+// or was handed one and ended before it started (skipped, stopped).
 func (l *limiter) end(i int32, wl *worklist) {
 	if !l.limited[i] {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.holds[i] {
-		l.holds[i] = false
+	if l.holds[i] || l.granted[i] {
+		l.holds[i], l.granted[i] = false, false
 		l.handOn(wl)
 	}
 }
