@@ -415,3 +415,44 @@ func TestForEachLimitGoexitGivesTheSlotBack(t *testing.T) {
 		}
 	})
 }
+
+// At the run's deadline, the item that gets the slot of one the deadline
+// ended is not started, and no item whose worker was never called is
+// reported as stopped while running (helper-93 saw it once in about 200
+// runs: the hand-over started the item as the sweep ended it).
+func TestForEachLimitDeadlineReportsNoPhantomStart(t *testing.T) {
+	for range 300 {
+		synctest.Test(t, func(t *testing.T) {
+			a := New(WithTimings(true))
+			defer a.Close()
+			var calls atomic.Int32
+			var g gauge
+			f := sleepItems(10, 1, 30*time.Millisecond, &g)
+			w := f.Worker
+			f.Worker = WorkerFunc[int, int](func(ctx context.Context, i int, all Wrappers) (int, error) {
+				calls.Add(1)
+				return w.Action(ctx, i, all)
+			})
+			each := NewWrapper("each", f, 0)
+			run, err := a.Start(context.Background(), 100*time.Millisecond, each)
+			require.NoError(t, err)
+			require.ErrorIs(t, run.Wait(context.Background()), context.DeadlineExceeded)
+			sub := run.Report().Nodes[0].Sub
+			require.NotNil(t, sub)
+			ran := 0
+			for _, n := range sub.Nodes {
+				if n.Ran {
+					ran++
+					continue
+				}
+				assert.Zero(t, n.Attempts, "item %s", n.ID)
+				assert.NotContains(t, n.Reason, "stopped while running", "item %s", n.ID)
+			}
+			assert.Equal(t, 4, ran, "items 0 to 2 ended, item 3 was stopped")
+			assert.Equal(t, int32(4), calls.Load())
+		})
+		if t.Failed() {
+			return
+		}
+	}
+}

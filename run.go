@@ -1296,6 +1296,12 @@ func (r *runState) expiredNode(i int32) (ResultState, error, bool) {
 func (r *runState) exec(i int32, wl *worklist) {
 	n := &r.nodes[i]
 	if r.lim != nil && r.lim.limited[i] {
+		if r.stopping() {
+			// The run is ending (an item that its context ended may be
+			// handing its slot on): the sweep ends this one, as not
+			// started.
+			return
+		}
 		if !r.lim.start(i, wl) {
 			return // parked, or no longer ready
 		}
