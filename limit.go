@@ -1,16 +1,22 @@
 package asynctool
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // limiter bounds how many of a run's limited nodes work at once: a
 // [ForEach]'s items, under its Limit. A limited node takes a slot when it
 // starts and gives it back when it ends, so its retries and their
-// backoffs keep it. A node that finds no slot free is parked, still
-// ready, and the goroutine goes on with other work: no goroutine waits
-// for a slot. The node that gives a slot back hands it to the first node
-// parked, which the goroutine that ended it runs next (see finished), so
-// the parked nodes start in the order they were parked, each as soon as
-// a slot is free.
+// backoffs keep it. When the run starts, the first roots of the list get
+// the slots and the others are parked, still ready, in the list's order
+// (admit); a node that later finds no slot free (one of a batch that
+// another goroutine took too, see takeBatch) is parked as well, and the
+// goroutine goes on with other work: no goroutine waits for a slot. The
+// node that gives a slot back hands it to the first node parked, which
+// the goroutine that ended it runs next (see finished), so the parked
+// nodes start in the order they were parked, each as soon as a slot is
+// free.
 //
 // Only exec starts a limited node. Limited nodes are roots of their run
 // (a ForEach's items), so no goroutine claims one when its upstream ends
@@ -23,8 +29,8 @@ type limiter struct {
 	parked []int32 // first in, first out, from head
 	head   int
 	// limited[i]: node i counts against the limit. holds[i]: it started
-	// and has not ended. granted[i]: a slot was handed to it while it was
-	// parked, for its next exec.
+	// and has not ended. granted[i]: a slot was given to it (by admit, or
+	// handed on while it was parked), for its next exec.
 	limited, holds, granted []bool
 }
 
@@ -102,24 +108,29 @@ func (l *limiter) handOn(wl *worklist) {
 	l.free++
 }
 
-// reserve gives limited node i a slot, if one is free, for its next
-// exec: the goroutine that shares the roots runs one of them itself,
-// and reserves its slot before the helpers it starts take theirs.
-func (l *limiter) reserve(i int32) {
-	if !l.limited[i] {
-		return
-	}
+// admit takes the run's first ready list (its roots, last first: see
+// plan.startOrder): the limited ones get the free slots in the list's
+// order, and those left are parked, in that order. It returns the list
+// with the roots that got no slot taken out, so that the goroutine and
+// the helpers that share it start only roots that may run now, and the
+// others start in the list's order as slots are handed on.
+func (l *limiter) admit(ready []int32) []int32 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.free > 0 && !l.granted[i] && !l.holds[i] {
-		l.free--
-		l.granted[i] = true
+	keep := make([]int32, 0, len(ready))
+	for k := len(ready) - 1; k >= 0; k-- { // in the list's order
+		i := ready[k]
+		switch {
+		case !l.limited[i]:
+		case l.free > 0:
+			l.free--
+			l.granted[i] = true
+		default:
+			l.parked = append(l.parked, i)
+			continue
+		}
+		keep = append(keep, i)
 	}
-}
-
-// room says how many slots are free, for share's count of helpers.
-func (l *limiter) room() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.free
+	slices.Reverse(keep)
+	return append(ready[:0], keep...)
 }

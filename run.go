@@ -430,9 +430,7 @@ func (r *runState) newHelper() func() {
 		// reason as the roots.
 		wl := r.a.getWorklist()
 		wl.ready = append(wl.ready, i)
-		// Keep one helper looking while work is queued, and a slot free
-		// for it if the run limits its roots.
-		wl.wake = left > 0 && (r.lim == nil || r.lim.room() > 0)
+		wl.wake = left > 0 // keep one helper looking while work is queued
 		// From the front, unless the run limits its roots (a ForEach's
 		// Limit): they start in order then, as the limiter's parked ones.
 		wl.front = r.lim == nil
@@ -801,13 +799,15 @@ func (r *runState) drive(first int32, wl *worklist) (again bool) {
 			i = -1
 			continue
 		}
+		if r.lim != nil && wl.roots {
+			// A ForEach's items under its Limit: those that get a slot
+			// now go on, the others wait in the limiter, in order.
+			wl.ready = r.lim.admit(wl.ready)
+		}
 		if n := len(wl.ready); n > 0 {
 			// Run the last ready node here; share the others.
 			i = wl.ready[n-1]
 			if n > 1 {
-				if r.lim != nil && wl.roots {
-					r.lim.reserve(i) // before the helpers share starts
-				}
 				r.share(wl.ready[:n-1], wl.roots)
 				wl.refused = r.starved.Load()
 				if r.a.owned == nil {
@@ -876,15 +876,6 @@ func (r *runState) share(nodes []int32, roots bool) {
 	idle := r.searching.Load() == 0
 	r.sharedMu.Unlock()
 	slow := r.p.notQuick(nodes, r.history())
-	wake := slow < len(nodes) && idle
-	if r.lim != nil && roots {
-		// A ForEach's items under its Limit: helpers beyond the free
-		// slots would only park their nodes (the sharer has reserved one
-		// for the node it runs).
-		room := r.lim.room()
-		slow = min(slow, room)
-		wake = wake && slow < room
-	}
 	for range slow {
 		if r.startHelper() {
 			continue
@@ -903,7 +894,7 @@ func (r *runState) share(nodes []int32, roots bool) {
 			go r.helper()
 		}
 	}
-	if wake {
+	if slow < len(nodes) && idle {
 		r.wakeOne()
 	}
 }
