@@ -507,8 +507,10 @@ func (r *runState) upstreamEndedFrom(i int32, done int, ok bool, ends int32, wl 
 		// worklist.claim), which saves the CAS from sReady to sWorking
 		// that a node taken from a queue needs. Nodes with flow rules
 		// are not claimed (their start arms timers), nor is any node
-		// once the run has stopped (it is ended as it is readied).
-		if claim && sp.flow == nil {
+		// once the run has stopped (it is ended as it is readied), nor
+		// an item of a ForEach under its Limit, which starts through
+		// the limiter (see exec).
+		if claim && sp.flow == nil && (r.lim == nil || !r.lim.limited[s]) {
 			// s carries i's end, and those i carried, off the run's
 			// remaining count: whoever processes s's end (the sweep
 			// included) takes them off with s's own, and the run

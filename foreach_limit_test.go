@@ -456,3 +456,40 @@ func TestForEachLimitDeadlineReportsNoPhantomStart(t *testing.T) {
 		}
 	}
 }
+
+// An item that Node makes depend on another is counted too: when its
+// upstream ends, it starts through the limiter, not claimed by the
+// goroutine that ended the upstream (helper-92 noticed that path).
+func TestForEachLimitCountsItemsWithUpstreams(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		var g gauge
+		nodes := make([]*WorkerWrapper[int, int], 5)
+		f := ForEach[int, int, int]{
+			Items: func(context.Context, int, Wrappers) ([]int, error) { return []int{0, 1, 2, 3, 4}, nil },
+			Worker: WorkerFunc[int, int](func(_ context.Context, i int, _ Wrappers) (int, error) {
+				g.in()
+				defer g.out()
+				time.Sleep([]time.Duration{1, 1, 10, 10, 20}[i] * time.Millisecond)
+				return i, nil
+			}),
+			Node: func(i int, _ int, n *WorkerWrapper[int, int]) {
+				nodes[i] = n
+				if i == 2 || i == 3 {
+					n.Depend(nodes[i-2], true) // 2 after 0, 3 after 1
+				}
+			},
+			Limit: 2,
+		}
+		each := NewWrapper("each", f, 0)
+		start := time.Now()
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
+		assert.Equal(t, int32(2), g.most.Load())
+		// 0 and 1 first; then 4 (20 ms) beside 2 and 3 in turn (10 ms each).
+		assert.Equal(t, 21*time.Millisecond, time.Since(start))
+		for i, r := range each.Result().Value {
+			assert.Equal(t, i, r.Value)
+		}
+	})
+}

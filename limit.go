@@ -18,9 +18,9 @@ import (
 // nodes start in the order they were parked, each as soon as a slot is
 // free.
 //
-// Only exec starts a limited node. Limited nodes are roots of their run
-// (a ForEach's items), so no goroutine claims one when its upstream ends
-// (see worklist.claim), and only a retry, which keeps the node's slot,
+// Only exec starts a limited node: no goroutine claims one when its
+// upstream ends (an item that a ForEach's Node made depend on another;
+// see upstreamEndedFrom), and only a retry, which keeps the node's slot,
 // runs one again.
 type limiter struct {
 	nodes  []rnode // the run's
