@@ -227,6 +227,20 @@ func (e *CallbackPanicError) Error() string {
 // Unwrap returns the recovered panic.
 func (e *CallbackPanicError) Unwrap() error { return e.Panic }
 
+// BudgetError is the error of a [ForEach]'s items that its Budget
+// stopped, or kept from starting, and the cause of their context. It
+// wraps [context.DeadlineExceeded].
+type BudgetError struct {
+	Budget time.Duration
+}
+
+func (e *BudgetError) Error() string {
+	return fmt.Sprintf("asynctool: ForEach's Budget of %v ran out", e.Budget)
+}
+
+// Unwrap returns context.DeadlineExceeded.
+func (e *BudgetError) Unwrap() error { return context.DeadlineExceeded }
+
 // NodeTimeoutError is the Err of a node that exceeded its own Timeout. It
 // unwraps to [context.DeadlineExceeded].
 type NodeTimeoutError struct {

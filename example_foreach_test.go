@@ -146,20 +146,21 @@ func ExampleSubGraph() {
 	//   step3: succeeded by=step2
 }
 
-// A page that shows whatever prices arrive within 200ms: each item's node
-// gets that budget as its Timeout, and a Default naming its item, so the
-// ForEach node returns by then with every item's result, the slow one's
-// default among them. A Timeout on the ForEach node itself would end the
-// node instead, with its own default, and the prices that had arrived
-// would be lost to the page.
+// A page that shows whatever prices arrive within 200ms, calling the price
+// service two at a time: Budget gives the items 200ms in all, and Node
+// gives each a Default naming it, so the ForEach node returns by then with
+// every item's result, the slow one's default among them. A Timeout on
+// the ForEach node itself would end the node instead, with its own
+// default, and the prices that had arrived would be lost to the page; a
+// Timeout on each item counts from that item's start, which Limit delays.
 func ExampleForEach_budget() {
 	a := asynctool.New()
 	defer a.Close()
 
-	latency := map[string]time.Duration{"book": time.Millisecond, "lamp": 2 * time.Millisecond, "sofa": time.Minute}
+	latency := map[string]time.Duration{"book": time.Millisecond, "lamp": 2 * time.Millisecond, "sofa": time.Minute, "mug": time.Millisecond}
 	prices := asynctool.NewWrapper("prices", asynctool.ForEach[int64, string, string]{
 		Items: func(context.Context, int64, asynctool.Wrappers) ([]string, error) {
-			return []string{"book", "lamp", "sofa"}, nil
+			return []string{"book", "lamp", "sofa", "mug"}, nil
 		},
 		Worker: asynctool.WorkerFunc[string, string](func(ctx context.Context, sku string, _ asynctool.Wrappers) (string, error) {
 			select {
@@ -170,8 +171,10 @@ func ExampleForEach_budget() {
 			}
 		}),
 		Node: func(_ int, sku string, n *asynctool.WorkerWrapper[string, string]) {
-			n.Timeout(200 * time.Millisecond).Default(sku + ": price unavailable")
+			n.Default(sku + ": price unavailable")
 		},
+		Limit:  2,
+		Budget: 200 * time.Millisecond,
 	}, 42)
 
 	start := time.Now()
@@ -180,14 +183,18 @@ func ExampleForEach_budget() {
 		panic(err)
 	}
 	fmt.Println(run.Wait(context.Background()), time.Since(start) < 5*time.Second)
-	for _, r := range prices.Result().Value {
+	res := prices.Result()
+	fmt.Println(res.State, res.Err)
+	for _, r := range res.Value {
 		fmt.Println(r.Value, r.State)
 	}
 	// Output:
 	// <nil> true
+	// success <nil>
 	// book: 12.50 success
 	// lamp: 12.50 success
 	// sofa: price unavailable timeout
+	// mug: 12.50 success
 }
 
 // The price service allows four calls at a time from one request: with

@@ -493,3 +493,60 @@ func TestForEachLimitCountsItemsWithUpstreams(t *testing.T) {
 		}
 	})
 }
+
+// Items not started when the join decides end skipped if it succeeded
+// (no successor needs them any more), and stopped, as the running ones,
+// if it failed (the run ended with the join), as ForEach's doc says.
+func TestForEachItemsNotStartedEndByTheJoinsOutcome(t *testing.T) {
+	for _, tc := range []struct {
+		join    Join
+		fail    bool // item 0 fails
+		wantErr error
+	}{
+		{AnySucceeded(), false, ErrSkipped},
+		{AtLeast(1), false, ErrSkipped},
+		{AllSucceeded(), true, ErrRunEnded},
+	} {
+		t.Run(tc.join.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := New()
+				defer a.Close()
+				f := ForEach[int, int, int]{
+					Items: func(context.Context, int, Wrappers) ([]int, error) { return []int{0, 1, 2, 3, 4}, nil },
+					Worker: WorkerFunc[int, int](func(ctx context.Context, i int, _ Wrappers) (int, error) {
+						select {
+						case <-time.After(time.Duration(1+10*i) * time.Millisecond):
+						case <-ctx.Done():
+							return 0, ctx.Err()
+						}
+						if i == 0 && tc.fail {
+							return 0, errors.New("no price")
+						}
+						return i, nil
+					}),
+					Join:  tc.join,
+					Limit: 2,
+				}
+				each := NewWrapper("each", f, 0)
+				run, err := a.Start(context.Background(), time.Minute, each)
+				require.NoError(t, err)
+				require.NoError(t, run.Wait(context.Background()))
+				sub := run.Report().Nodes[0].Sub
+				require.NotNil(t, sub)
+				seen := 0
+				for _, n := range sub.Nodes {
+					switch n.ID {
+					case "1": // running when item 0 ended
+						assert.ErrorIs(t, n.Err, ErrRunEnded, "item 1 was running")
+						seen++
+					case "2", "3", "4": // kept back by the limit
+						assert.False(t, n.Ran, "item %s", n.ID)
+						assert.ErrorIs(t, n.Err, tc.wantErr, "item %s", n.ID)
+						seen++
+					}
+				}
+				assert.Equal(t, 4, seen)
+			})
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"time"
 )
 
 // SubGraph is a worker that builds a graph each time it runs, from the
@@ -53,6 +54,9 @@ type Built[R any] struct {
 	// limit, if above 0, is how many of the start nodes may work at
 	// once (ForEach's Limit).
 	limit int
+	// budget, if above 0, bounds the sub-run, which running out of it
+	// does not fail (ForEach's Budget).
+	budget time.Duration
 }
 
 // workerProblem says what makes s unusable, for Compile (see
@@ -86,6 +90,13 @@ func (s SubGraph[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R,
 // sub-run under ctx, and returns its Output; what names g in errors.
 func runBuilt[R any](ctx context.Context, all Wrappers, g Built[R], what string) (v R, err error) {
 	if len(g.Starts) > 0 {
+		var budget error
+		if g.budget > 0 {
+			budget = &BudgetError{Budget: g.budget}
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeoutCause(ctx, g.budget, budget)
+			defer cancel()
+		}
 		sub, err := all.r.a.compileSingleUse(g.Starts)
 		if errors.Is(err, ErrReused) {
 			// The likely mistakes: a Build that returns the wrappers of
@@ -99,7 +110,7 @@ func runBuilt[R any](ctx context.Context, all Wrappers, g Built[R], what string)
 		if g.limit > 0 && g.limit < len(g.Starts) {
 			sub.lim = newLimiter(sub, g.limit, g.Starts)
 		}
-		if _, err := runSub(ctx, all, sub, what); err != nil {
+		if _, err := runSub(ctx, all, sub, what, budget); err != nil {
 			return v, err
 		}
 	}
@@ -124,8 +135,9 @@ func runBuilt[R any](ctx context.Context, all Wrappers, g Built[R], what string)
 // the items as they end, as it would for a node whose upstreams they are,
 // and the node returns as soon as it has decided: items still running are
 // stopped (their error wraps [ErrRunEnded], see [WorkerWrapper.EndsRun]),
-// and those not started never start: each ends skipped ([ErrSkipped]) or
-// stopped as the running ones are, depending on timing. So [AllSucceeded]
+// and those not started never start: when the join succeeded, they end
+// skipped ([ErrSkipped]: nothing needs them any more); when it failed,
+// stopped as the running ones are. So [AllSucceeded]
 // fails the node at the first failed item, with an error that wraps that
 // item's, [AnySucceeded] returns at the first success, and [AtLeast] makes
 // a quorum. A node its Join failed has its default value (the items'
@@ -135,9 +147,9 @@ func runBuilt[R any](ctx context.Context, all Wrappers, g Built[R], what string)
 // A ForEach node that its context ends (the group deadline, its own
 // Timeout) ends as any node does, with its default value: the items that
 // had arrived are in its report only. To go on with whatever arrived,
-// bound the items rather than the node: Node gives each item a Timeout
-// within the budget, and a Default, so that the node returns in time with
-// every item's result (ExampleForEach_budget).
+// bound the items rather than the node: Budget gives them a time in all,
+// and Node a Default each, so that the node returns in time with every
+// item's result (ExampleForEach_budget).
 //
 // In a durable graph (the durable module), a ForEach node's result is
 // checkpointed as JSON, and an item's error does not decode back: a node
@@ -176,13 +188,29 @@ type ForEach[P, T, R any] struct {
 	// tighter than the Async's pool. An item counts from its start to
 	// its end, through its retries and their backoffs; an item's Timeout
 	// counts from its start, not from the time it waits for its turn.
-	// Items start in the list's order, each as soon as another ends. No
-	// goroutine waits for a turn: an item kept back waits as a queued
-	// node does. A worker that ignores its context and goes on after its
+	// Items start in the list's order, each as soon as another ends (an
+	// executor of the user's that runs tasks on the caller's goroutine,
+	// which [Executor] allows, runs them one after another instead, in
+	// another order). No goroutine waits for a turn: an item kept back
+	// waits as a queued node does. A worker that ignores its context and goes on after its
 	// item ended (its Timeout, the run's end) no longer counts. With 0,
 	// only the pool bounds the calls; a negative Limit is refused by
 	// Compile and BeginWork ([ErrBadLimit]).
 	Limit int
+	// Budget, if above 0, is the time the items have, from the moment
+	// Items has returned: when it runs out, the items still at work are
+	// stopped and those not started never start, each with its default
+	// and a [*BudgetError] (a timeout: it wraps
+	// [context.DeadlineExceeded]), and the node goes on with every
+	// item's result, as if they had ended so: with the zero Join it
+	// succeeds; another Join decides from them, and fails the node if it
+	// had not decided. It is the way to keep whatever arrived when Limit
+	// makes items wait for their turn, since an item's own Timeout counts
+	// from its start. The node's own deadline (the group deadline, its
+	// Timeout) still ends it with its default; a Budget within it keeps
+	// the items. A negative Budget is refused by Compile and BeginWork
+	// ([ErrBadTimeout]).
+	Budget time.Duration
 }
 
 // workerProblem says what makes f unusable, for Compile (see
@@ -195,10 +223,14 @@ func (f ForEach[P, T, R]) workerProblem() (string, error) {
 		return "its ForEach has no Worker", ErrNilWorker
 	case f.Limit < 0:
 		return fmt.Sprintf("its ForEach's Limit is %d", f.Limit), ErrBadLimit
+	case f.Budget < 0:
+		return fmt.Sprintf("its ForEach's Budget is %v", f.Budget), ErrBadTimeout
 	}
 	if c, ok := f.Worker.(checkedWorker); ok {
 		if why, err := c.workerProblem(); err != nil {
-			return why, err
+			// The Worker's problem, not this ForEach's own (a ForEach of
+			// ForEach nodes, whose Limit is negative, for instance).
+			return "its ForEach's Worker is refused: " + why, err
 		}
 	}
 	return f.joinProblem()
@@ -329,7 +361,7 @@ func (f ForEach[P, T, R]) build(ctx context.Context, param P, all Wrappers) (Bui
 			join.Depend(n, true)
 		}
 	}
-	return Built[[]WorkResult[R]]{Starts: starts, limit: f.Limit, Output: func() ([]WorkResult[R], error) {
+	return Built[[]WorkResult[R]]{Starts: starts, limit: f.Limit, budget: f.Budget, Output: func() ([]WorkResult[R], error) {
 		if join != nil {
 			if r := join.Result(); r.Err != nil {
 				return nil, fmt.Errorf("asynctool: ForEach's join (%v): %w", f.Join, r.Err)

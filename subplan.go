@@ -115,7 +115,7 @@ func (s SubPlan[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R, 
 			return v, fmt.Errorf("asynctool: SubPlan's Input returned a context that does not derive from the node's, or drops its cancellation")
 		}
 	}
-	h, err := runSub(in, all, s.Plan.p.getRun(), "sub-plan")
+	h, err := runSub(in, all, s.Plan.p.getRun(), "sub-plan", nil)
 	if err != nil {
 		return v, err
 	}
@@ -127,8 +127,11 @@ func (s SubPlan[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R, 
 // derives from it), and returns its handle once it has ended. The error
 // says why the node fails without reading the sub-run's results (noun
 // names the sub-run in it): it was stopped, a callback or hook panicked
-// in it, or it suspended, which cancels it.
-func runSub(ctx context.Context, all Wrappers, sub *runState, noun string) (*Run, error) {
+// in it, or it suspended, which cancels it. A sub-run stopped by ctx's
+// own deadline whose cause is budget (a ForEach's Budget, not the node's
+// deadline), and by nothing else, is no error: its nodes ended with what
+// they had.
+func runSub(ctx context.Context, all Wrappers, sub *runState, noun string, budget error) (*Run, error) {
 	outer := all.r
 	// The outer run holds the Async open while this worker runs, so the
 	// sub-run starts even if Close was called since: it is part of a run
@@ -170,10 +173,18 @@ func runSub(ctx context.Context, all Wrappers, sub *runState, noun string) (*Run
 		}
 		return nil, fmt.Errorf("asynctool: %s suspended at node %q, and was cancelled: %w", noun, pending.ID, pending.Err)
 	}
-	if err := sub.err(); err != nil {
+	if err := sub.err(); err != nil && !(budget != nil && sub.onlyTimedOut() && context.Cause(ctx) == budget) {
 		return nil, fmt.Errorf("asynctool: %s: %w", noun, err)
 	}
 	return h, nil
+}
+
+// onlyTimedOut reports whether r, which has ended, was stopped by its
+// context and had no other error (see err).
+func (r *runState) onlyTimedOut() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.endErr.Load() == nil && r.timedOut.Load() && len(r.callbacks) == 0
 }
 
 // stopping reports whether h's run is stopping (its context is done, so

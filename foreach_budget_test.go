@@ -1,0 +1,176 @@
+package asynctool
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// With a Budget, the node goes on when it runs out, with every item's
+// result: those that ended, and those it stopped or kept from starting,
+// each with its default and a BudgetError.
+func TestForEachBudgetKeepsWhatArrived(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		var g gauge
+		f := sleepItems(4, 1, 30*time.Millisecond, &g)
+		f.Node = func(i int, _ int, n *WorkerWrapper[int, int]) { n.Default(-1) }
+		f.Budget = 70 * time.Millisecond
+		each := NewWrapper("each", f, 0)
+		start := time.Now()
+		run, err := a.Start(context.Background(), time.Minute, each)
+		require.NoError(t, err)
+		require.NoError(t, run.Wait(context.Background()))
+		assert.Equal(t, 70*time.Millisecond, time.Since(start))
+		res := each.Result()
+		require.NoError(t, res.Err)
+		require.Len(t, res.Value, 4)
+		assert.Equal(t, 0, res.Value[0].Value)
+		assert.Equal(t, 10, res.Value[1].Value)
+		for _, i := range []int{2, 3} {
+			r := res.Value[i]
+			assert.Equal(t, -1, r.Value, "item %d", i)
+			assert.Equal(t, ResultTimeout, r.State, "item %d", i)
+			var be *BudgetError
+			require.ErrorAs(t, r.Err, &be, "item %d", i)
+			assert.Equal(t, 70*time.Millisecond, be.Budget)
+			assert.ErrorIs(t, r.Err, context.DeadlineExceeded)
+			assert.EqualError(t, r.Err, "asynctool: ForEach's Budget of 70ms ran out")
+		}
+		sub := run.Report().Nodes[0].Sub
+		require.NotNil(t, sub)
+		assert.True(t, sub.Nodes[2].Ran, "item 2 was stopped while running")
+		assert.False(t, sub.Nodes[3].Ran, "item 3 never started")
+		synctest.Wait()
+		assert.Zero(t, g.now.Load(), "the stopped item's worker saw its context end")
+	})
+}
+
+// The Budget counts from the moment Items has returned.
+func TestForEachBudgetCountsFromTheItems(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		var g gauge
+		f := sleepItems(2, 0, 20*time.Millisecond, &g)
+		items := f.Items
+		f.Items = func(ctx context.Context, p int, all Wrappers) ([]int, error) {
+			time.Sleep(50 * time.Millisecond)
+			return items(ctx, p, all)
+		}
+		f.Budget = 30 * time.Millisecond
+		each := NewWrapper("each", f, 0)
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
+		for i, r := range each.Result().Value {
+			assert.NoError(t, r.Err, "item %d", i)
+		}
+	})
+}
+
+// A Join decides from the items' results as the Budget left them: a
+// quorum met in time returns then; a join that had not decided fails the
+// node, naming the Budget.
+func TestForEachBudgetWithAJoin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		var g gauge
+		f := sleepItems(4, 0, 0, &g)
+		f.Worker = WorkerFunc[int, int](func(ctx context.Context, i int, _ Wrappers) (int, error) {
+			select {
+			case <-time.After(time.Duration(10+40*(i%2)) * time.Millisecond): // 10, 50, 10, 50
+				return i, nil
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		})
+		f.Budget = 30 * time.Millisecond
+
+		f.Join = AtLeast(2)
+		quorum := NewWrapper("quorum", f, 0)
+		start := time.Now()
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, quorum))
+		assert.Equal(t, 10*time.Millisecond, time.Since(start))
+		require.NoError(t, quorum.Result().Err)
+
+		f.Join = AllSucceeded()
+		all := NewWrapper("all", f, 0)
+		start = time.Now()
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, all))
+		assert.Equal(t, 30*time.Millisecond, time.Since(start))
+		err := all.Result().Err
+		var be *BudgetError
+		require.ErrorAs(t, err, &be)
+		assert.ErrorContains(t, err, "ForEach's join (all succeeded)")
+		assert.ErrorContains(t, err, "Budget of 30ms ran out")
+	})
+}
+
+// The node's own deadline still ends it with its default when it comes
+// before the Budget runs out.
+func TestForEachBudgetBeyondTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		var g gauge
+		f := sleepItems(2, 0, time.Second, &g)
+		f.Budget = time.Minute
+		each := NewWrapper("each", f, 0).Default([]WorkResult[int]{})
+		err := a.BeginWork(context.Background(), 50*time.Millisecond, each)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		res := each.Result()
+		assert.Equal(t, ResultTimeout, res.State)
+		var be *BudgetError
+		assert.False(t, errors.As(res.Err, &be), "the node's deadline, not the Budget: %v", res.Err)
+	})
+}
+
+// A Budget does not hide another failure of the sub-run: a panic in an
+// item's Result callback fails the node.
+func TestForEachBudgetKeepsOtherFailures(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		var g gauge
+		f := sleepItems(2, 0, time.Second, &g)
+		f.Node = func(i int, _ int, n *WorkerWrapper[int, int]) {
+			if i == 0 {
+				n.Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) { panic("callback") }))
+			}
+		}
+		f.Budget = 10 * time.Millisecond
+		each := NewWrapper("each", f, 0)
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
+		err := each.Result().Err
+		var cpe *CallbackPanicError
+		assert.ErrorAs(t, err, &cpe)
+	})
+}
+
+func TestForEachNegativeBudgetIsRefused(t *testing.T) {
+	f := sleepItems(2, 0, 0, &gauge{})
+	f.Budget = -time.Second
+	_, err := Compile(NewWrapper("prices", f, 0))
+	require.ErrorIs(t, err, ErrBadTimeout)
+	assert.ErrorContains(t, err, "its ForEach's Budget is -1s")
+}
+
+// A ForEach whose Worker is a ForEach that Compile refuses names the
+// Worker, not the outer node's own fields (helper-93 saw "its ForEach's
+// Limit is -3" for an outer ForEach whose Limit was 0).
+func TestForEachOfARefusedForEachNamesTheWorker(t *testing.T) {
+	inner := sleepItems(1, -3, 0, &gauge{})
+	outer := ForEach[int, int, []WorkResult[int]]{
+		Items:  func(context.Context, int, Wrappers) ([]int, error) { return []int{0}, nil },
+		Worker: inner,
+	}
+	_, err := Compile(NewWrapper("outer", outer, 0))
+	require.ErrorIs(t, err, ErrBadLimit)
+	assert.ErrorContains(t, err, `node "outer": its ForEach's Worker is refused: its ForEach's Limit is -3`)
+}
