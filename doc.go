@@ -77,8 +77,10 @@
 // call per item of a list, all at once, with an optional [Join] that
 // decides the node from its items as they end, stopping the rest (at the
 // first failure with [AllSucceeded], at the first success with
-// [AnySucceeded], at a quorum with [AtLeast]), and an optional Limit on
-// how many items work at once, which keeps no goroutine waiting.
+// [AnySucceeded], at a quorum with [AtLeast]), an optional Limit on how
+// many items work at once, which keeps no goroutine waiting, and an
+// optional Budget, the time the items have in all, after which the node
+// goes on with whatever arrived.
 //
 // # Short-circuit
 //

@@ -54,7 +54,8 @@ type NodeReport struct {
 	Join string
 	// Ready, Started and Ended are when the node's join was satisfied,
 	// when its worker started, and when its result became final. Wait is
-	// Started-Ready, the time it waited for a goroutine. Lane numbers the
+	// Started-Ready, the time it waited for a goroutine (or, for an item
+	// of a ForEach with a Limit, for its turn). Lane numbers the
 	// chain of nodes run one after another by one goroutine.
 	Ready, Started, Ended time.Time
 	Wait                  time.Duration
@@ -226,7 +227,8 @@ type Status int
 const (
 	// StatusWaiting: its join is not decided yet.
 	StatusWaiting Status = iota + 1
-	// StatusReady: its join is satisfied; it waits for a goroutine.
+	// StatusReady: its join is satisfied; it waits for a goroutine (or,
+	// for an item of a ForEach with a Limit, for its turn).
 	StatusReady
 	// StatusRunning: its worker is running, or a retry is scheduled.
 	StatusRunning
