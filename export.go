@@ -196,7 +196,11 @@ func (rep *Report) writeDOT(b *strings.Builder, prefix, indent string, static bo
 		if n.Sub != nil {
 			fmt.Fprintf(b, "%ssubgraph cluster_%s {\n", indent, name)
 			in = indent + "  "
-			fmt.Fprintf(b, "%slabel=%s;\n", in, dotQuote(displayID(n)))
+			title := displayID(n)
+			if s := n.Sub.bounds(); s != "" {
+				title += "\n" + s
+			}
+			fmt.Fprintf(b, "%slabel=%s;\n", in, dotQuote(title))
 			fmt.Fprintf(b, "%sstyle=rounded; color=%q; fontname=\"Helvetica\";\n", in, colorCluster)
 		}
 		fmt.Fprintf(b, "%s%s [label=%s", in, name, dotQuote(strings.Join(rep.nodeLines(n, static), "\n")))
@@ -339,7 +343,11 @@ func (rep *Report) writeMermaid(b *strings.Builder, prefix, indent string, stati
 		name := prefix + strconv.Itoa(n.Index)
 		in := indent
 		if n.Sub != nil {
-			fmt.Fprintf(b, "%ssubgraph cluster_%s [\"%s\"]\n", indent, name, mermaidEscape([]string{displayID(n)}))
+			title := []string{displayID(n)}
+			if s := n.Sub.bounds(); s != "" {
+				title = append(title, s)
+			}
+			fmt.Fprintf(b, "%ssubgraph cluster_%s [\"%s\"]\n", indent, name, mermaidEscape(title))
 			in = indent + "  "
 		}
 		fmt.Fprintf(b, "%s%s[\"%s\"]\n", in, name, mermaidEscape(rep.nodeLines(n, static)))

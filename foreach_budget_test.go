@@ -174,3 +174,37 @@ func TestForEachOfARefusedForEachNamesTheWorker(t *testing.T) {
 	require.ErrorIs(t, err, ErrBadLimit)
 	assert.ErrorContains(t, err, `node "outer": its ForEach's Worker is refused: its ForEach's Limit is -3`)
 }
+
+// A ForEach's Limit and Budget show in its report: on its line in String,
+// under its box's title in the pictures, and in its Sub's fields, so
+// that items that waited, or were stopped, have a visible cause.
+func TestForEachReportShowsLimitAndBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		var g gauge
+		f := sleepItems(3, 2, 10*time.Millisecond, &g)
+		f.Budget = 150 * time.Millisecond
+		each := NewWrapper("each", f, 0)
+		run, err := a.Start(context.Background(), time.Minute, each)
+		require.NoError(t, err)
+		require.NoError(t, run.Wait(context.Background()))
+		rep := run.Report()
+		sub := rep.Nodes[0].Sub
+		require.NotNil(t, sub)
+		assert.Equal(t, 2, sub.Limit)
+		assert.Equal(t, 150*time.Millisecond, sub.Budget)
+		assert.Contains(t, rep.String(), "each: succeeded limit=2 budget=150ms\n")
+		assert.Contains(t, rep.DOT(), `label="each\nat most 2 at once, within 150ms";`)
+		assert.Contains(t, rep.Mermaid(), `subgraph cluster_n0 ["each<br/>at most 2 at once, within 150ms"]`)
+
+		plain := NewWrapper("plain", sleepItems(3, 0, 0, &g), 0)
+		run, err = a.Start(context.Background(), time.Minute, plain)
+		require.NoError(t, err)
+		require.NoError(t, run.Wait(context.Background()))
+		rep = run.Report()
+		assert.Zero(t, rep.Nodes[0].Sub.Limit)
+		assert.NotContains(t, rep.String(), "limit=")
+		assert.NotContains(t, rep.DOT(), "at once")
+	})
+}

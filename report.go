@@ -17,6 +17,13 @@ type Report struct {
 	Start, End time.Time
 	// RunErr is what Wait returns (nil while the run is going on).
 	RunErr error
+	// Limit and Budget are those of the [ForEach] whose items' sub-run
+	// this is, zero if it had none: they explain why items waited, or
+	// were stopped or never started. [Report.String] shows them on the
+	// ForEach node's line (limit=2 budget=150ms), the pictures under its
+	// box's title.
+	Limit  int
+	Budget time.Duration
 }
 
 // NodeReport is one node's line in a [Report].
@@ -84,7 +91,7 @@ func (n NodeReport) Duration() time.Duration {
 
 // Report is Run.Report's, without the handle's check.
 func (r *runState) Report() *Report {
-	rep := &Report{Nodes: make([]NodeReport, len(r.nodes)), Start: r.began}
+	rep := &Report{Nodes: make([]NodeReport, len(r.nodes)), Start: r.began, Limit: r.limit, Budget: r.budget}
 	select {
 	case <-r.done: // nil, never ready, for a run that never started
 		rep.RunErr = r.err()
@@ -196,6 +203,12 @@ func (rep *Report) write(b *strings.Builder, indent string) {
 		if n.DecidedBy != "" {
 			fmt.Fprintf(b, " by=%s", n.DecidedBy)
 		}
+		if n.Sub != nil && n.Sub.Limit > 0 {
+			fmt.Fprintf(b, " limit=%d", n.Sub.Limit)
+		}
+		if n.Sub != nil && n.Sub.Budget > 0 {
+			fmt.Fprintf(b, " budget=%v", n.Sub.Budget)
+		}
 		if n.Reason != "" {
 			fmt.Fprintf(b, " (%s)", n.Reason)
 		}
@@ -207,6 +220,19 @@ func (rep *Report) write(b *strings.Builder, indent string) {
 	if rep.RunErr != nil {
 		fmt.Fprintf(b, "%srun: %v\n", indent, rep.RunErr)
 	}
+}
+
+// bounds describes what a ForEach's items ran under (its Limit and
+// Budget), for the pictures: "" if nothing.
+func (rep *Report) bounds() string {
+	var parts []string
+	if rep.Limit > 0 {
+		parts = append(parts, fmt.Sprintf("at most %d at once", rep.Limit))
+	}
+	if rep.Budget > 0 {
+		parts = append(parts, fmt.Sprintf("within %v", rep.Budget))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // isSkip reports whether err is a short-circuited node's: the engine

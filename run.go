@@ -196,6 +196,10 @@ type runState struct {
 	waiting   atomic.Bool  // a helper waits in the pool's queue (see queueHelper)
 	sample    bool         // time the nodes' Actions in this run (see plan.learn)
 	lim       *limiter     // a ForEach's Limit on its items; nil for other runs
+	// limit and budget are a ForEach's Limit and Budget, for reports; 0
+	// for other runs.
+	limit  int
+	budget time.Duration
 
 	// shared holds ready nodes that the goroutine that found them did not
 	// run itself; helpers and that goroutine take from it.

@@ -110,6 +110,7 @@ func runBuilt[R any](ctx context.Context, all Wrappers, g Built[R], what string)
 		if g.limit > 0 && g.limit < len(g.Starts) {
 			sub.lim = newLimiter(sub, g.limit, g.Starts)
 		}
+		sub.limit, sub.budget = g.limit, g.budget
 		if _, err := runSub(ctx, all, sub, what, budget); err != nil {
 			return v, err
 		}
