@@ -193,10 +193,13 @@ type ForEach[P, T, R any] struct {
 	// executor of the user's that runs tasks on the caller's goroutine,
 	// which [Executor] allows, runs them one after another instead, in
 	// another order). No goroutine waits for a turn: an item kept back
-	// waits as a queued node does. A worker that ignores its context and goes on after its
-	// item ended (its Timeout, the run's end) no longer counts. With 0,
-	// only the pool bounds the calls; a negative Limit is refused by
-	// Compile and BeginWork ([ErrBadLimit]).
+	// waits as a queued node does. A worker that ignores its context and
+	// goes on after its item ended (its Timeout, the run's end) no longer
+	// counts. The Limit is per start of the node: each attempt of a
+	// RetryPolicy and each call of a [Hedged] ForEach runs items of its
+	// own, under a Limit of its own. With 0, only the pool bounds the
+	// calls; a negative Limit is refused by Compile and BeginWork
+	// ([ErrBadLimit]).
 	Limit int
 	// Budget, if above 0, is the time the items have, from the moment
 	// Items has returned: when it runs out, the items still at work are
