@@ -27,93 +27,16 @@ import (
 func BenchmarkForEach(b *testing.B) {
 	for _, work := range []time.Duration{0, time.Millisecond} {
 		for _, n := range []int{10, 100} {
-			name := "none"
-			if work > 0 {
-				name = work.String()
-			}
-			call := func(ctx context.Context, item int) (int, error) {
-				if work > 0 {
-					select {
-					case <-time.After(work):
-					case <-ctx.Done():
-						return 0, ctx.Err()
-					}
-				}
-				return item * 2, nil
-			}
-			list := make([]int, n)
-			for i := range list {
-				list[i] = i
-			}
-			check := func(got func(i int) (int, error)) error {
-				for i := range n {
-					v, err := got(i)
-					if err != nil || v != 2*i {
-						return fmt.Errorf("item %d: %d, %v", i, v, err)
-					}
-				}
-				return nil
-			}
-			b.Run(fmt.Sprintf("work=%s/items=%d/impl=errgroup", name, n), func(b *testing.B) {
-				var res []int
-				measure(b, n, func() {
-					ctx, cancel := context.WithTimeout(context.Background(), groupDeadline)
-					defer cancel()
-					items := append([]int(nil), list...) // the root's call
-					res = make([]int, len(items))
-					g, gctx := errgroup.WithContext(ctx)
-					for i, item := range items {
-						g.Go(func() error {
-							v, err := call(gctx, item)
-							res[i] = v
-							return err
-						})
-					}
-					if err := g.Wait(); err != nil {
-						panic(err)
-					}
-				}, func() error { return check(func(i int) (int, error) { return res[i], nil }) })
+			fe := newForEachBench(work, n)
+			b.Run(fmt.Sprintf("work=%s/items=%d/impl=errgroup", fe.name, n), func(b *testing.B) {
+				fe.errgroup(b, 0)
 			})
 			for _, impl := range []struct {
 				name string
 				join asynctool.Join
 			}{{"foreach", asynctool.Join{}}, {"foreach-all", asynctool.AllSucceeded()}} {
-				b.Run(fmt.Sprintf("work=%s/items=%d/impl=%s", name, n, impl.name), func(b *testing.B) {
-					a := newAsync(b)
-					root := asynctool.NewWrapper("items", asynctool.WorkerFunc[int, []int](
-						func(context.Context, int, asynctool.Wrappers) ([]int, error) {
-							return append([]int(nil), list...), nil
-						}), 0)
-					each := asynctool.NewWrapper("each", asynctool.ForEach[int, int, int]{
-						Items: func(_ context.Context, _ int, all asynctool.Wrappers) ([]int, error) {
-							r, err := root.ResultFrom(all)
-							return r.Value, err
-						},
-						Worker: asynctool.WorkerFunc[int, int](func(ctx context.Context, item int, _ asynctool.Wrappers) (int, error) {
-							return call(ctx, item)
-						}),
-						Join: impl.join,
-					}, 0).Depend(root, true)
-					pl, err := asynctool.Compile(root)
-					if err != nil {
-						b.Fatal(err)
-					}
-					var last []asynctool.WorkResult[int]
-					ctx := context.Background()
-					measure(b, n, func() {
-						run, err := a.RunPlan(ctx, pl, groupDeadline)
-						if err != nil {
-							panic(err)
-						}
-						r := each.ResultIn(run)
-						if r.Err != nil {
-							panic(r.Err)
-						}
-						last = r.Value
-						run.Release()
-					}, func() error {
-						return check(func(i int) (int, error) { return last[i].Value, last[i].Err })
-					})
+				b.Run(fmt.Sprintf("work=%s/items=%d/impl=%s", fe.name, n, impl.name), func(b *testing.B) {
+					fe.forEach(b, impl.join, 0)
 				})
 			}
 		}
@@ -133,90 +56,126 @@ func BenchmarkForEach(b *testing.B) {
 func BenchmarkForEachLimit(b *testing.B) {
 	const n, limit = 100, 8
 	for _, work := range []time.Duration{0, time.Millisecond} {
-		name := "none"
-		if work > 0 {
-			name = work.String()
-		}
-		call := func(ctx context.Context, item int) (int, error) {
-			if work > 0 {
-				select {
-				case <-time.After(work):
-				case <-ctx.Done():
-					return 0, ctx.Err()
-				}
-			}
-			return item * 2, nil
-		}
-		list := make([]int, n)
-		for i := range list {
-			list[i] = i
-		}
-		check := func(got func(i int) (int, error)) error {
-			for i := range n {
-				v, err := got(i)
-				if err != nil || v != 2*i {
-					return fmt.Errorf("item %d: %d, %v", i, v, err)
-				}
-			}
-			return nil
-		}
-		b.Run(fmt.Sprintf("work=%s/impl=errgroup-limit", name), func(b *testing.B) {
-			var res []int
-			measure(b, n, func() {
-				ctx, cancel := context.WithTimeout(context.Background(), groupDeadline)
-				defer cancel()
-				items := append([]int(nil), list...)
-				res = make([]int, len(items))
-				g, gctx := errgroup.WithContext(ctx)
-				g.SetLimit(limit)
-				for i, item := range items {
-					g.Go(func() error {
-						v, err := call(gctx, item)
-						res[i] = v
-						return err
-					})
-				}
-				if err := g.Wait(); err != nil {
-					panic(err)
-				}
-			}, func() error { return check(func(i int) (int, error) { return res[i], nil }) })
+		fe := newForEachBench(work, n)
+		b.Run(fmt.Sprintf("work=%s/impl=errgroup-limit", fe.name), func(b *testing.B) {
+			fe.errgroup(b, limit)
 		})
-		b.Run(fmt.Sprintf("work=%s/impl=foreach-limit", name), func(b *testing.B) {
-			a := newAsync(b)
-			root := asynctool.NewWrapper("items", asynctool.WorkerFunc[int, []int](
-				func(context.Context, int, asynctool.Wrappers) ([]int, error) {
-					return append([]int(nil), list...), nil
-				}), 0)
-			each := asynctool.NewWrapper("each", asynctool.ForEach[int, int, int]{
-				Items: func(_ context.Context, _ int, all asynctool.Wrappers) ([]int, error) {
-					r, err := root.ResultFrom(all)
-					return r.Value, err
-				},
-				Worker: asynctool.WorkerFunc[int, int](func(ctx context.Context, item int, _ asynctool.Wrappers) (int, error) {
-					return call(ctx, item)
-				}),
-				Limit: limit,
-			}, 0).Depend(root, true)
-			pl, err := asynctool.Compile(root)
-			if err != nil {
-				b.Fatal(err)
-			}
-			var last []asynctool.WorkResult[int]
-			ctx := context.Background()
-			measure(b, n, func() {
-				run, err := a.RunPlan(ctx, pl, groupDeadline)
-				if err != nil {
-					panic(err)
-				}
-				r := each.ResultIn(run)
-				if r.Err != nil {
-					panic(r.Err)
-				}
-				last = r.Value
-				run.Release()
-			}, func() error {
-				return check(func(i int) (int, error) { return last[i].Value, last[i].Err })
-			})
+		b.Run(fmt.Sprintf("work=%s/impl=foreach-limit", fe.name), func(b *testing.B) {
+			fe.forEach(b, asynctool.Join{}, limit)
 		})
 	}
+}
+
+// forEachBench is the fan-out both benchmarks measure: n items, each a
+// call that takes work.
+type forEachBench struct {
+	name string // work, as the benchmark names it
+	n    int
+	work time.Duration
+	list []int
+}
+
+func newForEachBench(work time.Duration, n int) *forEachBench {
+	fe := &forEachBench{name: "none", n: n, work: work, list: make([]int, n)}
+	if work > 0 {
+		fe.name = work.String()
+	}
+	for i := range fe.list {
+		fe.list[i] = i
+	}
+	return fe
+}
+
+// call is one item's call: it waits work (or ctx) and doubles the item.
+func (fe *forEachBench) call(ctx context.Context, item int) (int, error) {
+	if fe.work > 0 {
+		select {
+		case <-time.After(fe.work):
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	return item * 2, nil
+}
+
+// check says whether got gives every item's doubled value.
+func (fe *forEachBench) check(got func(i int) (int, error)) error {
+	for i := range fe.n {
+		v, err := got(i)
+		if err != nil || v != 2*i {
+			return fmt.Errorf("item %d: %d, %v", i, v, err)
+		}
+	}
+	return nil
+}
+
+// errgroup runs the fan-out by hand: the root's call, then one goroutine
+// per item under errgroup.WithContext and a deadline, SetLimit(limit) if
+// limit > 0.
+func (fe *forEachBench) errgroup(b *testing.B, limit int) {
+	var res []int
+	measure(b, fe.n, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), groupDeadline)
+		defer cancel()
+		items := append([]int(nil), fe.list...) // the root's call
+		res = make([]int, len(items))
+		g, gctx := errgroup.WithContext(ctx)
+		if limit > 0 {
+			g.SetLimit(limit)
+		}
+		for i, item := range items {
+			g.Go(func() error {
+				v, err := fe.call(gctx, item)
+				res[i] = v
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
+			panic(err)
+		}
+	}, func() error { return fe.check(func(i int) (int, error) { return res[i], nil }) })
+}
+
+// forEach runs a compiled plan of the root and a ForEach node with join
+// and limit, with RunPlan, and releases each run.
+func (fe *forEachBench) forEach(b *testing.B, join asynctool.Join, limit int) {
+	a := newAsync(b)
+	root := asynctool.NewWrapper("items", asynctool.WorkerFunc[int, []int](
+		func(context.Context, int, asynctool.Wrappers) ([]int, error) {
+			return append([]int(nil), fe.list...), nil
+		}), 0)
+	each := asynctool.NewWrapper("each", asynctool.ForEach[int, int, int]{
+		Items: func(_ context.Context, _ int, all asynctool.Wrappers) ([]int, error) {
+			r, err := root.ResultFrom(all)
+			return r.Value, err
+		},
+		Worker: asynctool.WorkerFunc[int, int](fe.callWorker),
+		Join:   join,
+		Limit:  limit,
+	}, 0).Depend(root, true)
+	pl, err := asynctool.Compile(root)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var last []asynctool.WorkResult[int]
+	ctx := context.Background()
+	measure(b, fe.n, func() {
+		run, err := a.RunPlan(ctx, pl, groupDeadline)
+		if err != nil {
+			panic(err)
+		}
+		r := each.ResultIn(run)
+		if r.Err != nil {
+			panic(r.Err)
+		}
+		last = r.Value
+		run.Release()
+	}, func() error {
+		return fe.check(func(i int) (int, error) { return last[i].Value, last[i].Err })
+	})
+}
+
+// callWorker is call as a worker.
+func (fe *forEachBench) callWorker(ctx context.Context, item int, _ asynctool.Wrappers) (int, error) {
+	return fe.call(ctx, item)
 }
