@@ -236,6 +236,13 @@ type runState struct {
 	// stall is closed when the run stalls on pending nodes (see
 	// Suspended); nil while nobody waits for that. Guarded by mu.
 	stall chan struct{}
+	// swept is 1 + the index of the first node the sweep found pending
+	// (suspended), 0 if none, and sweptErr the failure that suspended it
+	// (nil for a custom join's DecideSuspend): a sub-run that a ForEach's
+	// Budget stopped is no error, unless it had suspended (see runSub).
+	// Guarded by mu.
+	swept    int32
+	sweptErr error
 
 	exts   []*nodeExt // per node with flow rules, else nil
 	endErr atomic.Pointer[EndError]
@@ -484,6 +491,7 @@ func (r *runState) reset() {
 	r.done = make(chan struct{})
 	r.callbacks = r.callbacks[:0]
 	r.stall = nil
+	r.swept, r.sweptErr = 0, nil
 }
 
 // start runs r on a under the group deadline. The caller has reset r.
@@ -1737,10 +1745,30 @@ func (r *runState) stop(i int32, wl *worklist) {
 		if st != sInit && st != sReady && st != sWorking && st != sPending {
 			return
 		}
+		if st == sPending {
+			r.notePendingSwept(i)
+		}
 		if r.end(i, st, rs, err, -1, wl) {
 			return
 		}
 	}
+}
+
+// notePendingSwept records node i, which the sweep is about to end while
+// it is pending, if it is the first (see swept).
+func (r *runState) notePendingSwept(i int32) {
+	var why error
+	if r.exts != nil && r.exts[i] != nil {
+		ext := r.exts[i]
+		ext.mu.Lock()
+		why = ext.lastErr
+		ext.mu.Unlock()
+	}
+	r.mu.Lock()
+	if r.swept == 0 {
+		r.swept, r.sweptErr = i+1, why
+	}
+	r.mu.Unlock()
 }
 
 // attemptsOf returns how many times node i's worker was started.

@@ -130,7 +130,8 @@ func (s SubPlan[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R, 
 // in it, or it suspended, which cancels it. A sub-run stopped by ctx's
 // own deadline whose cause is budget (a ForEach's Budget, not the node's
 // deadline), and by nothing else, is no error: its nodes ended with what
-// they had.
+// they had; unless one of them was suspended, which fails the node as a
+// stall does.
 func runSub(ctx context.Context, all Wrappers, sub *runState, noun string, budget error) (*Run, error) {
 	outer := all.r
 	// The outer run holds the Async open while this worker runs, so the
@@ -173,8 +174,21 @@ func runSub(ctx context.Context, all Wrappers, sub *runState, noun string, budge
 		}
 		return nil, fmt.Errorf("asynctool: %s suspended at node %q, and was cancelled: %w", noun, pending.ID, pending.Err)
 	}
-	if err := sub.err(); err != nil && !(budget != nil && sub.onlyTimedOut() && context.Cause(ctx) == budget) {
-		return nil, fmt.Errorf("asynctool: %s: %w", noun, err)
+	if err := sub.err(); err != nil {
+		if budget == nil || context.Cause(ctx) != budget || !sub.onlyTimedOut() {
+			return nil, fmt.Errorf("asynctool: %s: %w", noun, err)
+		}
+		// A node suspended before the Budget ran out (while another
+		// still worked, so the sub-run had not stalled), or a custom
+		// join that suspended on the items the Budget stopped: the node
+		// fails as it would have once the sub-run stalled, rather than
+		// report the suspended node as stopped by the Budget.
+		if id, why, ok := sub.suspendedWhenSwept(); ok {
+			if why == nil {
+				return nil, fmt.Errorf("asynctool: %s suspended at node %q, and its Budget ran out", noun, id)
+			}
+			return nil, fmt.Errorf("asynctool: %s suspended at node %q, and its Budget ran out: %w", noun, id, why)
+		}
 	}
 	return h, nil
 }
@@ -185,6 +199,17 @@ func (r *runState) onlyTimedOut() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.endErr.Load() == nil && r.timedOut.Load() && len(r.callbacks) == 0
+}
+
+// suspendedWhenSwept returns the first node of r, which has ended, that
+// its sweep ended while it was pending, and the failure that suspended it.
+func (r *runState) suspendedWhenSwept() (id string, why error, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.swept == 0 {
+		return "", nil, false
+	}
+	return r.p.nodes[r.swept-1].core.id, r.sweptErr, true
 }
 
 // stopping reports whether h's run is stopping (its context is done, so
