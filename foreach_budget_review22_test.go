@@ -88,3 +88,73 @@ func TestS22BBudgetDoesNotHideASuspendedJoin(t *testing.T) {
 		assert.ErrorContains(t, err, `suspended at node "join"`)
 	})
 }
+
+// AllDone never fails the node: with a Budget, it runs once the Budget
+// has ended the items that had not ended, as the zero Join succeeds.
+// Before the fix the sweep stopped the join it had just readied, and the
+// node failed with "ForEach's join (all done): ... Budget of 30ms ran
+// out".
+func TestS22BBudgetWithAllDoneSucceeds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		f := budgetItems(3, 30*time.Millisecond) // item 0 at 10ms, 1 and 2 past the Budget
+		f.Join = AllDone()
+		each := NewWrapper("each", f, 0)
+		start := time.Now()
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
+		assert.Equal(t, 30*time.Millisecond, time.Since(start))
+		res := each.Result()
+		require.NoError(t, res.Err)
+		require.Len(t, res.Value, 3)
+		assert.Equal(t, ResultSuccess, res.Value[0].State)
+		for _, r := range res.Value[1:] {
+			var be *BudgetError
+			assert.ErrorAs(t, r.Err, &be)
+		}
+	})
+}
+
+// A custom join that decides to run from the items as the Budget left
+// them runs too: before the fix its decision was dropped and the node
+// failed naming the Budget.
+func TestS22BBudgetWithACustomJoinThatRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		f := budgetItems(3, 30*time.Millisecond)
+		f.Join = CustomJoin(func(ups []Upstream) Decision {
+			for _, u := range ups {
+				if !u.Ended {
+					return DecideWait
+				}
+			}
+			return DecideRun // whatever arrived
+		})
+		each := NewWrapper("each", f, 0)
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
+		require.NoError(t, each.Result().Err)
+		assert.Len(t, each.Result().Value, 3)
+	})
+}
+
+// A join that had not decided when the Budget ran out, and that the
+// items as it left them do not satisfy, still fails the node naming the
+// Budget (AllSucceeded; and a custom join still waiting).
+func TestS22BBudgetWithAnUndecidedJoinFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		f := budgetItems(3, 30*time.Millisecond)
+		f.Join = CustomJoin(func([]Upstream) Decision { return DecideWait })
+		each := NewWrapper("each", f, 0)
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
+		err := each.Result().Err
+		assert.ErrorContains(t, err, "ForEach's join (custom)")
+		f.Join = AllSucceeded()
+		all := NewWrapper("all", f, 0)
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, all))
+		var be *BudgetError
+		assert.ErrorAs(t, all.Result().Err, &be)
+	})
+}

@@ -206,13 +206,19 @@ type ForEach[P, T, R any] struct {
 	// stopped and those not started never start, each with its default
 	// and a [*BudgetError] (a timeout: it wraps
 	// [context.DeadlineExceeded]), and the node goes on with every
-	// item's result, as if they had ended so: with the zero Join it
-	// succeeds; another Join decides from them, and fails the node if it
-	// had not decided. It is the way to keep whatever arrived when Limit
-	// makes items wait for their turn, since an item's own Timeout counts
-	// from its start. The node's own deadline (the group deadline, its
-	// Timeout) still ends it with its default; a Budget within it keeps
-	// the items. A negative Budget is refused by Compile and BeginWork
+	// item's result, as if they had ended so: with the zero Join or
+	// [AllDone] it succeeds; another Join decides from them, and fails
+	// the node if it had not decided (a custom join that answers
+	// DecideRun on the items as the Budget left them lets it go on). A
+	// suspend in the items (an item's PolicySuspend, a custom join's
+	// DecideSuspend) fails the node, as it does without a Budget. It is
+	// the way to keep whatever arrived when Limit makes items wait for
+	// their turn, since an item's own Timeout counts from its start. The
+	// node's own deadline (the group deadline, its Timeout, a
+	// RetryPolicy's AttemptTimeout) still ends it with its default; a
+	// Budget within it keeps the items. Each attempt of a node with a
+	// RetryPolicy calls Items again, and has a Budget of its own. A
+	// negative Budget is refused by Compile and BeginWork
 	// ([ErrBadTimeout]).
 	Budget time.Duration
 }
@@ -303,6 +309,28 @@ func (j Join) misfit(ids []string) string {
 	return ""
 }
 
+// joinRanOutOfBudget reports whether join, the join node (with Join j)
+// of a ForEach whose sub-run has ended with result r, would have run
+// but for the Budget: the Budget ran out (r is its timeout, which the
+// stop gave the join), and the join had decided to run, from the items
+// as they ended or as the Budget left them (a custom join's DecideRun:
+// an item's end readied it, and it records that item), or it is AllDone,
+// which runs once every item has ended, as they all have by now (the
+// stop may reach the join before the end of an item it stopped does).
+// The join's worker does nothing: the node goes on with the items. A
+// join that had not decided was ended by the stop with no item recorded,
+// and one that failed, with a failure.
+func joinRanOutOfBudget(j Join, join *WorkerWrapper[struct{}, struct{}], r WorkResult[struct{}]) bool {
+	if _, ok := r.Err.(*BudgetError); !ok || r.State != ResultTimeout {
+		return false
+	}
+	if j.kind == joinAllDone {
+		return true
+	}
+	sub := join.singleRun()
+	return sub != nil && sub.nodes[join.idx].decidedBy() >= 0
+}
+
 // joinID is the id of the node that holds a ForEach's Join.
 const joinID = "join"
 
@@ -367,7 +395,7 @@ func (f ForEach[P, T, R]) build(ctx context.Context, param P, all Wrappers) (Bui
 	}
 	return Built[[]WorkResult[R]]{Starts: starts, limit: f.Limit, budget: f.Budget, Output: func() ([]WorkResult[R], error) {
 		if join != nil {
-			if r := join.Result(); r.Err != nil {
+			if r := join.Result(); r.Err != nil && !joinRanOutOfBudget(f.Join, join, r) {
 				return nil, fmt.Errorf("asynctool: ForEach's join (%v): %w", f.Join, r.Err)
 			}
 		}
