@@ -211,9 +211,10 @@ func Failed(t testing.TB, rep *asynctool.Report, id string, target error) bool {
 
 // TimedOut checks that the node ended with asynctool.ResultTimeout: by
 // the group deadline, the run's cancellation, its own
-// WorkerWrapper.Timeout, or the run's end with its
+// WorkerWrapper.Timeout, the run's end with its
 // WorkerWrapper.EndsRun nodes (its error then wraps
-// asynctool.ErrRunEnded).
+// asynctool.ErrRunEnded), or, for an item of a ForEach ("prices/2"),
+// its ForEach's Budget (a *asynctool.BudgetError).
 func TimedOut(t testing.TB, rep *asynctool.Report, id string) bool {
 	t.Helper()
 	n, ok := node(t, rep, id)
