@@ -209,7 +209,9 @@ type ForEach[P, T, R any] struct {
 	// item's result, as if they had ended so: with the zero Join or
 	// [AllDone] it succeeds; another Join decides from them, and fails
 	// the node if it had not decided (a custom join that answers
-	// DecideRun on the items as the Budget left them lets it go on). A
+	// DecideRun on the items as the Budget left them lets it go on,
+	// unless a worker, returning as the Budget ran out, ended its item
+	// after the join was stopped, which is then not asked again). A
 	// suspend in the items (an item's PolicySuspend, a custom join's
 	// DecideSuspend) fails the node, as it does without a Budget. It is
 	// the way to keep whatever arrived when Limit makes items wait for
@@ -316,7 +318,9 @@ func (j Join) misfit(ids []string) string {
 // as they ended or as the Budget left them (a custom join's DecideRun:
 // an item's end readied it, and it records that item), or it is AllDone,
 // which runs once every item has ended, as they all have by now (the
-// stop may reach the join before the end of an item it stopped does).
+// stop may reach the join before the end of an item whose worker
+// returned as the Budget ran out: a custom join then was not asked
+// about that item, and fails the node as one that had not decided).
 // The join's worker does nothing: the node goes on with the items. A
 // join that had not decided was ended by the stop with no item recorded,
 // and one that failed, with a failure.
