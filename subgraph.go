@@ -206,22 +206,22 @@ type ForEach[P, T, R any] struct {
 	// stopped and those not started never start, each with its default
 	// and a [*BudgetError] (a timeout: it wraps
 	// [context.DeadlineExceeded]), and the node goes on with every
-	// item's result, as if they had ended so: with the zero Join or
+	// item's result, as if they had ended so. With the zero Join or
 	// [AllDone] it succeeds; another Join decides from them, and fails
-	// the node if it had not decided (a custom join that answers
-	// DecideRun on the items as the Budget left them lets it go on,
-	// unless a worker, returning as the Budget ran out, ended its item
-	// after the join was stopped, which is then not asked again). A
-	// suspend in the items (an item's PolicySuspend, a custom join's
-	// DecideSuspend) fails the node, as it does without a Budget. It is
-	// the way to keep whatever arrived when Limit makes items wait for
-	// their turn, since an item's own Timeout counts from its start. The
-	// node's own deadline (the group deadline, its Timeout, a
+	// the node if it has not decided. (A custom join is asked about each
+	// stopped item, but an item whose worker returned just as the Budget
+	// ran out may end after the join was stopped, unasked: the node then
+	// fails as undecided.) A suspend in the items (an item's
+	// PolicySuspend, a custom join's DecideSuspend) fails the node, as it
+	// does without a Budget.
+	//
+	// Budget is the way to keep whatever arrived when Limit makes items
+	// wait for their turn, since an item's own Timeout counts from its
+	// start. The node's own deadline (the group deadline, its Timeout, a
 	// RetryPolicy's AttemptTimeout) still ends it with its default; a
 	// Budget within it keeps the items. Each attempt of a node with a
-	// RetryPolicy calls Items again, and has a Budget of its own. A
-	// negative Budget is refused by Compile and BeginWork
-	// ([ErrBadTimeout]).
+	// RetryPolicy calls Items again, with a Budget of its own. A negative
+	// Budget is refused by Compile and BeginWork ([ErrBadTimeout]).
 	Budget time.Duration
 }
 
