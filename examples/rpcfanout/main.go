@@ -5,13 +5,13 @@
 // could not wait for is stopped then, not waited for until the deadline.
 //
 //	user ─────────────────────────────────────────── must ──▶ page
-//	cart ──must──▶ prices (one RPC per item) ──must──▶ total ── must ──▶ page
+//	cart ──must──▶ prices (2 RPCs at a time) ──must──▶ total ── must ──▶ page
 //	recs (slow, fallback) ────────────────────── optional ──▶ page
 //	reviews-a (down) ─┐ optional
 //	reviews-b ────────┴──▶ reviews ───────────── optional ──▶ page
 //
 // user, cart, recs, reviews-a, reviews-b and one price per item in the
-// cart are the RPCs; total, reviews and page are computed locally. The
+// cart (at most two at a time) are the RPCs; total, reviews and page are computed locally. The
 // number of price calls is known only once the cart has been read: prices
 // is a ForEach node. The RPCs are simulated with sleeps so the program
 // runs anywhere.
@@ -54,9 +54,10 @@ func main() {
 	user := asynctool.NewWrapper("user", rpc(20*time.Millisecond, &User{"ada"}, nil), uid)
 	cart := asynctool.NewWrapper("cart", rpc(15*time.Millisecond, &Cart{[]string{"book", "lamp", "mug"}}, nil), uid)
 
-	// One price RPC per item of the cart, all at once; a price call that
-	// fails (none does here) fails the node at once (AllSucceeded), and
-	// the page with it.
+	// One price RPC per item of the cart, at most two at a time (the
+	// price service's quota per request: Limit); a price call that fails
+	// (none does here) fails the node at once (AllSucceeded), and the
+	// page with it.
 	priceOf := map[string]float64{"book": 12.5, "lamp": 30, "mug": 7}
 	prices := asynctool.NewWrapper("prices", asynctool.ForEach[int64, string, float64]{
 		Items: func(_ context.Context, _ int64, all asynctool.Wrappers) ([]string, error) {
@@ -71,7 +72,8 @@ func main() {
 				return 0, ctx.Err()
 			}
 		}),
-		Join: asynctool.AllSucceeded(),
+		Join:  asynctool.AllSucceeded(),
+		Limit: 2,
 	}, uid).
 		Depend(cart, true)
 	total := asynctool.NewWrapper("total", asynctool.WorkerFunc[int64, *Total](
