@@ -11,10 +11,10 @@
 //	reviews-b ────────┴──▶ reviews ───────────── optional ──▶ page
 //
 // user, cart, recs, reviews-a, reviews-b and one price per item in the
-// cart (at most two at a time) are the RPCs; total, reviews and page are computed locally. The
-// number of price calls is known only once the cart has been read: prices
-// is a ForEach node. The RPCs are simulated with sleeps so the program
-// runs anywhere.
+// cart (at most two at a time) are the RPCs; total, reviews and page are
+// computed locally. The number of price calls is known only once the
+// cart has been read: prices is a ForEach node. The RPCs are simulated
+// with sleeps so the program runs anywhere.
 package main
 
 import (
