@@ -94,7 +94,8 @@ var (
 	// with a negative AttemptTimeout, or a [Hedged] worker with fewer
 	// than one attempt or a negative delay.
 	ErrBadRetry = errors.New("asynctool: invalid retry policy")
-	// ErrBadTimeout means a negative node timeout.
+	// ErrBadTimeout means a negative node timeout, or a negative [ForEach]
+	// Budget.
 	ErrBadTimeout = errors.New("asynctool: invalid node timeout")
 	// ErrBadPolicy means a FailurePolicy that is none of the four.
 	ErrBadPolicy = errors.New("asynctool: invalid failure policy")

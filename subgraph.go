@@ -312,18 +312,18 @@ func (j Join) misfit(ids []string) string {
 }
 
 // joinRanOutOfBudget reports whether join, the join node (with Join j)
-// of a ForEach whose sub-run has ended with result r, would have run
-// but for the Budget: the Budget ran out (r is its timeout, which the
-// stop gave the join), and the join had decided to run, from the items
-// as they ended or as the Budget left them (a custom join's DecideRun:
-// an item's end readied it, and it records that item), or it is AllDone,
-// which runs once every item has ended, as they all have by now (the
-// stop may reach the join before the end of an item whose worker
-// returned as the Budget ran out: a custom join then was not asked
-// about that item, and fails the node as one that had not decided).
-// The join's worker does nothing: the node goes on with the items. A
-// join that had not decided was ended by the stop with no item recorded,
-// and one that failed, with a failure.
+// of a ForEach whose sub-run has ended, would have run but for the
+// Budget, r being the join's result: the Budget ran out (r is its
+// timeout, which the stop gave the join), and the join had decided to
+// run, from the items as they ended or as the Budget left them (a
+// custom join's DecideRun: an item's end readied it, and it records
+// that item), or it is AllDone, which runs once every item has ended,
+// as they all have by now (the stop may reach the join before the end
+// of an item whose worker returned as the Budget ran out: a custom join
+// then was not asked about that item, and fails the node as one that
+// had not decided). The join's worker does nothing: the node goes on
+// with the items. A join that had not decided was ended by the stop
+// with no item recorded, and one that failed, with a failure.
 func joinRanOutOfBudget(j Join, join *WorkerWrapper[struct{}, struct{}], r WorkResult[struct{}]) bool {
 	if _, ok := r.Err.(*BudgetError); !ok || r.State != ResultTimeout {
 		return false
