@@ -668,6 +668,23 @@ func (r *runState) askJoin(s, from int32, all bool) (d Decision, perr error, ok 
 	return d, perr, true
 }
 
+// askJoinAfterEnd asks node s's custom join (with fn, not a When join)
+// once more, with every upstream as the run, which has ended, left them:
+// for a ForEach whose Budget ran out, whose stop may end the join before
+// the end of an item whose worker returned as the Budget ran out, which
+// the join was then never asked about (see joinRanOutOfBudget).
+func (r *runState) askJoinAfterEnd(s int32) (Decision, error) {
+	r.exts[s].join.Lock()
+	defer r.exts[s].join.Unlock()
+	in := r.p.in(s)
+	ups := make([]Upstream, len(in))
+	for k, v := range in {
+		u, _ := upstream(v)
+		ups[k] = r.upstreamView(u, true)
+	}
+	return callJoin(&r.p.nodes[s].flow.join, Upstream{}, ups)
+}
+
 // upstreamView is upstream j as a custom join sees it now; without its
 // Value unless value is set (boxing it may allocate).
 func (r *runState) upstreamView(j int32, value bool) Upstream {

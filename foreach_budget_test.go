@@ -208,3 +208,91 @@ func TestForEachReportShowsLimitAndBudget(t *testing.T) {
 		assert.NotContains(t, rep.DOT(), "at once")
 	})
 }
+
+// A custom join decides from the items as the Budget left them, even
+// when an item whose worker returns on ctx.Done (the usual way) ends
+// after the Budget's stop has reached the join: the join is asked once
+// more then (helper-94 saw the node fail as undecided in 6 of 50 runs).
+func TestForEachBudgetCustomJoinSeesItemsEndedAtTheBudget(t *testing.T) {
+	for range 100 {
+		synctest.Test(t, func(t *testing.T) {
+			a := New()
+			defer a.Close()
+			var g gauge
+			f := sleepItems(3, 0, 0, &g)
+			f.Worker = WorkerFunc[int, int](func(ctx context.Context, i int, _ Wrappers) (int, error) {
+				select {
+				case <-time.After(time.Duration(10+40*i) * time.Millisecond): // 10ms, then past the Budget
+					return i, nil
+				case <-ctx.Done():
+					return 0, ctx.Err()
+				}
+			})
+			f.Budget = 30 * time.Millisecond
+			f.Join = CustomJoin(func(ups []Upstream) Decision {
+				ok := 0
+				for _, u := range ups {
+					if !u.Ended {
+						return DecideWait
+					}
+					if u.OK {
+						ok++
+					}
+				}
+				if ok == 0 {
+					return DecideFail
+				}
+				return DecideRun // whatever arrived
+			})
+			each := NewWrapper("each", f, 0)
+			require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
+			res := each.Result()
+			require.NoError(t, res.Err)
+			require.Len(t, res.Value, 3)
+			assert.Equal(t, 0, res.Value[0].Value)
+			var be *BudgetError
+			assert.ErrorAs(t, res.Value[1].Err, &be)
+		})
+		if t.Failed() {
+			return
+		}
+	}
+}
+
+// A custom join that panics on the items as the Budget left them fails
+// the node with its panic, whether the stop asked it or the node asks it
+// once more.
+func TestForEachBudgetCustomJoinPanicFailsTheNode(t *testing.T) {
+	for range 50 {
+		synctest.Test(t, func(t *testing.T) {
+			a := New()
+			defer a.Close()
+			var g gauge
+			f := sleepItems(3, 0, 0, &g)
+			f.Worker = WorkerFunc[int, int](func(ctx context.Context, i int, _ Wrappers) (int, error) {
+				select {
+				case <-time.After(time.Duration(10+40*i) * time.Millisecond):
+					return i, nil
+				case <-ctx.Done():
+					return 0, ctx.Err()
+				}
+			})
+			f.Budget = 30 * time.Millisecond
+			f.Join = CustomJoin(func(ups []Upstream) Decision {
+				for _, u := range ups {
+					if !u.Ended {
+						return DecideWait
+					}
+				}
+				panic("join")
+			})
+			each := NewWrapper("each", f, 0)
+			require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
+			var pe *PanicError
+			assert.ErrorAs(t, each.Result().Err, &pe)
+		})
+		if t.Failed() {
+			return
+		}
+	}
+}

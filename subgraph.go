@@ -208,12 +208,10 @@ type ForEach[P, T, R any] struct {
 	// [context.DeadlineExceeded]), and the node goes on with every
 	// item's result, as if they had ended so. With the zero Join or
 	// [AllDone] it succeeds; another Join decides from them, and fails
-	// the node if it has not decided. (A custom join is asked about each
-	// stopped item, but an item whose worker returned just as the Budget
-	// ran out may end after the join was stopped, unasked: the node then
-	// fails as undecided.) A suspend in the items (an item's
-	// PolicySuspend, a custom join's DecideSuspend) fails the node, as it
-	// does without a Budget.
+	// the node if it has not decided (a custom join is asked once more,
+	// if need be, on the items as the Budget left them). A suspend in the
+	// items (an item's PolicySuspend, a custom join's DecideSuspend)
+	// fails the node, as it does without a Budget.
 	//
 	// Budget is the way to keep whatever arrived when Limit makes items
 	// wait for their turn, since an item's own Timeout counts from its
@@ -317,22 +315,35 @@ func (j Join) misfit(ids []string) string {
 // timeout, which the stop gave the join), and the join had decided to
 // run, from the items as they ended or as the Budget left them (a
 // custom join's DecideRun: an item's end readied it, and it records
-// that item), or it is AllDone, which runs once every item has ended,
-// as they all have by now (the stop may reach the join before the end
-// of an item whose worker returned as the Budget ran out: a custom join
-// then was not asked about that item, and fails the node as one that
-// had not decided). The join's worker does nothing: the node goes on
-// with the items. A join that had not decided was ended by the stop
-// with no item recorded, and one that failed, with a failure.
-func joinRanOutOfBudget(j Join, join *WorkerWrapper[struct{}, struct{}], r WorkResult[struct{}]) bool {
+// that item), or decides so now. The stop may reach the join before the
+// end of an item whose worker returned as the Budget ran out: AllDone
+// runs once every item has ended, as they all have by now, and a custom
+// join, which was not asked about that item, is asked once more, on
+// the items as they ended. The join's worker does nothing: the node
+// goes on with the items. A join that had not decided was ended by the
+// stop with no item recorded, and one that failed, with a failure. The
+// other joins count successes, which a stopped item is not, so they
+// had decided by then if they ever would. err is a panic of the custom
+// join asked now.
+func joinRanOutOfBudget(j Join, join *WorkerWrapper[struct{}, struct{}], r WorkResult[struct{}]) (ran bool, err error) {
 	if _, ok := r.Err.(*BudgetError); !ok || r.State != ResultTimeout {
-		return false
+		return false, nil
 	}
 	if j.kind == joinAllDone {
-		return true
+		return true, nil
 	}
 	sub := join.singleRun()
-	return sub != nil && sub.nodes[join.idx].decidedBy() >= 0
+	if sub == nil {
+		return false, nil
+	}
+	if sub.nodes[join.idx].decidedBy() >= 0 {
+		return true, nil
+	}
+	if j.fn == nil || j.when != nil {
+		return false, nil
+	}
+	d, err := sub.askJoinAfterEnd(join.idx)
+	return err == nil && d == DecideRun, err
 }
 
 // joinID is the id of the node that holds a ForEach's Join.
@@ -399,8 +410,14 @@ func (f ForEach[P, T, R]) build(ctx context.Context, param P, all Wrappers) (Bui
 	}
 	return Built[[]WorkResult[R]]{Starts: starts, limit: f.Limit, budget: f.Budget, Output: func() ([]WorkResult[R], error) {
 		if join != nil {
-			if r := join.Result(); r.Err != nil && !joinRanOutOfBudget(f.Join, join, r) {
-				return nil, fmt.Errorf("asynctool: ForEach's join (%v): %w", f.Join, r.Err)
+			if r := join.Result(); r.Err != nil {
+				ran, err := joinRanOutOfBudget(f.Join, join, r)
+				if err == nil && !ran {
+					err = r.Err
+				}
+				if err != nil {
+					return nil, fmt.Errorf("asynctool: ForEach's join (%v): %w", f.Join, err)
+				}
 			}
 		}
 		res := make([]WorkResult[R], len(nodes))
