@@ -118,10 +118,9 @@ func TestS22BBudgetWithAllDoneSucceeds(t *testing.T) {
 // A custom join that decides to run from the items as the Budget left
 // them runs too: before the fix its decision was dropped and the node
 // failed naming the Budget. The items' workers ignore their context, so
-// that the stop ends each of them before it reaches the join: a worker
-// that returns as the Budget runs out may end its item after the stop
-// has ended the join, which is then not asked again (6 of 50 runs under
-// -race with workers that return on ctx.Done()).
+// that the stop ends each of them before it reaches the join; workers
+// that return on ctx.Done(), whose items may end after the stop ended
+// the join, are TestForEachBudgetCustomJoinSeesItemsEndedAtTheBudget's.
 func TestS22BBudgetWithACustomJoinThatRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := New()
