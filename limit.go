@@ -122,6 +122,9 @@ func (l *limiter) admit(ready []int32) []int32 {
 		i := ready[k]
 		switch {
 		case !l.limited[i]:
+		case l.granted[i] || l.holds[i]:
+			// Admitted before: the list again, from the worklist that
+			// salvage gave a new goroutine after a runtime.Goexit.
 		case l.free > 0:
 			l.free--
 			l.granted[i] = true
