@@ -195,11 +195,6 @@ type runState struct {
 	starved   atomic.Bool  // a helper was refused for want of a goroutine (see retryHelper)
 	waiting   atomic.Bool  // a helper waits in the pool's queue (see queueHelper)
 	sample    bool         // time the nodes' Actions in this run (see plan.learn)
-	lim       *limiter     // a ForEach's Limit on its items; nil for other runs
-	// limit and budget are a ForEach's Limit and Budget, for reports; 0
-	// for other runs.
-	limit  int
-	budget time.Duration
 
 	// shared holds ready nodes that the goroutine that found them did not
 	// run itself; helpers and that goroutine take from it.
@@ -236,13 +231,6 @@ type runState struct {
 	// stall is closed when the run stalls on pending nodes (see
 	// Suspended); nil while nobody waits for that. Guarded by mu.
 	stall chan struct{}
-	// swept is 1 + the index of the first node the sweep found pending
-	// (suspended), 0 if none, and sweptErr the failure that suspended it
-	// (nil for a custom join's DecideSuspend): a sub-run that a ForEach's
-	// Budget stopped is no error, unless it had suspended (see runSub).
-	// Guarded by mu.
-	swept    int32
-	sweptErr error
 
 	exts   []*nodeExt // per node with flow rules, else nil
 	endErr atomic.Pointer[EndError]
@@ -276,6 +264,21 @@ type runState struct {
 	// queue that may not run it soon: it counts as busy only once it
 	// runs (see startLate). Made by the first nested start of r.
 	lateHelper func()
+
+	// The fields of a ForEach's sub-run, after the others, which keep
+	// their offsets (see gen).
+	lim *limiter // its Limit on its items; nil for other runs
+	// limit and budget are its Limit and Budget, for reports; 0 for
+	// other runs.
+	limit  int
+	budget time.Duration
+	// swept is 1 + the index of the first node the sweep found pending
+	// (suspended), 0 if none, and sweptErr the failure that suspended it
+	// (nil for a custom join's DecideSuspend): a sub-run that a ForEach's
+	// Budget stopped is no error, unless it had suspended (see runSub).
+	// Guarded by mu.
+	swept    int32
+	sweptErr error
 }
 
 // nodeTimes are one node's timestamps in a timed run, each read from the
