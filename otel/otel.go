@@ -33,7 +33,7 @@
 //	asynctool.node.index     its index in the run's report
 //	asynctool.node.state     finish or error
 //	asynctool.node.result    success, exception or timeout
-//	asynctool.node.outcome   success, failed, upstream_failed, skipped, not_taken, timeout, run_ended, retried or suspended
+//	asynctool.node.outcome   success, failed, upstream_failed, skipped, not_taken, timeout, run_ended, budget, retried or suspended
 //	asynctool.node.ran       whether its worker was called
 //	asynctool.node.attempts  how many times its worker was started
 //	asynctool.node.reason    why it did not succeed, in words
@@ -49,6 +49,9 @@
 // says why, and its span has no error and status Unset. Nor has a node
 // stopped because the run had ended with its [asynctool.WorkerWrapper.EndsRun]
 // nodes (its Err wraps [asynctool.ErrRunEnded]): its outcome is run_ended.
+// Nor has an item of a [asynctool.ForEach] that its Budget stopped, or
+// kept from starting (its Err is an [*asynctool.BudgetError]): its
+// outcome is budget.
 //
 // A node with a retry policy gets one span per attempt, all with the same
 // name. An attempt that failed and is retried ends its span with the
@@ -65,7 +68,10 @@
 // a SubPlan's, SubGraph's or ForEach's sub-run for one, whose span is a
 // child of that worker's node's), asynctool.run.failed (the number of
 // nodes that did not succeed, not counting those not taken or stopped by
-// the run's end) and, if the run was cut short, its error.
+// the run's end or a Budget) and, if the run was cut short, its error. A
+// ForEach's sub-run also carries asynctool.run.limit and
+// asynctool.run.budget_ms, its Limit and Budget, when it has them; one
+// that its Budget stopped gets a "budget" event, not status Error.
 //
 // # Metrics
 //
@@ -73,9 +79,11 @@
 //	                         by asynctool.node.id and asynctool.node.outcome
 //	asynctool.node.outcomes  counter of ended nodes, by the same attributes
 //	asynctool.run.duration   histogram, seconds, of every run, by
-//	                         asynctool.run.outcome (ok or stopped: cut
+//	                         asynctool.run.outcome (ok; stopped: cut
 //	                         short by its deadline, a cancellation or
-//	                         PolicyEnd; a callback's panic is not)
+//	                         PolicyEnd, a callback's panic is not; or
+//	                         budget: a ForEach's sub-run its Budget
+//	                         stopped)
 //
 // Node ids are metric attributes: keep them a fixed set per graph, not
 // per-request values. A sub-run's nodes are recorded under their own ids,
@@ -116,6 +124,8 @@ const (
 	KeyRunNested    = attribute.Key("asynctool.run.nested")
 	KeyRunFailed    = attribute.Key("asynctool.run.failed")
 	KeyRunOutcome   = attribute.Key("asynctool.run.outcome")
+	KeyRunLimit     = attribute.Key("asynctool.run.limit")
+	KeyRunBudgetMS  = attribute.Key("asynctool.run.budget_ms")
 )
 
 // instruments are the tracer and meters shared by every run of the hooks.
@@ -281,11 +291,14 @@ func (in *instruments) nodeRetry(ctx context.Context, ev asynctool.NodeEvent) {
 // outcome names how a node ended, for spans and metrics.
 func outcome(ev asynctool.NodeEvent) string {
 	var up *asynctool.UpstreamError
+	var be *asynctool.BudgetError
 	switch {
 	case ev.Result == asynctool.ResultSuccess:
 		return "success"
 	case ev.Result == asynctool.ResultTimeout && errors.Is(ev.Err, asynctool.ErrRunEnded):
 		return "run_ended"
+	case ev.Result == asynctool.ResultTimeout && errors.As(ev.Err, &be):
+		return "budget"
 	case ev.Result == asynctool.ResultTimeout:
 		return "timeout"
 	case ev.Err == asynctool.ErrSkipped: // not errors.Is: a worker's error may wrap a skipped upstream's
@@ -328,7 +341,7 @@ func (in *instruments) nodeEnd(ctx context.Context, ev asynctool.NodeEvent) {
 		attrs = append(attrs, KeyNodeReason.String(ev.Reason))
 	}
 	span.SetAttributes(attrs...)
-	if ev.Err != nil && out != "not_taken" && out != "run_ended" {
+	if ev.Err != nil && out != "not_taken" && out != "run_ended" && out != "budget" {
 		if ran && ev.Result == asynctool.ResultTimeout {
 			span.AddEvent("timeout", trace.WithTimestamp(now))
 		}
@@ -355,6 +368,23 @@ func cutShort(err error) bool {
 	return !panicked
 }
 
+// budgetRanOut reports whether a run's error says that a ForEach's
+// Budget stopped it, and nothing else: no callback or hook panicked.
+func budgetRanOut(err error) bool {
+	var be *asynctool.BudgetError
+	if !errors.As(err, &be) {
+		return false
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if _, panicked := e.(*asynctool.CallbackPanicError); panicked {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 func (in *instruments) runEnd(ctx context.Context, rep *asynctool.Report) {
 	st, _ := ctx.Value(runKey{}).(*runState)
 	if st == nil {
@@ -366,15 +396,29 @@ func (in *instruments) runEnd(ctx context.Context, rep *asynctool.Report) {
 		// every switch report failures.
 		n := &rep.Nodes[i]
 		notTaken := n.Err == asynctool.ErrNotTaken && n.Result == asynctool.ResultException
-		// Nor is a node stopped because the run had ended (EndsRun).
-		runEnded := n.Result == asynctool.ResultTimeout && errors.Is(n.Err, asynctool.ErrRunEnded)
-		if n.State != asynctool.StateFinish && !notTaken && !runEnded {
+		// Nor is a node stopped because the run had ended (EndsRun), or
+		// by its ForEach's Budget.
+		var be *asynctool.BudgetError
+		stopped := n.Result == asynctool.ResultTimeout && (errors.Is(n.Err, asynctool.ErrRunEnded) || errors.As(n.Err, &be))
+		if n.State != asynctool.StateFinish && !notTaken && !stopped {
 			failed++
 		}
 	}
 	st.span.SetAttributes(KeyRunFailed.Int(failed))
+	if rep.Limit > 0 {
+		st.span.SetAttributes(KeyRunLimit.Int(rep.Limit))
+	}
+	if rep.Budget > 0 {
+		st.span.SetAttributes(KeyRunBudgetMS.Float64(float64(rep.Budget) / float64(time.Millisecond)))
+	}
 	outcome := "ok"
-	if rep.RunErr != nil {
+	switch {
+	case rep.RunErr == nil:
+	case budgetRanOut(rep.RunErr):
+		// The ForEach goes on with what arrived: the Budget did its job.
+		outcome = "budget"
+		st.span.AddEvent("budget", trace.WithAttributes(attribute.String("error", rep.RunErr.Error())))
+	default:
 		if cutShort(rep.RunErr) {
 			outcome = "stopped"
 		}
