@@ -798,12 +798,8 @@ func (r *runState) drive(first int32, wl *worklist) (again bool) {
 		if c := wl.claim - 1; c >= 0 {
 			// The node this goroutine claimed: run it here (it is in
 			// sWorking already), share the others. The claim is kept
-			// until then, for salvage if sharing ends the goroutine. In a
-			// run that limits its roots (a ForEach's items), the claimed
-			// node is the join, and the ready ones are items handed a slot
-			// by the item that triggered it: they wait here, so that a
-			// join that decides ends the run before they start.
-			if len(wl.ready) > 0 && r.lim == nil {
+			// until then, for salvage if sharing ends the goroutine.
+			if len(wl.ready) > 0 {
 				r.share(wl.ready, wl.roots)
 				wl.refused = r.starved.Load()
 				wl.roots = false
