@@ -665,6 +665,7 @@ func (r *runState) askJoin(s, from int32, all bool) (d Decision, perr error, ok 
 		perr = fmt.Errorf("asynctool: custom join of %q returned Decision(%d), which is none of the five", pn.core.id, int(d))
 	}
 	ext.decided = perr != nil || d != DecideWait
+	ext.answer, ext.answerErr = d, perr
 	return d, perr, true
 }
 
@@ -672,10 +673,18 @@ func (r *runState) askJoin(s, from int32, all bool) (d Decision, perr error, ok 
 // once more, with every upstream as the run, which has ended, left them:
 // for a ForEach whose Budget ran out, whose stop may end the join before
 // the end of an item whose worker returned as the Budget ran out, which
-// the join was then never asked about (see joinRanOutOfBudget).
+// the join was then never asked about (see joinRanOutOfBudget). A join
+// that had decided is not asked again: its answer stands, as the run
+// acted on it (after the deadline, a DecideFail, a DecideSkip or a
+// panic ends the node as the Budget's stop would), and asked on more
+// items it could answer otherwise.
 func (r *runState) askJoinAfterEnd(s int32) (Decision, error) {
-	r.exts[s].join.Lock()
-	defer r.exts[s].join.Unlock()
+	ext := r.exts[s]
+	ext.join.Lock()
+	defer ext.join.Unlock()
+	if ext.decided {
+		return ext.answer, ext.answerErr
+	}
 	in := r.p.in(s)
 	ups := make([]Upstream, len(in))
 	for k, v := range in {
