@@ -322,9 +322,12 @@ func (j Join) misfit(ids []string) string {
 // the items as they ended. The join's worker does nothing: the node
 // goes on with the items. A join that had not decided was ended by the
 // stop with no item recorded, and one that failed, with a failure. The
-// other joins count successes, which a stopped item is not, so they
-// had decided by then if they ever would. err is a panic of the custom
-// join asked now.
+// other joins are not asked again: the successes they count had arrived
+// before the Budget ran out, and were counted then, but for an item that
+// succeeded in the instant the Budget ran out, whose end the stop of the
+// join came before; a When or WhenResult join whose item ends so is not
+// asked either. Such a node fails naming the Budget. err is a panic of
+// the custom join asked now.
 func joinRanOutOfBudget(j Join, join *WorkerWrapper[struct{}, struct{}], r WorkResult[struct{}]) (ran bool, err error) {
 	if _, ok := r.Err.(*BudgetError); !ok || r.State != ResultTimeout {
 		return false, nil
