@@ -209,7 +209,9 @@ type ForEach[P, T, R any] struct {
 	// item's result, as if they had ended so. With the zero Join or
 	// [AllDone] it succeeds; another Join decides from them, and fails
 	// the node if it has not decided (a custom join is asked once more,
-	// if need be, on the items as the Budget left them). A suspend in the
+	// if need be, on the items as the Budget left them; another join may
+	// miss an item that succeeded in the very instant the Budget ran
+	// out). A suspend in the
 	// items (an item's PolicySuspend, a custom join's DecideSuspend)
 	// fails the node, as it does without a Budget.
 	//
