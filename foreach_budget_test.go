@@ -218,17 +218,7 @@ func TestForEachBudgetCustomJoinSeesItemsEndedAtTheBudget(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			a := New()
 			defer a.Close()
-			var g gauge
-			f := sleepItems(3, 0, 0, &g)
-			f.Worker = WorkerFunc[int, int](func(ctx context.Context, i int, _ Wrappers) (int, error) {
-				select {
-				case <-time.After(time.Duration(10+40*i) * time.Millisecond): // 10ms, then past the Budget
-					return i, nil
-				case <-ctx.Done():
-					return 0, ctx.Err()
-				}
-			})
-			f.Budget = 30 * time.Millisecond
+			f := pastTheBudget()
 			f.Join = CustomJoin(func(ups []Upstream) Decision {
 				ok := 0
 				for _, u := range ups {
@@ -267,17 +257,7 @@ func TestForEachBudgetCustomJoinPanicFailsTheNode(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			a := New()
 			defer a.Close()
-			var g gauge
-			f := sleepItems(3, 0, 0, &g)
-			f.Worker = WorkerFunc[int, int](func(ctx context.Context, i int, _ Wrappers) (int, error) {
-				select {
-				case <-time.After(time.Duration(10+40*i) * time.Millisecond):
-					return i, nil
-				case <-ctx.Done():
-					return 0, ctx.Err()
-				}
-			})
-			f.Budget = 30 * time.Millisecond
+			f := pastTheBudget()
 			f.Join = CustomJoin(func(ups []Upstream) Decision {
 				for _, u := range ups {
 					if !u.Ended {
@@ -295,4 +275,21 @@ func TestForEachBudgetCustomJoinPanicFailsTheNode(t *testing.T) {
 			return
 		}
 	}
+}
+
+// pastTheBudget is three items under a Budget of 30ms: item 0 succeeds
+// at 10ms, and items 1 and 2, which would take 50 and 90ms, return on
+// ctx.Done as the Budget runs out (the usual way).
+func pastTheBudget() ForEach[int, int, int] {
+	f := sleepItems(3, 0, 0, &gauge{})
+	f.Worker = WorkerFunc[int, int](func(ctx context.Context, i int, _ Wrappers) (int, error) {
+		select {
+		case <-time.After(time.Duration(10+40*i) * time.Millisecond):
+			return i, nil
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	})
+	f.Budget = 30 * time.Millisecond
+	return f
 }
