@@ -669,8 +669,8 @@ func (r *runState) askJoin(s, from int32, all bool) (d Decision, perr error, ok 
 	return d, perr, true
 }
 
-// askJoinAfterEnd asks node s's custom join (with fn, not a When join)
-// once more, with every upstream as the run, which has ended, left them:
+// askJoinAfterEnd asks node s's custom or When join once more, with
+// every upstream as the run, which has ended, left them:
 // for a ForEach whose Budget ran out, whose stop may end the join before
 // the end of an item whose worker returned as the Budget ran out, which
 // the join was then never asked about (see joinRanOutOfBudget). A join
@@ -685,13 +685,51 @@ func (r *runState) askJoinAfterEnd(s int32) (Decision, error) {
 	if ext.decided {
 		return ext.answer, ext.answerErr
 	}
+	j := &r.p.nodes[s].flow.join
 	in := r.p.in(s)
 	ups := make([]Upstream, len(in))
+	var last Upstream
 	for k, v := range in {
 		u, _ := upstream(v)
 		ups[k] = r.upstreamView(u, true)
+		if j.when != nil && ups[k].ID == j.ids[0] {
+			last = r.upstreamView(u, false) // a When join's upstream, as askJoin gives it
+		}
 	}
-	return callJoin(&r.p.nodes[s].flow.join, Upstream{}, ups)
+	return callJoin(j, last, ups)
+}
+
+// joinMetAfterEnd reports whether node s's counting join (AllSucceeded,
+// AnySucceeded, AtLeast, NamedSucceeded) is met by its upstreams as the
+// run, which has ended, left them: for a ForEach whose Budget's stop
+// ended the join before the end of an item that succeeded in the
+// instant the Budget ran out (see joinRanOutOfBudget). The answer can
+// differ from the run's only by the successes the run did not count:
+// these joins decide to fail on failures alone, which stand.
+func (r *runState) joinMetAfterEnd(s int32) bool {
+	j := &r.p.nodes[s].flow.join
+	in := r.p.in(s)
+	ok := 0
+	for _, v := range in {
+		u, _ := upstream(v)
+		switch {
+		case r.counts(u):
+			ok++
+		case j.kind == joinNamed && slices.Contains(j.ids, r.p.nodes[u].core.id):
+			return false
+		}
+	}
+	switch j.kind {
+	case joinAll:
+		return ok == len(in)
+	case joinAny:
+		return ok > 0
+	case joinAtLeast:
+		return ok >= j.n
+	case joinNamed:
+		return true // every named upstream counted (Compile checked that each is one)
+	}
+	return false
 }
 
 // upstreamView is upstream j as a custom join sees it now; without its

@@ -208,12 +208,10 @@ type ForEach[P, T, R any] struct {
 	// [context.DeadlineExceeded]), and the node goes on with every
 	// item's result, as if they had ended so. With the zero Join or
 	// [AllDone] it succeeds; another Join decides from them, and fails
-	// the node if it has not decided (a custom join is asked once more,
-	// if need be, on the items as the Budget left them; another join may
-	// miss an item that succeeded in the very instant the Budget ran
-	// out). A suspend in the
-	// items (an item's PolicySuspend, a custom join's DecideSuspend)
-	// fails the node, as it does without a Budget.
+	// the node if it has not decided (on the items as the Budget left
+	// them, those that ended in the instant it ran out included). A
+	// suspend in the items (an item's PolicySuspend, a custom join's
+	// DecideSuspend) fails the node, as it does without a Budget.
 	//
 	// Budget is the way to keep whatever arrived when Limit makes items
 	// wait for their turn, since an item's own Timeout counts from its
@@ -315,21 +313,15 @@ func (j Join) misfit(ids []string) string {
 // of a ForEach whose sub-run has ended, would have run but for the
 // Budget, r being the join's result: the Budget ran out (r is its
 // timeout, which the stop gave the join), and the join had decided to
-// run, from the items as they ended or as the Budget left them (a
-// custom join's DecideRun: an item's end readied it, and it records
-// that item), or decides so now. The stop may reach the join before the
-// end of an item whose worker returned as the Budget ran out: AllDone
-// runs once every item has ended, as they all have by now, and a custom
-// join, which was not asked about that item, is asked once more, on
-// the items as they ended. The join's worker does nothing: the node
-// goes on with the items. A join that had not decided was ended by the
-// stop with no item recorded, and one that failed, with a failure. The
-// other joins are not asked again: the successes they count had arrived
-// before the Budget ran out, and were counted then, but for an item that
-// succeeded in the instant the Budget ran out, whose end the stop of the
-// join came before; a When or WhenResult join whose item ends so is not
-// asked either. Such a node fails naming the Budget. err is a panic of
-// the custom join asked now.
+// run (an item's end readied it, and it records that item), or is met
+// by the items as they ended. The stop may end the join before the end
+// of an item whose worker returned as the Budget ran out, which the join
+// was then never told of: AllDone runs once every item has ended, as
+// they all have by now; a custom or When join is asked once more, on the
+// items as they ended, unless it had decided (askJoinAfterEnd); the
+// counting joins count them (joinMetAfterEnd). The join's worker does
+// nothing: the node goes on with the items. err is a panic of a join
+// asked now.
 func joinRanOutOfBudget(j Join, join *WorkerWrapper[struct{}, struct{}], r WorkResult[struct{}]) (ran bool, err error) {
 	if _, ok := r.Err.(*BudgetError); !ok || r.State != ResultTimeout {
 		return false, nil
@@ -344,11 +336,11 @@ func joinRanOutOfBudget(j Join, join *WorkerWrapper[struct{}, struct{}], r WorkR
 	if sub.nodes[join.idx].decidedBy() >= 0 {
 		return true, nil
 	}
-	if j.fn == nil || j.when != nil {
-		return false, nil
+	if j.kind == joinCustom {
+		d, err := sub.askJoinAfterEnd(join.idx)
+		return err == nil && d == DecideRun, err
 	}
-	d, err := sub.askJoinAfterEnd(join.idx)
-	return err == nil && d == DecideRun, err
+	return sub.joinMetAfterEnd(join.idx), nil
 }
 
 // joinID is the id of the node that holds a ForEach's Join.
