@@ -607,6 +607,11 @@ func (r *runState) customJoin(s, from int32, wl *worklist) {
 	}
 	// Act outside ext.mu: ending the node takes it.
 	switch {
+	case perr != nil && r.budget > 0 && r.stopping():
+		// A ForEach's join under a Budget, which decides once the run is
+		// stopping (see stop): its panic is the node's failure, not the
+		// timeout failFromUpstream would make of it.
+		r.end(s, sInit, ResultException, perr, from, wl)
 	case perr != nil:
 		r.failFromUpstream(s, from, perr, wl)
 	case d == DecideRun:
@@ -615,6 +620,12 @@ func (r *runState) customJoin(s, from int32, wl *worklist) {
 		r.failFromUpstream(s, from, fmt.Errorf("%w: node %q", ErrJoinFailed, pn.core.id), wl)
 	case d == DecideSkip:
 		r.notTaken(s, from, wl)
+	case d == DecideSuspend && r.budget > 0 && r.stopping():
+		// A ForEach's join under a Budget that suspends once the run is
+		// stopping: the sweep, which leaves it to decide (see stop), would
+		// not end it as a pending node. It ends here as the sweep would.
+		r.notePendingSwept(s)
+		r.failFromUpstream(s, from, fmt.Errorf("%w: node %q", ErrJoinUndecided, pn.core.id), wl)
 	case d == DecideSuspend:
 		// The node has not fired: its upstreams are not released (their
 		// results are what a Rerun reads) until Resume decides.
@@ -665,71 +676,7 @@ func (r *runState) askJoin(s, from int32, all bool) (d Decision, perr error, ok 
 		perr = fmt.Errorf("asynctool: custom join of %q returned Decision(%d), which is none of the five", pn.core.id, int(d))
 	}
 	ext.decided = perr != nil || d != DecideWait
-	ext.answer, ext.answerErr = d, perr
 	return d, perr, true
-}
-
-// askJoinAfterEnd asks node s's custom or When join once more, with
-// every upstream as the run, which has ended, left them:
-// for a ForEach whose Budget ran out, whose stop may end the join before
-// the end of an item whose worker returned as the Budget ran out, which
-// the join was then never asked about (see joinRanOutOfBudget). A join
-// that had decided is not asked again: its answer stands, as the run
-// acted on it (after the deadline, a DecideFail, a DecideSkip or a
-// panic ends the node as the Budget's stop would), and asked on more
-// items it could answer otherwise.
-func (r *runState) askJoinAfterEnd(s int32) (Decision, error) {
-	ext := r.exts[s]
-	ext.join.Lock()
-	defer ext.join.Unlock()
-	if ext.decided {
-		return ext.answer, ext.answerErr
-	}
-	j := &r.p.nodes[s].flow.join
-	in := r.p.in(s)
-	ups := make([]Upstream, len(in))
-	var last Upstream
-	for k, v := range in {
-		u, _ := upstream(v)
-		ups[k] = r.upstreamView(u, true)
-		if j.when != nil && ups[k].ID == j.ids[0] {
-			last = r.upstreamView(u, false) // a When join's upstream, as askJoin gives it
-		}
-	}
-	return callJoin(j, last, ups)
-}
-
-// joinMetAfterEnd reports whether node s's counting join (AllSucceeded,
-// AnySucceeded, AtLeast, NamedSucceeded) is met by its upstreams as the
-// run, which has ended, left them: for a ForEach whose Budget's stop
-// ended the join before the end of an item that succeeded in the
-// instant the Budget ran out (see joinRanOutOfBudget). The answer can
-// differ from the run's only by the successes the run did not count:
-// these joins decide to fail on failures alone, which stand.
-func (r *runState) joinMetAfterEnd(s int32) bool {
-	j := &r.p.nodes[s].flow.join
-	in := r.p.in(s)
-	ok := 0
-	for _, v := range in {
-		u, _ := upstream(v)
-		switch {
-		case r.counts(u):
-			ok++
-		case j.kind == joinNamed && slices.Contains(j.ids, r.p.nodes[u].core.id):
-			return false
-		}
-	}
-	switch j.kind {
-	case joinAll:
-		return ok == len(in)
-	case joinAny:
-		return ok > 0
-	case joinAtLeast:
-		return ok >= j.n
-	case joinNamed:
-		return true // every named upstream counted (Compile checked that each is one)
-	}
-	return false
 }
 
 // upstreamView is upstream j as a custom join sees it now; without its

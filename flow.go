@@ -270,10 +270,6 @@ type nodeExt struct {
 	// the node's timers, must not wait for it.
 	join    sync.Mutex
 	decided bool // the custom join has decided
-	// answer and answerErr are what it decided, for a ForEach whose
-	// Budget's stop may have ended the node first (see askJoinAfterEnd).
-	answer    Decision
-	answerErr error
 	// joinSuspended: the custom join suspended the node, which has not
 	// released its upstreams yet; Resume does (see customJoin).
 	joinSuspended atomic.Bool

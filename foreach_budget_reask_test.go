@@ -11,13 +11,12 @@ import (
 )
 
 // A custom join that decided (DecideFail, DecideSkip, or a panic) on an
-// item the Budget stopped is not asked again once the sub-run has ended:
-// the node fails as the join decided, rather than succeed because the
-// join, asked on every item ended, would now answer DecideRun. Items 2
-// and 3 return well after ctx.Done, so the sweep ends them in order: the join decides on
-// item 2's end, with item 3 not ended; the Budget's stop has ended the
-// join as it decided (a decision after the deadline ends the node as a
-// timeout), so only the recorded decision says what it was.
+// item the Budget stopped stands: the node fails as the join decided,
+// rather than succeed because the join, asked on every item ended, would
+// answer DecideRun (helper-96 found a re-ask after the sub-run's end did
+// that). Items 2 and 3 return well after ctx.Done, so the sweep ends
+// them in order: the join decides on item 2's end, with item 3 not
+// ended.
 func TestForEachBudgetCustomJoinDecisionIsNotAskedAgain(t *testing.T) {
 	for name, early := range map[string]func() Decision{
 		"fail":  func() Decision { return DecideFail },

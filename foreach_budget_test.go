@@ -211,8 +211,9 @@ func TestForEachReportShowsLimitAndBudget(t *testing.T) {
 
 // A custom join decides from the items as the Budget left them, even
 // when an item whose worker returns on ctx.Done (the usual way) ends
-// after the Budget's stop has reached the join: the join is asked once
-// more then (helper-94 saw the node fail as undecided in 6 of 50 runs).
+// after the sweep has passed the join: the sweep leaves the join to
+// decide on every item's end (helper-94 saw the node fail as undecided
+// in 6 of 50 runs when the sweep ended it).
 func TestForEachBudgetCustomJoinSeesItemsEndedAtTheBudget(t *testing.T) {
 	for range 100 {
 		synctest.Test(t, func(t *testing.T) {
@@ -295,10 +296,10 @@ func pastTheBudget() ForEach[int, int, int] {
 }
 
 // An item that succeeds in the very instant the Budget runs out counts
-// for a counting join even when the Budget's stop ended the join before
-// the item's end reached it: a node all of whose items succeeded does
-// not fail (a probe of 500 runs × 3 CPUs saw 3 such failures of 840
-// runs whose items all succeeded, before joinMetAfterEnd). Item 2 of
+// for a counting join even when its end reaches the join after the
+// sweep has passed it: a node all of whose items succeeded does not fail
+// (a probe of 500 runs × 3 CPUs saw 3 such failures of 840 runs whose
+// items all succeeded when the sweep ended the join). Item 2 of
 // each run ends exactly at the Budget, so it is stopped or succeeds,
 // depending on timing; whichever it does, the node follows its items.
 func TestForEachBudgetCountsAnItemEndedAsItRanOut(t *testing.T) {
@@ -341,4 +342,40 @@ func TestForEachBudgetCountsAnItemEndedAsItRanOut(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A custom join that suspends on the items as the Budget left them (once
+// the Budget's stop, which leaves the join to decide, has begun) fails
+// the node as a suspend does under a Budget: the run does not wait for a
+// Resume.
+func TestForEachBudgetCustomJoinSuspendingAfterTheStop(t *testing.T) {
+	for range 200 {
+		forEachBudgetSuspendAfterTheStop(t)
+		if t.Failed() {
+			return
+		}
+	}
+}
+
+// forEachBudgetSuspendAfterTheStop is one run of
+// TestForEachBudgetCustomJoinSuspendingAfterTheStop: the last item's end
+// reaches the join as the sweep ends it, or after the sweep has passed
+// the join, depending on timing.
+func forEachBudgetSuspendAfterTheStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		f := pastTheBudget()
+		f.Join = CustomJoin(func(ups []Upstream) Decision {
+			for _, u := range ups {
+				if !u.Ended {
+					return DecideWait
+				}
+			}
+			return DecideSuspend
+		})
+		each := NewWrapper("each", f, 0)
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
+		assert.ErrorContains(t, each.Result().Err, `suspended at node "join", and its Budget ran out`)
+	})
 }

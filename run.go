@@ -1737,11 +1737,22 @@ func (r *runState) sweepFrom(k int, wl *worklist) {
 	normal = true
 }
 
+// stop ends node i, for the sweep, unless it has ended.
+//
+// In a ForEach's sub-run with a Budget, a node whose join has not decided
+// (the ForEach's join) is left to decide: the sweep ends its upstreams
+// first, as they come before it, and every upstream's end reaches its
+// join, whoever ends it, so that the join decides on the items as the
+// Budget left them. Ended here, it would miss an item whose worker
+// returned as the Budget ran out and whose end came after it.
 func (r *runState) stop(i int32, wl *worklist) {
 	rs, err, _ := r.expired()
 	for {
 		st := r.nodes[i].st()
 		if st != sInit && st != sReady && st != sWorking && st != sPending {
+			return
+		}
+		if st == sInit && r.budget > 0 {
 			return
 		}
 		if st == sPending {

@@ -309,38 +309,20 @@ func (j Join) misfit(ids []string) string {
 	return ""
 }
 
-// joinRanOutOfBudget reports whether join, the join node (with Join j)
-// of a ForEach whose sub-run has ended, would have run but for the
-// Budget, r being the join's result: the Budget ran out (r is its
-// timeout, which the stop gave the join), and the join had decided to
-// run (an item's end readied it, and it records that item), or is met
-// by the items as they ended. The stop may end the join before the end
-// of an item whose worker returned as the Budget ran out, which the join
-// was then never told of: AllDone runs once every item has ended, as
-// they all have by now; a custom or When join is asked once more, on the
-// items as they ended, unless it had decided (askJoinAfterEnd); the
-// counting joins count them (joinMetAfterEnd). The join's worker does
-// nothing: the node goes on with the items. err is a panic of a join
-// asked now.
-func joinRanOutOfBudget(j Join, join *WorkerWrapper[struct{}, struct{}], r WorkResult[struct{}]) (ran bool, err error) {
+// joinRanOutOfBudget reports whether join, the join node of a ForEach
+// whose sub-run has ended, would have run but for the Budget, r being
+// its result: the Budget's stop ended it as a timeout (r), after its
+// join had decided to run (an item's end readied it, and it records that
+// item), on the items as the Budget left them, since the stop leaves the
+// join to decide (see runState.stop). A join that failed was ended from
+// no item. The join's worker does nothing: the node goes on with the
+// items.
+func joinRanOutOfBudget(join *WorkerWrapper[struct{}, struct{}], r WorkResult[struct{}]) bool {
 	if _, ok := r.Err.(*BudgetError); !ok || r.State != ResultTimeout {
-		return false, nil
-	}
-	if j.kind == joinAllDone {
-		return true, nil
+		return false
 	}
 	sub := join.singleRun()
-	if sub == nil {
-		return false, nil
-	}
-	if sub.nodes[join.idx].decidedBy() >= 0 {
-		return true, nil
-	}
-	if j.kind == joinCustom {
-		d, err := sub.askJoinAfterEnd(join.idx)
-		return err == nil && d == DecideRun, err
-	}
-	return sub.joinMetAfterEnd(join.idx), nil
+	return sub != nil && sub.nodes[join.idx].decidedBy() >= 0
 }
 
 // joinID is the id of the node that holds a ForEach's Join.
@@ -407,14 +389,8 @@ func (f ForEach[P, T, R]) build(ctx context.Context, param P, all Wrappers) (Bui
 	}
 	return Built[[]WorkResult[R]]{Starts: starts, limit: f.Limit, budget: f.Budget, Output: func() ([]WorkResult[R], error) {
 		if join != nil {
-			if r := join.Result(); r.Err != nil {
-				ran, err := joinRanOutOfBudget(f.Join, join, r)
-				if err == nil && !ran {
-					err = r.Err
-				}
-				if err != nil {
-					return nil, fmt.Errorf("asynctool: ForEach's join (%v): %w", f.Join, err)
-				}
+			if r := join.Result(); r.Err != nil && !joinRanOutOfBudget(join, r) {
+				return nil, fmt.Errorf("asynctool: ForEach's join (%v): %w", f.Join, r.Err)
 			}
 		}
 		res := make([]WorkResult[R], len(nodes))
