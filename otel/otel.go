@@ -361,28 +361,34 @@ func (in *instruments) nodeEnd(ctx context.Context, ev asynctool.NodeEvent) {
 // node ended: the run's error joins that cause, if any, with the panics of
 // callbacks and hooks, which do not stop a run.
 func cutShort(err error) bool {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return slices.ContainsFunc(j.Unwrap(), cutShort)
-	}
-	_, panicked := err.(*asynctool.CallbackPanicError)
-	return !panicked
+	return slices.ContainsFunc(runErrParts(err), func(e error) bool {
+		_, panicked := e.(*asynctool.CallbackPanicError)
+		return !panicked
+	})
 }
 
 // budgetRanOut reports whether a run's error says that a ForEach's
 // Budget stopped it, and nothing else: no callback or hook panicked.
 func budgetRanOut(err error) bool {
 	var be *asynctool.BudgetError
-	if !errors.As(err, &be) {
-		return false
+	return errors.As(err, &be) && !slices.ContainsFunc(runErrParts(err), func(e error) bool {
+		_, panicked := e.(*asynctool.CallbackPanicError)
+		return panicked
+	})
+}
+
+// runErrParts returns the errors a run's error joins (see cutShort),
+// joins within it flattened.
+func runErrParts(err error) []error {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
 	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range j.Unwrap() {
-			if _, panicked := e.(*asynctool.CallbackPanicError); panicked {
-				return false
-			}
-		}
+	var parts []error
+	for _, e := range j.Unwrap() {
+		parts = append(parts, runErrParts(e)...)
 	}
-	return true
+	return parts
 }
 
 func (in *instruments) runEnd(ctx context.Context, rep *asynctool.Report) {
