@@ -220,20 +220,13 @@ func TestForEachBudgetCustomJoinSeesItemsEndedAtTheBudget(t *testing.T) {
 			a := New()
 			defer a.Close()
 			f := pastTheBudget()
-			f.Join = CustomJoin(func(ups []Upstream) Decision {
-				ok := 0
+			f.Join = onceAllEnded(func(ups []Upstream) Decision {
 				for _, u := range ups {
-					if !u.Ended {
-						return DecideWait
-					}
 					if u.OK {
-						ok++
+						return DecideRun // whatever arrived
 					}
 				}
-				if ok == 0 {
-					return DecideFail
-				}
-				return DecideRun // whatever arrived
+				return DecideFail
 			})
 			each := NewWrapper("each", f, 0)
 			require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
@@ -259,14 +252,7 @@ func TestForEachBudgetCustomJoinPanicFailsTheNode(t *testing.T) {
 			a := New()
 			defer a.Close()
 			f := pastTheBudget()
-			f.Join = CustomJoin(func(ups []Upstream) Decision {
-				for _, u := range ups {
-					if !u.Ended {
-						return DecideWait
-					}
-				}
-				panic("join")
-			})
+			f.Join = onceAllEnded(func([]Upstream) Decision { panic("join") })
 			each := NewWrapper("each", f, 0)
 			require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
 			var pe *PanicError
@@ -366,16 +352,22 @@ func forEachBudgetSuspendAfterTheStop(t *testing.T) {
 		a := New()
 		defer a.Close()
 		f := pastTheBudget()
-		f.Join = CustomJoin(func(ups []Upstream) Decision {
-			for _, u := range ups {
-				if !u.Ended {
-					return DecideWait
-				}
-			}
-			return DecideSuspend
-		})
+		f.Join = onceAllEnded(func([]Upstream) Decision { return DecideSuspend })
 		each := NewWrapper("each", f, 0)
 		require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
 		assert.ErrorContains(t, each.Result().Err, `suspended at node "join", and its Budget ran out`)
+	})
+}
+
+// onceAllEnded is a custom join that waits until every item has ended,
+// then answers decide.
+func onceAllEnded(decide func(ups []Upstream) Decision) Join {
+	return CustomJoin(func(ups []Upstream) Decision {
+		for _, u := range ups {
+			if !u.Ended {
+				return DecideWait
+			}
+		}
+		return decide(ups)
 	})
 }
