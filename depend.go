@@ -607,7 +607,7 @@ func (r *runState) customJoin(s, from int32, wl *worklist) {
 	}
 	// Act outside ext.mu: ending the node takes it.
 	switch {
-	case perr != nil && r.budget > 0 && r.stopping():
+	case perr != nil && r.budget != nil && r.stopping():
 		// A ForEach's join under a Budget, which decides once the run is
 		// stopping (see stop): its panic is the node's failure, not the
 		// timeout failFromUpstream would make of it.
@@ -620,7 +620,7 @@ func (r *runState) customJoin(s, from int32, wl *worklist) {
 		r.failFromUpstream(s, from, fmt.Errorf("%w: node %q", ErrJoinFailed, pn.core.id), wl)
 	case d == DecideSkip:
 		r.notTaken(s, from, wl)
-	case d == DecideSuspend && r.budget > 0 && r.stopping():
+	case d == DecideSuspend && r.budget != nil && r.stopping():
 		// A ForEach's join under a Budget that suspends once the run is
 		// stopping: the sweep, which leaves it to decide (see stop), would
 		// not end it as a pending node. It ends here as the sweep would.

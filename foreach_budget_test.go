@@ -371,3 +371,37 @@ func onceAllEnded(decide func(ups []Upstream) Decision) Join {
 		return decide(ups)
 	})
 }
+
+// An item under PolicyContinue that the Budget stopped, or kept from
+// starting, counts as done for the join, as it would had its own Timeout
+// ended it: AllSucceeded goes on.
+func TestForEachBudgetStopsItemsUnderPolicyContinueAsDone(t *testing.T) {
+	for _, policy := range []FailurePolicy{PolicyContinue, PolicyFail} {
+		t.Run(policy.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := New()
+				defer a.Close()
+				var g gauge
+				f := sleepItems(4, 1, 30*time.Millisecond, &g) // 0 and 1 end; 2 is stopped; 3 never starts
+				f.Node = func(_ int, _ int, n *WorkerWrapper[int, int]) { n.OnFailure(policy).Default(-1) }
+				f.Budget = 70 * time.Millisecond
+				f.Join = AllSucceeded()
+				each := NewWrapper("each", f, 0)
+				require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
+				res := each.Result()
+				var be *BudgetError
+				if policy == PolicyFail {
+					require.ErrorAs(t, res.Err, &be, "without PolicyContinue a stopped item fails AllSucceeded")
+					return
+				}
+				require.NoError(t, res.Err)
+				require.Len(t, res.Value, 4)
+				assert.Equal(t, []int{0, 10}, []int{res.Value[0].Value, res.Value[1].Value})
+				for _, i := range []int{2, 3} {
+					assert.Equal(t, -1, res.Value[i].Value, "item %d", i)
+					assert.ErrorAs(t, res.Value[i].Err, &be, "item %d", i)
+				}
+			})
+		})
+	}
+}

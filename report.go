@@ -91,7 +91,10 @@ func (n NodeReport) Duration() time.Duration {
 
 // Report is Run.Report's, without the handle's check.
 func (r *runState) Report() *Report {
-	rep := &Report{Nodes: make([]NodeReport, len(r.nodes)), Start: r.began, Limit: r.limit, Budget: r.budget}
+	rep := &Report{Nodes: make([]NodeReport, len(r.nodes)), Start: r.began, Limit: r.limit}
+	if r.budget != nil {
+		rep.Budget = r.budget.Budget
+	}
 	select {
 	case <-r.done: // nil, never ready, for a run that never started
 		rep.RunErr = r.err()

@@ -268,10 +268,10 @@ type runState struct {
 	// The fields of a ForEach's sub-run, after the others, which keep
 	// their offsets (see gen).
 	lim *limiter // its Limit on its items; nil for other runs
-	// limit and budget are its Limit and Budget, for reports; 0 for
-	// other runs.
+	// limit is its Limit, for reports, 0 for other runs; budget is the
+	// cause of its stop when its Budget runs out, nil for other runs.
 	limit  int
-	budget time.Duration
+	budget *BudgetError
 	// swept is 1 + the index of the first node the sweep found pending
 	// (suspended), 0 if none, and sweptErr the failure that suspended it
 	// (nil for a custom join's DecideSuspend): a sub-run that a ForEach's
@@ -1455,8 +1455,11 @@ func (r *runState) end(i int32, from int32, st ResultState, err error, by int32,
 	}
 	r.noteTimeout(st, err)
 	_, ownTimeout := err.(*NodeTimeoutError)
-	if ownTimeout {
-		r.failedFinally(i) // PolicyContinue applies to the node's own timeout
+	if ownTimeout || (r.budget != nil && err == error(r.budget)) {
+		// PolicyContinue applies to the node's own timeout, and to a
+		// ForEach item's end when the Budget runs out, whoever ends it:
+		// the join counts it as done, as if its Timeout had ended it.
+		r.failedFinally(i)
 	}
 	r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), st, err)
 	if ownTimeout {
@@ -1752,7 +1755,7 @@ func (r *runState) stop(i int32, wl *worklist) {
 		if st != sInit && st != sReady && st != sWorking && st != sPending {
 			return
 		}
-		if st == sInit && r.budget > 0 {
+		if st == sInit && r.budget != nil {
 			return
 		}
 		if st == sPending {

@@ -90,7 +90,7 @@ func (s SubGraph[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R,
 // sub-run under ctx, and returns its Output; what names g in errors.
 func runBuilt[R any](ctx context.Context, all Wrappers, g Built[R], what string) (v R, err error) {
 	if len(g.Starts) > 0 {
-		var budget error
+		var budget *BudgetError
 		if g.budget > 0 {
 			budget = &BudgetError{Budget: g.budget}
 			var cancel context.CancelFunc
@@ -110,8 +110,8 @@ func runBuilt[R any](ctx context.Context, all Wrappers, g Built[R], what string)
 		if g.limit > 0 && g.limit < len(g.Starts) {
 			sub.lim = newLimiter(sub, g.limit, g.Starts)
 		}
-		sub.limit, sub.budget = g.limit, g.budget
-		if _, err := runSub(ctx, all, sub, what, budget); err != nil {
+		sub.limit, sub.budget = g.limit, budget
+		if _, err := runSub(ctx, all, sub, what); err != nil {
 			return v, err
 		}
 	}
@@ -206,7 +206,9 @@ type ForEach[P, T, R any] struct {
 	// stopped and those not started never start, each with its default
 	// and a [*BudgetError] (a timeout: it wraps
 	// [context.DeadlineExceeded]), and the node goes on with every
-	// item's result, as if they had ended so. With the zero Join or
+	// item's result, as if they had ended so: an item under
+	// PolicyContinue counts as done, as it would had its own Timeout
+	// ended it. With the zero Join or
 	// [AllDone] it succeeds; another Join decides from them, and fails
 	// the node if it has not decided (on the items as the Budget left
 	// them, those that ended in the instant it ran out included). A

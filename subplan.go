@@ -115,7 +115,7 @@ func (s SubPlan[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R, 
 			return v, fmt.Errorf("asynctool: SubPlan's Input returned a context that does not derive from the node's, or drops its cancellation")
 		}
 	}
-	h, err := runSub(in, all, s.Plan.p.getRun(), "sub-plan", nil)
+	h, err := runSub(in, all, s.Plan.p.getRun(), "sub-plan")
 	if err != nil {
 		return v, err
 	}
@@ -128,11 +128,11 @@ func (s SubPlan[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R, 
 // says why the node fails without reading the sub-run's results (noun
 // names the sub-run in it): it was stopped, a callback or hook panicked
 // in it, or it suspended, which cancels it. A sub-run stopped by ctx's
-// own deadline whose cause is budget (a ForEach's Budget, not the node's
-// deadline), and by nothing else, is no error: its nodes ended with what
+// own deadline whose cause is sub.budget (a ForEach's Budget, not the
+// node's deadline), and by nothing else, is no error: its nodes ended with what
 // they had; unless one of them was suspended, which fails the node as a
 // stall does.
-func runSub(ctx context.Context, all Wrappers, sub *runState, noun string, budget error) (*Run, error) {
+func runSub(ctx context.Context, all Wrappers, sub *runState, noun string) (*Run, error) {
 	outer := all.r
 	// The outer run holds the Async open while this worker runs, so the
 	// sub-run starts even if Close was called since: it is part of a run
@@ -175,7 +175,7 @@ func runSub(ctx context.Context, all Wrappers, sub *runState, noun string, budge
 		return nil, fmt.Errorf("asynctool: %s suspended at node %q, and was cancelled: %w", noun, pending.ID, pending.Err)
 	}
 	if err := sub.err(); err != nil {
-		if budget == nil || context.Cause(ctx) != budget || !sub.onlyTimedOut() {
+		if sub.budget == nil || context.Cause(ctx) != error(sub.budget) || !sub.onlyTimedOut() {
 			return nil, fmt.Errorf("asynctool: %s: %w", noun, err)
 		}
 		// A node suspended before the Budget ran out (while another
