@@ -66,11 +66,11 @@ func (h *hedged[P, R]) workerProblem() (string, error) {
 	return "", nil
 }
 
-// subPlan is w's plan when w runs one, for reports: every call of a
-// hedged SubPlan runs the same plan.
-func (h *hedged[P, R]) subPlan() *Plan {
-	if s, ok := h.w.(planWorker); ok {
-		return s.subPlan()
+// staticSub is the static shape of w's sub-run when it is known, for
+// reports: every call of a hedged SubPlan or ForEach has the same.
+func (h *hedged[P, R]) staticSub() *Report {
+	if s, ok := h.w.(staticWorker); ok {
+		return s.staticSub()
 	}
 	return nil
 }

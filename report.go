@@ -70,10 +70,14 @@ type NodeReport struct {
 	// Sub is the report of the plan a [SubPlan] node runs, or of the
 	// graph a [SubGraph] or [ForEach] node built: of the last run of it
 	// that the node started (for a [Hedged] worker, the winning call's),
-	// ended in the report of a run that has ended or of a node that has,
-	// or a SubPlan's static shape (as [Plan.Describe] gives it) while the
-	// node has not ended and started none. It is nil for a node that
-	// ended without starting a sub-run, and for other nodes. [Report.String], [Report.DOT], [Report.Mermaid]
+	// ended in the report of a run that has ended or of a node that has.
+	// While the node has not ended and started none (in [Describe]'s
+	// report, for one), it is the static shape: a SubPlan's plan, as
+	// [Plan.Describe] gives it; a ForEach's one node "each item", which
+	// stands for the items not yet known, then its "join" node if it has
+	// a Join, with its Limit and Budget. It is nil for a node that ended
+	// without starting a sub-run, for a SubGraph not yet built, and for
+	// other nodes. [Report.String], [Report.DOT], [Report.Mermaid]
 	// and [Report.WriteChromeTrace] show it with the node;
 	// [Report.CriticalPath] and [Report.Err] stay with the report's own
 	// nodes.
@@ -462,8 +466,10 @@ func joinReason(pn *pnode, err error) string {
 
 // Describe validates the graph reachable from starts, as BeginWork would,
 // and returns a report of its static shape: every node in topological
-// order with its dependencies, all in StateInit. It does not consume the
-// wrappers. Use it to export or inspect a graph before running it.
+// order with its dependencies, all in StateInit, and the static shape of
+// the sub-runs that [SubPlan] and [ForEach] nodes start (see
+// [NodeReport.Sub]). It does not consume the wrappers. Use it to export
+// or inspect a graph before running it.
 func Describe(starts ...Wrapper) (*Report, error) {
 	p, err := compileGraph(starts, false, nil) // reads the wrappers, claims nothing
 	if err != nil {

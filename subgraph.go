@@ -330,6 +330,24 @@ func joinRanOutOfBudget(join *WorkerWrapper[struct{}, struct{}], r WorkResult[st
 // joinID is the id of the node that holds a ForEach's Join.
 const joinID = "join"
 
+// eachItemID is the id of the one node that stands for every item in a
+// ForEach's static shape.
+const eachItemID = "each item"
+
+// staticSub is f's sub-run as far as it is known before Items returns,
+// for reports (see staticWorker): one node, "each item", stands for the
+// items, followed by the join node if f has a Join; the report carries
+// f's Limit and Budget.
+func (f ForEach[P, T, R]) staticSub() *Report {
+	rep := &Report{Limit: f.Limit, Budget: f.Budget, Nodes: []NodeReport{
+		{ID: eachItemID, Deps: []int{}, Must: []bool{}, Status: StatusWaiting},
+	}}
+	if f.Join.kind != joinDefault {
+		rep.Nodes = append(rep.Nodes, NodeReport{ID: joinID, Index: 1, Deps: []int{0}, Must: []bool{true}, Status: StatusWaiting, Join: f.Join.String()})
+	}
+	return rep
+}
+
 // Action calls the worker once per item and returns their results.
 func (f ForEach[P, T, R]) Action(ctx context.Context, param P, all Wrappers) ([]WorkResult[R], error) {
 	if why, err := f.workerProblem(); err != nil {

@@ -89,8 +89,9 @@ func (s *SubPlan[P, R]) isNil() bool    { return s == nil }
 func (s *SubGraph[P, R]) isNil() bool   { return s == nil }
 func (f *ForEach[P, T, R]) isNil() bool { return f == nil }
 
-// subPlan is the plan s runs, for reports (see planWorker).
-func (s SubPlan[P, R]) subPlan() *Plan { return s.Plan }
+// staticSub is the static shape of the plan s runs, for reports (see
+// staticWorker).
+func (s SubPlan[P, R]) staticSub() *Report { return s.Plan.Describe() }
 
 // Action runs the sub-plan and reads the node's value from it.
 func (s SubPlan[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R, err error) {
@@ -234,10 +235,10 @@ func (h *Run) inSweepCall() bool {
 	return s.sweepCall.Load()
 }
 
-// planWorker is a worker of this package that runs a plan (SubPlan), for
-// reports.
-type planWorker interface {
-	subPlan() *Plan
+// staticWorker is a worker of this package whose sub-run's shape is
+// known before it starts (SubPlan, ForEach), for reports.
+type staticWorker interface {
+	staticSub() *Report
 }
 
 // adopt records sub, a run that node i's worker started, to be shown in
@@ -356,8 +357,8 @@ func (r *runState) reportSubs(rep *Report) {
 				<-sub.Done()
 			}
 			rep.Nodes[i].Sub = sub.Report()
-		} else if pl := r.p.nodes[i].core.impl.subPlan(); pl != nil && !terminal(r.nodes[i].st()) {
-			rep.Nodes[i].Sub = pl.Describe()
+		} else if !terminal(r.nodes[i].st()) {
+			rep.Nodes[i].Sub = r.p.nodes[i].core.impl.staticSub()
 		}
 	}
 }

@@ -295,9 +295,9 @@ func (c *nodeCore) checkBuildable(method string) bool {
 // nodeImpl is the typed half of a wrapper, called by the engine.
 type nodeImpl interface {
 	hasWorker() bool
-	// subPlan is the plan the worker runs, if it is a SubPlan, for
-	// reports; else nil.
-	subPlan() *Plan
+	// staticSub is the static shape of the sub-run the worker starts,
+	// if it is a SubPlan or a ForEach, for reports; else nil.
+	staticSub() *Report
 	// workerProblem is what makes the worker unusable when it can tell
 	// (see checkedWorker): the words that follow the node's id, and a
 	// sentinel.
@@ -369,9 +369,9 @@ func (w *WorkerWrapper[P, R]) workerProblem() (string, error) {
 	return "", nil
 }
 
-func (w *WorkerWrapper[P, R]) subPlan() *Plan {
-	if s, ok := w.worker.(planWorker); ok {
-		return s.subPlan()
+func (w *WorkerWrapper[P, R]) staticSub() *Report {
+	if s, ok := w.worker.(staticWorker); ok {
+		return s.staticSub()
 	}
 	return nil
 }
