@@ -1,6 +1,12 @@
 package asynctool
 
-import "fmt"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+)
 
 // ResultState says how a node's result came about.
 //
@@ -81,4 +87,108 @@ func (s *slot[R]) get(st int32) WorkResult[R] {
 		return WorkResult[R]{Value: s.val, State: ResultSuccess}
 	}
 	return s.res
+}
+
+// MarshalJSON encodes r as {"Value": ..., "State": ..., "Err": ...}, with
+// Err null or a [StoredError]: the error's message, and which of the
+// errors a node's result can match ([context.Canceled],
+// [context.DeadlineExceeded], [ErrSkipped], [ErrNotTaken],
+// [ErrRunEnded], [ErrJoinFailed], [ErrJoinUndecided], [ErrBadJoin],
+// [ErrResultType], [ErrGoexit], [ErrStreamStopped]) it matched with
+// errors.Is. So a result that holds an error, such as an item of a
+// [ForEach] that failed or that its Budget stopped, can be stored (the
+// durable module checkpoints results as JSON) and read back with
+// [WorkResult.UnmarshalJSON]. encoding/json alone would encode the
+// error's exported fields, {} for most errors, which nothing decodes back
+// into an error.
+func (r WorkResult[R]) MarshalJSON() ([]byte, error) {
+	out := storedResult[R]{Value: r.Value, State: r.State}
+	if r.Err != nil {
+		out.Err = storeError(r.Err)
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON decodes what [WorkResult.MarshalJSON] encodes. An error
+// comes back as a *[StoredError]: its message is the same and errors.Is
+// matches what it matched, but errors.As to the error's own type (a
+// [*PanicError], a [*BudgetError]) does not hold.
+func (r *WorkResult[R]) UnmarshalJSON(b []byte) error {
+	var in storedResult[R]
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	r.Value, r.State, r.Err = in.Value, in.State, nil
+	if in.Err != nil {
+		r.Err = in.Err
+	}
+	return nil
+}
+
+// storedResult is a WorkResult as JSON has it, without its methods.
+type storedResult[R any] struct {
+	Value R
+	State ResultState
+	Err   *StoredError
+}
+
+// StoredError is an error as a [WorkResult] stores it in JSON, and as
+// [WorkResult.UnmarshalJSON] gives it back: its message, and in Matches
+// the names of the errors it matched (errors.Is) among those a node's
+// result can hold, "context.DeadlineExceeded" or "asynctool.ErrSkipped"
+// for instance, which its Is method matches again.
+type StoredError struct {
+	Text    string
+	Matches []string `json:",omitempty"`
+}
+
+func (e *StoredError) Error() string { return e.Text }
+
+// Is reports whether the error stored matched target, one of the errors
+// MarshalJSON names.
+func (e *StoredError) Is(target error) bool {
+	for _, s := range storedSentinels() {
+		if s.err == target {
+			return slices.Contains(e.Matches, s.name)
+		}
+	}
+	return false
+}
+
+// storeError is err as a StoredError.
+func storeError(err error) *StoredError {
+	if s, ok := err.(*StoredError); ok {
+		return s // read back, and stored again
+	}
+	s := &StoredError{Text: err.Error()}
+	for _, k := range storedSentinels() {
+		if errors.Is(err, k.err) {
+			s.Matches = append(s.Matches, k.name)
+		}
+	}
+	return s
+}
+
+// storedSentinels are the errors a StoredError keeps a match with, by
+// name: those that the Err of a node's result can match.
+func storedSentinels() []struct {
+	name string
+	err  error
+} {
+	return []struct {
+		name string
+		err  error
+	}{
+		{"context.Canceled", context.Canceled},
+		{"context.DeadlineExceeded", context.DeadlineExceeded},
+		{"asynctool.ErrSkipped", ErrSkipped},
+		{"asynctool.ErrNotTaken", ErrNotTaken},
+		{"asynctool.ErrRunEnded", ErrRunEnded},
+		{"asynctool.ErrJoinFailed", ErrJoinFailed},
+		{"asynctool.ErrJoinUndecided", ErrJoinUndecided},
+		{"asynctool.ErrBadJoin", ErrBadJoin},
+		{"asynctool.ErrResultType", ErrResultType},
+		{"asynctool.ErrGoexit", ErrGoexit},
+		{"asynctool.ErrStreamStopped", ErrStreamStopped},
+	}
 }

@@ -153,9 +153,10 @@ func runBuilt[R any](ctx context.Context, all Wrappers, g Built[R], what string)
 // item's result (ExampleForEach_budget).
 //
 // In a durable graph (the durable module), a ForEach node's result is
-// checkpointed as JSON, and an item's error does not decode back: a node
-// any of whose items failed or was stopped fails there. Checkpoint a
-// downstream node that keeps what the request needs instead.
+// checkpointed as JSON: an item that failed or was stopped comes back on
+// a replay with its Err as a [*StoredError], whose message is the same
+// and which matches the same errors with errors.Is (see
+// [WorkResult.MarshalJSON]), but not errors.As to its own type.
 //
 // [Compile] and [Async.BeginWork] reject a node whose ForEach has no Items
 // or no Worker ([ErrNilWorker]), or a Join that no list of items fits

@@ -39,7 +39,11 @@
 // A checkpointed result is stored as JSON, so a node's result must decode
 // back into its type ([ErrUndecodableResult]: an error, or another
 // interface with methods, holding a value does not; an any gets
-// JSON's own types back, a float64 for an int), with no NUL character or
+// JSON's own types back, a float64 for an int). An asynctool.WorkResult,
+// such as each item of a ForEach node's result, encodes its Err itself
+// and comes back with it as an *asynctool.StoredError: the same message,
+// matching the same context and asynctool errors with errors.Is. A
+// result must have no NUL character or
 // unpaired surrogate in its strings and no number out of the range of
 // PostgreSQL's numeric, which PostgreSQL's jsonb cannot store
 // ([ErrUnstorableJSON]). Node ids are stored in the row too, so they must
@@ -895,7 +899,9 @@ func isNil(v any) bool {
 // another interface with methods, holding a value, or a struct whose
 // exported field of such a type does) fails the node with
 // [ErrUndecodableResult]: a retry would otherwise run its worker again,
-// the checkpoint unused. JSON records no Go type: an any, or a
+// the checkpoint unused. An asynctool.WorkResult (a ForEach's items)
+// decodes, its Err an *asynctool.StoredError (see
+// asynctool.WorkResult.MarshalJSON). JSON records no Go type: an any, or a
 // map[string]any, comes back with JSON's own types (a float64 where the
 // worker returned an int, a map[string]any for a struct), as encoding/json
 // gives them. Use the concrete type, or json.RawMessage for JSON whose

@@ -9,7 +9,6 @@ import (
 
 	"github.com/asynctool-go/asynctool"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -62,28 +61,48 @@ func TestS21RForEachWithAllItemsSucceededIsCheckpointed(t *testing.T) {
 	assert.Equal(t, int32(3), calls.Load(), "the retry replayed each")
 }
 
-// TestS21RForEachWithAFailedItemCannotBeCheckpointed documents what a
-// durable graph does with a checkpointed ForEach node one of whose items
-// failed: the node itself succeeds (the zero Join), but its result, a
-// []WorkResult[int] with an Err holding an error, encodes the error as {}
-// and does not decode back into the error interface, so the checkpoint
-// fails the node with ErrUndecodableResult (as durable's package doc says
-// of a result holding an error), the attempt fails, and every retry runs
-// every item again. With AnySucceeded the items the join stopped carry an
-// error too, so the same happens whenever the join decides before the last
-// item ends. Checkpoint a node downstream of the ForEach that maps its
-// results into a decodable type instead.
-func TestS21RForEachWithAFailedItemCannotBeCheckpointed(t *testing.T) {
-	var calls atomic.Int32
+// TestS21RForEachWithAFailedItemIsCheckpointed: a checkpointed ForEach
+// node one of whose items failed stores its []WorkResult, the failed
+// item's Err as the message and the errors it matched
+// (asynctool.WorkResult's MarshalJSON), and the retry of an attempt that
+// failed elsewhere replays it without calling an item again; the sink
+// reads the item's error back as an *asynctool.StoredError. Before the
+// twenty-third session the error encoded as {} and did not decode back,
+// so the checkpoint failed the node and every retry ran every item again.
+func TestS21RForEachWithAFailedItemIsCheckpointed(t *testing.T) {
+	var calls, gateRuns atomic.Int32
 	var failing atomic.Bool
 	failing.Store(true)
-	evs := runJob(t, 2, 10*time.Second, eachGraph(&calls, &failing, asynctool.Join{}))
-	require.Len(t, evs, 2)
-	assert.Equal(t, rivertype.JobStateDiscarded, evs[1].Job.State)
-	for _, e := range evs[1].Job.Errors {
-		assert.Contains(t, e.Error, `"each" failed`)
-		assert.Contains(t, e.Error, "result cannot be checkpointed")
-		t.Log(e.Error)
+	var seen atomic.Value // the sink's view of item 2's error, on each attempt
+	build := func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		starts, err := eachGraph(&calls, &failing, asynctool.Join{})(ctx, job, cp)
+		gate := Node(cp, "gate", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			if gateRuns.Add(1) == 1 {
+				return 0, errors.New("gate is down")
+			}
+			return 1, nil
+		}), 0)
+		look := asynctool.NewWrapper("look", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+			r, err := asynctool.ResultOf[[]asynctool.WorkResult[int]](all, "each")
+			if err == nil && len(r.Value) == 3 {
+				seen.Store(r.Value[1])
+			}
+			return 0, err
+		}), 0)
+		for _, s := range starts {
+			look.Depend(s, true)
+		}
+		return append(starts, gate), err
 	}
-	assert.Equal(t, int32(6), calls.Load(), "every attempt ran every item again")
+	evs := runJob(t, 3, 10*time.Second, build)
+	require.Len(t, evs, 2)
+	assert.Equal(t, river.EventKindJobFailed, evs[0].Kind)
+	assert.Equal(t, river.EventKindJobCompleted, evs[1].Kind)
+	assert.Equal(t, int32(3), calls.Load(), "the retry replayed each, failed item included")
+	item, ok := seen.Load().(asynctool.WorkResult[int])
+	require.True(t, ok)
+	assert.Equal(t, asynctool.ResultException, item.State)
+	assert.EqualError(t, item.Err, "item 2 is down")
+	var stored *asynctool.StoredError
+	assert.ErrorAs(t, item.Err, &stored, "the replayed error is the stored one")
 }
