@@ -173,8 +173,8 @@ func (rep *Report) criticalEdges() map[[2]int]bool {
 // another (n3_1_0, ...). The Sub is drawn by the rules above, as a report
 // of its own: its outcomes and colours, and the thick edges of its own
 // critical path, which is the sub-run's and not part of the outer one.
-// It is drawn plain when it is static (a SubPlan node that has not
-// started a sub-run) and when the outer report is.
+// It is drawn plain when it is static (the shape of a SubPlan or ForEach
+// node that has not started a sub-run) and when the outer report is.
 func (rep *Report) DOT() string {
 	var b strings.Builder
 	b.WriteString("digraph asynctool {\n")

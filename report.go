@@ -18,10 +18,10 @@ type Report struct {
 	// RunErr is what Wait returns (nil while the run is going on).
 	RunErr error
 	// Limit and Budget are those of the [ForEach] whose items' sub-run
-	// this is, zero if it had none: they explain why items waited, or
-	// were stopped or never started. [Report.String] shows them on the
-	// ForEach node's line (limit=2 budget=150ms), the pictures under its
-	// box's title.
+	// (or static shape, see [NodeReport.Sub]) this is, zero if it had
+	// none: they explain why items waited, or were stopped or never
+	// started. [Report.String] shows them on the ForEach node's line
+	// (limit=2 budget=150ms), the pictures under its box's title.
 	Limit  int
 	Budget time.Duration
 }

@@ -209,7 +209,8 @@ type ForEach[P, T, R any] struct {
 	// [context.DeadlineExceeded]), and the node goes on with every
 	// item's result, as if they had ended so: an item under
 	// PolicyContinue counts as done, as it would had its own Timeout
-	// ended it. With the zero Join or
+	// ended it (a success for the Join: AnySucceeded and AtLeast count
+	// it, When's condition gets its default). With the zero Join or
 	// [AllDone] it succeeds; another Join decides from them, and fails
 	// the node if it has not decided (on the items as the Budget left
 	// them, those that ended in the instant it ran out included). A
