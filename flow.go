@@ -565,8 +565,18 @@ func (r *runState) endedOne(i int32) {
 	if r.remaining.Load() <= 1 {
 		return // i is the last node: nothing to stop, no sweep to wait for
 	}
-	r.early.Store(&runEnded{id: r.p.nodes[i].core.id})
-	r.cancel()
+	// Decided under r.mu, as endRun decides: a PolicyEnd failure that
+	// read no early end just before this one stored it would otherwise
+	// set the EndError after nodes were stopped with ErrRunEnded.
+	r.mu.Lock()
+	ends := r.endErr.Load() == nil
+	if ends {
+		r.early.Store(&runEnded{id: r.p.nodes[i].core.id})
+	}
+	r.mu.Unlock()
+	if ends {
+		r.cancel()
+	}
 }
 
 // runEnded is the error of the nodes stopped because the run ended with
@@ -582,10 +592,12 @@ func (e *runEnded) Is(target error) bool { return target == ErrRunEnded }
 // endRun stops the run because node i failed under PolicyEnd, unless
 // the run has ended with its EndsRun nodes already: it stopped nothing.
 func (r *runState) endRun(i int32, err error) {
-	if r.early.Load() != nil {
-		return
-	}
-	if r.endErr.CompareAndSwap(nil, &EndError{ID: r.p.nodes[i].core.id, Err: err}) {
+	// The check and the store are one step under r.mu, as in endedOne:
+	// which of the two stops the run is decided once.
+	r.mu.Lock()
+	ends := r.early.Load() == nil && r.endErr.CompareAndSwap(nil, &EndError{ID: r.p.nodes[i].core.id, Err: err})
+	r.mu.Unlock()
+	if ends {
 		r.cancel()
 	}
 }
