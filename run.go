@@ -1266,7 +1266,11 @@ func (r *runState) expired() (ResultState, error, bool) {
 	if e := r.endErr.Load(); e != nil {
 		return ResultException, e, true
 	}
-	if e := r.early.Load(); e != nil {
+	if e := r.early.Load(); e != nil && r.ctx.Err() != context.DeadlineExceeded {
+		// The run ended with its EndsRun nodes, unless the deadline
+		// passed between endedOne's check and its store: the context,
+		// and every worker, saw the deadline first, and so do the nodes
+		// that end now.
 		return ResultTimeout, e, true
 	}
 	if r.stopped.Load() {
