@@ -187,26 +187,22 @@ func (a *Async) trySubmit(task func()) bool { return a.try(task) }
 // anything it rejects a bad graph with a [*GraphError] (see [ErrCycle] and
 // the other sentinels). It also returns any [*CallbackPanicError].
 func (a *Async) BeginWork(ctx context.Context, timeout time.Duration, starts ...Wrapper) error {
-	r, err := a.startGraph(ctx, timeout, starts...)
+	h, err := a.startGraph(ctx, timeout, starts...)
 	if err != nil {
 		return err
 	}
-	<-r.done
-	return r.err()
+	<-h.done
+	return h.err()
 }
 
 // Start is the asynchronous form of [Async.BeginWork]: it validates the
 // graph, starts it and returns at once with a handle on the run.
 func (a *Async) Start(ctx context.Context, timeout time.Duration, starts ...Wrapper) (*Run, error) {
-	r, err := a.startGraph(ctx, timeout, starts...)
-	if err != nil {
-		return nil, err
-	}
-	return newHandle(r), nil
+	return a.startGraph(ctx, timeout, starts...)
 }
 
-// startGraph is Start, without a handle.
-func (a *Async) startGraph(ctx context.Context, timeout time.Duration, starts ...Wrapper) (*runState, error) {
+// startGraph is Start.
+func (a *Async) startGraph(ctx context.Context, timeout time.Duration, starts ...Wrapper) (*Run, error) {
 	if err := a.check(ctx, timeout); err != nil {
 		return nil, err
 	}
@@ -214,11 +210,12 @@ func (a *Async) startGraph(ctx context.Context, timeout time.Duration, starts ..
 	if err != nil {
 		return nil, err
 	}
-	if err := a.launch(ctx, r, timeout); err != nil {
+	h, err := a.launch(ctx, r, timeout)
+	if err != nil {
 		unclaim(r.p, len(r.p.nodes))
 		return nil, err
 	}
-	return r, nil
+	return h, nil
 }
 
 // compileSingleUse compiles the single-use wrappers that starts lead to, with
@@ -248,26 +245,21 @@ func (a *Async) compileSingleUse(starts []Wrapper) (*runState, error) {
 // released with [Run.Release] when they are no longer needed, and the
 // run's error. The run is nil only if the run could not start.
 func (a *Async) RunPlan(ctx context.Context, pl *Plan, timeout time.Duration) (*Run, error) {
-	r, err := a.startPlan(ctx, pl, timeout)
+	h, err := a.startPlan(ctx, pl, timeout)
 	if err != nil {
 		return nil, err
 	}
-	h := newHandle(r)
-	<-r.done
-	return h, r.err()
+	<-h.done
+	return h, h.err()
 }
 
 // StartPlan is the asynchronous form of [Async.RunPlan].
 func (a *Async) StartPlan(ctx context.Context, pl *Plan, timeout time.Duration) (*Run, error) {
-	r, err := a.startPlan(ctx, pl, timeout)
-	if err != nil {
-		return nil, err
-	}
-	return newHandle(r), nil
+	return a.startPlan(ctx, pl, timeout)
 }
 
-// startPlan is StartPlan, without a handle.
-func (a *Async) startPlan(ctx context.Context, pl *Plan, timeout time.Duration) (*runState, error) {
+// startPlan is StartPlan.
+func (a *Async) startPlan(ctx context.Context, pl *Plan, timeout time.Duration) (*Run, error) {
 	if err := a.check(ctx, timeout); err != nil {
 		return nil, err
 	}
@@ -275,12 +267,13 @@ func (a *Async) startPlan(ctx context.Context, pl *Plan, timeout time.Duration) 
 		return nil, errors.New("asynctool: StartPlan with a nil Plan (make one with Compile)")
 	}
 	r := pl.p.getRun()
-	if err := a.launch(ctx, r, timeout); err != nil {
+	h, err := a.launch(ctx, r, timeout)
+	if err != nil {
 		r.refs.Store(1)
 		r.unref()
 		return nil, err
 	}
-	return r, nil
+	return h, nil
 }
 
 func (a *Async) check(ctx context.Context, timeout time.Duration) error {
@@ -299,15 +292,14 @@ func (a *Async) check(ctx context.Context, timeout time.Duration) error {
 	return nil
 }
 
-// launch starts r unless a is closed.
-func (a *Async) launch(ctx context.Context, r *runState, timeout time.Duration) error {
+// launch starts r unless a is closed, and returns its handle.
+func (a *Async) launch(ctx context.Context, r *runState, timeout time.Duration) (*Run, error) {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	if a.closed {
-		return ErrClosed
+		return nil, ErrClosed
 	}
-	r.start(ctx, a, timeout, false)
-	return nil
+	return r.start(ctx, a, timeout, false), nil
 }
 
 // bind gives every node of p, which compile claimed for p, its index in

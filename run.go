@@ -22,12 +22,32 @@ type Run struct {
 	*runState               // embedded for the package's tests, which read its fields
 	done      chan struct{} // runState.done for this run: a later run makes its own
 	gen       uint64        // runState.gen for this run: a Release moves it on
+	// workers is the context the run's workers receive (runState.ctx),
+	// kept in the handle so that it costs no object of its own: start
+	// makes the handle with the run.
+	workers runCtx
 }
 
-// newHandle returns a handle on r's current run.
-func newHandle(r *runState) *Run {
-	return &Run{runState: r, done: r.done, gen: r.gen.Load()}
+// runCtx is the context of a run's workers: the run's own (its deadline,
+// its cancel), marked with the run for the runs they start and for
+// SubPlan's check of its Input (see inRunKey), as context.WithValue
+// would mark it. It lives in the run's handle, which is never reused: a
+// worker that keeps its context past the run reads no later run's
+// deadline. Every other key, and context.Cause, go to the run's own
+// context, as they would through a WithValue.
+type runCtx struct {
+	context.Context
+	r *runState
 }
+
+func (c *runCtx) Value(key any) any {
+	if _, ok := key.(inRunKey); ok {
+		return c.r
+	}
+	return c.Context.Value(key)
+}
+
+func (c *runCtx) String() string { return fmt.Sprint(c.Context) + ".WithValue(asynctool run)" }
 
 // live returns the handle's run state with a reference taken, nil once
 // the run was released. The caller drops the reference (unref) when done:
@@ -506,7 +526,7 @@ func (r *runState) reset() {
 // With inline, start hands the run's first task to no goroutine: it
 // counts it, and the caller runs it, r.helper, next (see SubPlan, which
 // first makes the run visible in its outer run's report).
-func (r *runState) start(ctx context.Context, a *Async, timeout time.Duration, inline bool) {
+func (r *runState) start(ctx context.Context, a *Async, timeout time.Duration, inline bool) *Run {
 	if !r.pooled {
 		r.p.single.Store(r)
 	}
@@ -543,14 +563,16 @@ func (r *runState) start(ctx context.Context, a *Async, timeout time.Duration, i
 		r.times, r.began = nil, time.Time{}
 	}
 	// Workers' contexts say which run they are in, for runs they start
-	// (and SubPlan's check of its Input).
-	ctx = context.WithValue(ctx, inRunKey{}, r)
+	// (and SubPlan's check of its Input): the handle holds that mark.
+	h := &Run{runState: r, done: r.done, gen: r.gen.Load()}
 	if timeout > 0 {
-		r.ctx, r.cancel = context.WithTimeout(ctx, timeout)
+		ctx, r.cancel = context.WithTimeout(ctx, timeout)
 	} else {
-		r.ctx, r.cancel = context.WithCancel(ctx)
+		ctx, r.cancel = context.WithCancel(ctx)
 	}
-	r.ctxDone = r.ctx.Done()
+	h.workers = runCtx{Context: ctx, r: r}
+	r.ctx = &h.workers
+	r.ctxDone = ctx.Done()
 	if r.nested && r.lateHelper == nil {
 		r.lateHelper = func() {
 			r.busy.Add(1) // see startLate
@@ -559,14 +581,15 @@ func (r *runState) start(ctx context.Context, a *Async, timeout time.Duration, i
 	}
 	a.inflight.Add(1) // the run itself, until its sweep is resolved: Close waits for open runs
 	r.hold.Store(1)
-	r.stopSweep = context.AfterFunc(r.ctx, r.sweep)
+	r.stopSweep = context.AfterFunc(ctx, r.sweep)
 	if inline {
 		// The caller's goroutine runs the first task, as a CallerRuns
 		// executor would (see SubPlan).
 		r.taskStart()
-		return
+		return h
 	}
 	r.dispatch(r.helper) // its first call in the run: it starts the run
+	return h
 }
 
 // inRunKey marks the contexts that workers receive, with their *Run.

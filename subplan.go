@@ -140,14 +140,13 @@ func runSub(ctx context.Context, all Wrappers, sub *runState, noun string) (*Run
 	// Close waits for. This goroutine runs the sub-run's nodes as far as
 	// it can before it waits, so the worker holds no goroutine idle while
 	// the plan has work for it.
-	sub.start(ctx, outer.a, 0, true)
+	h := sub.start(ctx, outer.a, 0, true)
 	// Adopted after start's writes, which a report must not read beside,
 	// and before its first task runs, so that the outer run's report
 	// shows the sub-run from its start: this goroutine may run all of a
 	// chain. A worker of the plan, run here, that ends this goroutine
 	// with runtime.Goexit fails the node with ErrGoexit, and cancels the
 	// sub-run first, as a node that ends otherwise stops its sub-run.
-	h := newHandle(sub)
 	outer.adopt(all.self, h)
 	if tok, ok := ctx.Value(hedgeCallKey{}).(*hedgeCall); ok && tok.r == outer && tok.self == all.self {
 		tok.sub.CompareAndSwap(nil, h) // the call of a Hedged worker that started it

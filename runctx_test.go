@@ -1,0 +1,81 @@
+package asynctool
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type runCtxTestKey struct{}
+
+// The workers' context, which lives in the run's handle, behaves as the
+// context.WithValue it replaces: the run's deadline, the caller's values
+// and cause, children cancelled with it, and a context kept past the run
+// stays done after its state serves another run.
+func TestWorkersContextIsTheRunsMarkedContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		cause := errors.New("the caller's cause")
+		parent, cancel := context.WithDeadlineCause(context.WithValue(context.Background(), runCtxTestKey{}, "v"), time.Now().Add(time.Hour), cause)
+		defer cancel()
+		var kept []context.Context
+		var runs []*runState
+		w := NewWrapper("w", WorkerFunc[int, int](func(ctx context.Context, _ int, all Wrappers) (int, error) {
+			kept = append(kept, ctx)
+			runs = append(runs, all.r)
+			d, ok := ctx.Deadline()
+			assert.True(t, ok)
+			assert.Equal(t, time.Now().Add(50*time.Millisecond), d, "the run's deadline")
+			assert.Equal(t, "v", ctx.Value(runCtxTestKey{}), "the caller's values")
+			assert.Same(t, all.r, ctx.Value(inRunKey{}), "marked with its run")
+			child, stop := context.WithCancel(ctx)
+			defer stop()
+			<-child.Done() // cancelled with the run's context, at its deadline
+			assert.ErrorIs(t, context.Cause(ctx), context.DeadlineExceeded)
+			return 0, ctx.Err()
+		}), 0)
+		pl, err := Compile(w)
+		require.NoError(t, err)
+		for range 2 {
+			r, err := a.RunPlan(parent, pl, 50*time.Millisecond)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			synctest.Wait()
+			r.Release()
+		}
+		require.Len(t, kept, 2)
+		if runs[0] == runs[1] { // a sync.Pool may drop the state (it does at random under -race)
+			t.Log("the second run reused the first one's state")
+		}
+		assert.NotSame(t, kept[0], kept[1], "each run's workers have a context of its own")
+		assert.ErrorIs(t, kept[0].Err(), context.DeadlineExceeded, "a context kept past its run stays done")
+
+		cancel()
+		assert.Equal(t, context.DeadlineExceeded, kept[0].Err(), "and keeps its own error")
+	})
+}
+
+// The caller's cause reaches the workers through the run's context.
+func TestWorkersContextCarriesTheCallersCause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		cause := errors.New("client went away")
+		parent, cancel := context.WithCancelCause(context.Background())
+		var seen error
+		w := NewWrapper("w", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			cancel(cause)
+			<-ctx.Done()
+			seen = context.Cause(ctx)
+			return 0, ctx.Err()
+		}), 0)
+		err := a.BeginWork(parent, time.Minute, w)
+		require.ErrorIs(t, err, cause)
+		assert.Equal(t, cause, seen)
+	})
+}
