@@ -37,6 +37,18 @@ func eachGraph(calls *atomic.Int32, failing *atomic.Bool, join asynctool.Join) B
 	}
 }
 
+// gateDownOnce is a checkpointed node "gate" that fails the first
+// attempt (its first call) and succeeds after, so that the job's retry
+// replays the nodes checkpointed on the first.
+func gateDownOnce(cp *Checkpoint, runs *atomic.Int32) *asynctool.WorkerWrapper[int, int] {
+	return Node(cp, "gate", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+		if runs.Add(1) == 1 {
+			return 0, errors.New("gate is down")
+		}
+		return 1, nil
+	}), 0)
+}
+
 // TestS21RForEachWithAllItemsSucceededIsCheckpointed: a checkpointed
 // ForEach node whose items all succeeded stores its []WorkResult (each
 // Err nil), and the retry of an attempt that failed elsewhere replays it
@@ -46,12 +58,7 @@ func TestS21RForEachWithAllItemsSucceededIsCheckpointed(t *testing.T) {
 	var failing atomic.Bool
 	build := func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
 		starts, err := eachGraph(&calls, &failing, asynctool.Join{})(ctx, job, cp)
-		gate := Node(cp, "gate", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
-			if gateRuns.Add(1) == 1 {
-				return 0, errors.New("gate is down")
-			}
-			return 1, nil
-		}), 0)
+		gate := gateDownOnce(cp, &gateRuns)
 		return append(starts, gate), err
 	}
 	evs := runJob(t, 3, 10*time.Second, build)
@@ -76,12 +83,7 @@ func TestS21RForEachWithAFailedItemIsCheckpointed(t *testing.T) {
 	var seen atomic.Value // the sink's view of item 2's error, on each attempt
 	build := func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
 		starts, err := eachGraph(&calls, &failing, asynctool.Join{})(ctx, job, cp)
-		gate := Node(cp, "gate", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
-			if gateRuns.Add(1) == 1 {
-				return 0, errors.New("gate is down")
-			}
-			return 1, nil
-		}), 0)
+		gate := gateDownOnce(cp, &gateRuns)
 		look := asynctool.NewWrapper("look", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
 			r, err := asynctool.ResultOf[[]asynctool.WorkResult[int]](all, "each")
 			if err == nil && len(r.Value) == 3 {
