@@ -3,6 +3,7 @@ package asynctool
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -78,4 +79,29 @@ func TestWorkersContextCarriesTheCallersCause(t *testing.T) {
 		require.ErrorIs(t, err, cause)
 		assert.Equal(t, cause, seen)
 	})
+}
+
+// A context derived from the workers' context is registered with the
+// run's, as it would be under a context.WithValue: the context package
+// starts no goroutine to watch it (it does for a parent it cannot see
+// through).
+func TestWorkersContextChildrenStartNoGoroutine(t *testing.T) {
+	a := New()
+	defer a.Close()
+	grew := -1
+	w := NewWrapper("w", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		before := runtime.NumGoroutine()
+		var cancels []context.CancelFunc
+		for range 100 {
+			_, c := context.WithTimeout(ctx, time.Hour)
+			cancels = append(cancels, c)
+		}
+		grew = runtime.NumGoroutine() - before
+		for _, c := range cancels {
+			c()
+		}
+		return 0, nil
+	}), 0)
+	require.NoError(t, a.BeginWork(context.Background(), time.Minute, w))
+	assert.Less(t, grew, 50, "100 children of the workers' context")
 }
