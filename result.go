@@ -101,8 +101,19 @@ func (s *slot[R]) get(st int32) WorkResult[R] {
 // [WorkResult.UnmarshalJSON]. encoding/json alone would encode the
 // error's exported fields, {} for most errors, which nothing decodes back
 // into an error.
+//
+// A struct that embeds a WorkResult gets this method and UnmarshalJSON
+// as its own, as one that embeds a time.Time does: it encodes as the
+// WorkResult alone, without its other fields. Give the WorkResult a
+// field name.
 func (r WorkResult[R]) MarshalJSON() ([]byte, error) {
-	out := storedResult[R]{Value: r.Value, State: r.State}
+	// Through a pointer, so that Value is addressable: encoding/json
+	// calls a MarshalJSON (or MarshalText) with a pointer receiver, such
+	// as *big.Int's, only on an addressable value, and would otherwise
+	// encode the value's fields, which its UnmarshalJSON does not read
+	// back. A result in a slice, as a ForEach's items are, was
+	// addressable before WorkResult had this method.
+	out := &storedResult[R]{Value: r.Value, State: r.State}
 	if r.Err != nil {
 		out.Err = storeError(r.Err)
 	}
@@ -112,8 +123,15 @@ func (r WorkResult[R]) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON decodes what [WorkResult.MarshalJSON] encodes. An error
 // comes back as a *[StoredError]: its message is the same and errors.Is
 // matches what it matched, but errors.As to the error's own type (a
-// [*PanicError], a [*BudgetError]) does not hold.
+// [*PanicError], a [*BudgetError]) does not hold, and neither does ==:
+// an Err that was [ErrSkipped] itself comes back as a *StoredError that
+// matches it, so tell such results with errors.Is. (A message's bytes
+// that are not UTF-8 come back as U+FFFD, as encoding/json writes them.)
+// JSON null leaves r as it is, as encoding/json leaves a struct.
 func (r *WorkResult[R]) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil // as encoding/json leaves a struct for null
+	}
 	var in storedResult[R]
 	if err := json.Unmarshal(b, &in); err != nil {
 		return err

@@ -1,0 +1,175 @@
+package durable
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynctool-go/asynctool"
+	"github.com/riverqueue/river"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// s23qCents is an item's value whose JSON methods have pointer receivers,
+// as many types' do (*big.Int's, for one): encoding/json calls them on an
+// addressable value only.
+type s23qCents struct{ n int }
+
+func (c *s23qCents) MarshalJSON() ([]byte, error) { return json.Marshal(fmt.Sprintf("%d cents", c.n)) }
+func (c *s23qCents) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	_, err := fmt.Sscanf(s, "%d cents", &c.n)
+	return err
+}
+
+// TestS23QForEachOfAPointerMarshalerIsCheckpointed: a ForEach whose items'
+// values encode themselves through a pointer receiver is checkpointed and
+// replayed, as a plain node of that type is. WorkResult's MarshalJSON
+// encoded its copy of the value by value, so encoding/json wrote the
+// value's fields ({}), which the value's UnmarshalJSON refused: the node
+// failed at its checkpoint (ErrUndecodableResult) on every attempt.
+func TestS23QForEachOfAPointerMarshalerIsCheckpointed(t *testing.T) {
+	var calls, gateRuns atomic.Int32
+	var got atomic.Value
+	build := func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		each := Node(cp, "each", asynctool.ForEach[int, int, s23qCents]{
+			Items: func(context.Context, int, asynctool.Wrappers) ([]int, error) { return []int{1, 2, 3}, nil },
+			Worker: asynctool.WorkerFunc[int, s23qCents](func(_ context.Context, i int, _ asynctool.Wrappers) (s23qCents, error) {
+				calls.Add(1)
+				return s23qCents{n: i * 100}, nil
+			}),
+		}, 0)
+		Node(cp, "sink", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+			r, err := asynctool.ResultOf[[]asynctool.WorkResult[s23qCents]](all, "each")
+			if err == nil {
+				got.Store(r.Value)
+			}
+			return 0, err
+		}), 0).Depend(each, true)
+		gate := Node(cp, "gate", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			if gateRuns.Add(1) == 1 {
+				return 0, errors.New("gate is down")
+			}
+			return 1, nil
+		}), 0)
+		return []asynctool.Wrapper{each, gate}, nil
+	}
+	evs := runJob(t, 3, 10*time.Second, build)
+	require.NotEmpty(t, evs)
+	require.Equal(t, river.EventKindJobCompleted, evs[len(evs)-1].Kind, "attempts: %d; first error: %v", len(evs), evs[0].Job.Errors)
+	require.Len(t, evs, 2)
+	assert.Equal(t, int32(3), calls.Load(), "the retry replayed each")
+	items, _ := got.Load().([]asynctool.WorkResult[s23qCents])
+	require.Len(t, items, 3)
+	for i, it := range items {
+		assert.Equal(t, (i+1)*100, it.Value.n, "item %d", i)
+		assert.Equal(t, asynctool.ResultSuccess, it.State)
+	}
+}
+
+// s23qItem is what a downstream node saw of one item of a ForEach.
+type s23qItem struct {
+	Value              int
+	State              asynctool.ResultState
+	Text               string
+	Deadline, Skipped  bool
+	RunEnded, Canceled bool
+}
+
+func s23qSee(rs []asynctool.WorkResult[int]) []s23qItem {
+	out := make([]s23qItem, len(rs))
+	for i, r := range rs {
+		out[i] = s23qItem{Value: r.Value, State: r.State}
+		if r.Err != nil {
+			out[i].Text = r.Err.Error()
+			out[i].Deadline = errors.Is(r.Err, context.DeadlineExceeded)
+			out[i].Skipped = errors.Is(r.Err, asynctool.ErrSkipped)
+			out[i].RunEnded = errors.Is(r.Err, asynctool.ErrRunEnded)
+			out[i].Canceled = errors.Is(r.Err, context.Canceled)
+		}
+	}
+	return out
+}
+
+// TestS23QReplayedForEachLooksTheSame: a downstream node that is not
+// checkpointed runs on every attempt; on the retry, which replays the two
+// ForEach nodes, it sees each item as it did on the first attempt (value,
+// state, message, and the errors it matches): an item its Budget stopped
+// (a timeout, context.DeadlineExceeded), an item that failed, and the
+// items a join that decided early stopped or kept from starting
+// (ErrSkipped, ErrRunEnded).
+func TestS23QReplayedForEachLooksTheSame(t *testing.T) {
+	var calls, gateRuns atomic.Int32
+	var mu sync.Mutex
+	var seen [][2][]s23qItem // per attempt: budgeted, joined
+	build := func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		budgeted := Node(cp, "budgeted", asynctool.ForEach[int, int, int]{
+			Items: func(context.Context, int, asynctool.Wrappers) ([]int, error) { return []int{0, 1, 2}, nil },
+			Worker: asynctool.WorkerFunc[int, int](func(ctx context.Context, i int, _ asynctool.Wrappers) (int, error) {
+				calls.Add(1)
+				switch i {
+				case 1:
+					return 0, fmt.Errorf("item %d: <out of stock> & \"gone\"", i)
+				case 2:
+					<-ctx.Done()
+					return 0, ctx.Err()
+				}
+				return 10, nil
+			}),
+			Node:   func(_ int, _ int, n *asynctool.WorkerWrapper[int, int]) { n.Default(-1) },
+			Budget: 50 * time.Millisecond,
+		}, 0)
+		joined := Node(cp, "joined", asynctool.ForEach[int, int, int]{
+			Items: func(context.Context, int, asynctool.Wrappers) ([]int, error) { return []int{0, 1, 2}, nil },
+			Worker: asynctool.WorkerFunc[int, int](func(ctx context.Context, i int, _ asynctool.Wrappers) (int, error) {
+				calls.Add(1)
+				return 7, nil
+			}),
+			Node:  func(_ int, _ int, n *asynctool.WorkerWrapper[int, int]) { n.Default(-2) },
+			Limit: 1,
+			Join:  asynctool.AnySucceeded(),
+		}, 0)
+		look := asynctool.NewWrapper("look", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+			b, err := asynctool.ResultOf[[]asynctool.WorkResult[int]](all, "budgeted")
+			if err != nil {
+				return 0, err
+			}
+			j, err := asynctool.ResultOf[[]asynctool.WorkResult[int]](all, "joined")
+			if err != nil {
+				return 0, err
+			}
+			mu.Lock()
+			seen = append(seen, [2][]s23qItem{s23qSee(b.Value), s23qSee(j.Value)})
+			mu.Unlock()
+			return 0, nil
+		}), 0).Depend(budgeted, true).Depend(joined, true)
+		_ = look
+		gate := Node(cp, "gate", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			if gateRuns.Add(1) == 1 {
+				return 0, errors.New("gate is down")
+			}
+			return 1, nil
+		}), 0)
+		return []asynctool.Wrapper{budgeted, joined, gate}, nil
+	}
+	evs := runJob(t, 3, 10*time.Second, build)
+	require.Len(t, evs, 2, "first error: %v", evs[0].Job.Errors)
+	assert.Equal(t, river.EventKindJobCompleted, evs[1].Kind)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, seen, 2)
+	t.Logf("first attempt: %+v", seen[0])
+	assert.Equal(t, seen[0], seen[1], "the replay looks as the first attempt did")
+	assert.True(t, seen[0][0][2].Deadline)
+	assert.Equal(t, asynctool.ResultTimeout, seen[0][0][2].State)
+	assert.Equal(t, -1, seen[0][0][2].Value)
+}
