@@ -91,16 +91,15 @@ func (s *slot[R]) get(st int32) WorkResult[R] {
 
 // MarshalJSON encodes r as {"Value": ..., "State": ..., "Err": ...}, with
 // Err null or a [StoredError]: the error's message, and which of the
-// errors a node's result can match ([context.Canceled],
-// [context.DeadlineExceeded], [ErrSkipped], [ErrNotTaken],
-// [ErrRunEnded], [ErrJoinFailed], [ErrJoinUndecided], [ErrBadJoin],
-// [ErrResultType], [ErrGoexit], [ErrStreamStopped]) it matched with
-// errors.Is. So a result that holds an error, such as an item of a
-// [ForEach] that failed or that its Budget stopped, can be stored (the
-// durable module checkpoints results as JSON) and read back with
-// [WorkResult.UnmarshalJSON]. encoding/json alone would encode the
-// error's exported fields, {} for most errors, which nothing decodes back
-// into an error.
+// context package's errors ([context.Canceled],
+// [context.DeadlineExceeded]) and of this package's sentinel errors
+// ([ErrSkipped], [ErrNotTaken], [ErrRunEnded], [ErrJoinFailed],
+// [ErrGoexit], ...) it matched with errors.Is. So a result that holds an
+// error, such as an item of a [ForEach] that failed or that its Budget
+// stopped, can be stored (the durable module checkpoints results as JSON)
+// and read back with [WorkResult.UnmarshalJSON]. encoding/json alone
+// would encode the error's exported fields, {} for most errors, which
+// nothing decodes back into an error.
 //
 // A struct that embeds a WorkResult gets this method and UnmarshalJSON
 // as its own, as one that embeds a time.Time does: it encodes as the
@@ -165,7 +164,7 @@ func (e *StoredError) Error() string { return e.Text }
 // Is reports whether the error stored matched target, one of the errors
 // MarshalJSON names.
 func (e *StoredError) Is(target error) bool {
-	for _, s := range storedSentinels() {
+	for _, s := range storedSentinels {
 		if s.err == target {
 			return slices.Contains(e.Matches, s.name)
 		}
@@ -179,7 +178,7 @@ func storeError(err error) *StoredError {
 		return s // read back, and stored again
 	}
 	s := &StoredError{Text: err.Error()}
-	for _, k := range storedSentinels() {
+	for _, k := range storedSentinels {
 		if errors.Is(err, k.err) {
 			s.Matches = append(s.Matches, k.name)
 		}
@@ -188,25 +187,48 @@ func storeError(err error) *StoredError {
 }
 
 // storedSentinels are the errors a StoredError keeps a match with, by
-// name: those that the Err of a node's result can match.
-func storedSentinels() []struct {
+// name: the context package's two, and every sentinel of this package,
+// since a node's result can hold any of them (a worker's own error may
+// wrap ErrUnknownID from ResultOf or ErrPoolFull from a Pool; a SubGraph
+// item's, a *GraphError of its graph). The names are stored: keep them.
+var storedSentinels = []struct {
 	name string
 	err  error
-} {
-	return []struct {
-		name string
-		err  error
-	}{
-		{"context.Canceled", context.Canceled},
-		{"context.DeadlineExceeded", context.DeadlineExceeded},
-		{"asynctool.ErrSkipped", ErrSkipped},
-		{"asynctool.ErrNotTaken", ErrNotTaken},
-		{"asynctool.ErrRunEnded", ErrRunEnded},
-		{"asynctool.ErrJoinFailed", ErrJoinFailed},
-		{"asynctool.ErrJoinUndecided", ErrJoinUndecided},
-		{"asynctool.ErrBadJoin", ErrBadJoin},
-		{"asynctool.ErrResultType", ErrResultType},
-		{"asynctool.ErrGoexit", ErrGoexit},
-		{"asynctool.ErrStreamStopped", ErrStreamStopped},
-	}
+}{
+	{"context.Canceled", context.Canceled},
+	{"context.DeadlineExceeded", context.DeadlineExceeded},
+	{"asynctool.ErrSkipped", ErrSkipped},
+	{"asynctool.ErrNotTaken", ErrNotTaken},
+	{"asynctool.ErrRunEnded", ErrRunEnded},
+	{"asynctool.ErrJoinFailed", ErrJoinFailed},
+	{"asynctool.ErrJoinUndecided", ErrJoinUndecided},
+	{"asynctool.ErrBadJoin", ErrBadJoin},
+	{"asynctool.ErrResultType", ErrResultType},
+	{"asynctool.ErrGoexit", ErrGoexit},
+	{"asynctool.ErrStreamStopped", ErrStreamStopped},
+	{"asynctool.ErrNoStart", ErrNoStart},
+	{"asynctool.ErrNilWrapper", ErrNilWrapper},
+	{"asynctool.ErrNilWorker", ErrNilWorker},
+	{"asynctool.ErrDuplicateID", ErrDuplicateID},
+	{"asynctool.ErrCycle", ErrCycle},
+	{"asynctool.ErrUnreachableDependency", ErrUnreachableDependency},
+	{"asynctool.ErrConflictingEdge", ErrConflictingEdge},
+	{"asynctool.ErrReused", ErrReused},
+	{"asynctool.ErrNilContext", ErrNilContext},
+	{"asynctool.ErrNegativeTimeout", ErrNegativeTimeout},
+	{"asynctool.ErrTooManyNodes", ErrTooManyNodes},
+	{"asynctool.ErrClosed", ErrClosed},
+	{"asynctool.ErrUnknownID", ErrUnknownID},
+	{"asynctool.ErrNotPending", ErrNotPending},
+	{"asynctool.ErrBadRetry", ErrBadRetry},
+	{"asynctool.ErrBadTimeout", ErrBadTimeout},
+	{"asynctool.ErrBadPolicy", ErrBadPolicy},
+	{"asynctool.ErrBadLimit", ErrBadLimit},
+	{"asynctool.ErrPoolClosed", ErrPoolClosed},
+	{"asynctool.ErrPoolFull", ErrPoolFull},
+	{"asynctool.ErrNilTask", ErrNilTask},
+	{"asynctool.ErrSerialClosed", ErrSerialClosed},
+	{"asynctool.ErrNaNKey", ErrNaNKey},
+	{"asynctool.ErrStreamClosed", ErrStreamClosed},
+	{"asynctool.ErrStreamStarted", ErrStreamStarted},
 }

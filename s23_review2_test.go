@@ -1,10 +1,19 @@
 package asynctool
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -87,4 +96,112 @@ func TestS23QAStructEmbeddingAWorkResultEncodesAsIt(t *testing.T) {
 	b, err = json.Marshal(named{Result: WorkResult[int]{Value: 3, State: ResultSuccess}, SKU: "sku-7"})
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"Result":{"Value":3,"State":1,"Err":null},"SKU":"sku-7"}`, string(b))
+}
+
+// TestS23QEveryExportedSentinelIsStored: a StoredError keeps its match
+// with every sentinel error of the package (an item's error can wrap any
+// of them: a SubGraph's *GraphError, a worker's ErrUnknownID from
+// ResultOf or ErrPoolFull from a Pool), each under its own name; it kept
+// only eleven, so that errors.Is(err, ErrDuplicateID) held on the first
+// attempt and not on a replay.
+func TestS23QEveryExportedSentinelIsStored(t *testing.T) {
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, ".", func(fi fs.FileInfo) bool {
+		return !strings.HasSuffix(fi.Name(), "_test.go")
+	}, 0)
+	require.NoError(t, err)
+	want := map[string]string{} // name -> message, from the source
+	for _, f := range pkgs["asynctool"].Files {
+		ast.Inspect(f, func(n ast.Node) bool {
+			vs, ok := n.(*ast.ValueSpec)
+			if !ok {
+				return true
+			}
+			for k, id := range vs.Names {
+				if !id.IsExported() || !strings.HasPrefix(id.Name, "Err") || k >= len(vs.Values) {
+					continue
+				}
+				call, ok := vs.Values[k].(*ast.CallExpr)
+				if !ok || len(call.Args) != 1 {
+					continue
+				}
+				if sel, ok := call.Fun.(*ast.SelectorExpr); !ok || sel.Sel.Name != "New" {
+					continue
+				}
+				lit, ok := call.Args[0].(*ast.BasicLit)
+				if !ok {
+					continue
+				}
+				msg, err := strconv.Unquote(lit.Value)
+				require.NoError(t, err)
+				want["asynctool."+id.Name] = msg
+			}
+			return true
+		})
+	}
+	require.Greater(t, len(want), 30)
+	got := map[string]string{}
+	for _, s := range storedSentinels {
+		got[s.name] = s.err.Error()
+	}
+	for name, msg := range want {
+		assert.Equal(t, msg, got[name], "%s is not stored under its name", name)
+	}
+	for _, s := range storedSentinels {
+		if strings.HasPrefix(s.name, "asynctool.") {
+			assert.Contains(t, want, s.name)
+		}
+		// Each comes back matching itself and nothing else.
+		var back WorkResult[int]
+		b, err := json.Marshal(WorkResult[int]{Err: fmt.Errorf("x: %w", s.err)})
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, &back))
+		for _, o := range storedSentinels {
+			assert.Equal(t, o.err == s.err, errors.Is(back.Err, o.err), "%s stored, %s asked", s.name, o.name)
+		}
+	}
+}
+
+// TestS23QForEachOfSubGraphsKeepsTheirGraphErrors: an item whose
+// SubGraph builds a graph that does not compile fails with a *GraphError;
+// its result, through JSON, still matches the sentinel.
+func TestS23QForEachOfSubGraphsKeepsTheirGraphErrors(t *testing.T) {
+	a := New()
+	defer a.Close()
+	each := NewWrapper("each", ForEach[int, int, int]{
+		Items: func(context.Context, int, Wrappers) ([]int, error) { return []int{0, 1}, nil },
+		Worker: SubGraph[int, int]{Build: func(_ context.Context, i int, _ Wrappers) (Built[int], error) {
+			x := NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil }), 0)
+			y := NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil }), 0)
+			starts := []Wrapper{x}
+			if i == 1 {
+				starts = append(starts, y) // a duplicate id
+			}
+			return Built[int]{Starts: starts, Output: func() (int, error) { return x.Result().Value, nil }}, nil
+		}},
+	}, 0)
+	require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
+	res := each.Result()
+	require.NoError(t, res.Err)
+	require.ErrorIs(t, res.Value[1].Err, ErrDuplicateID)
+	b, err := json.Marshal(res.Value)
+	require.NoError(t, err)
+	var back []WorkResult[int]
+	require.NoError(t, json.Unmarshal(b, &back))
+	assert.EqualError(t, back[1].Err, res.Value[1].Err.Error())
+	assert.ErrorIs(t, back[1].Err, ErrDuplicateID)
+}
+
+// TestS23QStoredSentinelsAreKnownByName: a name stored by an older
+// version, or one this version does not know, matches nothing.
+func TestS23QStoredSentinelsAreKnownByName(t *testing.T) {
+	names := make([]string, 0, len(storedSentinels))
+	for _, s := range storedSentinels {
+		names = append(names, s.name)
+	}
+	assert.Len(t, slices.Compact(slices.Sorted(slices.Values(names))), len(names), "no name twice")
+	e := &StoredError{Text: "x", Matches: []string{"asynctool.ErrFromTheFuture"}}
+	for _, s := range storedSentinels {
+		assert.NotErrorIs(t, e, s.err)
+	}
 }
