@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // ResultState says how a node's result came about.
@@ -153,7 +154,10 @@ type storedResult[R any] struct {
 // [WorkResult.UnmarshalJSON] gives it back: its message, and in Matches
 // the names of the errors it matched (errors.Is) among those a node's
 // result can hold, "context.DeadlineExceeded" or "asynctool.ErrSkipped"
-// for instance, which its Is method matches again.
+// for instance, which its Is method matches again. Text has U+FFFD in
+// place of each NUL character of the message: JSON would store it as
+// \u0000, which PostgreSQL's jsonb (where the durable module's
+// checkpoints are stored) refuses.
 type StoredError struct {
 	Text    string
 	Matches []string `json:",omitempty"`
@@ -174,10 +178,10 @@ func (e *StoredError) Is(target error) bool {
 
 // storeError is err as a StoredError.
 func storeError(err error) *StoredError {
-	if s, ok := err.(*StoredError); ok {
+	if s, ok := err.(*StoredError); ok && !strings.ContainsRune(s.Text, 0) {
 		return s // read back, and stored again
 	}
-	s := &StoredError{Text: err.Error()}
+	s := &StoredError{Text: strings.ReplaceAll(err.Error(), "\x00", "\uFFFD")}
 	for _, k := range storedSentinels {
 		if errors.Is(err, k.err) {
 			s.Matches = append(s.Matches, k.name)

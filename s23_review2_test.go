@@ -205,3 +205,21 @@ func TestS23QStoredSentinelsAreKnownByName(t *testing.T) {
 		assert.NotErrorIs(t, e, s.err)
 	}
 }
+
+// TestS23QANULInAMessageIsStoredAsFFFD: a NUL in an error's message,
+// which JSON writes as \u0000 and PostgreSQL's jsonb refuses, is stored
+// as U+FFFD, as bytes that are not UTF-8 are; nothing else changes.
+func TestS23QANULInAMessageIsStoredAsFFFD(t *testing.T) {
+	for _, err := range []error{
+		fmt.Errorf("reply %s: %w", "\x00ok", ErrJoinFailed),
+		&StoredError{Text: "\x00", Matches: []string{"asynctool.ErrJoinFailed"}},
+	} {
+		b, e := json.Marshal(WorkResult[int]{State: ResultException, Err: err})
+		require.NoError(t, e)
+		assert.NotContains(t, string(b), `\u0000`)
+		var back WorkResult[int]
+		require.NoError(t, json.Unmarshal(b, &back))
+		assert.Equal(t, strings.ReplaceAll(err.Error(), "\x00", "\uFFFD"), back.Err.Error())
+		assert.ErrorIs(t, back.Err, ErrJoinFailed)
+	}
+}

@@ -41,9 +41,9 @@
 // interface with methods, holding a value does not; an any gets
 // JSON's own types back, a float64 for an int). An asynctool.WorkResult,
 // such as each item of a ForEach node's result, encodes its Err itself
-// and comes back with it as an *asynctool.StoredError: the same message,
-// matching the same context and asynctool errors with errors.Is. A
-// result must have no NUL character or
+// and comes back with it as an *asynctool.StoredError: the same message
+// (a NUL character in it becomes U+FFFD), matching the same context and
+// asynctool errors with errors.Is. A result must have no NUL character or
 // unpaired surrogate in its strings and no number out of the range of
 // PostgreSQL's numeric, which PostgreSQL's jsonb cannot store
 // ([ErrUnstorableJSON]). Node ids are stored in the row too, so they must

@@ -173,3 +173,47 @@ func TestS23QReplayedForEachLooksTheSame(t *testing.T) {
 	assert.Equal(t, asynctool.ResultTimeout, seen[0][0][2].State)
 	assert.Equal(t, -1, seen[0][0][2].Value)
 }
+
+// TestS23QForEachWithANULInAnItemsErrorIsCheckpointed: an item's error
+// whose message holds a NUL character (bytes of a reply quoted with %s)
+// is stored with U+FFFD in its place, as the Worker stores a NUL in the
+// job's error: PostgreSQL's jsonb refuses \u0000, and the node failed
+// with ErrUnstorableJSON at its checkpoint, so that every retry ran every
+// item again, as before asynctool.WorkResult had a MarshalJSON.
+func TestS23QForEachWithANULInAnItemsErrorIsCheckpointed(t *testing.T) {
+	var calls, gateRuns atomic.Int32
+	var got atomic.Value
+	build := func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		each := Node(cp, "each", asynctool.ForEach[int, int, int]{
+			Items: func(context.Context, int, asynctool.Wrappers) ([]int, error) { return []int{1, 2, 3}, nil },
+			Worker: asynctool.WorkerFunc[int, int](func(_ context.Context, i int, _ asynctool.Wrappers) (int, error) {
+				calls.Add(1)
+				if i == 2 {
+					return 0, fmt.Errorf("item 2: bad reply %s", "\x00\x01")
+				}
+				return i, nil
+			}),
+		}, 0)
+		asynctool.NewWrapper("look", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+			r, err := asynctool.ResultOf[[]asynctool.WorkResult[int]](all, "each")
+			if err == nil && len(r.Value) == 3 {
+				got.Store(r.Value[1])
+			}
+			return 0, err
+		}), 0).Depend(each, true)
+		gate := Node(cp, "gate", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			if gateRuns.Add(1) == 1 {
+				return 0, errors.New("gate is down")
+			}
+			return 1, nil
+		}), 0)
+		return []asynctool.Wrapper{each, gate}, nil
+	}
+	evs := runJob(t, 3, 10*time.Second, build)
+	require.NotEmpty(t, evs)
+	require.Equal(t, river.EventKindJobCompleted, evs[len(evs)-1].Kind, "attempts: %d; first error: %v", len(evs), evs[0].Job.Errors)
+	require.Len(t, evs, 2)
+	assert.Equal(t, int32(3), calls.Load(), "the retry replayed each")
+	item, _ := got.Load().(asynctool.WorkResult[int]) // as the replay read it back
+	assert.EqualError(t, item.Err, "item 2: bad reply \uFFFD\x01")
+}
