@@ -1289,11 +1289,15 @@ func (r *runState) expired() (ResultState, error, bool) {
 	if e := r.endErr.Load(); e != nil {
 		return ResultException, e, true
 	}
-	if e := r.early.Load(); e != nil && r.ctx.Err() != context.DeadlineExceeded {
-		// The run ended with its EndsRun nodes, unless the deadline
-		// passed between endedOne's check and its store: the context,
-		// and every worker, saw the deadline first, and so do the nodes
-		// that end now.
+	if e := r.early.Load(); e != nil && context.Cause(r.ctx) == context.Canceled {
+		// The run ended with its EndsRun nodes, unless its context ended
+		// otherwise between endedOne's check and its cancel: the
+		// deadline passed, or the parent context was cancelled with a
+		// cause of its own. The context, and every worker, saw that
+		// first (ctx.Err, context.Cause), and so do the nodes that end
+		// now. endedOne's cancel leaves context.Canceled as the cause,
+		// which a plain cancel of the parent also does: no worker can
+		// tell the two apart.
 		return ResultTimeout, e, true
 	}
 	if r.stopped.Load() {
