@@ -60,6 +60,17 @@ func TestS23QValueWithPointerMarshalerRoundTrips(t *testing.T) {
 	nested, err := json.Marshal(WorkResult[WorkResult[s23qCents]]{Value: items[0]})
 	require.NoError(t, err)
 	assert.Contains(t, string(nested), `"250 cents"`)
+	// In a map, whose values are never addressable, and in a struct
+	// passed by value.
+	m := map[string]WorkResult[s23qCents]{"a": items[0]}
+	b, err = json.Marshal(m)
+	require.NoError(t, err)
+	var mback map[string]WorkResult[s23qCents]
+	require.NoError(t, json.Unmarshal(b, &mback), "%s", b)
+	assert.Equal(t, 250, mback["a"].Value.n)
+	b, err = json.Marshal(struct{ R WorkResult[s23qCents] }{items[0]})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"R":{"Value":"250 cents","State":1,"Err":null}}`, string(b))
 }
 
 // TestS23QNullLeavesAResultAsItIs: JSON null decodes into a WorkResult as
