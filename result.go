@@ -177,11 +177,16 @@ func (e *StoredError) Is(target error) bool {
 }
 
 // storeError is err as a StoredError.
-func storeError(err error) *StoredError {
-	if s, ok := err.(*StoredError); ok && !strings.ContainsRune(s.Text, 0) {
-		return s // read back, and stored again
+func storeError(err error) (s *StoredError) {
+	if back, ok := err.(*StoredError); ok && !strings.ContainsRune(back.Text, 0) {
+		return back // read back, and stored again
 	}
-	s := &StoredError{Text: strings.ReplaceAll(err.Error(), "\x00", "\uFFFD")}
+	// fmt.Sprint, not err.Error: a worker's error may be a nil pointer
+	// whose Error method panics on it (fmt prints "<nil>").
+	s = &StoredError{Text: strings.ReplaceAll(fmt.Sprint(err), "\x00", "\uFFFD")}
+	// An Is or Unwrap method that panics (such a nil pointer's) leaves
+	// the matches found before it, rather than fail the encoding.
+	defer func() { _ = recover() }()
 	for _, k := range storedSentinels {
 		if errors.Is(err, k.err) {
 			s.Matches = append(s.Matches, k.name)

@@ -115,3 +115,19 @@ func TestStoredErrorMatchesWhatItNames(t *testing.T) {
 	var r WorkResult[int]
 	assert.Error(t, json.Unmarshal([]byte(`{"Value":"x"}`), &r), "a value of another type")
 }
+
+// s23NilErr is an error type whose methods read their receiver.
+type s23NilErr struct{ msg string }
+
+func (e *s23NilErr) Error() string { return e.msg }
+func (e *s23NilErr) Unwrap() error { return errors.New(e.msg) }
+
+// A worker that returns a nil pointer as its error has a non-nil Err
+// whose methods panic: its result still encodes, as "<nil>".
+func TestWorkResultWithANilPointerErrorEncodes(t *testing.T) {
+	var nilErr *s23NilErr
+	r := WorkResult[int]{State: ResultException, Err: nilErr}
+	b, err := json.Marshal(r)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"Value":0,"State":3,"Err":{"Text":"<nil>"}}`, string(b))
+}
