@@ -10,16 +10,22 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The last EndsRun node's end and the deadline can come in the same
-// instant: endedOne finds the run not stopping, the deadline passes, and
-// then it records the early end. The context, and so every worker, saw
-// the deadline: the nodes ended now end as timeouts of the deadline, not
-// as stopped by the run's end. An early end that cancelled the context
-// itself stands.
-func TestEarlyEndAfterTheDeadlineIsTheDeadlines(t *testing.T) {
+// TestEarlyEndStandsOnlyIfItCancelledTheRun: the last EndsRun node's
+// end and the run's context ending otherwise can come in the same
+// instant: endedOne finds the run not stopping, then records its end
+// after the context ended. An early end recorded after the deadline
+// passed is the deadline's (24f802a), and one recorded after the parent
+// context was cancelled with a cause of its own is the cause's (helper-98): the context, and every worker, saw that cause
+// (context.Cause) first, so the nodes that end now end with it, not
+// with ErrRunEnded, and the run is stopped (Wait's error). The deadline's
+// check, ctx.Err() == DeadlineExceeded, misses it: Err is Canceled. An
+// early end that cancelled the context itself, or a plain cancel it
+// cannot tell from one, stands.
+func TestEarlyEndStandsOnlyIfItCancelledTheRun(t *testing.T) {
 	w := NewWrapper("page", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, nil }), 0)
 	pl, err := Compile(w)
 	require.NoError(t, err)
+	gone := errors.New("the client went away")
 	for _, c := range []struct {
 		name string
 		ctx  func() (context.Context, context.CancelFunc)
@@ -28,10 +34,27 @@ func TestEarlyEndAfterTheDeadlineIsTheDeadlines(t *testing.T) {
 		{"deadline first", func() (context.Context, context.CancelFunc) {
 			return context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 		}, context.DeadlineExceeded},
+		{"parent cancelled with a cause", func() (context.Context, context.CancelFunc) {
+			parent, cancel := context.WithCancelCause(context.Background())
+			ctx, stop := context.WithCancel(parent)
+			cancel(gone)
+			return ctx, stop
+		}, gone},
+		{"parent's deadline with a cause", func() (context.Context, context.CancelFunc) {
+			return context.WithDeadlineCause(context.Background(), time.Now().Add(-time.Second), gone)
+		}, gone},
 		{"cancelled by the early end", func() (context.Context, context.CancelFunc) {
-			ctx, cancel := context.WithCancel(context.Background())
+			parent, cancel := context.WithCancelCause(context.Background())
+			ctx, stop := context.WithCancel(parent)
+			stop()
+			cancel(gone)
+			return ctx, stop
+		}, ErrRunEnded},
+		{"a plain cancel of the parent", func() (context.Context, context.CancelFunc) {
+			parent, cancel := context.WithCancel(context.Background())
+			ctx, stop := context.WithCancel(parent)
 			cancel()
-			return ctx, cancel
+			return ctx, stop
 		}, ErrRunEnded},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -45,8 +68,8 @@ func TestEarlyEndAfterTheDeadlineIsTheDeadlines(t *testing.T) {
 			require.True(t, late)
 			assert.Equal(t, ResultTimeout, st)
 			assert.ErrorIs(t, err, c.want)
-			if c.want == context.DeadlineExceeded {
-				assert.False(t, errors.Is(err, ErrRunEnded), "%v", err)
+			if c.want != ErrRunEnded {
+				assert.NotErrorIs(t, err, ErrRunEnded)
 			}
 		})
 	}
