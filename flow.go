@@ -201,7 +201,10 @@ func (w *WorkerWrapper[P, R]) OnFailure(p FailurePolicy) *WorkerWrapper[P, R] {
 // [*EndError] instead, as PolicyEnd says). Nodes after a marked node are
 // stopped too, if it ends the run.
 // Workers still running see their context cancelled (context.Canceled)
-// and what they return later is dropped.
+// and what they return later is dropped. If the run's context ends
+// otherwise in the same instant as the last marked node (the group
+// deadline passes, or ctx is cancelled with a cause of its own), the
+// workers see that, and the run ends as that would end it.
 func (w *WorkerWrapper[P, R]) EndsRun() *WorkerWrapper[P, R] {
 	if !w.checkBuildable("EndsRun") {
 		return w
