@@ -169,10 +169,7 @@ func runSub(ctx context.Context, all Wrappers, sub *runState, noun string) (*Run
 		pending := sub.firstPending()
 		sub.Cancel()
 		<-sub.done
-		if pending.Err == nil { // suspended by a custom join
-			return nil, fmt.Errorf("asynctool: %s suspended at node %q, and was cancelled", noun, pending.ID)
-		}
-		return nil, fmt.Errorf("asynctool: %s suspended at node %q, and was cancelled: %w", noun, pending.ID, pending.Err)
+		return nil, suspendedError(noun, pending.ID, "was cancelled", pending.Err)
 	}
 	if err := sub.err(); err != nil {
 		if sub.budget == nil || context.Cause(ctx) != error(sub.budget) || !sub.onlyTimedOut() {
@@ -184,13 +181,20 @@ func runSub(ctx context.Context, all Wrappers, sub *runState, noun string) (*Run
 		// fails as it would have once the sub-run stalled, rather than
 		// report the suspended node as stopped by the Budget.
 		if id, why, ok := sub.suspendedWhenSwept(); ok {
-			if why == nil {
-				return nil, fmt.Errorf("asynctool: %s suspended at node %q, and its Budget ran out", noun, id)
-			}
-			return nil, fmt.Errorf("asynctool: %s suspended at node %q, and its Budget ran out: %w", noun, id, why)
+			return nil, suspendedError(noun, id, "its Budget ran out", why)
 		}
 	}
 	return h, nil
+}
+
+// suspendedError is the error of a node whose sub-run (noun) suspended
+// at node id, with the failure why (nil for a custom join's
+// DecideSuspend), and then ended as then says.
+func suspendedError(noun, id, then string, why error) error {
+	if why == nil {
+		return fmt.Errorf("asynctool: %s suspended at node %q, and %s", noun, id, then)
+	}
+	return fmt.Errorf("asynctool: %s suspended at node %q, and %s: %w", noun, id, then, why)
 }
 
 // onlyTimedOut reports whether r, which has ended, was stopped by its
