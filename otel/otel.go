@@ -361,20 +361,21 @@ func (in *instruments) nodeEnd(ctx context.Context, ev asynctool.NodeEvent) {
 // node ended: the run's error joins that cause, if any, with the panics of
 // callbacks and hooks, which do not stop a run.
 func cutShort(err error) bool {
-	return slices.ContainsFunc(runErrParts(err), func(e error) bool {
-		_, panicked := e.(*asynctool.CallbackPanicError)
-		return !panicked
-	})
+	return slices.ContainsFunc(runErrParts(err), func(e error) bool { return !isCallbackPanic(e) })
 }
 
 // budgetRanOut reports whether a run's error says that a ForEach's
 // Budget stopped it, and nothing else: no callback or hook panicked.
 func budgetRanOut(err error) bool {
 	var be *asynctool.BudgetError
-	return errors.As(err, &be) && !slices.ContainsFunc(runErrParts(err), func(e error) bool {
-		_, panicked := e.(*asynctool.CallbackPanicError)
-		return panicked
-	})
+	return errors.As(err, &be) && !slices.ContainsFunc(runErrParts(err), isCallbackPanic)
+}
+
+// isCallbackPanic reports whether e, one of the errors a run's error
+// joins, is a callback's or hook's panic.
+func isCallbackPanic(e error) bool {
+	_, panicked := e.(*asynctool.CallbackPanicError)
+	return panicked
 }
 
 // runErrParts returns the errors a run's error joins (see cutShort),
