@@ -55,12 +55,7 @@ func TestS23QForEachOfAPointerMarshalerIsCheckpointed(t *testing.T) {
 			}
 			return 0, err
 		}), 0).Depend(each, true)
-		gate := Node(cp, "gate", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
-			if gateRuns.Add(1) == 1 {
-				return 0, errors.New("gate is down")
-			}
-			return 1, nil
-		}), 0)
+		gate := gateDownOnce(cp, &gateRuns)
 		return []asynctool.Wrapper{each, gate}, nil
 	}
 	evs := runJob(t, 3, 10*time.Second, build)
@@ -153,12 +148,7 @@ func TestS23QReplayedForEachLooksTheSame(t *testing.T) {
 			return 0, nil
 		}), 0).Depend(budgeted, true).Depend(joined, true)
 		_ = look
-		gate := Node(cp, "gate", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
-			if gateRuns.Add(1) == 1 {
-				return 0, errors.New("gate is down")
-			}
-			return 1, nil
-		}), 0)
+		gate := gateDownOnce(cp, &gateRuns)
 		return []asynctool.Wrapper{budgeted, joined, gate}, nil
 	}
 	evs := runJob(t, 3, 10*time.Second, build)
@@ -201,12 +191,7 @@ func TestS23QForEachWithANULInAnItemsErrorIsCheckpointed(t *testing.T) {
 			}
 			return 0, err
 		}), 0).Depend(each, true)
-		gate := Node(cp, "gate", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
-			if gateRuns.Add(1) == 1 {
-				return 0, errors.New("gate is down")
-			}
-			return 1, nil
-		}), 0)
+		gate := gateDownOnce(cp, &gateRuns)
 		return []asynctool.Wrapper{each, gate}, nil
 	}
 	evs := runJob(t, 3, 10*time.Second, build)
