@@ -45,7 +45,11 @@ type NodeReport struct {
 	Err    error
 	Value  any
 	// Ran reports whether the worker's Action was called; Attempts counts
-	// how often.
+	// how often. Without timings ([WithTimings], or hooks), a node that
+	// the deadline stopped in the instant a goroutine took it, before its
+	// worker was called, counts as run once, with a Reason of "stopped
+	// while running": telling the two apart costs each node's start a
+	// write, which the start time is.
 	Ran      bool
 	Attempts int
 	// DecidedBy is the id of the upstream whose end decided this node's
@@ -148,12 +152,6 @@ func (r *runState) Report() *Report {
 			nr.Ready, nr.Started, nr.Ended = r.wall(t.ready.Load()), r.wall(t.start.Load()), r.wall(t.end.Load())
 			if !nr.Started.IsZero() && !nr.Ready.IsZero() {
 				nr.Wait = nr.Started.Sub(nr.Ready)
-			}
-			if nr.Ran && nr.Started.IsZero() {
-				// Claimed or moved to working, its start time not yet
-				// written: in a snapshot, it is starting; its worker has
-				// not been called.
-				nr.Ran = false
 			}
 			nr.Lane = int(t.lane.Load())
 		}

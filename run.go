@@ -1816,13 +1816,23 @@ func (r *runState) notePendingSwept(i int32) {
 }
 
 // attemptsOf returns how many times node i's worker was started.
+//
+// The count goes up when a goroutine claims the node, a moment before it
+// checks the run's deadline and calls the worker; the deadline's sweep
+// can end the node in between. With timings on (a run with hooks, or
+// WithTimings), the start time written just before the first call tells
+// such a node apart: none of its attempts was called. Without them, it
+// counts as started, at no cost to a node's start.
 func (r *runState) attemptsOf(i int32) int32 {
 	n := &r.nodes[i]
+	var k int32
 	if r.exts != nil && r.exts[i] != nil {
-		return n.attempts.Load()
+		k = n.attempts.Load()
+	} else if n.state.Load()&startedBit != 0 {
+		k = 1
 	}
-	if n.state.Load()&startedBit != 0 {
-		return 1
+	if k > 0 && r.times != nil && r.times[i].start.Load() == 0 {
+		return 0 // claimed, its worker not called (yet, in a snapshot)
 	}
-	return 0
+	return k
 }
