@@ -29,12 +29,14 @@ type Run struct {
 }
 
 // runCtx is the context of a run's workers: the run's own (its deadline,
-// its cancel), marked with the run for the runs they start and for
+// its cancel), marked as a run's for the runs they start and for
 // SubPlan's check of its Input (see inRunKey), as context.WithValue
 // would mark it. It lives in the run's handle, which is never reused: a
 // worker that keeps its context past the run reads no later run's
-// deadline. Every other key, and context.Cause, go to the run's own
-// context, as they would through a WithValue.
+// deadline, and the mark, which is the runCtx itself, is no later run's
+// either, though the run's state may serve one. Every other key, and
+// context.Cause, go to the run's own context, as they would through a
+// WithValue.
 type runCtx struct {
 	context.Context
 	r *runState
@@ -42,7 +44,7 @@ type runCtx struct {
 
 func (c *runCtx) Value(key any) any {
 	if _, ok := key.(inRunKey); ok {
-		return c.r
+		return c
 	}
 	return c.Context.Value(key)
 }
@@ -538,7 +540,7 @@ func (r *runState) start(ctx context.Context, a *Async, timeout time.Duration, i
 	if h, ok := ctx.Value(hooksKey{}).(*Hooks); ok && h != nil {
 		r.hooks = append(r.hooks, h)
 	}
-	_, r.nested = ctx.Value(inRunKey{}).(*runState)
+	_, r.nested = ctx.Value(inRunKey{}).(*runCtx)
 	if len(r.hooks) > 0 || a.timings {
 		r.startTimes()
 		if len(r.hooks) > 0 {
@@ -592,7 +594,8 @@ func (r *runState) start(ctx context.Context, a *Async, timeout time.Duration, i
 	return h
 }
 
-// inRunKey marks the contexts that workers receive, with their *Run.
+// inRunKey marks the contexts that workers receive, with their run's
+// *runCtx.
 type inRunKey struct{}
 
 // startTimes turns on timestamps for this run.

@@ -34,7 +34,7 @@ func TestWorkersContextIsTheRunsMarkedContext(t *testing.T) {
 			assert.True(t, ok)
 			assert.Equal(t, time.Now().Add(50*time.Millisecond), d, "the run's deadline")
 			assert.Equal(t, "v", ctx.Value(runCtxTestKey{}), "the caller's values")
-			assert.Same(t, all.r, ctx.Value(inRunKey{}), "marked with its run")
+			assert.Same(t, all.r.ctx, ctx.Value(inRunKey{}), "marked with its run")
 			child, stop := context.WithCancel(ctx)
 			defer stop()
 			<-child.Done() // cancelled with the run's context, at its deadline
@@ -104,4 +104,48 @@ func TestWorkersContextChildrenStartNoGoroutine(t *testing.T) {
 	}), 0)
 	require.NoError(t, a.BeginWork(context.Background(), time.Minute, w))
 	assert.Less(t, grew, 50, "100 children of the workers' context")
+}
+
+// A SubPlan's Input that returns a context kept from an earlier run of
+// the same plan is refused, as one from another run is, even when this
+// run reuses the earlier one's state: the mark on the workers' context is
+// the run's, not its state's. The sub-run would otherwise start with the
+// earlier run's context, done since that run ended.
+func TestSubPlanRefusesAContextKeptFromAnEarlierRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		inner := NewWrapper("inner", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil }), 0)
+		innerPlan, err := Compile(inner)
+		require.NoError(t, err)
+		var kept context.Context
+		node := NewWrapper("sub", SubPlan[int, int]{Plan: innerPlan,
+			Input: func(ctx context.Context, _ int, _ Wrappers) (context.Context, error) {
+				if kept == nil {
+					kept = ctx
+				}
+				return kept, nil
+			},
+			Output: func(*Run) (int, error) { return 1, nil }}, 0)
+		pl, err := Compile(node)
+		require.NoError(t, err)
+		reused := false
+		var states []*runState
+		for k := range 20 { // a sync.Pool may drop the state: under -race it does at random
+			r, err := a.RunPlan(context.Background(), pl, time.Minute)
+			require.NoError(t, err, "a node's failure is its result's")
+			states = append(states, r.runState)
+			res := node.ResultIn(r)
+			if k == 0 {
+				assert.NoError(t, res.Err, "the first run's own context")
+			} else {
+				assert.ErrorContains(t, res.Err, "does not derive from the node's", "run %d", k)
+				reused = reused || states[k] == states[0]
+			}
+			r.Release()
+		}
+		if !reused {
+			t.Log("no run reused the first one's state")
+		}
+	})
 }

@@ -109,8 +109,9 @@ func (s SubPlan[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R, 
 		}
 		if in == nil {
 			in = ctx
-		} else if in.Value(inRunKey{}) != outer || in.Done() == nil {
-			// From outside any run, from another run's worker, or detached
+		} else if mark, _ := in.Value(inRunKey{}).(*runCtx); mark == nil || context.Context(mark) != outer.ctx || in.Done() == nil {
+			// From outside any run, from another run's worker (an earlier
+			// run's too, whose state this run reuses), or detached
 			// (context.WithoutCancel): the sub-run would not have the
 			// node's deadline and cancellation.
 			return v, fmt.Errorf("asynctool: SubPlan's Input returned a context that does not derive from the node's, or drops its cancellation")
