@@ -560,7 +560,10 @@ func (w *WorkerWrapper[P, R]) resultAny(sl any, st int32) (any, ResultState, err
 // Wrappers is a run's view of all its nodes, passed to every worker so it
 // can read the results of other nodes by id with [ResultOf]. The zero
 // value is an empty view (useful when calling a worker directly in a
-// test). A Wrappers is valid only during and after the run it came from.
+// test). A Wrappers is valid only during and after the run it came from,
+// until that run of a [Plan] is released ([Run.Release]): the run's
+// state then serves a later run, which a Wrappers kept past the release
+// would show.
 type Wrappers struct {
 	r *runState
 	// self is the index of the node whose worker was given this view
