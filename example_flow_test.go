@@ -214,6 +214,9 @@ func ExampleWorkerWrapper_OnFailure_fallback() {
 // rendered: EndsRun returns the run with the page, and stops recs,
 // which ends with its default value. Without it, BeginWork would wait
 // for recs until the group deadline and then report the deadline.
+// ShortCircuit(false) makes recs run whatever happens first: an
+// optional start node that has no goroutine yet when the page runs is
+// skipped, not stopped (see ShortCircuit).
 func ExampleWorkerWrapper_EndsRun() {
 	user := asynctool.NewWrapper("user", asynctool.WorkerFunc[int64, string](
 		func(context.Context, int64, asynctool.Wrappers) (string, error) {
@@ -225,7 +228,8 @@ func ExampleWorkerWrapper_EndsRun() {
 			<-ctx.Done() // a very slow backend
 			return nil, ctx.Err()
 		}), 42).
-		Default([]string{"bestsellers"})
+		Default([]string{"bestsellers"}).
+		ShortCircuit(false)
 	page := asynctool.NewWrapper("page", asynctool.WorkerFunc[int64, string](
 		func(_ context.Context, _ int64, all asynctool.Wrappers) (string, error) {
 			u, _ := user.ResultFrom(all)
