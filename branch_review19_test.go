@@ -72,13 +72,26 @@ func TestS19RWhenNotTakenAtOnceInAnyOrder(t *testing.T) {
 // PolicySuspend, listed first, and another that fails: the When node
 // fails at once, as AllSucceeded's does, instead of becoming pending
 // with the run stalled on it.
+//
+// bad fails only once susp's worker has been called: had bad failed
+// first, x's failure would have skipped susp, a start node not started
+// yet that no successor needed any more (see ShortCircuit), and the run
+// would never have stalled.
 func TestS19RWhenFailsBesidePendingUpstream(t *testing.T) {
 	for _, join := range []Join{AllSucceeded(), When("susp", func(int) bool { return true })} {
 		t.Run(join.String(), func(t *testing.T) {
 			a := newAsync(t)
-			susp := NewWrapper("susp", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, errBoom }), 0).
-				OnFailure(PolicySuspend)
-			bad := NewWrapper("bad", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			suspCalled := make(chan struct{})
+			susp := NewWrapper("susp", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+				close(suspCalled) // called once: SucceedWith does not rerun it
+				return 0, errBoom
+			}), 0).OnFailure(PolicySuspend)
+			bad := NewWrapper("bad", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+				select {
+				case <-suspCalled: // susp started: it is no longer skipped
+				case <-ctx.Done():
+					return 0, ctx.Err()
+				}
 				time.Sleep(10 * time.Millisecond) // after susp is pending
 				return 0, errBoom
 			}), 0)
