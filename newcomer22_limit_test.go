@@ -21,11 +21,20 @@ import (
 // ExampleForEach_limit), through the public API.
 
 // n22Gauge counts the items at work and the most seen at once.
-type n22Gauge struct{ now, most atomic.Int32 }
+type n22Gauge struct {
+	now, most atomic.Int32
+	// full, if not nil, is closed when fullAt items are at work at once.
+	full   chan struct{}
+	fullAt int32
+	once   sync.Once
+}
 
 func (g *n22Gauge) in() {
 	n := g.now.Add(1)
 	for m := g.most.Load(); n > m && !g.most.CompareAndSwap(m, n); m = g.most.Load() {
+	}
+	if g.full != nil && n >= g.fullAt {
+		g.once.Do(func() { close(g.full) })
 	}
 }
 
@@ -330,6 +339,17 @@ func TestNewcomer22LimitPlanFrom100Goroutines(t *testing.T) {
 			g := ctx.Value(n22GaugeKey{}).(*n22Gauge)
 			g.in()
 			defer g.out()
+			if i < 3 {
+				// The first three, which the Limit lets start at once,
+				// wait for one another (or, on a machine too loaded to
+				// run them together, for a while), so that the check
+				// below that a run reached its Limit cannot fail
+				// because goroutines started late.
+				select {
+				case <-g.full:
+				case <-time.After(2 * time.Second):
+				}
+			}
 			time.Sleep(time.Duration(i%3) * time.Millisecond)
 			return i * 2, nil
 		}),
@@ -343,7 +363,7 @@ func TestNewcomer22LimitPlanFrom100Goroutines(t *testing.T) {
 	var reached atomic.Int32
 	for range 100 {
 		wg.Go(func() {
-			g := &n22Gauge{}
+			g := &n22Gauge{full: make(chan struct{}), fullAt: 3}
 			run, err := a.RunPlan(context.WithValue(context.Background(), n22GaugeKey{}, g), pl, time.Minute)
 			if err != nil {
 				t.Error(err)
