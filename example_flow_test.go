@@ -148,7 +148,8 @@ func ExampleRun_Resume() {
 
 // A hedged RPC: the first call is slow today, so after 100ms a second one
 // starts beside it; the second answers first, and the first is
-// cancelled.
+// cancelled. (With more attempts, a third call would start 100ms after
+// the second, should the second not have answered by then.)
 func ExampleHedged() {
 	var calls atomic.Int32
 	price := asynctool.WorkerFunc[string, string](func(ctx context.Context, sku string, _ asynctool.Wrappers) (string, error) {
@@ -164,7 +165,7 @@ func ExampleHedged() {
 			return "", context.Cause(ctx)
 		}
 	})
-	quote := asynctool.NewWrapper("quote", asynctool.Hedged(price, 100*time.Millisecond, 3), "sku-1")
+	quote := asynctool.NewWrapper("quote", asynctool.Hedged(price, 100*time.Millisecond, 2), "sku-1")
 
 	a := asynctool.New()
 	defer a.Close()
