@@ -602,27 +602,34 @@ func TestSubGraphGoexitCancelsTheSubRun(t *testing.T) {
 // winning call's sub-run: the items' sub-runs carry the call's token in
 // their context, and must not take the call's place.
 func TestHedgedForEachOfSubGraphsShowsTheWinner(t *testing.T) {
-	a := newAsync(t)
-	var calls atomic.Int32
-	leaf := SubGraph[int, int]{Build: func(_ context.Context, call int, _ Wrappers) (Built[int], error) {
-		w := NewWrapper("leaf", firstCallWins(20*time.Millisecond), call)
-		return Built[int]{Starts: []Wrapper{w}, Output: func() (int, error) { r := w.Result(); return r.Value, r.Err }}, nil
-	}}
-	fe := ForEach[int, int, int]{
-		Items:  func(context.Context, int, Wrappers) ([]int, error) { return []int{int(calls.Add(1))}, nil },
-		Worker: leaf,
-	}
-	each := NewWrapper("each", Hedged[int, []WorkResult[int]](fe, 5*time.Millisecond, 2), 0)
-	run, err := a.Start(context.Background(), time.Minute, each)
-	require.NoError(t, err)
-	require.NoError(t, run.Wait(context.Background()))
-	require.Equal(t, 2, int(calls.Load()), "the hedge started")
-	require.Equal(t, 1, each.Result().Value[0].Value, "the first call won")
-	sub := subNode(t, run.Report(), "each").Sub
-	require.NotNil(t, sub)
-	assert.Equal(t, StatusSucceeded, sub.Nodes[0].Status, "the report shows the sub-run whose items the node returned:\n%v", run.Report())
-	require.NotNil(t, sub.Nodes[0].Sub)
-	assert.Equal(t, StatusSucceeded, sub.Nodes[0].Sub.Nodes[0].Status)
+	// Fake time: the hedge starts at 5ms, well before call 1 answers at
+	// 20ms, however slow the machine (on a real clock, a goroutine held
+	// back 15ms let call 1 answer first, and the timer and the answer, both
+	// ready, were picked at random).
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		var calls atomic.Int32
+		leaf := SubGraph[int, int]{Build: func(_ context.Context, call int, _ Wrappers) (Built[int], error) {
+			w := NewWrapper("leaf", firstCallWins(20*time.Millisecond), call)
+			return Built[int]{Starts: []Wrapper{w}, Output: func() (int, error) { r := w.Result(); return r.Value, r.Err }}, nil
+		}}
+		fe := ForEach[int, int, int]{
+			Items:  func(context.Context, int, Wrappers) ([]int, error) { return []int{int(calls.Add(1))}, nil },
+			Worker: leaf,
+		}
+		each := NewWrapper("each", Hedged[int, []WorkResult[int]](fe, 5*time.Millisecond, 2), 0)
+		run, err := a.Start(context.Background(), time.Minute, each)
+		require.NoError(t, err)
+		require.NoError(t, run.Wait(context.Background()))
+		require.Equal(t, 2, int(calls.Load()), "the hedge started")
+		require.Equal(t, 1, each.Result().Value[0].Value, "the first call won")
+		sub := subNode(t, run.Report(), "each").Sub
+		require.NotNil(t, sub)
+		assert.Equal(t, StatusSucceeded, sub.Nodes[0].Status, "the report shows the sub-run whose items the node returned:\n%v", run.Report())
+		require.NotNil(t, sub.Nodes[0].Sub)
+		assert.Equal(t, StatusSucceeded, sub.Nodes[0].Sub.Nodes[0].Status)
+	})
 }
 
 // TestForEachAllocatesAboutOneObjectPerItem guards the README's claim: an
