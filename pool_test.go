@@ -146,6 +146,13 @@ func TestPoolCloseRunsQueuedTasks(t *testing.T) {
 // still waiting for a task once Close has returned: idle workers, and
 // workers the reaper retired just before, must have taken their exit.
 func TestPoolCloseWaitsForItsGoroutines(t *testing.T) {
+	// poolWorkersWaiting counts the idle workers of every pool in the
+	// process: let those of earlier tests' pools left open (as
+	// TestAcceptanceResultsByID leaves its Async) exit on their idle
+	// timeout first. Run right after that test (-shuffle, or -run with
+	// both), round 0 failed with that Async's idle workers.
+	require.Eventually(t, func() bool { return poolWorkersWaiting(t) == 0 }, 30*time.Second, time.Millisecond,
+		"idle workers of other tests' pools are still waiting")
 	for round := range 50 {
 		p := NewPool(PoolSize(8), PoolIdleTimeout(time.Duration(round%5+1)*20*time.Microsecond))
 		var started, finished sync.WaitGroup
