@@ -601,7 +601,13 @@ func (r *runState) customJoin(s, from int32, wl *worklist) {
 	sn, pn := &r.nodes[s], &r.p.nodes[s]
 	c, _ := sn.arrive(0, from, int64(sReady))
 	all := c == pn.needOK
+	if wl.sweep {
+		r.sweepCall.Store(true) // the join (cleared by sweepFrom if it ends the goroutine)
+	}
 	d, perr, ok := r.askJoin(s, from, all)
+	if wl.sweep {
+		r.sweepCall.Store(false)
+	}
 	if !ok {
 		return
 	}

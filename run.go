@@ -178,10 +178,16 @@ func (h *Run) Wait(ctx context.Context) error {
 // A node that runs a sub-run ([SubPlan], [SubGraph], [ForEach]) and has
 // ended, or any such node once the run has ended, shows its sub-run ended
 // too: Report waits for the sub-run's sweep, which ends its nodes and
-// runs their Result callbacks and hooks. Called from one of those
-// callbacks or hooks, Report does not wait (it would wait for itself),
-// and the sub-run shows as it is. Such a callback or hook must not wait
-// for another goroutine that calls Report.
+// runs their Result callbacks and hooks. Called from user code that the
+// sweep runs (one of those callbacks or hooks, a DefaultValue, a custom
+// join), Report does not wait (it would wait for itself), and the
+// sub-run shows as it is; such code must not wait for another goroutine
+// that calls Report. Report does not wait for callbacks and hooks that
+// the sub-run's other goroutines began before it stopped (it may be
+// called from one of them): their nodes show as ended, and a [ForEach]
+// join under a Budget that waits for such an item's end may not have
+// decided yet. A custom join of such a ForEach that calls Report from
+// another goroutine can hang, as the sweep waits to ask it.
 func (h *Run) Report() *Report {
 	if s := h.live(); s != nil {
 		defer s.unref()
@@ -240,9 +246,10 @@ type runState struct {
 	refs    atomic.Int32 // owner + sweep + tasks in flight; recycled at 0
 	busy    atomic.Int32 // tasks in flight: 0 with nodes not ended is a stall
 	stopped atomic.Bool  // the run's context is done: nothing new starts
-	// sweepCall is set while the sweep runs a node's Result callback or
-	// hooks, or OnRunEnd: a Report of an outer run called from there must
-	// not wait for this run's sweep, which waits for it (see reportSubs).
+	// sweepCall is set while the sweep runs user code: a node's Result
+	// callback or hooks, OnRunEnd, a DefaultValue, a custom join. A
+	// Report of an outer run called from there must not wait for this
+	// run's sweep, which waits for it (see reportSubs).
 	sweepCall atomic.Bool
 	timedOut  atomic.Bool // some node ended with ResultTimeout
 	cause     error       // context.Cause(ctx), written before stopped is set
@@ -301,6 +308,11 @@ type runState struct {
 	// Guarded by mu.
 	swept    int32
 	sweptErr error
+	// sweepOver is set when the sweep has gone through every node, and
+	// sweepWait, if a Report waits for that (see waitSwept), is closed
+	// then. Guarded by mu.
+	sweepOver bool
+	sweepWait chan struct{}
 }
 
 // nodeTimes are one node's timestamps in a timed run, each read from the
@@ -517,6 +529,7 @@ func (r *runState) reset() {
 	r.callbacks = r.callbacks[:0]
 	r.stall = nil
 	r.swept, r.sweptErr = 0, nil
+	r.sweepOver, r.sweepWait = false, nil
 }
 
 // start runs r on a under the group deadline. The caller has reset r.
@@ -1495,7 +1508,13 @@ func (r *runState) end(i int32, from int32, st ResultState, err error, by int32,
 		// the join counts it as done, as if its Timeout had ended it.
 		r.failedFinally(i)
 	}
-	r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), st, err)
+	if wl.sweep {
+		r.sweepCall.Store(true) // DefaultValue (cleared by sweepFrom if it ends the goroutine)
+		r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), st, err)
+		r.sweepCall.Store(false)
+	} else {
+		r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), st, err)
+	}
 	if ownTimeout {
 		if f := r.p.nodes[i].flow; f != nil && f.policy == PolicyEnd {
 			r.endRun(i, err) // before finish, as in failAttempt
@@ -1771,7 +1790,37 @@ func (r *runState) sweepFrom(k int, wl *worklist) {
 		r.stop(int32(k), wl)
 		r.settle(wl)
 	}
+	r.mu.Lock()
+	r.sweepOver = true
+	if r.sweepWait != nil {
+		close(r.sweepWait)
+		r.sweepWait = nil
+	}
+	r.mu.Unlock()
 	normal = true
+}
+
+// waitSwept returns once the run has ended or its sweep has gone through
+// every node, whichever comes first: every node has ended then, but
+// for a ForEach's join that its sub-run's Budget left to decide (see
+// stop), which the end of an item still running its callback decides.
+// The run's end (done) also waits for the Result callbacks and hooks
+// that other goroutines are running, one of which may be the caller.
+func (r *runState) waitSwept() {
+	r.mu.Lock()
+	if r.sweepOver {
+		r.mu.Unlock()
+		return
+	}
+	if r.sweepWait == nil {
+		r.sweepWait = make(chan struct{})
+	}
+	ch := r.sweepWait
+	r.mu.Unlock()
+	select {
+	case <-ch:
+	case <-r.done:
+	}
 }
 
 // stop ends node i, for the sweep, unless it has ended.

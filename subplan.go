@@ -228,6 +228,14 @@ func (h *Run) stopping() bool {
 	return s.stopping()
 }
 
+// waitSwept is runState.waitSwept's, for a run not yet released.
+func (h *Run) waitSwept() {
+	if s := h.live(); s != nil {
+		defer s.unref()
+		s.waitSwept()
+	}
+}
+
 // inSweepCall reports whether h's run's sweep is running a callback or
 // hook, which may be the caller (see runState.sweepCall).
 func (h *Run) inSweepCall() bool {
@@ -339,9 +347,13 @@ func (r *runState) firstPending() NodeReport {
 // the sub-run's context ended with it (Input's context must keep the
 // node's cancellation), so that wait is its sweep's, not its workers'.
 // A worker's goroutine that ended with runtime.Goexit inside the sub-run
-// cancelled it on the way out (see runSub). The wait is skipped while the
-// sweep runs a callback or hook (sweepCall): that may be the caller, which
-// would wait for itself; the sub-run is then shown as it is. For a node
+// cancelled it on the way out (see runSub). The wait ends when the sweep
+// has gone through every node (waitSwept), not when the sub-run is done:
+// that also waits for the Result callbacks and hooks that its other
+// goroutines began before it stopped, and one of them may be the caller
+// (helper-100 found Report and Close hanging so). The wait is skipped
+// while the sweep runs user code (sweepCall): that may be the caller,
+// which would wait for itself; the sub-run is then shown as it is. For a node
 // ended by its own Timeout, the wait starts once the sub-run's context is
 // done: a report taken in the moment between the node's end and that may
 // still show items running.
@@ -358,7 +370,7 @@ func (r *runState) reportSubs(rep *Report) {
 	for i := range rep.Nodes {
 		if sub := last[int32(i)]; sub != nil {
 			if (ended || rep.Nodes[i].Status >= StatusSucceeded && sub.stopping()) && !sub.inSweepCall() {
-				<-sub.Done()
+				sub.waitSwept()
 			}
 			rep.Nodes[i].Sub = sub.Report()
 		} else if !terminal(r.nodes[i].st()) {

@@ -1,0 +1,170 @@
+package asynctool
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A Report of the outer run, called from a Result callback of an item
+// that succeeded before the ForEach node's own Timeout ended it, returns:
+// the callback runs on a goroutine of the sub-run, not on its sweep, and
+// Report waited for the sub-run's Done, which waits for that callback.
+// Report and Close hung for good (helper-100 found it: on a loaded
+// machine TestS21FReportFromAStoppedItemsCallback's items took this path
+// and the suite hung). Under synctest such a hang is a deadlock the
+// bubble reports. The report shows the sub-run as the sweep left it:
+// every item ended.
+func TestReportFromAnItemsCallbackAfterTheNodeTimedOut(t *testing.T) {
+	for _, withHooks := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			var opts []Option
+			if withHooks {
+				opts = append(opts, WithHooks(&Hooks{OnNodeEnd: func(context.Context, NodeEvent) {}}))
+			}
+			a := New(opts...)
+			defer a.Close()
+			gate := make(chan struct{})
+			runs := make(chan *Run, 1)
+			reported := make(chan *Report, 1)
+			var each *WorkerWrapper[int, []WorkResult[int]]
+			each = NewWrapper("each", ForEach[int, int, int]{
+				Items: func(context.Context, int, Wrappers) ([]int, error) { return []int{0, 1}, nil },
+				Worker: WorkerFunc[int, int](func(_ context.Context, i int, _ Wrappers) (int, error) {
+					if i == 1 {
+						<-gate // ignores its ctx: the sub-run goes on
+					}
+					return i, nil
+				}),
+				Node: func(i int, _ int, n *WorkerWrapper[int, int]) {
+					if i == 0 {
+						n.Callback(reviewCallback[int, int](func(WorkResult[int]) {
+							for each.State() == StateWorking {
+								time.Sleep(time.Millisecond) // until each's Timeout ended it
+							}
+							reported <- (<-runs).Report()
+						}))
+					}
+				},
+			}, 0).Timeout(20 * time.Millisecond)
+			run, err := a.Start(context.Background(), time.Minute, each)
+			require.NoError(t, err)
+			runs <- run
+			rep := <-reported
+			sub := subNode(t, rep, "each").Sub
+			require.NotNil(t, sub)
+			for _, n := range sub.Nodes {
+				if n.ID == "0" {
+					assert.Equal(t, StatusSucceeded, n.Status, "item 0")
+				} else if n.ID == "1" {
+					assert.Equal(t, StatusTimedOut, n.Status, "item 1, stopped by the sweep")
+				}
+			}
+			close(gate)
+			require.NoError(t, run.Wait(context.Background()))
+		})
+	}
+}
+
+// reportingDefault is an item worker that blocks until its context ends
+// and whose DefaultValue, which the sub-run's sweep calls as it ends the
+// item, waits until the ForEach node has ended and then takes a Report of
+// the outer run.
+type reportingDefault struct {
+	each     chan *WorkerWrapper[int, []WorkResult[int]]
+	runs     chan *Run
+	reported chan *Report
+}
+
+func (w reportingDefault) Action(ctx context.Context, _ int, _ Wrappers) (int, error) {
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+func (w reportingDefault) DefaultValue() int {
+	each, r := <-w.each, <-w.runs
+	w.each <- each
+	w.runs <- r
+	for each.State() == StateWorking {
+		time.Sleep(time.Millisecond) // until each's Timeout ended it
+	}
+	select {
+	case w.reported <- r.Report():
+	default: // the other item's
+	}
+	return -1
+}
+
+// The same, from user code that the sub-run's sweep itself runs as it
+// ends an item: the item's DefaultValue. Report waited for the sweep,
+// which was the caller.
+func TestReportFromAnItemsDefaultValueInTheSweep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		w := reportingDefault{each: make(chan *WorkerWrapper[int, []WorkResult[int]], 1), runs: make(chan *Run, 1), reported: make(chan *Report, 1)}
+		each := NewWrapper("each", ForEach[int, int, int]{
+			Items:  func(context.Context, int, Wrappers) ([]int, error) { return []int{0, 1}, nil },
+			Worker: w,
+		}, 0).Timeout(20 * time.Millisecond)
+		w.each <- each
+		run, err := a.Start(context.Background(), time.Minute, each)
+		require.NoError(t, err)
+		w.runs <- run
+		require.NoError(t, run.Wait(context.Background()))
+		rep := <-w.reported
+		require.NotNil(t, subNode(t, rep, "each").Sub)
+	})
+}
+
+// The same, from a ForEach's custom join, which its sub-run's sweep asks
+// as it ends the items (under a Budget the sweep leaves the join to
+// decide): the items ignore their context, so only the sweep ends them.
+func TestReportFromACustomJoinInTheSweep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		gate := make(chan struct{})
+		runs := make(chan *Run, 1)
+		nodes := make(chan *WorkerWrapper[int, []WorkResult[int]], 1)
+		reported := make(chan *Report, 1)
+		each := NewWrapper("each", ForEach[int, int, int]{
+			Items: func(context.Context, int, Wrappers) ([]int, error) { return []int{0, 1}, nil },
+			Worker: WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+				<-gate
+				return 0, nil
+			}),
+			Budget: time.Hour,
+			Join: CustomJoin(func(ups []Upstream) Decision {
+				each, r := <-nodes, <-runs
+				nodes <- each
+				runs <- r
+				for each.State() == StateWorking {
+					time.Sleep(time.Millisecond) // until each's Timeout ended it
+				}
+				select {
+				case reported <- r.Report():
+				default:
+				}
+				for _, u := range ups {
+					if !u.Ended {
+						return DecideWait
+					}
+				}
+				return DecideRun
+			}),
+		}, 0).Timeout(20 * time.Millisecond)
+		nodes <- each
+		run, err := a.Start(context.Background(), time.Minute, each)
+		require.NoError(t, err)
+		runs <- run
+		rep := <-reported
+		require.NotNil(t, subNode(t, rep, "each").Sub)
+		close(gate)
+		require.NoError(t, run.Wait(context.Background()))
+	})
+}
