@@ -128,7 +128,7 @@ func (r *runState) event(i int32) NodeEvent {
 	}
 	if r.times != nil {
 		t := &r.times[i]
-		if s := t.start.Load(); s != 0 {
+		if s := t.start.Load(); s > 0 { // not startSealed
 			ev.Wait = time.Duration(s - t.ready.Load())
 			if e := t.end.Load(); e != 0 {
 				ev.Duration = time.Duration(e - s)

@@ -632,9 +632,10 @@ func (r *runState) startTimes() {
 // the run cannot make a node's wait or duration negative.
 func (r *runState) clock() int64 { return int64(time.Since(r.began)) + 1 }
 
-// wall turns a reading of r.clock into a time, the zero time for 0.
+// wall turns a reading of r.clock into a time, the zero time for 0 (and
+// startSealed).
 func (r *runState) wall(c int64) time.Time {
-	if c == 0 {
+	if c <= 0 {
 		return time.Time{}
 	}
 	return r.began.Add(time.Duration(c - 1)).Round(0) // wall clock only, as time.Unix gives
@@ -1396,10 +1397,15 @@ func (r *runState) attempt(i int32, wl *worklist) {
 		}
 		ext.mu.Unlock()
 	}
+	if r.times != nil && !r.times[i].start.CompareAndSwap(0, r.clock()) && r.times[i].start.Load() == startSealed {
+		// Something ended the node (the sweep, as the deadline passed
+		// after the look above) and counted it as not started, sealing
+		// its start time (see attemptsOf): its worker is not called.
+		return
+	}
 	wl.cur = i
 	if r.times != nil {
 		t := &r.times[i]
-		t.start.CompareAndSwap(0, r.clock())
 		t.lane.Store(wl.lane)
 		if len(r.hooks) > 0 {
 			ctx = r.nodeStarted(i, ctx)
@@ -1873,7 +1879,10 @@ func (r *runState) notePendingSwept(i int32) {
 // checks the run's deadline and calls the worker; the deadline's sweep
 // can end the node in between. With timings on (a run with hooks, or
 // WithTimings), the start time written just before the first call tells
-// such a node apart: none of its attempts was called. Without them, it
+// such a node apart: none of its attempts was called. Once the node has
+// ended, a start time still unwritten is sealed, so that the goroutine,
+// which may have looked at the deadline just before the sweep, does not
+// call the worker after all. Without timings, it
 // counts as started, at no cost to a node's start.
 func (r *runState) attemptsOf(i int32) int32 {
 	n := &r.nodes[i]
@@ -1883,8 +1892,25 @@ func (r *runState) attemptsOf(i int32) int32 {
 	} else if n.state.Load()&startedBit != 0 {
 		k = 1
 	}
-	if k > 0 && r.times != nil && r.times[i].start.Load() == 0 {
-		return 0 // claimed, its worker not called (yet, in a snapshot)
+	if k > 0 && r.times != nil {
+		t := &r.times[i]
+		s := t.start.Load()
+		if s == 0 && terminal(n.st()) && !t.start.CompareAndSwap(0, startSealed) {
+			s = t.start.Load() // its goroutine wrote it first: the worker is called
+		}
+		if s <= 0 {
+			// Claimed, its worker not called: yet, in a snapshot of a
+			// node not ended; never, once it has ended, as the sealed
+			// start time tells its goroutine (see attempt), which may
+			// have looked at the deadline before the sweep ended it.
+			return 0
+		}
 	}
 	return k
 }
+
+// startSealed is the start time of a node that ended, counted as not
+// started, before its goroutine wrote one: the goroutine does not call
+// its worker then. A node's start time and its count are one decision
+// so, whichever of the goroutine and the sweep comes first.
+const startSealed = -1
