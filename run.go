@@ -182,12 +182,14 @@ func (h *Run) Wait(ctx context.Context) error {
 // sweep runs (one of those callbacks or hooks, a DefaultValue, a custom
 // join), Report does not wait (it would wait for itself), and the
 // sub-run shows as it is; such code must not wait for another goroutine
-// that calls Report. Report does not wait for callbacks and hooks that
-// the sub-run's other goroutines began before it stopped (it may be
-// called from one of them): their nodes show as ended, and a [ForEach]
-// join under a Budget that waits for such an item's end may not have
-// decided yet. A custom join of such a ForEach that calls Report from
-// another goroutine can hang, as the sweep waits to ask it.
+// that calls Report. Report does not wait for user code that the
+// sub-run's other goroutines began before it stopped (it may be called
+// from there): the nodes of callbacks and hooks show as ended, a node
+// whose DefaultValue is running shows as running, and a [ForEach] join
+// under a Budget that waits for such an item's end may not have decided
+// yet. A custom join in a sub-run that calls Report, on a goroutine other
+// than the sweep's, can hang: the sweep may be waiting to ask the same
+// join, as calls of one node's join never overlap.
 func (h *Run) Report() *Report {
 	if s := h.live(); s != nil {
 		defer s.unref()
@@ -1809,7 +1811,9 @@ func (r *runState) sweepFrom(k int, wl *worklist) {
 // waitSwept returns once the run has ended or its sweep has gone through
 // every node, whichever comes first: every node has ended then, but
 // for a ForEach's join that its sub-run's Budget left to decide (see
-// stop), which the end of an item still running its callback decides.
+// stop), which the end of an item still running its callback decides,
+// and a node that another goroutine holds in sEnding while it calls
+// the worker's DefaultValue, which the sweep passes by.
 // The run's end (done) also waits for the Result callbacks and hooks
 // that other goroutines are running, one of which may be the caller.
 func (r *runState) waitSwept() {
