@@ -424,7 +424,7 @@ func (r *runState) failAttempt(i int32, err error, wl *worklist) {
 		return
 	}
 	err = asFailure(err)
-	r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), ResultException, err)
+	r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), ResultException, err, false)
 	r.failedFinally(i)
 	if f := r.p.nodes[i].flow; f != nil && f.policy == PolicyEnd {
 		// Before finish, which ends the run early if the node is marked
@@ -761,7 +761,7 @@ func (r *runState) failResumed(i int32, st ResultState, err error) {
 			r.taskDone()
 		}
 	}()
-	r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), st, err)
+	r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), st, err, false)
 	normal = true
 	r.settleResumed(i, sError)
 }

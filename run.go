@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -184,10 +185,10 @@ func (h *Run) Wait(ctx context.Context) error {
 // sub-run shows as it is; such code must not wait for another goroutine
 // that calls Report. Report does not wait for user code that the
 // sub-run's other goroutines began before it stopped (it may be called
-// from there): the nodes of callbacks and hooks show as ended, a node
-// whose DefaultValue is running shows as running, and a [ForEach] join
-// under a Budget that waits for such an item's end may not have decided
-// yet. A custom join in a sub-run that calls Report, on a goroutine other
+// from there): the nodes of callbacks and hooks show as ended; while a
+// worker's DefaultValue runs, a node that another goroutine is ending
+// may show as running; and a [ForEach] join under a Budget that waits
+// for such an item's end may not have decided yet. A custom join in a sub-run that calls Report, on a goroutine other
 // than the sweep's, can hang: the sweep may be waiting to ask the same
 // join, as calls of one node's join never overlap.
 func (h *Run) Report() *Report {
@@ -253,9 +254,13 @@ type runState struct {
 	// Report of an outer run called from there must not wait for this
 	// run's sweep, which waits for it (see reportSubs).
 	sweepCall atomic.Bool
-	timedOut  atomic.Bool // some node ended with ResultTimeout
-	cause     error       // context.Cause(ctx), written before stopped is set
-	done      chan struct{}
+	// defaulting counts the workers' DefaultValue calls running (user
+	// code, with the node held in sEnding): waitSwept does not wait for
+	// nodes in sEnding while one runs, as it may be the caller.
+	defaulting atomic.Int32
+	timedOut   atomic.Bool // some node ended with ResultTimeout
+	cause      error       // context.Cause(ctx), written before stopped is set
+	done       chan struct{}
 
 	mu        sync.Mutex
 	callbacks []error // *CallbackPanicError values
@@ -1516,13 +1521,7 @@ func (r *runState) end(i int32, from int32, st ResultState, err error, by int32,
 		// the join counts it as done, as if its Timeout had ended it.
 		r.failedFinally(i)
 	}
-	if wl.sweep {
-		r.sweepCall.Store(true) // DefaultValue (cleared by sweepFrom if it ends the goroutine)
-		r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), st, err)
-		r.sweepCall.Store(false)
-	} else {
-		r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), st, err)
-	}
+	r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), st, err, wl.sweep)
 	if ownTimeout {
 		if f := r.p.nodes[i].flow; f != nil && f.policy == PolicyEnd {
 			r.endRun(i, err) // before finish, as in failAttempt
@@ -1812,24 +1811,40 @@ func (r *runState) sweepFrom(k int, wl *worklist) {
 // every node, whichever comes first: every node has ended then, but
 // for a ForEach's join that its sub-run's Budget left to decide (see
 // stop), which the end of an item still running its callback decides,
-// and a node that another goroutine holds in sEnding while it calls
-// the worker's DefaultValue, which the sweep passes by.
+// and, while a worker's DefaultValue runs, a node that another goroutine
+// holds in sEnding, which the sweep passes by (it waits for the others).
 // The run's end (done) also waits for the Result callbacks and hooks
 // that other goroutines are running, one of which may be the caller.
 func (r *runState) waitSwept() {
 	r.mu.Lock()
-	if r.sweepOver {
+	if !r.sweepOver {
+		if r.sweepWait == nil {
+			r.sweepWait = make(chan struct{})
+		}
+		ch := r.sweepWait
 		r.mu.Unlock()
-		return
+		select {
+		case <-ch:
+		case <-r.done:
+			return
+		}
+	} else {
+		r.mu.Unlock()
 	}
-	if r.sweepWait == nil {
-		r.sweepWait = make(chan struct{})
-	}
-	ch := r.sweepWait
-	r.mu.Unlock()
-	select {
-	case <-ch:
-	case <-r.done:
+	// The sweep passes by a node that another goroutine holds in sEnding
+	// (a worker that returned as the deadline passed, ending its node
+	// itself): that goroutine publishes its final state a moment later,
+	// unless it is in the worker's DefaultValue, user code that may be
+	// the caller.
+	for i := range r.nodes {
+		for r.nodes[i].st() == sEnding && r.defaulting.Load() == 0 {
+			select {
+			case <-r.done:
+				return
+			default:
+				runtime.Gosched()
+			}
+		}
 	}
 }
 

@@ -312,8 +312,9 @@ type nodeImpl interface {
 	// (see worklist.action).
 	execute(ctx context.Context, r *runState, i int32, wl *worklist)
 	// setFailure writes a failed result (default value) into slot, for
-	// node i, which the caller holds in sEnding.
-	setFailure(r *runState, i int32, slot any, st ResultState, err error)
+	// node i, which the caller holds in sEnding; sweep says the caller is
+	// the run's sweep (see runState.sweepCall).
+	setFailure(r *runState, i int32, slot any, st ResultState, err error, sweep bool)
 	// fireResult calls the Result callback with the node's final result.
 	fireResult(slot any, st int32) *PanicError
 	// resultErr returns the Err of the result in slot.
@@ -392,8 +393,10 @@ func (w *WorkerWrapper[P, R]) slotIn(r *runState) *slot[R] {
 
 // defaultValue returns the node's default value. A panic in the worker's
 // DefaultValue is recovered: the zero value is used and the panic is
-// reported as a *CallbackPanicError of method "DefaultValue".
-func (w *WorkerWrapper[P, R]) defaultValue(r *runState) (v R) {
+// reported as a *CallbackPanicError of method "DefaultValue". Called by
+// the sweep (sweep), the worker's DefaultValue is marked as sweepCall:
+// user code that the sweep runs, the engine's own default is not.
+func (w *WorkerWrapper[P, R]) defaultValue(r *runState, sweep bool) (v R) {
 	if w.hasDef {
 		return w.def
 	}
@@ -401,7 +404,15 @@ func (w *WorkerWrapper[P, R]) defaultValue(r *runState) (v R) {
 	if !ok {
 		return v
 	}
+	r.defaulting.Add(1) // see waitSwept
+	if sweep {
+		r.sweepCall.Store(true) // cleared by sweepFrom if it ends the goroutine
+	}
 	defer func() {
+		r.defaulting.Add(-1)
+		if sweep {
+			r.sweepCall.Store(false)
+		}
 		if p := recover(); p != nil {
 			var zero R
 			v = zero
@@ -487,8 +498,8 @@ func (w *WorkerWrapper[P, R]) hasCallback() bool {
 	return !nop
 }
 
-func (w *WorkerWrapper[P, R]) setFailure(r *runState, i int32, sl any, st ResultState, err error) {
-	w.failResult(r, i, sl.(*slot[R]), st, err)
+func (w *WorkerWrapper[P, R]) setFailure(r *runState, i int32, sl any, st ResultState, err error, sweep bool) {
+	w.failResult(r, i, sl.(*slot[R]), st, err, sweep)
 }
 
 // failResult writes a failed result with the node's default value. The
@@ -496,7 +507,7 @@ func (w *WorkerWrapper[P, R]) setFailure(r *runState, i int32, sl any, st Result
 // goroutine with runtime.Goexit, the node is still ended (with the zero
 // value) and its consequences handed to a new goroutine, and the worker's
 // DefaultValue is not called again in this run.
-func (w *WorkerWrapper[P, R]) failResult(r *runState, i int32, s *slot[R], st ResultState, err error) {
+func (w *WorkerWrapper[P, R]) failResult(r *runState, i int32, s *slot[R], st ResultState, err error, sweep bool) {
 	if r.noDefault.Load() {
 		s.res = WorkResult[R]{State: st, Err: err}
 		return
@@ -510,7 +521,7 @@ func (w *WorkerWrapper[P, R]) failResult(r *runState, i int32, s *slot[R], st Re
 			r.rescueEnding(i)
 		}
 	}()
-	s.res = WorkResult[R]{Value: w.defaultValue(r), State: st, Err: err}
+	s.res = WorkResult[R]{Value: w.defaultValue(r, sweep), State: st, Err: err}
 	normal = true
 }
 
