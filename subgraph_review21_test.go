@@ -2,6 +2,7 @@ package asynctool
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -188,15 +189,46 @@ func firstCallWins(first time.Duration) WorkerFunc[int, int] {
 // while the outer run goes on (and again once it has ended), returns:
 // Report does not wait for a sweep that is running the caller. Before, it
 // waited for itself, for good, and Close with it (helper-90 found it).
+//
+// It runs on a real clock: an item's goroutine held back past each's
+// Timeout runs its own callback, not the sweep, which is how it hung
+// before 4028a04 (under synctest the sweep runs every callback). A run in
+// which each's goroutine was held back past the 5ms Timeout before it
+// called Items has no sub-run and no item callback: it is run again (it
+// waited 30s for reports that could never come, 4 runs in 50 with
+// CHAOS=5, each reported "stopped before it started").
 func TestS21FReportFromAStoppedItemsCallback(t *testing.T) {
+	for try := 0; !s21fReportFromAStoppedItemsCallback(t); try++ {
+		if try == 9 {
+			t.Fatal("each ended before it called Items in 10 runs")
+		}
+	}
+}
+
+// s21fReportFromAStoppedItemsCallback runs TestS21F's case once; false
+// if each ended before it called Items.
+func s21fReportFromAStoppedItemsCallback(t *testing.T) bool {
 	a := newAsync(t)
 	gate := make(chan struct{})
 	release := releaser(t, gate)
 	var run *Run
 	started := make(chan struct{})
 	reported := make(chan *Report, 3)
+	itemsCalled := make(chan struct{})
+	calledItems := sync.OnceFunc(func() { close(itemsCalled) })
+	called := func() bool {
+		select {
+		case <-itemsCalled:
+			return true
+		default:
+			return false
+		}
+	}
 	each := NewWrapper("each", ForEach[int, int, int]{
-		Items: func(context.Context, int, Wrappers) ([]int, error) { return []int{1, 2, 3}, nil },
+		Items: func(context.Context, int, Wrappers) ([]int, error) {
+			calledItems()
+			return []int{1, 2, 3}, nil
+		},
 		Worker: WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
 			<-gate // ignores its ctx
 			return 0, nil
@@ -218,6 +250,20 @@ func TestS21FReportFromAStoppedItemsCallback(t *testing.T) {
 	run, err = a.Start(context.Background(), time.Minute, each, other)
 	require.NoError(t, err)
 	close(started)
+	for deadline := time.Now().Add(30 * time.Second); !called() && each.State() != StateError; {
+		require.True(t, time.Now().Before(deadline), "each neither called Items nor ended")
+		time.Sleep(time.Millisecond)
+	}
+	if !called() {
+		// each ended first. Its goroutine may still call Items if it was
+		// past its checks: once the run is done, it cannot.
+		release()
+		_ = run.Wait(context.Background())
+		require.NoError(t, a.Close())
+		if !called() {
+			return false
+		}
+	}
 	for range 3 {
 		select {
 		case rep := <-reported:
@@ -232,4 +278,5 @@ func TestS21FReportFromAStoppedItemsCallback(t *testing.T) {
 	for _, n := range subNode(t, run.Report(), "each").Sub.Nodes {
 		assert.Equal(t, StatusTimedOut, n.Status, n.ID)
 	}
+	return true
 }
