@@ -188,9 +188,10 @@ func (h *Run) Wait(ctx context.Context) error {
 // from there): the nodes of callbacks and hooks show as ended; while a
 // worker's DefaultValue runs, a node that another goroutine is ending
 // may show as running; and a [ForEach] join under a Budget that waits
-// for such an item's end may not have decided yet. A custom join in a sub-run that calls Report, on a goroutine other
-// than the sweep's, can hang: the sweep may be waiting to ask the same
-// join, as calls of one node's join never overlap.
+// for such an item's end may not have decided yet. A custom join in a
+// sub-run that calls Report, on a goroutine other than the sweep's, can
+// hang: the sweep may be waiting to ask the same join, as calls of one
+// node's join never overlap.
 func (h *Run) Report() *Report {
 	if s := h.live(); s != nil {
 		defer s.unref()
