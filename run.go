@@ -90,11 +90,23 @@ func (h *Run) live() *runState {
 // a zero WorkResult, [Run.Report] a report without nodes, [Run.Resume]
 // and [Run.Wait] an error, [Run.Cancel] and a second Release do nothing;
 // h never shows or changes a later run of the plan, even if another
-// goroutine is calling one of h's methods as Release recycles the run. Release does nothing
-// for runs of single-use wrappers, whose results stay readable from the
+// goroutine is calling one of h's methods as Release recycles the run.
+// A run released before it ended (a deferred Release on a path that did
+// not wait) is cancelled first, as by [Run.Cancel]: nothing could reach
+// it any more, and a pending node of a run without a deadline would keep
+// it, and [Async.Close], waiting for ever. Its state is recycled once it
+// has ended ([Run.Done] is still closed then). Release does nothing for
+// runs of single-use wrappers, whose results stay readable from the
 // wrappers.
 func (h *Run) Release() {
 	if s := h.live(); s != nil {
+		if s.pooled {
+			select {
+			case <-h.done:
+			default:
+				s.Cancel()
+			}
+		}
 		s.releaseGen(h.gen)
 		s.unref()
 	}
