@@ -2,6 +2,7 @@ package asynctool
 
 import (
 	"context"
+	"errors"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -47,7 +48,8 @@ const keyedFreeQueues = 16
 // [ErrNaNKey].
 //
 // A Keyed is safe for concurrent use. It must be created with [NewKeyed]
-// and must not be copied after first use.
+// and must not be copied after first use. The zero Keyed refuses tasks:
+// Submit returns an error saying so.
 type Keyed[K comparable] struct {
 	exec    Executor
 	onPanic func(*PanicError)
@@ -83,6 +85,10 @@ type keyQueue[K comparable] struct {
 	drain   func() // the drain loop for this queue, allocated once
 }
 
+// errZeroKeyed is the error of a zero Keyed's Submit: it has no executor,
+// and no tables for its keys' queues.
+var errZeroKeyed = errors.New("asynctool: Keyed not made with NewKeyed")
+
 // NewKeyed returns a Keyed that runs its per-key drain loops on exec. A
 // nil exec (or a nil ExecutorFunc or *Pool in it) means [GoExecutor].
 func NewKeyed[K comparable](exec Executor, opts ...SerialOption) *Keyed[K] {
@@ -108,6 +114,9 @@ func NewKeyed[K comparable](exec Executor, opts ...SerialOption) *Keyed[K] {
 func (k *Keyed[K]) Submit(key K, task func()) error {
 	if task == nil {
 		return ErrNilTask
+	}
+	if k.exec == nil {
+		return errZeroKeyed
 	}
 	sh := &k.shards[maphash.Comparable(k.seed, key)%keyedShards]
 	sh.mu.Lock()

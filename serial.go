@@ -3,6 +3,7 @@ package asynctool
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,7 +89,9 @@ type SerialStats struct {
 // [Serial.Shutdown] refuses new tasks and runs the accepted ones first.
 //
 // A Serial is safe for concurrent use. It must be created with
-// [NewSerial] and must not be copied after first use.
+// [NewSerial] and must not be copied after first use. The zero Serial
+// refuses tasks: Submit, SubmitAfter and Shutdown return an error saying
+// so.
 type Serial struct {
 	// Read by everyone, written once.
 	exec    Executor
@@ -133,6 +136,10 @@ type serialItem struct {
 	t  *delayedTask
 }
 
+// errZeroSerial is the error of a zero Serial's methods: it has no
+// executor to run its drain loop on.
+var errZeroSerial = errors.New("asynctool: Serial not made with NewSerial")
+
 // NewSerial returns a Serial that runs its drain loop on exec. A nil exec
 // (or a nil ExecutorFunc or *Pool in it) means [GoExecutor].
 func NewSerial(exec Executor, opts ...SerialOption) *Serial {
@@ -160,6 +167,9 @@ func (s *Serial) Submit(task func()) error {
 	if task == nil {
 		return ErrNilTask
 	}
+	if s.drainFn == nil {
+		return errZeroSerial
+	}
 	return s.push(serialItem{fn: task})
 }
 
@@ -184,6 +194,9 @@ func (s *Serial) Submit(task func()) error {
 func (s *Serial) SubmitAfter(d time.Duration, task func()) (cancel func() bool, err error) {
 	if task == nil {
 		return nil, ErrNilTask
+	}
+	if s.drainFn == nil {
+		return nil, errZeroSerial
 	}
 	if d <= 0 {
 		if s.refuse.Load() {
@@ -479,6 +492,9 @@ func (s *Serial) Close() {
 func (s *Serial) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext
+	}
+	if s.drainFn == nil {
+		return errZeroSerial
 	}
 	s.dmu.Lock()
 	s.refuse.Store(true) // under dmu: no delayed task is added after this

@@ -64,7 +64,9 @@ type StreamFunc[T any] func(ctx context.Context, prev T) (T, error)
 // nodes wait.
 //
 // A Stream is safe for concurrent use. It must be created with
-// [NewStream] and must not be copied after first use.
+// [NewStream] and must not be copied after first use. The zero Stream
+// runs nothing: its nodes end at once, and Run and Close return at once,
+// with an error saying so.
 type Stream[T any] struct {
 	initial  T
 	intake   mpsc.Queue[*StreamNode[T]]
@@ -225,6 +227,10 @@ func (s *Stream[T]) AppendWith(fn StreamFunc[T], p FailurePolicy, opts ...Stream
 			return n
 		}
 	}
+	if s.finished == nil {
+		n.end(zero, errZeroStream)
+		return n
+	}
 	if s.closing.Load() {
 		n.end(zero, ErrStreamClosed)
 		return n
@@ -232,6 +238,10 @@ func (s *Stream[T]) AppendWith(fn StreamFunc[T], p FailurePolicy, opts ...Stream
 	s.push(n)
 	return n
 }
+
+// errZeroStream is the error of a zero Stream's nodes, Run and Close: it
+// has no channels for Run to wait on and to report its end.
+var errZeroStream = errors.New("asynctool: Stream not made with NewStream")
 
 func (s *Stream[T]) push(n *StreamNode[T]) {
 	wasEmpty, ok := s.intake.Push(n)
@@ -276,6 +286,9 @@ func (s *Stream[T]) push(n *StreamNode[T]) {
 func (s *Stream[T]) Run(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext // before started: a later Run with a context may still run it
+	}
+	if s.finished == nil {
+		return errZeroStream
 	}
 	if !s.started.CompareAndSwap(false, true) {
 		return ErrStreamStarted
@@ -528,6 +541,9 @@ func backoff(ctx context.Context, rp *RetryPolicy, err error, done int) (bool, e
 // lasts. Close is idempotent. It blocks until Run has ended, so it must
 // not be called before Run on Run's goroutine, nor from inside a node.
 func (s *Stream[T]) Close() error {
+	if s.finished == nil {
+		return errZeroStream
+	}
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
 		s.push(&StreamNode[T]{close: true, done: make(chan struct{})})

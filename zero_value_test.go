@@ -1,0 +1,66 @@
+package asynctool
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// TestZeroSerialRefusesTasks uses a Serial declared as a variable (a
+// struct field, say) instead of made with NewSerial. Submit and Shutdown
+// panicked on its nil executor, and SubmitAfter accepted the task and
+// crashed the process when its timer fired, on the timer's goroutine,
+// where no recover could reach. The package's rule is that bad input
+// gets an error, as the zero Async's BeginWork does.
+func TestZeroSerialRefusesTasks(t *testing.T) {
+	var s Serial
+	ran := false
+	assert.ErrorContains(t, s.Submit(func() { ran = true }), "NewSerial")
+	cancel, err := s.SubmitAfter(time.Millisecond, func() { ran = true })
+	assert.ErrorContains(t, err, "NewSerial")
+	assert.Nil(t, cancel)
+	_, err = s.SubmitAfter(0, func() { ran = true })
+	assert.ErrorContains(t, err, "NewSerial")
+	assert.ErrorContains(t, s.Shutdown(context.Background()), "NewSerial")
+	time.Sleep(5 * time.Millisecond) // a timer, had one been set, has fired
+	s.Close()
+	assert.False(t, ran)
+	assert.Equal(t, SerialStats{}, s.Stats())
+}
+
+// TestZeroKeyedRefusesTasks: a zero Keyed's Submit panicked on its nil
+// map, with its shard's lock held.
+func TestZeroKeyedRefusesTasks(t *testing.T) {
+	var k Keyed[string]
+	assert.ErrorContains(t, k.Submit("u1", func() {}), "NewKeyed")
+	assert.ErrorContains(t, k.Submit("u1", func() {}), "NewKeyed", "and again: no lock was left held")
+	assert.NoError(t, k.Shutdown(context.Background()))
+	k.Close()
+}
+
+// TestZeroStreamFailsItsNodes: a zero Stream's Run panicked (close of a
+// nil channel), and its Close waited for ever for a Run that could never
+// end. Its nodes now end at once with the error, and Run and Close
+// return it.
+func TestZeroStreamFailsItsNodes(t *testing.T) {
+	var s Stream[int]
+	n := s.Append(func(_ context.Context, prev int) (int, error) { return prev + 1, nil })
+	select {
+	case <-n.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the node of a zero Stream waits for ever")
+	}
+	_, err := n.Wait()
+	assert.ErrorContains(t, err, "NewStream")
+	assert.ErrorContains(t, s.Run(context.Background()), "NewStream")
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case err := <-closed:
+		assert.ErrorContains(t, err, "NewStream")
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close of a zero Stream waits for ever")
+	}
+}
