@@ -245,7 +245,7 @@ func (a *Async) compileSingleUse(starts []Wrapper) (*runState, error) {
 // released with [Run.Release] when they are no longer needed, and the
 // run's error. The run is nil only if the run could not start.
 func (a *Async) RunPlan(ctx context.Context, pl *Plan, timeout time.Duration) (*Run, error) {
-	h, err := a.startPlan(ctx, pl, timeout)
+	h, err := a.startPlan(ctx, pl, timeout, "RunPlan")
 	if err != nil {
 		return nil, err
 	}
@@ -255,16 +255,16 @@ func (a *Async) RunPlan(ctx context.Context, pl *Plan, timeout time.Duration) (*
 
 // StartPlan is the asynchronous form of [Async.RunPlan].
 func (a *Async) StartPlan(ctx context.Context, pl *Plan, timeout time.Duration) (*Run, error) {
-	return a.startPlan(ctx, pl, timeout)
+	return a.startPlan(ctx, pl, timeout, "StartPlan")
 }
 
-// startPlan is StartPlan.
-func (a *Async) startPlan(ctx context.Context, pl *Plan, timeout time.Duration) (*Run, error) {
+// startPlan is StartPlan; method names the caller in its errors.
+func (a *Async) startPlan(ctx context.Context, pl *Plan, timeout time.Duration, method string) (*Run, error) {
 	if err := a.check(ctx, timeout); err != nil {
 		return nil, err
 	}
 	if pl == nil || pl.p == nil {
-		return nil, errors.New("asynctool: StartPlan with a nil Plan (make one with Compile)")
+		return nil, fmt.Errorf("asynctool: %s with a nil or zero Plan (make one with Compile)", method)
 	}
 	r := pl.p.getRun()
 	h, err := a.launch(ctx, r, timeout)

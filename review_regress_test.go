@@ -422,7 +422,7 @@ func TestOnlyRootsGetExtraGoroutines(t *testing.T) {
 func TestMisuseIsAnError(t *testing.T) {
 	a := newAsync(t)
 	_, err := a.RunPlan(context.Background(), nil, time.Second)
-	assert.ErrorContains(t, err, "nil Plan")
+	assert.ErrorContains(t, err, "nil or zero Plan")
 	var zero Async
 	assert.ErrorContains(t, zero.BeginWork(context.Background(), time.Second, NewWrapper("x", okWorker(), 0)), "not made with New")
 	var noCtx context.Context // the misuse under test

@@ -64,3 +64,16 @@ func TestZeroStreamFailsItsNodes(t *testing.T) {
 		t.Fatal("Close of a zero Stream waits for ever")
 	}
 }
+
+// TestRunPlanErrorNamesRunPlan: RunPlan with a nil or zero Plan said
+// "StartPlan with a nil Plan", naming a method the caller did not call,
+// and a Plan that is not nil.
+func TestRunPlanErrorNamesRunPlan(t *testing.T) {
+	a := newAsync(t)
+	_, err := a.RunPlan(context.Background(), nil, time.Second)
+	assert.EqualError(t, err, "asynctool: RunPlan with a nil or zero Plan (make one with Compile)")
+	_, err = a.RunPlan(context.Background(), &Plan{}, time.Second)
+	assert.EqualError(t, err, "asynctool: RunPlan with a nil or zero Plan (make one with Compile)")
+	_, err = a.StartPlan(context.Background(), &Plan{}, time.Second)
+	assert.EqualError(t, err, "asynctool: StartPlan with a nil or zero Plan (make one with Compile)")
+}
