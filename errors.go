@@ -222,6 +222,9 @@ type CallbackPanicError struct {
 }
 
 func (e *CallbackPanicError) Error() string {
+	if e.Method == "OnRunStart" || e.Method == "OnRunEnd" { // called for the whole run, not a node
+		return fmt.Sprintf("asynctool: hook %s of the run panicked: %v", e.Method, e.Panic.Value)
+	}
 	return fmt.Sprintf("asynctool: callback %s of node %q panicked: %v", e.Method, e.ID, e.Panic.Value)
 }
 

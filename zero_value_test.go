@@ -77,3 +77,27 @@ func TestRunPlanErrorNamesRunPlan(t *testing.T) {
 	_, err = a.StartPlan(context.Background(), &Plan{}, time.Second)
 	assert.EqualError(t, err, "asynctool: StartPlan with a nil or zero Plan (make one with Compile)")
 }
+
+// TestRunHookPanicNamesTheRun: a panic in OnRunStart or OnRunEnd, which
+// are called for the whole run, was reported as `callback OnRunStart of
+// node "" panicked`, as if an anonymous node's callback had panicked.
+func TestRunHookPanicNamesTheRun(t *testing.T) {
+	for _, method := range []string{"OnRunStart", "OnRunEnd"} {
+		h := &Hooks{}
+		if method == "OnRunStart" {
+			h.OnRunStart = func(context.Context, RunInfo) context.Context { panic("the tracer broke") }
+		} else {
+			h.OnRunEnd = func(context.Context, *Report) { panic("the tracer broke") }
+		}
+		a := newAsync(t, WithHooks(h))
+		err := a.BeginWork(context.Background(), time.Second, NewWrapper("x", okWorker(), 0))
+		var cpe *CallbackPanicError
+		if assert.ErrorAs(t, err, &cpe) {
+			assert.Equal(t, "", cpe.ID)
+			assert.Equal(t, method, cpe.Method)
+			assert.Equal(t, "asynctool: hook "+method+" of the run panicked: the tracer broke", cpe.Error())
+		}
+	}
+	cpe := &CallbackPanicError{ID: "", Method: "Result", Panic: &PanicError{Value: "x"}}
+	assert.Equal(t, `asynctool: callback Result of node "" panicked: x`, cpe.Error(), "an anonymous node's callback keeps its words")
+}
