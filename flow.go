@@ -618,6 +618,9 @@ func (r *runState) endRun(i int32, err error) {
 // the run's context ends makes the node ready, and the node then ends as
 // a timeout if it has not started by then, as any ready node does.
 func (h *Run) Resume(id string, how Resumption) error {
+	if h == nil || h.runState == nil {
+		return fmt.Errorf("asynctool: Resume(%q) on a nil or zero Run (Start and StartPlan return one)", id)
+	}
 	s := h.live()
 	if s == nil {
 		return fmt.Errorf("asynctool: Resume(%q) on a released run", id)

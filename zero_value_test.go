@@ -101,3 +101,11 @@ func TestRunHookPanicNamesTheRun(t *testing.T) {
 	cpe := &CallbackPanicError{ID: "", Method: "Result", Panic: &PanicError{Value: "x"}}
 	assert.Equal(t, `asynctool: callback Result of node "" panicked: x`, cpe.Error(), "an anonymous node's callback keeps its words")
 }
+
+// TestResumeOnANilRunSaysSo: Resume on a nil Run (a Start whose error was
+// not checked) said "on a released run", as Wait's error does not.
+func TestResumeOnANilRunSaysSo(t *testing.T) {
+	var nilRun *Run
+	assert.EqualError(t, nilRun.Resume("x", Rerun()), `asynctool: Resume("x") on a nil or zero Run (Start and StartPlan return one)`)
+	assert.EqualError(t, new(Run).Resume("x", Rerun()), `asynctool: Resume("x") on a nil or zero Run (Start and StartPlan return one)`)
+}
