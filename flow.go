@@ -58,10 +58,11 @@ type RetryPolicy struct {
 	// Attempts is the total number of attempts, at least 1.
 	Attempts int
 	// Backoff gives the delay before attempt n+1 after attempt n failed
-	// (n counts from 1). Nil means no delay. A retry whose delay would
-	// end after the node's Timeout or the group deadline is not
-	// scheduled: the node fails at once with its last attempt's error,
-	// under its FailurePolicy, after fewer than Attempts attempts.
+	// (n counts from 1). Nil means no delay, and so does a negative
+	// delay. A retry whose delay would end after the node's Timeout or
+	// the group deadline is not scheduled: the node fails at once with
+	// its last attempt's error, under its FailurePolicy, after fewer than
+	// Attempts attempts.
 	Backoff Backoff
 	// Retryable reports whether an error is worth another attempt. Nil
 	// means every error except a panic.
@@ -121,8 +122,9 @@ func ConstantBackoff(d time.Duration) Backoff {
 
 // ExponentialBackoff waits base, 2×base, 4×base, ... capped at max, each
 // delay multiplied by a random factor in [1-jitter, 1+jitter] (jitter in
-// [0, 1]; 0 for none). A max near the largest Duration, in effect no
-// cap, is reached rather than overflowed.
+// [0, 1]; 0 for none: a jitter above 1 counts as 1, one below 0 or NaN as
+// none). A max near the largest Duration, in effect no cap, is reached
+// rather than overflowed; a max below base caps every delay at max.
 func ExponentialBackoff(base, max time.Duration, jitter float64) Backoff {
 	jitter = min(1, jitter)
 	return func(n int) time.Duration {

@@ -2,6 +2,7 @@ package asynctool
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -108,4 +109,18 @@ func TestResumeOnANilRunSaysSo(t *testing.T) {
 	var nilRun *Run
 	assert.EqualError(t, nilRun.Resume("x", Rerun()), `asynctool: Resume("x") on a nil or zero Run (Start and StartPlan return one)`)
 	assert.EqualError(t, new(Run).Resume("x", Rerun()), `asynctool: Resume("x") on a nil or zero Run (Start and StartPlan return one)`)
+}
+
+// TestExponentialBackoffOutOfRange pins what ExponentialBackoff's doc
+// now says of values outside its ranges: a jitter above 1 counts as 1
+// (the delay stays within [0, 2d]), one below 0 or NaN as none, and a
+// max below base caps every delay.
+func TestExponentialBackoffOutOfRange(t *testing.T) {
+	for range 100 {
+		d := ExponentialBackoff(time.Millisecond, time.Second, 5)(3)
+		assert.True(t, d >= 0 && d <= 8*time.Millisecond, "jitter 5 counts as 1: %v", d)
+	}
+	assert.Equal(t, 4*time.Millisecond, ExponentialBackoff(time.Millisecond, time.Second, -1)(3))
+	assert.Equal(t, 4*time.Millisecond, ExponentialBackoff(time.Millisecond, time.Second, math.NaN())(3))
+	assert.Equal(t, time.Millisecond, ExponentialBackoff(time.Second, time.Millisecond, 0)(1))
 }
