@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -290,6 +291,18 @@ func (f ForEach[P, T, R]) joinProblem() (string, error) {
 	return "", nil
 }
 
+// counted is n and the noun, in the plural unless n is 1: "1 item",
+// "0 items", "2 successes".
+func counted(n int, noun string) string {
+	switch {
+	case n == 1:
+		return "1 " + noun
+	case strings.HasSuffix(noun, "s"):
+		return fmt.Sprintf("%d %ses", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 // misfit says why j cannot be met by upstreams with these ids: it counts
 // more successes than there are (AtLeast), or names an id that is none of
 // them (NamedSucceeded, When, WhenResult); "" if it can. Such a join on a
@@ -299,7 +312,7 @@ func (j Join) misfit(ids []string) string {
 	var named []string
 	switch {
 	case j.kind == joinAtLeast && j.n > len(ids):
-		return fmt.Sprintf("%d items cannot make %d successes", len(ids), j.n)
+		return fmt.Sprintf("%s cannot make %s", counted(len(ids), "item"), counted(j.n, "success"))
 	case j.kind == joinAny && len(ids) == 0:
 		return "0 items cannot make 1 success" // as AtLeast(1)
 	case j.kind == joinNamed, j.kind == joinCustom && j.whenType != nil:
@@ -307,7 +320,11 @@ func (j Join) misfit(ids []string) string {
 	}
 	for _, id := range named {
 		if !slices.Contains(ids, id) {
-			return fmt.Sprintf("it names item %q, and there are %d items", id, len(ids))
+			are := "are"
+			if len(ids) == 1 {
+				are = "is"
+			}
+			return fmt.Sprintf("it names item %q, and there %s %s", id, are, counted(len(ids), "item"))
 		}
 	}
 	return ""

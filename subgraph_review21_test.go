@@ -280,3 +280,21 @@ func s21fReportFromAStoppedItemsCallback(t *testing.T) bool {
 	}
 	return true
 }
+
+// TestJoinMisfitCountsInWords: the error of a join the items cannot meet
+// says "1 item" and "1 success", not "1 items" and "1 successes".
+func TestJoinMisfitCountsInWords(t *testing.T) {
+	for _, c := range []struct {
+		j    Join
+		ids  []string
+		want string
+	}{
+		{AtLeast(1), nil, "0 items cannot make 1 success"},
+		{AtLeast(2), []string{"0"}, "1 item cannot make 2 successes"},
+		{AtLeast(4), []string{"0", "1", "2"}, "3 items cannot make 4 successes"},
+		{AnySucceeded(), nil, "0 items cannot make 1 success"},
+		{NamedSucceeded("1"), []string{"0"}, `it names item "1", and there is 1 item`},
+	} {
+		assert.Equal(t, c.want, c.j.misfit(c.ids), c.j.String())
+	}
+}
