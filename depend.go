@@ -592,6 +592,14 @@ func (r *runState) joinImpossible(s int32) error {
 }
 
 // customJoin asks node s's custom join, after upstream from ended.
+//
+// Calls of one node's join never overlap (ext.join). The sweep does not
+// wait for a call that another goroutine is making, which may be waiting
+// for the sweep: a Report of an outer run, called from the join, waits
+// for this run's sweep (see waitSwept). It leaves its ask to that
+// goroutine instead (ext.asks): whoever asks the join takes up the asks
+// left, once its own call has returned, as long as it gets the join's
+// lock without waiting; the goroutine that holds the lock then does.
 func (r *runState) customJoin(s, from int32, wl *worklist) {
 	// The join is user code.
 	wl.fresh = false
@@ -601,6 +609,47 @@ func (r *runState) customJoin(s, from int32, wl *worklist) {
 	sn, pn := &r.nodes[s], &r.p.nodes[s]
 	c, _ := sn.arrive(0, from, int64(sReady))
 	all := c == pn.needOK
+	ext := r.exts[s]
+	if wl.sweep {
+		ext.mu.Lock()
+		ext.asks = append(ext.asks, joinAsk{from: from, all: all})
+		ext.nasks.Add(1)
+		ext.mu.Unlock()
+	} else {
+		ext.join.Lock()
+		r.decideJoin(s, from, all, wl)
+	}
+	for {
+		if ext.nasks.Load() == 0 || !ext.join.TryLock() {
+			return // none, or the goroutine holding the lock takes them up
+		}
+		ext.mu.Lock()
+		if len(ext.asks) == 0 {
+			ext.mu.Unlock()
+			ext.join.Unlock()
+			continue // taken up meanwhile: look again, as any holder does
+		}
+		a := ext.asks[0]
+		ext.asks = ext.asks[1:]
+		ext.nasks.Add(-1)
+		ext.mu.Unlock()
+		r.decideJoin(s, a.from, a.all, wl)
+	}
+}
+
+// joinAsk is an ask of a custom join that the sweep left to the
+// goroutine calling it (see customJoin): upstream from ended, and all
+// says whether that was the last.
+type joinAsk struct {
+	from int32
+	all  bool
+}
+
+// decideJoin asks node s's custom join, whose lock (ext.join) the caller
+// holds and which askJoin lets go of, after upstream from ended (all:
+// the last), and acts on what it decides.
+func (r *runState) decideJoin(s, from int32, all bool, wl *worklist) {
+	sn, pn := &r.nodes[s], &r.p.nodes[s]
 	if wl.sweep {
 		r.sweepCall.Store(true) // the join (cleared by sweepFrom if it ends the goroutine)
 	}
@@ -647,12 +696,12 @@ func (r *runState) customJoin(s, from int32, wl *worklist) {
 
 // askJoin calls node s's custom join with its upstreams' current state,
 // unless it already decided, after upstream from ended; all says whether
-// every upstream has ended. Calls never overlap; ok is false if the join
-// was not asked.
+// every upstream has ended. The caller holds the join's lock, which is
+// let go of here, also if the join ends the goroutine; ok is false if the
+// join was not asked.
 func (r *runState) askJoin(s, from int32, all bool) (d Decision, perr error, ok bool) {
 	sn, pn := &r.nodes[s], &r.p.nodes[s]
 	ext := r.exts[s]
-	ext.join.Lock()
 	defer ext.join.Unlock()
 	if ext.decided || sn.st() != sInit {
 		return 0, nil, false

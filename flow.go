@@ -272,7 +272,8 @@ func FailWith(err error) Resumption { return Resumption{kind: resumeFail, err: e
 type nodeExt struct {
 	// join serialises a custom join's calls and guards decided. It is not
 	// mu: the join is user code, and the sweep, which takes mu to stop
-	// the node's timers, must not wait for it.
+	// the node's timers, must not wait for it; nor does it wait for join
+	// (see asks).
 	join    sync.Mutex
 	decided bool // the custom join has decided
 	// joinSuspended: the custom join suspended the node, which has not
@@ -286,6 +287,11 @@ type nodeExt struct {
 	lastErr       error       // the failure that made the node pending
 	resumedFail   bool        // Resume ended the node with FailWith
 	retries       *time.Timer
+	// asks are the upstream ends the sweep found the custom join busy
+	// with another's, for whoever holds join to ask it about (see
+	// customJoin); nasks counts them, to be read without mu.
+	asks  []joinAsk
+	nasks atomic.Int32
 }
 
 // arm starts node i's own timeout, when it has one, for the round that is

@@ -200,10 +200,10 @@ func (h *Run) Wait(ctx context.Context) error {
 // from there): the nodes of callbacks and hooks show as ended; while a
 // worker's DefaultValue runs, a node that another goroutine is ending
 // may show as running; and a [ForEach] join under a Budget that waits
-// for such an item's end may not have decided yet. A custom join in a
-// sub-run that calls Report, on a goroutine other than the sweep's, can
-// hang: the sweep may be waiting to ask the same join, as calls of one
-// node's join never overlap.
+// for such an item's end, or that another goroutine was calling as the
+// sweep ended an item, may not have decided yet: the sweep does not wait
+// for a custom join's call (calls of one node's join never overlap), it
+// leaves its ask to the goroutine making the call.
 func (h *Run) Report() *Report {
 	if s := h.live(); s != nil {
 		defer s.unref()
