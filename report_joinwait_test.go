@@ -117,3 +117,80 @@ func TestReportFromACustomJoinOffTheSweep(t *testing.T) {
 		})
 	}
 }
+
+// A join whose call ends its goroutine (runtime.Goexit) while the sweep
+// left it an ask: the goroutine takes up no asks, and the node, which
+// under a Budget the sweep leaves to its join, is failed by the salvage
+// of the goroutine as a join that did not return, so the sub-run still
+// ends (it waits for every node) and Close returns.
+func TestCustomJoinThatEndsItsGoroutineWithAnAskLeft(t *testing.T) {
+	a := New()
+	gate := make(chan struct{})
+	var subCtx atomic.Pointer[context.Context]
+	var x, s *WorkerWrapper[int, int]
+	var calls atomic.Int32
+	uStarted := make(chan struct{})
+	firstDone := make(chan struct{}) // the first call has ended its goroutine
+	var offSweep atomic.Bool         // the first call was on v's goroutine
+	join := CustomJoin(func(ups []Upstream) Decision {
+		if calls.Add(1) == 1 {
+			defer close(firstDone)
+			if p := subCtx.Load(); p != nil { // else x's Timeout passed first
+				offSweep.Store(true)
+				select {
+				case <-uStarted: // so that only the sweep ends u
+				case <-(*p).Done():
+					offSweep.Store(false) // u may end on its goroutine
+				}
+				<-(*p).Done()
+				for x.State() == StateWorking {
+					time.Sleep(time.Millisecond)
+				}
+				// The sweep ends u meanwhile, and leaves its ask here.
+				sub := s.singleRun()
+				for k := 0; k < 5000 && sub.exts[s.idx].nasks.Load() == 0; k++ {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			runtime.Goexit()
+		}
+		return DecideWait
+	})
+	blocked := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		close(uStarted)
+		<-gate
+		return 0, nil
+	})
+	quick := WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		subCtx.Store(&ctx)
+		return 0, nil
+	})
+	v := NewWrapper("v", quick, 0)
+	u := NewWrapper("u", blocked, 0)
+	s = NewWrapper("s", quick, 0).Depend(v, true).Depend(u, true).Join(join)
+	g := Built[int]{Starts: []Wrapper{v, u}, Output: func() (int, error) { return 0, nil }, budget: time.Hour}
+	x = NewWrapper("x", SubGraph[int, int]{Build: func(context.Context, int, Wrappers) (Built[int], error) {
+		return g, nil
+	}}, 0).Timeout(50 * time.Millisecond)
+	run, err := a.Start(context.Background(), time.Minute, x)
+	require.NoError(t, err)
+	_ = run.Wait(context.Background())
+	select {
+	case <-firstDone: // u's worker returns only then: else it could end u first
+	case <-time.After(10 * time.Second):
+		t.Fatal("the join's first call did not end in 10s")
+	}
+	close(gate)
+	closed := make(chan error, 1)
+	go func() { closed <- a.Close() }()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return in 10s: the sub-run never ended")
+	}
+	assert.Equal(t, StateError, s.State(), "s, its join's goroutine ended")
+	if sub := s.singleRun(); offSweep.Load() && assert.NotNil(t, sub) {
+		assert.Equal(t, int32(1), sub.exts[s.idx].nasks.Load(), "the ask the sweep left (for u's end), never taken up")
+	}
+}
