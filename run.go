@@ -1825,8 +1825,9 @@ func (r *runState) sweepFrom(k int, wl *worklist) {
 // for a ForEach's join that its sub-run's Budget left to decide (see
 // stop), which the end of an item still running its callback decides,
 // or the goroutine calling the join that the sweep left its asks to (see
-// customJoin), and, while a worker's DefaultValue runs, a node that another goroutine
-// holds in sEnding, which the sweep passes by (it waits for the others).
+// customJoin), and, while a worker's DefaultValue runs, a node that
+// another goroutine holds in sEnding, which the sweep passes by (it waits
+// for the others).
 // The run's end (done) also waits for the Result callbacks and hooks
 // that other goroutines are running, one of which may be the caller.
 func (r *runState) waitSwept() {
