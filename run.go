@@ -40,7 +40,6 @@ type Run struct {
 // WithValue.
 type runCtx struct {
 	context.Context
-	r *runState
 }
 
 func (c *runCtx) Value(key any) any {
@@ -605,7 +604,7 @@ func (r *runState) start(ctx context.Context, a *Async, timeout time.Duration, i
 	} else {
 		ctx, r.cancel = context.WithCancel(ctx)
 	}
-	h.workers = runCtx{Context: ctx, r: r}
+	h.workers = runCtx{Context: ctx}
 	r.ctx = &h.workers
 	r.ctxDone = ctx.Done()
 	if r.nested && r.lateHelper == nil {
