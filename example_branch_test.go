@@ -81,7 +81,7 @@ func ExampleWhenResult() {
 				}
 			}), "sku-1")
 	}
-	primary := price("primary", time.Second, 100).Timeout(20 * time.Millisecond) // too slow today
+	primary := price("primary", time.Hour, 100).Timeout(20 * time.Millisecond) // too slow today
 	backup := price("backup", time.Millisecond, 101).
 		Depend(primary, false).
 		Join(asynctool.WhenResult("primary", func(r asynctool.WorkResult[int]) bool {
@@ -102,7 +102,7 @@ func ExampleWhenResult() {
 
 	a := asynctool.New()
 	defer a.Close()
-	_ = a.BeginWork(context.Background(), time.Second, primary)
+	_ = a.BeginWork(context.Background(), time.Minute, primary)
 	fmt.Println(quote.Result().Value)
 	fmt.Println("primary:", primary.Result().State)
 	// Output:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -199,12 +200,16 @@ func ExampleForEach_budget() {
 // The price service allows four calls at a time from one request: with
 // Limit 4, the twelve items run four at a time, each starting as soon as
 // another ends, and no goroutine waits for its turn. The Async's pool
-// bounds every node of every run; Limit bounds this node's items.
+// bounds every node of every run; Limit bounds this node's items. (Each
+// call here lasts until four have been at work at once, so that the most
+// printed does not depend on how fast the machine starts them.)
 func ExampleForEach_limit() {
 	a := asynctool.New()
 	defer a.Close()
 
 	var now, most atomic.Int32
+	var fourOnce sync.Once
+	four := make(chan struct{}) // closed when four calls are at work
 	skus := make([]string, 12)
 	for i := range skus {
 		skus[i] = fmt.Sprintf("sku-%02d", i)
@@ -218,8 +223,11 @@ func ExampleForEach_limit() {
 			defer now.Add(-1)
 			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 			}
+			if n == 4 {
+				fourOnce.Do(func() { close(four) })
+			}
 			select { // an RPC, in real life
-			case <-time.After(20 * time.Millisecond):
+			case <-four:
 				return 100 + len(sku), nil
 			case <-ctx.Done():
 				return 0, ctx.Err()
@@ -228,7 +236,7 @@ func ExampleForEach_limit() {
 		Limit: 4,
 	}, skus)
 
-	if err := a.BeginWork(context.Background(), time.Second, prices); err != nil {
+	if err := a.BeginWork(context.Background(), time.Minute, prices); err != nil {
 		panic(err)
 	}
 	fmt.Println("items:", len(prices.Result().Value), "at most at once:", most.Load())
