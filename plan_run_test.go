@@ -150,7 +150,19 @@ func TestPlanRerunAllocatesNothingPerNode(t *testing.T) {
 // 100 nodes starts per run of a plan: about one per node while the plan
 // does not know its nodes or knows they block, a few once sampled runs
 // showed the nodes are quick.
+//
+// It runs on fake time, so that what the sampled runs time is the
+// nodes' Actions and nothing else: on a real clock, a goroutine held back
+// in a node (a loaded machine, a GC) made the node look slow. How many
+// helpers quick nodes wake still depends on how fast the machine runs
+// them (each helper wakes the next while nodes are queued), so the test
+// takes the fewest of three runs: one helper per node would show in all
+// three.
 func TestPlanLearnsWhichNodesBlock(t *testing.T) {
+	synctest.Test(t, planLearnsWhichNodesBlock)
+}
+
+func planLearnsWhichNodesBlock(t *testing.T) {
 	fanPlan := func(work func()) *Plan {
 		w := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { work(); return 0, nil })
 		root, sink := NewWrapper("root", w, 0), NewWrapper("sink", w, 0)
@@ -177,10 +189,10 @@ func TestPlanLearnsWhichNodesBlock(t *testing.T) {
 
 	quick := fanPlan(func() {})
 	assert.GreaterOrEqual(t, perRun(quick), int32(99), "first run: nodes unknown, one helper each")
-	for range 4 {
+	for range 3 {
 		perRun(quick) // sampled runs learn the nodes are quick
 	}
-	assert.Less(t, perRun(quick), int32(30), "quick nodes: a few helpers, not one per node")
+	assert.Less(t, min(perRun(quick), perRun(quick), perRun(quick)), int32(30), "quick nodes: a few helpers, not one per node")
 
 	slow := fanPlan(func() { time.Sleep(100 * time.Microsecond) })
 	for range 5 {
