@@ -68,16 +68,18 @@ func TestWorkersContextCarriesTheCallersCause(t *testing.T) {
 		defer a.Close()
 		cause := errors.New("client went away")
 		parent, cancel := context.WithCancelCause(context.Background())
-		var seen error
+		// The run ends with its context, without waiting for the worker
+		// to return: the worker hands its cause over a channel.
+		seen := make(chan error, 1)
 		w := NewWrapper("w", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
 			cancel(cause)
 			<-ctx.Done()
-			seen = context.Cause(ctx)
+			seen <- context.Cause(ctx)
 			return 0, ctx.Err()
 		}), 0)
 		err := a.BeginWork(parent, time.Minute, w)
 		require.ErrorIs(t, err, cause)
-		assert.Equal(t, cause, seen)
+		assert.Equal(t, cause, <-seen)
 	})
 }
 
