@@ -202,9 +202,17 @@ func FuzzForEachLimit(f *testing.F) {
 							t.Errorf("%s: the zero Join failed: %v", desc, res.Err)
 						}
 						for i := range st.calls {
-							if st.calls[i].Load() == 0 && bud == 0 {
-								t.Errorf("%s: item %d never called", desc, i)
+							if st.calls[i].Load() != 0 || bud != 0 {
+								continue
 							}
+							if (beh[i] == fbTimeout || beh[i] == fbAttemptTO) && i < len(res.Value) &&
+								res.Value[i].State == ResultTimeout && errors.Is(res.Value[i].Err, context.DeadlineExceeded) {
+								// Its 1ms Timeout passed between its start and
+								// its worker's call, on a loaded machine: it
+								// ended as a timeout, never called.
+								continue
+							}
+							t.Errorf("%s: item %d never called (%v, %v)", desc, i, res.Value[i].State, res.Value[i].Err)
 						}
 					}
 					run.Release()
