@@ -890,9 +890,15 @@ func isNil(v any) bool {
 // unless an earlier attempt of the job stored its result in cp, in which
 // case the node succeeds with that result without calling the worker.
 // When the worker succeeds, its result is added to cp. The id must not be
-// empty: it is the key of the stored result; and, like every id of the
-// graph, it must be valid UTF-8 without a NUL character, or the attempt
-// fails before any node runs ([ErrUnstorableID]).
+// empty: it is the key of the stored result (a node with the empty id
+// fails when it runs, and is never checkpointed); and, like every id of
+// the graph, it must be valid UTF-8 without a NUL character, or the
+// attempt fails before any node runs ([ErrUnstorableID]). cp must be the
+// Checkpoint the BuildFunc was given: a node made with a nil one fails
+// when it runs. A nil worker (or a nil WorkerFunc) is reported as
+// asynctool reports it for any node: the attempt fails before any node
+// runs, with a *asynctool.GraphError naming the node
+// (asynctool.ErrNilWorker).
 //
 // R's values must come back from their JSON: each result is decoded back
 // as it is checkpointed, and one that does not decode (an error, or
@@ -923,8 +929,16 @@ func isNil(v any) bool {
 // deployments, change the node's id too (say "price/v2"), or the new code
 // replays results of the old shape.
 func Node[P, R any](cp *Checkpoint, id string, worker asynctool.Worker[P, R], param P) *asynctool.WorkerWrapper[P, R] {
+	if f, ok := worker.(asynctool.WorkerFunc[P, R]); worker == nil || ok && f == nil {
+		// asynctool reports it, as for any node: the attempt fails
+		// before any node runs, with a *asynctool.GraphError that
+		// names the node (asynctool.ErrNilWorker). Wrapped, the
+		// worker would fail only when the node ran (or, a nil
+		// WorkerFunc, panic with a nil dereference).
+		return asynctool.NewWrapper(id, worker, param)
+	}
 	c := &checkpointed[P, R]{cp: cp, id: id, worker: worker}
-	if id != "" { // an anonymous node fails in Action and is never checkpointed
+	if id != "" && cp != nil { // an anonymous node, or one without a Checkpoint, fails in Action and is never checkpointed
 		cp.mu.Lock()
 		if cp.nodes == nil {
 			cp.nodes = make(map[string]func(*asynctool.Run) (bool, error))
@@ -966,6 +980,9 @@ func (c *checkpointed[P, R]) Action(ctx context.Context, p P, all asynctool.Wrap
 	var v R
 	if c.id == "" {
 		return v, errors.New("durable: a checkpointed node needs an id")
+	}
+	if c.cp == nil {
+		return v, fmt.Errorf("durable: node %q was made with a nil *Checkpoint: make checkpointed nodes with the cp the BuildFunc is given", c.id)
 	}
 	// Produced earlier in this attempt: the node is being retried
 	// (asynctool's Retry) because saving its result failed.

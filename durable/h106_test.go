@@ -1,0 +1,72 @@
+package durable
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynctool-go/asynctool"
+	"github.com/riverqueue/river"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Review of the durable module as a newcomer adopting it, helper-106.
+
+// TestH106NilWorkerIsAGraphError checks that a checkpointed node made with
+// no worker is reported as asynctool reports any node without one: the
+// run is refused before any node runs, with a *asynctool.GraphError that
+// names the node and wraps asynctool.ErrNilWorker. Before, a nil Worker
+// failed only when the node ran, after the rest of the graph had, and a
+// nil WorkerFunc panicked with a nil dereference that named nothing.
+func TestH106NilWorkerIsAGraphError(t *testing.T) {
+	var nilFunc asynctool.WorkerFunc[int, int]
+	for name, w := range map[string]asynctool.Worker[int, int]{"nil Worker": nil, "nil WorkerFunc": nilFunc} {
+		t.Run(name, func(t *testing.T) {
+			var other atomic.Int32
+			cp := newCheckpoint(nil)
+			o := intNode(cp, "other", &other, nil)
+			Node(cp, "n", w, 0).Depend(o, true)
+			err := newAsync(t).BeginWork(context.Background(), time.Second, o)
+			var ge *asynctool.GraphError
+			require.ErrorAs(t, err, &ge)
+			assert.ErrorIs(t, err, asynctool.ErrNilWorker)
+			assert.ErrorContains(t, err, `"n"`)
+			assert.Zero(t, other.Load(), "no node runs")
+		})
+	}
+}
+
+// TestH106NilWorkerFailsTheJobBeforeAnyNodeRuns checks the same through
+// River: the attempt's error, stored in the job's row, names the node.
+func TestH106NilWorkerFailsTheJobBeforeAnyNodeRuns(t *testing.T) {
+	var other atomic.Int32
+	evs := runJob(t, 1, 5*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		o := intNode(cp, "other", &other, nil)
+		var f asynctool.WorkerFunc[int, int]
+		Node(cp, "n", f, 0).Depend(o, true)
+		return []asynctool.Wrapper{o}, nil
+	})
+	require.Len(t, evs, 1)
+	require.Len(t, evs[0].Job.Errors, 1)
+	assert.Contains(t, evs[0].Job.Errors[0].Error, `nil worker: node "n"`)
+	assert.Zero(t, other.Load())
+}
+
+// TestH106NilCheckpointFailsTheNode checks that a node made with a nil
+// *Checkpoint fails with an error that says so, where Node panicked with
+// a nil dereference.
+func TestH106NilCheckpointFailsTheNode(t *testing.T) {
+	var runs atomic.Int32
+	var n *asynctool.WorkerWrapper[int, int]
+	require.NotPanics(t, func() { n = intNode(nil, "n", &runs, nil) })
+	require.NoError(t, newAsync(t).BeginWork(context.Background(), time.Second, n))
+	r := n.Result()
+	assert.Equal(t, asynctool.ResultException, r.State)
+	require.Error(t, r.Err)
+	assert.Contains(t, r.Err.Error(), `node "n" was made with a nil *Checkpoint`)
+	assert.Zero(t, runs.Load())
+	assert.False(t, errors.Is(r.Err, asynctool.ErrNilWorker))
+}
