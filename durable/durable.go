@@ -917,6 +917,10 @@ func isNil(v any) bool {
 // where the value is a float64, fails its node with
 // asynctool.ErrResultType. A condition on a concrete type
 // (a string, a struct) sees on a replay the value its JSON decodes to.
+// Nor does JSON hold a struct's unexported fields (encoding/json leaves
+// them out): a replay gives them their zero values, without an error,
+// so a result type's state belongs in exported fields (or in a
+// MarshalJSON and UnmarshalJSON of its own).
 //
 // A result that does not encode as JSON fails the node, and so does one
 // whose JSON PostgreSQL cannot store ([ErrUnstorableJSON]: a string with

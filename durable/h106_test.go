@@ -3,6 +3,7 @@ package durable
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -69,4 +70,40 @@ func TestH106NilCheckpointFailsTheNode(t *testing.T) {
 	assert.Contains(t, r.Err.Error(), `node "n" was made with a nil *Checkpoint`)
 	assert.Zero(t, runs.Load())
 	assert.False(t, errors.Is(r.Err, asynctool.ErrNilWorker))
+}
+
+// TestH106UnexportedFieldsReplayAsZero pins what Node's doc says of a
+// struct result's unexported fields: JSON does not hold them, so the
+// retry's replay gives them their zero values, without an error.
+func TestH106UnexportedFieldsReplayAsZero(t *testing.T) {
+	type quote struct {
+		Price int
+		cost  int
+	}
+	var runs atomic.Int32
+	var mu sync.Mutex
+	var saw []quote
+	evs := runJob(t, 2, 5*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		q := Node(cp, "q", asynctool.WorkerFunc[int, quote](func(context.Context, int, asynctool.Wrappers) (quote, error) {
+			runs.Add(1)
+			return quote{Price: 5, cost: 3}, nil
+		}), 0)
+		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+			r, err := q.ResultFrom(all)
+			mu.Lock()
+			saw = append(saw, r.Value)
+			mu.Unlock()
+			if job.Attempt == 1 {
+				return 0, errors.New("once")
+			}
+			return 0, err
+		}), 0).Depend(q, true)
+		return []asynctool.Wrapper{q}, nil
+	})
+	require.Len(t, evs, 2)
+	assert.Equal(t, river.EventKindJobCompleted, evs[1].Kind)
+	assert.Equal(t, int32(1), runs.Load())
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []quote{{Price: 5, cost: 3}, {Price: 5}}, saw)
 }
