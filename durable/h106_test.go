@@ -2,6 +2,7 @@ package durable
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -106,4 +107,20 @@ func TestH106UnexportedFieldsReplayAsZero(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Equal(t, []quote{{Price: 5, cost: 3}, {Price: 5}}, saw)
+}
+
+// TestH106ResumeRefusesANilContextOrClient checks that Resume, which
+// returns errors, returns one for a nil ctx or client, where it panicked
+// with a nil dereference.
+func TestH106ResumeRefusesANilContextOrClient(t *testing.T) {
+	var (
+		ctx    context.Context
+		client *river.Client[*sql.Tx]
+	)
+	require.NotPanics(t, func() {
+		_, err := Resume(ctx, client, 7, nil)
+		assert.ErrorIs(t, err, asynctool.ErrNilContext)
+		_, err = Resume(context.Background(), client, 7, nil)
+		assert.ErrorContains(t, err, "durable: Resume of job 7 with a nil *river.Client")
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/asynctool-go/asynctool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/rivertype"
@@ -46,6 +47,8 @@ var ErrNotParked = errors.New("durable: the job is not parked by a suspended nod
 // run again (a node a custom join suspends again parks the job again).
 // To end a parked job instead, leave it cancelled, or delete it.
 //
+// A nil ctx (asynctool.ErrNilContext) or client is an error.
+//
 // Resume checks what it can before it writes: the job must be parked (its
 // last attempt cancelled it on a suspension), or it returns
 // [ErrNotParked]; a running job is refused with [ErrJobRunning]; a job
@@ -73,6 +76,12 @@ var ErrNotParked = errors.New("durable: the job is not parked by a suspended nod
 // any, names the earlier attempt, and Client.JobRetry runs the job from
 // that checkpoint, which parks it again if the node still suspends.
 func Resume[TTx any](ctx context.Context, client *river.Client[TTx], jobID int64, values map[string]any) (*rivertype.JobRow, error) {
+	switch {
+	case ctx == nil:
+		return nil, fmt.Errorf("durable: Resume of job %d: %w", jobID, asynctool.ErrNilContext)
+	case client == nil:
+		return nil, fmt.Errorf("durable: Resume of job %d with a nil *river.Client", jobID)
+	}
 	drv := client.Driver()
 	execTx, err := drv.GetExecutor().Begin(ctx)
 	if err != nil {
