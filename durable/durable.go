@@ -895,10 +895,11 @@ func isNil(v any) bool {
 // the graph, it must be valid UTF-8 without a NUL character, or the
 // attempt fails before any node runs ([ErrUnstorableID]). cp must be the
 // Checkpoint the BuildFunc was given: a node made with a nil one fails
-// when it runs. A nil worker (or a nil WorkerFunc) is reported as
-// asynctool reports it for any node: the attempt fails before any node
-// runs, with a *asynctool.GraphError naming the node
-// (asynctool.ErrNilWorker).
+// when it runs. A worker that asynctool refuses before a run (nil, a nil
+// WorkerFunc, a ForEach without Items or Worker or with a negative Limit,
+// a Hedged of nil) is reported as asynctool reports it for any node: the
+// attempt fails before any node runs, with a *asynctool.GraphError
+// naming the node (asynctool.ErrNilWorker, asynctool.ErrBadLimit).
 //
 // R's values must come back from their JSON: each result is decoded back
 // as it is checkpointed, and one that does not decode (an error, or
@@ -933,13 +934,14 @@ func isNil(v any) bool {
 // deployments, change the node's id too (say "price/v2"), or the new code
 // replays results of the old shape.
 func Node[P, R any](cp *Checkpoint, id string, worker asynctool.Worker[P, R], param P) *asynctool.WorkerWrapper[P, R] {
-	if f, ok := worker.(asynctool.WorkerFunc[P, R]); worker == nil || ok && f == nil {
-		// asynctool reports it, as for any node: the attempt fails
-		// before any node runs, with a *asynctool.GraphError that
-		// names the node (asynctool.ErrNilWorker). Wrapped, the
-		// worker would fail only when the node ran (or, a nil
-		// WorkerFunc, panic with a nil dereference).
-		return asynctool.NewWrapper(id, worker, param)
+	// A worker asynctool refuses (nil, a nil WorkerFunc, a ForEach
+	// without a Worker or with a negative Limit, a Hedged of nil) is
+	// left to asynctool to report, as for any node: the attempt fails
+	// before any node runs, with a *asynctool.GraphError that names the
+	// node. Wrapped, it would be hidden from asynctool's checks, and
+	// fail only when the node ran (a nil WorkerFunc with a panic).
+	if probe := asynctool.NewWrapper(id, worker, param); refused(probe) {
+		return probe
 	}
 	c := &checkpointed[P, R]{cp: cp, id: id, worker: worker}
 	if id != "" && cp != nil { // an anonymous node, or one without a Checkpoint, fails in Action and is never checkpointed
@@ -959,6 +961,13 @@ func Node[P, R any](cp *Checkpoint, id string, worker asynctool.Worker[P, R], pa
 		cp.mu.Unlock()
 	}
 	return asynctool.NewWrapper[P, R](id, c, param)
+}
+
+// refused reports whether asynctool refuses n, a node alone, for what
+// its worker is.
+func refused(n asynctool.Wrapper) bool {
+	_, err := asynctool.Describe(n)
+	return err != nil
 }
 
 // replay ends the node with id, suspended in run, with its stored

@@ -124,3 +124,48 @@ func TestH106ResumeRefusesANilContextOrClient(t *testing.T) {
 		assert.ErrorContains(t, err, "durable: Resume of job 7 with a nil *river.Client")
 	})
 }
+
+// TestH106RefusedWorkersAreGraphErrors checks that a checkpointed node
+// whose worker asynctool refuses before a run, as ForEach's and Hedged's
+// docs say (ErrNilWorker, ErrBadLimit), is refused the same way in a
+// durable graph: before any node runs, with a *asynctool.GraphError.
+// Wrapped by Node, such a worker was hidden from asynctool's checks,
+// and the node failed only when it ran, after the rest of the graph.
+func TestH106RefusedWorkersAreGraphErrors(t *testing.T) {
+	items := func(context.Context, int, asynctool.Wrappers) ([]int, error) { return []int{1}, nil }
+	each := asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) { return 1, nil })
+	for name, tc := range map[string]struct {
+		make func(cp *Checkpoint) asynctool.Wrapper
+		want error
+	}{
+		"ForEach without a Worker": {func(cp *Checkpoint) asynctool.Wrapper {
+			return Node[int, []asynctool.WorkResult[int]](cp, "n", asynctool.ForEach[int, int, int]{Items: items}, 0)
+		}, asynctool.ErrNilWorker},
+		"ForEach with a negative Limit": {func(cp *Checkpoint) asynctool.Wrapper {
+			return Node[int, []asynctool.WorkResult[int]](cp, "n", asynctool.ForEach[int, int, int]{Items: items, Worker: each, Limit: -1}, 0)
+		}, asynctool.ErrBadLimit},
+		"Hedged of nil": {func(cp *Checkpoint) asynctool.Wrapper {
+			return Node(cp, "n", asynctool.Hedged[int, int](nil, time.Millisecond, 2), 0)
+		}, asynctool.ErrNilWorker},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var other atomic.Int32
+			cp := newCheckpoint(nil)
+			o := intNode(cp, "other", &other, nil)
+			n := tc.make(cp)
+			// n after o, so that o would run first if the run started.
+			switch n := n.(type) {
+			case *asynctool.WorkerWrapper[int, int]:
+				n.Depend(o, true)
+			case *asynctool.WorkerWrapper[int, []asynctool.WorkResult[int]]:
+				n.Depend(o, true)
+			}
+			err := newAsync(t).BeginWork(context.Background(), time.Second, o)
+			var ge *asynctool.GraphError
+			require.ErrorAs(t, err, &ge)
+			assert.ErrorIs(t, err, tc.want)
+			assert.ErrorContains(t, err, `"n"`)
+			assert.Zero(t, other.Load(), "no node runs")
+		})
+	}
+}
