@@ -802,7 +802,10 @@ func (cp *Checkpoint) close() {
 }
 
 // Replayed returns how many nodes of this attempt took their result from
-// an earlier attempt instead of running.
+// an earlier attempt instead of running. To asynctool, its report and
+// its hooks (asynctoolotel's spans, with asynctool.node.ran = true),
+// such a node ran and succeeded at once: the worker asynctool calls is
+// Node's, which returns the stored result without calling the node's own.
 func (cp *Checkpoint) Replayed() int {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
