@@ -1204,7 +1204,7 @@ func (c *checkpointed[P, R]) decodeSaved(raw json.RawMessage) (R, error) {
 	}
 	if err := json.Unmarshal(raw, &v); err != nil {
 		var zero R
-		return zero, fmt.Errorf("durable: node %q: the value Resume gave does not decode into %T: %w", c.id, v, err)
+		return zero, fmt.Errorf("durable: node %q: the value Resume gave does not decode into %v: %w", c.id, reflect.TypeFor[R](), err)
 	}
 	return v, nil
 }

@@ -3,7 +3,9 @@ package durable
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -168,4 +170,18 @@ func TestH106RefusedWorkersAreGraphErrors(t *testing.T) {
 			assert.Zero(t, other.Load(), "no node runs")
 		})
 	}
+}
+
+// TestH106UndecodableResumeValueNamesTheType checks that the error of a
+// value Resume gave that does not decode names the node's result type
+// when that type is an interface, where %T of its zero value printed
+// "<nil>".
+func TestH106UndecodableResumeValueNamesTheType(t *testing.T) {
+	cp := newCheckpoint(map[string]json.RawMessage{"n": json.RawMessage(`"x"`)})
+	cp.decided = map[string]bool{"n": true}
+	_, err := (&checkpointed[int, fmt.Stringer]{cp: cp, id: "n"}).decodeSaved(cp.saved["n"])
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `node "n": the value Resume gave does not decode into fmt.Stringer`)
+	_, err = (&checkpointed[int, int]{cp: cp, id: "n"}).decodeSaved(cp.saved["n"])
+	assert.ErrorContains(t, err, "does not decode into int")
 }
