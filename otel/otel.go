@@ -37,7 +37,7 @@
 //	asynctool.node.ran       whether its worker was called
 //	asynctool.node.attempts  how many times its worker was started
 //	asynctool.node.reason    why it did not succeed, in words
-//	asynctool.node.wait_ms   how long it waited for a goroutine once ready
+//	asynctool.node.wait_ms   how long it waited for a goroutine once ready (first attempt's span only)
 //	asynctool.node.retry_in_ms  the backoff before the next attempt (retried attempts only)
 //
 // A node that did not succeed has its error recorded on the span
@@ -239,11 +239,14 @@ func (in *instruments) nodeStart(ctx context.Context, ev asynctool.NodeEvent) co
 		st.mu.Unlock()
 		return ctx
 	}
-	ctx, span := in.tracer.Start(ctx, "asynctool.node "+ev.ID, trace.WithAttributes(
-		KeyNodeID.String(ev.ID),
-		KeyNodeIndex.Int(ev.Index),
-		KeyNodeWaitMS.Float64(float64(ev.Wait)/float64(time.Millisecond)),
-	))
+	startAttrs := []attribute.KeyValue{KeyNodeID.String(ev.ID), KeyNodeIndex.Int(ev.Index)}
+	if ev.Attempt <= 1 {
+		// The wait the core measures is the first start's: a later
+		// attempt's event repeats it, which that attempt's span would
+		// show as its own.
+		startAttrs = append(startAttrs, KeyNodeWaitMS.Float64(float64(ev.Wait)/float64(time.Millisecond)))
+	}
+	ctx, span := in.tracer.Start(ctx, "asynctool.node "+ev.ID, trace.WithAttributes(startAttrs...))
 	old := n.span
 	n.span = span
 	st.mu.Unlock()
