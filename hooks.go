@@ -82,7 +82,8 @@ type NodeEvent struct {
 	// first start).
 	Attempt int
 	// Wait is how long the node waited for a goroutine once ready
-	// (OnNodeStart) or the backoff before its next attempt (OnNodeRetry);
+	// (OnNodeStart of its first attempt; zero for a later one) or the
+	// backoff before its next attempt (OnNodeRetry);
 	// Duration how long it ran (OnNodeEnd; zero for nodes that never ran).
 	Wait, Duration time.Duration
 }
@@ -141,6 +142,11 @@ func (r *runState) event(i int32) NodeEvent {
 // nodeStarted runs the OnNodeStart hooks and returns the worker's context.
 func (r *runState) nodeStarted(i int32, ctx context.Context) context.Context {
 	ev := r.event(i)
+	if ev.Attempt > 1 {
+		// The times hold the first start: the wait before a later
+		// attempt was OnNodeRetry's backoff.
+		ev.Wait = 0
+	}
 	for _, h := range r.hooks {
 		if h.OnNodeStart == nil {
 			continue
