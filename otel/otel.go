@@ -241,9 +241,9 @@ func (in *instruments) nodeStart(ctx context.Context, ev asynctool.NodeEvent) co
 	}
 	startAttrs := []attribute.KeyValue{KeyNodeID.String(ev.ID), KeyNodeIndex.Int(ev.Index)}
 	if ev.Attempt <= 1 {
-		// The wait the core measures is the first start's: a later
-		// attempt's event repeats it, which that attempt's span would
-		// show as its own.
+		// The core measures the wait for a goroutine at the first
+		// start: a later attempt's event has none (the wait before it
+		// is the backoff, retry_in_ms on the attempt's span before).
 		startAttrs = append(startAttrs, KeyNodeWaitMS.Float64(float64(ev.Wait)/float64(time.Millisecond)))
 	}
 	ctx, span := in.tracer.Start(ctx, "asynctool.node "+ev.ID, trace.WithAttributes(startAttrs...))

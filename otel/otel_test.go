@@ -176,7 +176,9 @@ func TestSkipAndTimeout(t *testing.T) {
 }
 
 // TestRetriedAttemptsHaveTheirOwnSpans checks that each attempt of a
-// retried node is a span, and that the failed ones carry their error.
+// retried node is a span, that the failed ones carry their error, and
+// that only the first carries the wait for a goroutine (a later one's
+// showed the first's until helper-106's review).
 func TestRetriedAttemptsHaveTheirOwnSpans(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h, exp, _, _ := setup(t)
@@ -207,6 +209,10 @@ func TestRetriedAttemptsHaveTheirOwnSpans(t *testing.T) {
 			assert.Equal(t, codes.Error, s.Status.Code, "attempt %d", k+1)
 			require.Len(t, s.Events, 1, "attempt %d", k+1)
 			assert.Equal(t, "exception", s.Events[0].Name, "attempt %d: RecordError", k+1)
+		}
+		assert.Contains(t, attrs(attempts[0].Attributes), asynctoolotel.KeyNodeWaitMS, "the first attempt")
+		for k, s := range attempts[1:] {
+			assert.NotContains(t, attrs(s.Attributes), asynctoolotel.KeyNodeWaitMS, "attempt %d: its wait was the backoff", k+2)
 		}
 		last := attrs(attempts[2].Attributes)
 		assert.Equal(t, "success", last["asynctool.node.outcome"].AsString())
