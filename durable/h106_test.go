@@ -19,30 +19,6 @@ import (
 
 // Review of the durable module as a newcomer adopting it, helper-106.
 
-// TestH106NilWorkerIsAGraphError checks that a checkpointed node made with
-// no worker is reported as asynctool reports any node without one: the
-// run is refused before any node runs, with a *asynctool.GraphError that
-// names the node and wraps asynctool.ErrNilWorker. Before, a nil Worker
-// failed only when the node ran, after the rest of the graph had, and a
-// nil WorkerFunc panicked with a nil dereference that named nothing.
-func TestH106NilWorkerIsAGraphError(t *testing.T) {
-	var nilFunc asynctool.WorkerFunc[int, int]
-	for name, w := range map[string]asynctool.Worker[int, int]{"nil Worker": nil, "nil WorkerFunc": nilFunc} {
-		t.Run(name, func(t *testing.T) {
-			var other atomic.Int32
-			cp := newCheckpoint(nil)
-			o := intNode(cp, "other", &other, nil)
-			Node(cp, "n", w, 0).Depend(o, true)
-			err := newAsync(t).BeginWork(context.Background(), time.Second, o)
-			var ge *asynctool.GraphError
-			require.ErrorAs(t, err, &ge)
-			assert.ErrorIs(t, err, asynctool.ErrNilWorker)
-			assert.ErrorContains(t, err, `"n"`)
-			assert.Zero(t, other.Load(), "no node runs")
-		})
-	}
-}
-
 // TestH106NilWorkerFailsTheJobBeforeAnyNodeRuns checks the same through
 // River: the attempt's error, stored in the job's row, names the node.
 func TestH106NilWorkerFailsTheJobBeforeAnyNodeRuns(t *testing.T) {
@@ -128,18 +104,27 @@ func TestH106ResumeRefusesANilContextOrClient(t *testing.T) {
 }
 
 // TestH106RefusedWorkersAreGraphErrors checks that a checkpointed node
-// whose worker asynctool refuses before a run, as ForEach's and Hedged's
-// docs say (ErrNilWorker, ErrBadLimit), is refused the same way in a
+// whose worker asynctool refuses before a run (nil; and as ForEach's and
+// Hedged's docs say, ErrNilWorker, ErrBadLimit) is refused the same way in a
 // durable graph: before any node runs, with a *asynctool.GraphError.
 // Wrapped by Node, such a worker was hidden from asynctool's checks,
 // and the node failed only when it ran, after the rest of the graph.
 func TestH106RefusedWorkersAreGraphErrors(t *testing.T) {
 	items := func(context.Context, int, asynctool.Wrappers) ([]int, error) { return []int{1}, nil }
 	each := asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) { return 1, nil })
+	var nilFunc asynctool.WorkerFunc[int, int]
 	for name, tc := range map[string]struct {
 		make func(cp *Checkpoint) asynctool.Wrapper
 		want error
 	}{
+		// Before, a nil Worker failed only when the node ran, and a nil
+		// WorkerFunc panicked with a nil dereference that named nothing.
+		"nil Worker": {func(cp *Checkpoint) asynctool.Wrapper {
+			return Node[int, int](cp, "n", nil, 0)
+		}, asynctool.ErrNilWorker},
+		"nil WorkerFunc": {func(cp *Checkpoint) asynctool.Wrapper {
+			return Node(cp, "n", asynctool.Worker[int, int](nilFunc), 0)
+		}, asynctool.ErrNilWorker},
 		"ForEach without a Worker": {func(cp *Checkpoint) asynctool.Wrapper {
 			return Node[int, []asynctool.WorkResult[int]](cp, "n", asynctool.ForEach[int, int, int]{Items: items}, 0)
 		}, asynctool.ErrNilWorker},
