@@ -342,14 +342,23 @@ var ErrUnstorableID = errors.New("a node id must be valid UTF-8 without a NUL ch
 // checkpoint unused.
 var ErrUndecodableResult = errors.New("a checkpointed result must decode back into its type from its JSON")
 
-// checkIDs returns an error that names the first id, among those of cp's
+// errAnonymousNode is the error of an attempt whose graph has a
+// checkpointed node with the empty id.
+var errAnonymousNode = errors.New("durable: a checkpointed node (Node) needs an id: its result is stored under it")
+
+// checkIDs returns errAnonymousNode if a checkpointed node of cp has the
+// empty id, or an error that names the first id, among those of cp's
 // checkpointed nodes and then those of the graph reachable from starts,
 // that cannot be stored (ErrUnstorableID). A graph that asynctool rejects
 // is left to Start to report.
 func checkIDs(cp *Checkpoint, starts []asynctool.Wrapper) error {
 	cp.mu.Lock()
 	ids := slices.Sorted(maps.Keys(cp.nodes))
+	anonymous := cp.anonymous
 	cp.mu.Unlock()
+	if anonymous {
+		return errAnonymousNode
+	}
 	if rep, err := asynctool.Describe(starts...); err == nil {
 		for _, n := range rep.Nodes {
 			ids = append(ids, n.ID)
@@ -709,6 +718,9 @@ type Checkpoint struct {
 	// JSON null (see nullable).
 	notNil map[string]bool
 	hits   int
+	// anonymous: a checkpointed node was made with the empty id, which
+	// fails the attempt before any node runs (see checkIDs).
+	anonymous bool
 
 	// save stores a snapshot at once (Worker.SaveEach), nil if not.
 	// saveMu orders the saves and the close after which none is made.
@@ -893,9 +905,9 @@ func isNil(v any) bool {
 // unless an earlier attempt of the job stored its result in cp, in which
 // case the node succeeds with that result without calling the worker.
 // When the worker succeeds, its result is added to cp. The id must not be
-// empty: it is the key of the stored result (a node with the empty id
-// fails when it runs, and is never checkpointed); and, like every id of
-// the graph, it must be valid UTF-8 without a NUL character, or the
+// empty: it is the key of the stored result (the attempt of a graph with
+// such a node fails before any node runs); and, like every id of the
+// graph, it must be valid UTF-8 without a NUL character, or the
 // attempt fails before any node runs ([ErrUnstorableID]). cp must be the
 // Checkpoint the BuildFunc was given: a node made with a nil one fails
 // when it runs. A worker that asynctool refuses before a run (nil, a nil
@@ -947,6 +959,12 @@ func Node[P, R any](cp *Checkpoint, id string, worker asynctool.Worker[P, R], pa
 		return probe
 	}
 	c := &checkpointed[P, R]{cp: cp, id: id, worker: worker}
+	if id == "" && cp != nil {
+		// The attempt fails before any node runs (see checkIDs).
+		cp.mu.Lock()
+		cp.anonymous = true
+		cp.mu.Unlock()
+	}
 	if id != "" && cp != nil { // an anonymous node, or one without a Checkpoint, fails in Action and is never checkpointed
 		cp.mu.Lock()
 		if cp.nodes == nil {

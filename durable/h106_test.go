@@ -19,20 +19,33 @@ import (
 
 // Review of the durable module as a newcomer adopting it, helper-106.
 
-// TestH106NilWorkerFailsTheJobBeforeAnyNodeRuns checks the same through
-// River: the attempt's error, stored in the job's row, names the node.
+// TestH106NilWorkerFailsTheJobBeforeAnyNodeRuns checks, through River,
+// that the attempt of a graph with a checkpointed node that cannot run
+// fails before any node runs, its error, stored in the job's row, saying
+// why: a nil worker (naming the node), or the empty id, where such a
+// node failed only when its turn came, after the nodes before it.
 func TestH106NilWorkerFailsTheJobBeforeAnyNodeRuns(t *testing.T) {
-	var other atomic.Int32
-	evs := runJob(t, 1, 5*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
-		o := intNode(cp, "other", &other, nil)
-		var f asynctool.WorkerFunc[int, int]
-		Node(cp, "n", f, 0).Depend(o, true)
-		return []asynctool.Wrapper{o}, nil
-	})
-	require.Len(t, evs, 1)
-	require.Len(t, evs[0].Job.Errors, 1)
-	assert.Contains(t, evs[0].Job.Errors[0].Error, `nil worker: node "n"`)
-	assert.Zero(t, other.Load())
+	for want, node := range map[string]func(cp *Checkpoint, o asynctool.Wrapper){
+		`nil worker: node "n"`: func(cp *Checkpoint, o asynctool.Wrapper) {
+			var f asynctool.WorkerFunc[int, int]
+			Node(cp, "n", f, 0).Depend(o, true)
+		},
+		"a checkpointed node (Node) needs an id": func(cp *Checkpoint, o asynctool.Wrapper) {
+			var runs atomic.Int32
+			intNode(cp, "", &runs, nil).Depend(o, true)
+		},
+	} {
+		var other atomic.Int32
+		evs := runJob(t, 1, 5*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+			o := intNode(cp, "other", &other, nil)
+			node(cp, o)
+			return []asynctool.Wrapper{o}, nil
+		})
+		require.Len(t, evs, 1, want)
+		require.Len(t, evs[0].Job.Errors, 1, want)
+		assert.Contains(t, evs[0].Job.Errors[0].Error, want)
+		assert.Zero(t, other.Load(), want)
+	}
 }
 
 // TestH106NilCheckpointFailsTheNode checks that a node made with a nil
