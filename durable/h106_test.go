@@ -64,10 +64,13 @@ func TestH106NilCheckpointFailsTheNode(t *testing.T) {
 	assert.False(t, errors.Is(r.Err, asynctool.ErrNilWorker))
 }
 
-// TestH106UnexportedFieldsReplayAsZero pins what Node's doc says of a
-// struct result's unexported fields: JSON does not hold them, so the
-// retry's replay gives them their zero values, without an error.
-func TestH106UnexportedFieldsReplayAsZero(t *testing.T) {
+// TestH106WhatAReplayShows pins two things Node's doc says of a replayed
+// node. A struct result's unexported fields: JSON does not hold them, so
+// the retry's replay gives them their zero values, without an error. And
+// to asynctool's hooks (and so to the otel module's spans, whose
+// asynctool.node.ran is an Attempt above 0) the replayed node ran once
+// and succeeded, as the worker asynctool calls is Node's.
+func TestH106WhatAReplayShows(t *testing.T) {
 	type quote struct {
 		Price int
 		cost  int
@@ -75,7 +78,16 @@ func TestH106UnexportedFieldsReplayAsZero(t *testing.T) {
 	var runs atomic.Int32
 	var mu sync.Mutex
 	var saw []quote
-	evs := runJob(t, 2, 5*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+	var ends []asynctool.NodeEvent // q's OnNodeEnd, one per job attempt
+	a := asynctool.New(asynctool.WithHooks(&asynctool.Hooks{OnNodeEnd: func(_ context.Context, ev asynctool.NodeEvent) {
+		if ev.ID == "q" {
+			mu.Lock()
+			ends = append(ends, ev)
+			mu.Unlock()
+		}
+	}}))
+	t.Cleanup(func() { a.Close() })
+	evs := runWorker(t, openSQLite(t), mustWorker(t, a, 5*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
 		q := Node(cp, "q", asynctool.WorkerFunc[int, quote](func(context.Context, int, asynctool.Wrappers) (quote, error) {
 			runs.Add(1)
 			return quote{Price: 5, cost: 3}, nil
@@ -91,13 +103,18 @@ func TestH106UnexportedFieldsReplayAsZero(t *testing.T) {
 			return 0, err
 		}), 0).Depend(q, true)
 		return []asynctool.Wrapper{q}, nil
-	})
+	}), sumArgs{Base: 1}, 2)
 	require.Len(t, evs, 2)
 	assert.Equal(t, river.EventKindJobCompleted, evs[1].Kind)
-	assert.Equal(t, int32(1), runs.Load())
+	assert.Equal(t, int32(1), runs.Load(), "the worker ran on the first attempt only")
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Equal(t, []quote{{Price: 5, cost: 3}, {Price: 5}}, saw)
+	require.Len(t, ends, 2)
+	for k, ev := range ends {
+		assert.Equal(t, 1, ev.Attempt, "job attempt %d", k+1)
+		assert.Equal(t, asynctool.ResultSuccess, ev.Result, "job attempt %d", k+1)
+	}
 }
 
 // TestH106ResumeRefusesANilContextOrClient checks that Resume, which
