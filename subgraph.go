@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -291,16 +290,13 @@ func (f ForEach[P, T, R]) joinProblem() (string, error) {
 	return "", nil
 }
 
-// counted is n and the noun, in the plural unless n is 1: "1 item",
-// "0 items", "2 successes".
-func counted(n int, noun string) string {
-	switch {
-	case n == 1:
-		return "1 " + noun
-	case strings.HasSuffix(noun, "s"):
-		return fmt.Sprintf("%d %ses", n, noun)
+// counted is n and the noun, one or many as n is 1 or not: "1 item",
+// "0 items".
+func counted(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
 	}
-	return fmt.Sprintf("%d %ss", n, noun)
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // misfit says why j cannot be met by upstreams with these ids: it counts
@@ -312,7 +308,7 @@ func (j Join) misfit(ids []string) string {
 	var named []string
 	switch {
 	case j.kind == joinAtLeast && j.n > len(ids):
-		return fmt.Sprintf("%s cannot make %s", counted(len(ids), "item"), counted(j.n, "success"))
+		return fmt.Sprintf("%s cannot make %s", counted(len(ids), "item", "items"), counted(j.n, "success", "successes"))
 	case j.kind == joinAny && len(ids) == 0:
 		return "0 items cannot make 1 success" // as AtLeast(1)
 	case j.kind == joinNamed, j.kind == joinCustom && j.whenType != nil:
@@ -324,7 +320,7 @@ func (j Join) misfit(ids []string) string {
 			if len(ids) == 1 {
 				are = "is"
 			}
-			return fmt.Sprintf("it names item %q, and there %s %s", id, are, counted(len(ids), "item"))
+			return fmt.Sprintf("it names item %q, and there %s %s", id, are, counted(len(ids), "item", "items"))
 		}
 	}
 	return ""

@@ -949,12 +949,9 @@ func isNil(v any) bool {
 // deployments, change the node's id too (say "price/v2"), or the new code
 // replays results of the old shape.
 func Node[P, R any](cp *Checkpoint, id string, worker asynctool.Worker[P, R], param P) *asynctool.WorkerWrapper[P, R] {
-	// A worker asynctool refuses (nil, a nil WorkerFunc, a ForEach
-	// without a Worker or with a negative Limit, a Hedged of nil) is
-	// left to asynctool to report, as for any node: the attempt fails
-	// before any node runs, with a *asynctool.GraphError that names the
-	// node. Wrapped, it would be hidden from asynctool's checks, and
-	// fail only when the node ran (a nil WorkerFunc with a panic).
+	// A worker asynctool refuses is left unwrapped for asynctool to
+	// report, as for any node, before any node runs: wrapped, it would
+	// be hidden from asynctool's checks, and fail only when it ran.
 	if probe := asynctool.NewWrapper(id, worker, param); refused(probe) {
 		return probe
 	}
