@@ -66,7 +66,8 @@ type NodeReport struct {
 	// Ready, Started and Ended are when the node's join was satisfied,
 	// when its worker started, and when its result became final. Wait is
 	// Started-Ready, the time it waited for a goroutine (or, for an item
-	// of a ForEach with a Limit, for its turn). Lane numbers the
+	// of a ForEach with a Limit, for its turn). With timings, Started is
+	// set exactly when Attempts is above zero. Lane numbers the
 	// chain of nodes run one after another by one goroutine.
 	Ready, Started, Ended time.Time
 	Wait                  time.Duration
@@ -149,7 +150,12 @@ func (r *runState) Report() *Report {
 		}
 		if r.times != nil {
 			t := &r.times[i]
-			nr.Ready, nr.Started, nr.Ended = r.wall(t.ready.Load()), r.wall(t.start.Load()), r.wall(t.end.Load())
+			nr.Ready, nr.Ended = r.wall(t.ready.Load()), r.wall(t.end.Load())
+			if nr.Attempts > 0 {
+				// attemptsOf read the start time: a goroutine that
+				// writes it after that look shows in the next report.
+				nr.Started = r.wall(t.start.Load())
+			}
 			if !nr.Started.IsZero() && !nr.Ready.IsZero() {
 				nr.Wait = nr.Started.Sub(nr.Ready)
 			}

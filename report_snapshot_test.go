@@ -1,0 +1,46 @@
+package asynctool
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A report taken while goroutines claim a fan's nodes reads each node's
+// attempt count and its start time; a node must not show a start time
+// beside zero attempts, nor be counted as run without one.
+func TestReportSnapshotAgreesOnAStart(t *testing.T) {
+	const n = 64
+	a := New(WithTimings(true))
+	defer func() { require.NoError(t, a.Close()) }()
+	var bad atomic.Value
+	for iter := 0; iter < 300 && bad.Load() == nil; iter++ {
+		work := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, nil })
+		root := NewWrapper("root", work, 0)
+		for k := range n {
+			NewWrapper(fmt.Sprint("n", k), work, 0).Depend(root, true)
+		}
+		run, err := a.Start(context.Background(), time.Minute, root)
+		require.NoError(t, err)
+		for {
+			rep := run.Report()
+			for _, nr := range rep.Nodes {
+				if (nr.Attempts == 0) != nr.Started.IsZero() || nr.Ran != (nr.Attempts > 0) {
+					bad.Store(fmt.Sprintf("iteration %d, node %s: attempts %d, ran %v, started %v",
+						iter, nr.ID, nr.Attempts, nr.Ran, nr.Started))
+				}
+			}
+			if !rep.End.IsZero() {
+				break
+			}
+		}
+		require.NoError(t, run.Wait(context.Background()))
+	}
+	if s := bad.Load(); s != nil {
+		t.Fatal(s)
+	}
+}
