@@ -62,7 +62,7 @@ func TestEarlyEndStandsOnlyIfItCancelledTheRun(t *testing.T) {
 			var cancel context.CancelFunc
 			r.ctx, cancel = c.ctx()
 			defer cancel()
-			r.ctxDone = r.ctx.Done()
+			r.inner = r.ctx
 			r.early.Store(&runEnded{id: "page"})
 			st, err, late := r.expired()
 			require.True(t, late)

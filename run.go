@@ -219,7 +219,6 @@ type runState struct {
 	ctx       context.Context
 	cancel    context.CancelFunc
 	stopSweep func() bool
-	ctxDone   <-chan struct{} // ctx.Done(), cached
 	// nested: the run was started from inside a worker (its context
 	// comes from a run's): it never waits on a task of its own that
 	// waits in the pool's queue (see dispatch, submit and startLate).
@@ -332,6 +331,10 @@ type runState struct {
 	// then. Guarded by mu.
 	sweepOver bool
 	sweepWait chan struct{}
+	// inner is ctx without the handle's wrapper (see runCtx): stopping
+	// asks its Err, a method call and an atomic load, where a receive on
+	// its Done channel is a call into the runtime, once per node.
+	inner context.Context
 }
 
 // nodeTimes are one node's timestamps in a timed run, each read from the
@@ -606,7 +609,7 @@ func (r *runState) start(ctx context.Context, a *Async, timeout time.Duration, i
 	}
 	h.workers = runCtx{Context: ctx}
 	r.ctx = &h.workers
-	r.ctxDone = ctx.Done()
+	r.inner = ctx
 	if r.nested && r.lateHelper == nil {
 		r.lateHelper = func() {
 			r.busy.Add(1) // see startLate
@@ -695,7 +698,7 @@ func (r *runState) recycle() {
 			r.p.nodes[i].core.impl.clearSlot(r.slots[i])
 		}
 		r.releaseSubs()
-		r.a, r.ctx, r.cancel, r.stopSweep, r.ctxDone = nil, nil, nil, nil, nil
+		r.a, r.ctx, r.cancel, r.stopSweep, r.inner = nil, nil, nil, nil, nil
 		r.p.runs.Put(r)
 	}
 }
@@ -753,15 +756,7 @@ func (r *runState) noteStall() {
 // a pending node. The sweep is no task, hence the check that the
 // deadline has not passed.
 func (r *runState) stalled() bool {
-	if r.busy.Load() != 0 || r.remaining.Load() == 0 || r.stopped.Load() {
-		return false
-	}
-	select {
-	case <-r.ctxDone:
-		return false
-	default:
-		return true
-	}
+	return r.busy.Load() == 0 && r.remaining.Load() != 0 && !r.stopped.Load() && r.inner.Err() == nil
 }
 
 // Cancel is Run.Cancel's, without the handle's check.
@@ -1661,15 +1656,7 @@ func (r *runState) release(i int32, wl *worklist) {
 // or not: it will end every node not yet ended, as a timeout or with the
 // EndError of a PolicyEnd node, so nothing is to be skipped any more.
 func (r *runState) stopping() bool {
-	if r.stopped.Load() {
-		return true
-	}
-	select {
-	case <-r.ctxDone:
-		return true
-	default:
-		return false
-	}
+	return r.stopped.Load() || r.inner.Err() != nil
 }
 
 // processEnd runs the Result callback of node i, which has a final state,
