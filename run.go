@@ -1337,6 +1337,15 @@ func (r *runState) expired() (ResultState, error, bool) {
 	return ResultTimeout, context.Cause(r.ctx), true
 }
 
+// mayEndLate reports whether expiredNode(i) may find node i late: the
+// run is stopping, or the node has flow rules (its own timeout). It is
+// inlined, so that a node without them, on a run not stopping, does
+// not pay expiredNode's calls after its worker returns.
+func (r *runState) mayEndLate(i int32) bool {
+	// The context is done whenever stopped is set: the sweep sets it.
+	return r.inner.Err() != nil || r.exts != nil && r.exts[i] != nil
+}
+
 // expiredNode is expired, plus node i's own timeout.
 func (r *runState) expiredNode(i int32) (ResultState, error, bool) {
 	if st, err, late := r.expired(); late {
@@ -1392,15 +1401,18 @@ func (r *runState) attempt(i int32, wl *worklist) {
 	}
 	if wl.fresh && r.exts == nil {
 		wl.fresh = false
-	} else if st, err, late := r.expiredNode(i); late {
-		// The worker does not start: take back the start counted for it.
-		if r.exts != nil && r.exts[i] != nil {
-			n.attempts.Add(-1)
-		} else {
-			n.state.And(^startedBit)
+	} else if r.mayEndLate(i) {
+		if st, err, late := r.expiredNode(i); late {
+			// The worker does not start: take back the start counted
+			// for it.
+			if r.exts != nil && r.exts[i] != nil {
+				n.attempts.Add(-1)
+			} else {
+				n.state.And(^startedBit)
+			}
+			r.end(i, sWorking, st, err, -1, wl)
+			return
 		}
-		r.end(i, sWorking, st, err, -1, wl)
-		return
 	}
 	ctx := r.ctx
 	if r.exts != nil && r.exts[i] != nil {

@@ -441,11 +441,13 @@ func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *runState, i int32,
 		v, err = w.worker.Action(ctx, w.param, Wrappers{r, i})
 		wl.action = false
 	}
-	if st, cause, late := r.expiredNode(i); late {
-		// Returned at or after the deadline: the result is a timeout,
-		// whoever gets to end the node.
-		r.end(i, sWorking, st, cause, -1, wl)
-		return
+	if r.mayEndLate(i) {
+		if st, cause, late := r.expiredNode(i); late {
+			// Returned at or after the deadline: the result is a
+			// timeout, whoever gets to end the node.
+			r.end(i, sWorking, st, cause, -1, wl)
+			return
+		}
 	}
 	wl.fresh = true
 	flow := pn.flow
