@@ -53,8 +53,11 @@ type SubPlan[P, R any] struct {
 	// the node's param and its upstreams' results to reach the workers of
 	// Plan, which take per-request data from their context. The context
 	// it returns must derive from ctx (one that derives from no run's, or
-	// from another run's, fails the node); nil means ctx. An error fails
-	// the node without starting the sub-run.
+	// from another run's, fails the node, as does one without a Done
+	// channel, such as context.WithoutCancel(ctx)); nil means ctx. It may
+	// end before ctx (a shorter deadline for the sub-run), not after:
+	// the sub-run ends when ctx does, whatever context Input returned. An
+	// error fails the node without starting the sub-run.
 	Input func(ctx context.Context, param P, all Wrappers) (context.Context, error)
 	// Output gives the node's value and error from the ended sub-run,
 	// which it must not keep or release: often a node's ValueIn, as in
@@ -115,6 +118,20 @@ func (s SubPlan[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R, 
 			// (context.WithoutCancel): the sub-run would not have the
 			// node's deadline and cancellation.
 			return v, fmt.Errorf("asynctool: SubPlan's Input returned a context that does not derive from the node's, or drops its cancellation")
+		}
+		if in != ctx {
+			// A context that keeps the node's values may still have
+			// dropped its cancellation out of sight:
+			// context.WithCancel(context.WithoutCancel(ctx)) passes the
+			// check above, and a sub-run under it would outlive the
+			// node, and hold Close, for as long as its workers wait for
+			// their context. So the node's end ends the sub-run too,
+			// with the node's cause.
+			var cancel context.CancelCauseFunc
+			in, cancel = context.WithCancelCause(in)
+			defer cancel(nil)
+			stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+			defer stop()
 		}
 	}
 	h, err := runSub(in, all, s.Plan.p.getRun(), "sub-plan")
