@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -159,8 +160,15 @@ func graphErr(sentinel error, nodes []string, format string, args ...any) *Graph
 	return &GraphError{Err: sentinel, Nodes: nodes, Detail: fmt.Sprintf(format, args...)}
 }
 
+// cycleErr reports a cycle, path, as GraphError.Nodes holds it. The ids
+// are quoted, as in the other errors: an anonymous node shows as "", and
+// an id holding " -> " stays one step.
 func cycleErr(path []string) *GraphError {
-	return &GraphError{Err: ErrCycle, Nodes: path, Detail: strings.Join(path, " -> ")}
+	q := make([]string, len(path))
+	for k, id := range path {
+		q[k] = strconv.Quote(id)
+	}
+	return &GraphError{Err: ErrCycle, Nodes: path, Detail: strings.Join(q, " -> ")}
 }
 
 // UpstreamError is the Err of a node that did not run because an upstream

@@ -573,7 +573,7 @@ func TestFlowValidation(t *testing.T) {
 			b.Depend(a, true).Join(AllDone())
 			a.Depend(b, true)
 			return []Wrapper{a}
-		}, ErrCycle, "a -> b -> a"},
+		}, ErrCycle, `"a" -> "b" -> "a"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -43,7 +43,7 @@ func TestValidation(t *testing.T) {
 			n("x").Depend(a, true)
 			return []Wrapper{a}
 		}, ErrDuplicateID, `"x"`, []string{"x"}},
-		{"self cycle", func() []Wrapper { a := n("a"); a.Depend(a, true); return []Wrapper{a} }, ErrCycle, "a -> a", []string{"a", "a"}},
+		{"self cycle", func() []Wrapper { a := n("a"); a.Depend(a, true); return []Wrapper{a} }, ErrCycle, `"a" -> "a"`, []string{"a", "a"}},
 		{"cycle with path", func() []Wrapper {
 			a, b, c, d := n("a"), n("b"), n("c"), n("d")
 			b.Depend(a, true)
@@ -51,7 +51,7 @@ func TestValidation(t *testing.T) {
 			d.Depend(c, false)
 			b.Depend(d, true)
 			return []Wrapper{a}
-		}, ErrCycle, "b -> c -> d -> b", []string{"b", "c", "d", "b"}},
+		}, ErrCycle, `"b" -> "c" -> "d" -> "b"`, []string{"b", "c", "d", "b"}},
 		{"unreachable dependency", func() []Wrapper {
 			a, hidden := n("a"), n("hidden")
 			n("c").Depend(a, true).Depend(hidden, true)
@@ -169,7 +169,7 @@ func TestPlanIsTopological(t *testing.T) {
 func TestGraphErrorUnwraps(t *testing.T) {
 	err := error(cycleErr([]string{"a", "b", "a"}))
 	assert.True(t, errors.Is(err, ErrCycle))
-	assert.Equal(t, "asynctool: dependency cycle: a -> b -> a", err.Error())
+	assert.Equal(t, `asynctool: dependency cycle: "a" -> "b" -> "a"`, err.Error())
 	assert.Equal(t, "asynctool: no start nodes", (&GraphError{Err: ErrNoStart}).Error())
 }
 
