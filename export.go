@@ -509,10 +509,11 @@ type traceEvent struct {
 // trace-event JSON format, which Perfetto (ui.perfetto.dev) and
 // chrome://tracing open.
 //
-// Every node that ran is one complete ("X") event named by its id, from
-// its start to its end, on the track of the goroutine lane that ran it
-// (tid = [NodeReport].Lane; a thread_name metadata event names each track
-// "lane N"). Timestamps and durations are in microseconds from
+// Every node that ran is one complete ("X") event named by its id ("#"
+// and its index for the empty id, as [Report.DOT] shows it), from its
+// start to its end, on the track of the goroutine lane that ran it (tid =
+// [NodeReport].Lane; a thread_name metadata event names each track "lane
+// N"). Timestamps and durations are in microseconds from
 // [Report].Start. The event's args hold the node's status, state, result,
 // attempts, wait for a goroutine, reason and error. A node that never ran
 // but ended (skipped, failed upstream, stopped by the deadline) is an
@@ -573,7 +574,7 @@ func (t *chromeTrace) add(rep *Report, path string) error {
 	notRun := false
 	for i := range rep.Nodes {
 		n := &rep.Nodes[i]
-		name := path + n.ID
+		name := path + displayID(n)
 		args := map[string]any{"state": n.State.String(), "result": n.Result.String(), "attempts": n.Attempts}
 		if n.Status != 0 {
 			args["status"] = n.Status.String()
@@ -633,7 +634,7 @@ func (t *chromeTrace) add(rep *Report, path string) error {
 	}
 	for i := range rep.Nodes {
 		if n := &rep.Nodes[i]; n.Sub != nil {
-			if err := t.add(n.Sub, path+n.ID+"/"); err != nil {
+			if err := t.add(n.Sub, path+displayID(n)+"/"); err != nil {
 				return err
 			}
 		}

@@ -1,0 +1,48 @@
+package asynctool_test
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/asynctool-go/asynctool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestH109ChromeTraceNamesAnonymousNodes: DOT and Mermaid show a node
+// with the empty id as "#" and its index, but the Chrome trace named its
+// event "" (two anonymous nodes could not be told apart in Perfetto), and
+// an anonymous node's sub-run was the process "sub-run of " with events
+// "/0", "/1". The trace now names them as the pictures do.
+func TestH109ChromeTraceNamesAnonymousNodes(t *testing.T) {
+	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	node := func(i int, id string, from, to int) asynctool.NodeReport {
+		return asynctool.NodeReport{ID: id, Index: i, State: asynctool.StateFinish, Result: asynctool.ResultSuccess,
+			Ran: true, Attempts: 1, Ready: ms(from), Started: ms(from), Ended: ms(to), Lane: 1}
+	}
+	sub := &asynctool.Report{Start: ms(0), End: ms(5), Nodes: []asynctool.NodeReport{node(0, "", 1, 2), node(1, "x", 2, 3)}}
+	outer := node(1, "", 0, 5)
+	outer.Sub = sub
+	rep := &asynctool.Report{Start: t0, End: ms(5), Nodes: []asynctool.NodeReport{node(0, "", 0, 1), outer}}
+
+	var buf bytes.Buffer
+	require.NoError(t, rep.WriteChromeTrace(&buf))
+	var names []string
+	for _, e := range traceEvents(t, buf.Bytes(), "X") {
+		names = append(names, e.Name)
+	}
+	assert.ElementsMatch(t, []string{"#0", "#1", "#1/#0", "#1/x"}, names)
+	var processes []string
+	for _, e := range traceEvents(t, buf.Bytes(), "M") {
+		if e.Name == "process_name" {
+			processes = append(processes, e.Args["name"].(string))
+		}
+	}
+	assert.Equal(t, []string{"asynctool run", "sub-run of #1"}, processes)
+	assert.Contains(t, rep.DOT(), `n1 [label="#1\n`, "the name the pictures give it")
+
+	rep.Nodes[0].Started = time.Time{}
+	assert.EqualError(t, rep.WriteChromeTrace(&buf), `asynctool: node "#0" ran but the report has no times for it; run with WithTimings or hooks`)
+}
