@@ -100,7 +100,8 @@ const (
 )
 
 // String describes the join in words, as reports, pictures and errors
-// show it: "all succeeded", `when "route"`, "custom".
+// show it: "all succeeded", `named ["a" "b"] succeeded`, `when "route"`,
+// "custom".
 func (j Join) String() string {
 	switch j.kind {
 	case joinDefault:
@@ -114,7 +115,7 @@ func (j Join) String() string {
 	case joinAtLeast:
 		return fmt.Sprintf("at least %d succeeded", j.n)
 	case joinNamed:
-		return fmt.Sprintf("named %v succeeded", j.ids)
+		return fmt.Sprintf("named %q succeeded", j.ids)
 	}
 	switch {
 	case j.whenType != nil && j.whenResult:

@@ -46,3 +46,28 @@ func TestH109CycleErrorQuotesIDs(t *testing.T) {
 		})
 	}
 }
+
+// TestH109NamedJoinShowsItsIDsQuoted: a NamedSucceeded join was shown as
+// its ids printed with %v, so NamedSucceeded("a b") and
+// NamedSucceeded("a", "b") both read "named [a b] succeeded" under the
+// node in DOT, Mermaid and the report, and a join naming the empty id
+// (which names the node's anonymous upstreams) read "named []
+// succeeded", as if it named none. They are quoted, as a When join's id
+// is.
+func TestH109NamedJoinShowsItsIDsQuoted(t *testing.T) {
+	n := func(id string) *WorkerWrapper[int, int] { return NewWrapper(id, okWorker(), 0) }
+	ab, a, b, anon := n("a b"), n("a"), n("b"), n("")
+	one := n("one").Depend(ab, true).Depend(a, true).Join(NamedSucceeded("a b"))
+	two := n("two").Depend(a, true).Depend(b, true).Join(NamedSucceeded("a", "b"))
+	empty := n("empty").Depend(anon, true).Depend(a, true).Join(NamedSucceeded(""))
+	rep, err := Describe(ab, a, b, anon)
+	require.NoError(t, err)
+	joins := map[string]string{}
+	for _, nr := range rep.Nodes {
+		joins[nr.ID] = nr.Join
+	}
+	assert.Equal(t, `named ["a b"] succeeded`, joins[one.ID()])
+	assert.Equal(t, `named ["a" "b"] succeeded`, joins[two.ID()])
+	assert.Equal(t, `named [""] succeeded`, joins[empty.ID()])
+	assert.Contains(t, rep.DOT(), `label="one\nnamed [\"a b\"] succeeded"`)
+}

@@ -120,7 +120,7 @@ func TestS21RAJoinTooFewItemsMeetNamesTheItems(t *testing.T) {
 	a := newAsync(t)
 	for j, want := range map[*Join]string{
 		ptr(AtLeast(4)):                                `asynctool: ForEach's join (at least 4 succeeded): asynctool: invalid join: 3 items cannot make 4 successes`,
-		ptr(NamedSucceeded("0", "3")):                  `asynctool: ForEach's join (named [0 3] succeeded): asynctool: invalid join: it names item "3", and there are 3 items`,
+		ptr(NamedSucceeded("0", "3")):                  `asynctool: ForEach's join (named ["0" "3"] succeeded): asynctool: invalid join: it names item "3", and there are 3 items`,
 		ptr(When("5", func(int) bool { return true })): `asynctool: ForEach's join (when "5"): asynctool: invalid join: it names item "5", and there are 3 items`,
 	} {
 		nodes := 0
