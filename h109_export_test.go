@@ -46,3 +46,22 @@ func TestH109ChromeTraceNamesAnonymousNodes(t *testing.T) {
 	rep.Nodes[0].Started = time.Time{}
 	assert.EqualError(t, rep.WriteChromeTrace(&buf), `asynctool: node "#0" ran but the report has no times for it; run with WithTimings or hooks`)
 }
+
+// TestH109ReportStringKeepsOneLinePerNode: Report.String promises one
+// line per node, for logs, but wrote ids as they are: an id with a
+// newline (a ForEach item named by ID after a SKU from a request, say)
+// split its node's line in two, or forged another node's line, and a node
+// with the empty id began with ": ". Such ids are quoted, and the empty
+// one is "#" and the index, as in the pictures.
+func TestH109ReportStringKeepsOneLinePerNode(t *testing.T) {
+	rep := &asynctool.Report{Nodes: []asynctool.NodeReport{
+		{ID: "", Index: 0, Status: asynctool.StatusSucceeded},
+		{ID: "sku\nforged: succeeded", Index: 1, Status: asynctool.StatusFailed},
+		{ID: "tab\there", Index: 2, Status: asynctool.StatusSkipped, DecidedBy: "sku\nforged: succeeded"},
+		{ID: "plain é", Index: 3, Status: asynctool.StatusSucceeded},
+	}}
+	assert.Equal(t, "#0: succeeded\n"+
+		`"sku\nforged: succeeded": failed`+"\n"+
+		`"tab\there": skipped by="sku\nforged: succeeded"`+"\n"+
+		"plain é: succeeded\n", rep.String())
+}

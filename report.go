@@ -3,8 +3,10 @@ package asynctool
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Report explains a run: one entry per node, in the run's topological
@@ -189,7 +191,9 @@ func (rep *Report) Err() error {
 
 // String renders the report compactly, one node per line, for logs. The
 // nodes of a node's Sub (a [SubPlan], [SubGraph] or [ForEach] node's)
-// follow it, indented.
+// follow it, indented. An id is shown as it is, unless it holds a newline
+// or another character that is not printable, when it is quoted; the
+// empty id is "#" and the node's index, as in [Report.DOT].
 func (rep *Report) String() string {
 	var b strings.Builder
 	rep.write(&b, "")
@@ -201,7 +205,7 @@ func (rep *Report) write(b *strings.Builder, indent string) {
 	for i := range rep.Nodes {
 		n := &rep.Nodes[i]
 		b.WriteString(indent)
-		fmt.Fprintf(b, "%s: %v", n.ID, n.Status)
+		fmt.Fprintf(b, "%s: %v", lineID(displayID(n)), n.Status)
 		if d := n.Duration(); d > 0 {
 			fmt.Fprintf(b, " ran %v", d)
 		}
@@ -212,7 +216,7 @@ func (rep *Report) write(b *strings.Builder, indent string) {
 			fmt.Fprintf(b, " attempts=%d", n.Attempts)
 		}
 		if n.DecidedBy != "" {
-			fmt.Fprintf(b, " by=%s", n.DecidedBy)
+			fmt.Fprintf(b, " by=%s", lineID(n.DecidedBy))
 		}
 		if n.Sub != nil && n.Sub.Limit > 0 {
 			fmt.Fprintf(b, " limit=%d", n.Sub.Limit)
@@ -231,6 +235,16 @@ func (rep *Report) write(b *strings.Builder, indent string) {
 	if rep.RunErr != nil {
 		fmt.Fprintf(b, "%srun: %v\n", indent, rep.RunErr)
 	}
+}
+
+// lineID is id as String shows it: quoted if it holds a character that
+// is not printable, a newline for one, which would break the node's line
+// in two.
+func lineID(id string) string {
+	if strings.ContainsFunc(id, func(r rune) bool { return !unicode.IsPrint(r) && r != ' ' }) {
+		return strconv.Quote(id)
+	}
+	return id
 }
 
 // bounds describes what a ForEach's items ran under (its Limit and
