@@ -321,8 +321,10 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 				if len(cores) == maxNodes {
 					return tooMany()
 				}
-				if c.owner.Load() != nil {
-					return reusedErr(c)
+				if o := c.owner.Load(); o != nil && o.compiled.Load() {
+					return graphErr(ErrReused, []string{c.id}, "node %q belongs to a compiled Plan: Plan.Describe describes it", c.id)
+				} else if o != nil {
+					return graphErr(ErrReused, []string{c.id}, "node %q is part of a run: Run.Report describes it", c.id)
 				}
 				visited[c] = int32(len(cores))
 				cores = append(cores, c)

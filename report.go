@@ -487,7 +487,9 @@ func joinReason(pn *pnode, err error) string {
 // order with its dependencies, all in StateInit, and the static shape of
 // the sub-runs that [SubPlan] and [ForEach] nodes start (see
 // [NodeReport.Sub]). It does not consume the wrappers. Use it to export
-// or inspect a graph before running it.
+// or inspect a graph before running it: a graph with a node compiled into
+// a Plan, or part of a run, is refused ([ErrReused]); [Plan.Describe] and
+// [Run.Report] describe those.
 func Describe(starts ...Wrapper) (*Report, error) {
 	p, err := compileGraph(starts, false, nil) // reads the wrappers, claims nothing
 	if err != nil {
