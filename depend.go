@@ -146,7 +146,8 @@ func AtLeast(n int) Join { return Join{kind: joinAtLeast, n: n} }
 
 // NamedSucceeded runs the node once the upstreams with the given ids
 // succeeded, and fails it as soon as one of them fails; other upstreams
-// are ignored. Every id must be an upstream of the node.
+// are ignored. Every id must be an upstream of the node, and the empty id
+// may be named only when one upstream has it.
 func NamedSucceeded(ids ...string) Join {
 	return Join{kind: joinNamed, ids: slices.Clone(ids)} // the caller may reuse its slice
 }
@@ -177,8 +178,8 @@ func CustomJoin(fn func(ups []Upstream) Decision) Join { return Join{kind: joinC
 // default value (T's zero value when that default is a nil interface).
 //
 // Compile rejects the join with [ErrBadJoin] when id is not an upstream
-// of the node, when cond is nil, and when the upstream's result type can
-// never hold a T. When the upstream's result type is an interface, its
+// of the node (or is the empty id, and several upstreams have it), when
+// cond is nil, and when the upstream's result type can never hold a T. When the upstream's result type is an interface, its
 // value is checked when cond would be called: a value that is not a T
 // fails the node with an error wrapping [ErrResultType].
 //

@@ -93,3 +93,34 @@ func TestH109DescribeOfAUsedGraphPointsToItsReport(t *testing.T) {
 	require.ErrorIs(t, err, ErrReused)
 	assert.EqualError(t, err, `asynctool: wrapper already used in a run: node "ran" is part of a run: Run.Report describes it`)
 }
+
+// TestH109JoinNamingTheEmptyIDOfManyUpstreams: a join that names the
+// empty id of a node with several anonymous upstreams was accepted:
+// When("") and WhenResult("") then asked their condition about whichever
+// of them came first in the plan's order (not the order they were
+// declared in), and NamedSucceeded("") waited for all of them. Such a
+// join names no one upstream, and is refused; with one anonymous
+// upstream it still names that one.
+func TestH109JoinNamingTheEmptyIDOfManyUpstreams(t *testing.T) {
+	joins := map[string]Join{
+		"When":           When("", func(int) bool { return true }),
+		"WhenResult":     WhenResult("", func(WorkResult[int]) bool { return true }),
+		"NamedSucceeded": NamedSucceeded(""),
+	}
+	for name, j := range joins {
+		t.Run(name, func(t *testing.T) {
+			x, y := NewWrapper("", okWorker(), 0), NewWrapper("", okWorker(), 0)
+			NewWrapper("c", okWorker(), 0).Depend(x, true).Depend(y, true).Join(j)
+			_, err := Compile(x, y)
+			require.ErrorIs(t, err, ErrBadJoin)
+			assert.ErrorContains(t, err, `node "c": its join names the empty id, which 2 of its upstreams have`)
+
+			one := NewWrapper("", okWorker(), 0)
+			named := NewWrapper("named", okWorker(), 0)
+			c := NewWrapper("c", okWorker(), 0).Depend(one, true).Depend(named, true).Join(j)
+			a := newAsync(t)
+			require.NoError(t, a.BeginWork(t.Context(), 0, one, named))
+			assert.Equal(t, ResultSuccess, c.Result().State)
+		})
+	}
+}

@@ -627,6 +627,19 @@ func (n *pnode) validateFlow(p *plan) error {
 	if why := f.join.ownProblem(); why != "" {
 		return graphErr(ErrBadJoin, ids, "node %q: %s", n.core.id, why)
 	}
+	if (f.join.kind == joinNamed || f.join.whenType != nil) && slices.Contains(f.join.ids, "") {
+		// Ids are unique but for the empty one: a join naming it names no
+		// one upstream if several have it.
+		anonymous := 0
+		for _, v := range p.ins[n.in0:n.in1] {
+			if k, _ := upstream(v); p.nodes[k].core.id == "" {
+				anonymous++
+			}
+		}
+		if anonymous > 1 {
+			return graphErr(ErrBadJoin, ids, "node %q: its join names the empty id, which %d of its upstreams have", n.core.id, anonymous)
+		}
+	}
 	switch j := f.join; j.kind {
 	case joinAtLeast:
 		if j.n > n.nIn() {
