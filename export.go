@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // This file renders a Report as pictures: Graphviz DOT and Mermaid for the
@@ -266,28 +267,43 @@ func (rep *Report) starts() []int {
 // entities such as &#65; in any label, and &#1; would put a control
 // character into an SVG), a newline becomes a centred line break, and
 // other control characters become spaces. Any other character, Unicode
-// included, is kept as is: DOT files are UTF-8.
+// included, is kept as is: DOT files are UTF-8. A long string is written
+// as quoted pieces of at most dotPiece bytes joined with DOT's "+", which
+// Graphviz reads as one string: it refuses a quoted string longer than
+// 16384 bytes.
 func dotQuote(s string) string {
 	var b strings.Builder
 	b.WriteByte('"')
+	piece := 0
+	var enc [8]byte
 	for _, r := range s {
+		var e []byte
 		switch {
 		case r == '"' || r == '\\':
-			b.WriteByte('\\')
-			b.WriteRune(r)
+			e = append(enc[:0], '\\', byte(r))
 		case r == '&':
-			b.WriteString("&amp;")
+			e = append(enc[:0], "&amp;"...)
 		case r == '\n':
-			b.WriteString(`\n`)
+			e = append(enc[:0], `\n`...)
 		case r < ' ' || r == 0x7f:
-			b.WriteByte(' ')
+			e = append(enc[:0], ' ')
 		default:
-			b.WriteRune(r)
+			e = utf8.AppendRune(enc[:0], r)
 		}
+		if piece+len(e) > dotPiece {
+			b.WriteString(`" + "`)
+			piece = 0
+		}
+		b.Write(e)
+		piece += len(e)
 	}
 	b.WriteByte('"')
 	return b.String()
 }
+
+// dotPiece is the longest quoted piece dotQuote writes, well within
+// Graphviz's limit.
+const dotPiece = 4096
 
 // Mermaid renders the report as a Mermaid flowchart, laid out left to
 // right, for a README or a pull request (GitHub renders a ```mermaid block).

@@ -2,6 +2,10 @@ package asynctool_test
 
 import (
 	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,4 +68,57 @@ func TestH109ReportStringKeepsOneLinePerNode(t *testing.T) {
 		`"sku\nforged: succeeded": failed`+"\n"+
 		`"tab\there": skipped by="sku\nforged: succeeded"`+"\n"+
 		"plain é: succeeded\n", rep.String())
+}
+
+// TestH109DOTLongLabelsRender: Graphviz (2.43, Debian's) refuses a
+// quoted string longer than 16384 bytes ("syntax error ... scanning a
+// quoted string (missing endquote? longer than 16384?)"), and a label
+// is that long for a node whose NamedSucceeded join names a few thousand
+// upstreams, as its join is shown under its id. DOT now writes a long
+// label as quoted strings of at most 4096 bytes joined with DOT's "+",
+// which Graphviz reads as one.
+func TestH109DOTLongLabelsRender(t *testing.T) {
+	w := func(id string) *asynctool.WorkerWrapper[int, int] {
+		return asynctool.NewWrapper(id, asynctool.WorkerFunc[int, int](
+			func(context.Context, int, asynctool.Wrappers) (int, error) { return 1, nil }), 0)
+	}
+	const n = 2000
+	ids := make([]string, n)
+	starts := make([]asynctool.Wrapper, n)
+	sink := w("sink")
+	for i := range ids {
+		ids[i] = fmt.Sprintf("backend-%04d", i)
+		up := w(ids[i])
+		sink.Depend(up, true)
+		starts[i] = up
+	}
+	sink.Join(asynctool.NamedSucceeded(ids...))
+	rep, err := asynctool.Describe(starts...)
+	require.NoError(t, err)
+	join := rep.Nodes[len(rep.Nodes)-1].Join
+	require.Greater(t, len(join), 16384, "the label is longer than Graphviz takes in one string")
+	// A sub-report's box is labelled with its node's id.
+	long := strings.Repeat("é", 9000)
+	rep.Nodes[0].ID = long
+	rep.Nodes[0].Sub = &asynctool.Report{Nodes: []asynctool.NodeReport{{ID: long}}}
+
+	dot := rep.DOT()
+	for _, line := range strings.Split(dot, "\n") {
+		for _, s := range strings.Split(line, `" + "`) {
+			assert.LessOrEqual(t, len(s), 4200, "a quoted string of %d bytes", len(s))
+		}
+	}
+	if _, err := exec.LookPath("dot"); err != nil {
+		t.Skip("dot (graphviz) not on PATH")
+	}
+	cmd := exec.Command("dot", "-Tsvg")
+	cmd.Stdin = strings.NewReader(dot)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	svg, err := cmd.Output()
+	require.NoError(t, err, "dot failed: %.300s", stderr.String())
+	assert.Empty(t, stderr.String(), "dot warnings")
+	text := strings.ReplaceAll(string(svg), "&#45;", "-") // Graphviz escapes hyphens
+	assert.Contains(t, text, xmlEscape(join), "the whole join, in one piece")
+	assert.Equal(t, 3, strings.Count(text, ">"+long+"<"), "the id, whole, in the box's title and on both nodes")
 }
