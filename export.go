@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -285,7 +286,7 @@ func dotQuote(s string) string {
 			e = append(enc[:0], "&amp;"...)
 		case r == '\n':
 			e = append(enc[:0], `\n`...)
-		case r < ' ' || r == 0x7f:
+		case unicode.IsControl(r):
 			e = append(enc[:0], ' ')
 		default:
 			e = utf8.AppendRune(enc[:0], r)
@@ -423,7 +424,7 @@ func mermaidEscape(lines []string) string {
 				b.WriteString("#gt;")
 			case r == '`':
 				b.WriteString("#96;")
-			case r < ' ' || r == 0x7f:
+			case unicode.IsControl(r):
 				b.WriteByte(' ')
 			default:
 				b.WriteRune(r)

@@ -122,3 +122,16 @@ func TestH109DOTLongLabelsRender(t *testing.T) {
 	assert.Contains(t, text, xmlEscape(join), "the whole join, in one piece")
 	assert.Equal(t, 3, strings.Count(text, ">"+long+"<"), "the id, whole, in the box's title and on both nodes")
 }
+
+// TestH109C1ControlsBecomeSpaces: DOT and Mermaid promise that control
+// characters in a label become spaces, but only C0 ones and DEL did: a
+// C1 control such as NEL (U+0085), which some decoders make of a
+// Latin-1 byte, went through, and Graphviz dropped it, joining the words
+// around it.
+func TestH109C1ControlsBecomeSpaces(t *testing.T) {
+	for _, c := range []string{"\u0085", "\u0080", "\u009f"} {
+		rep := &asynctool.Report{Nodes: []asynctool.NodeReport{{ID: "x" + c + "y"}}}
+		assert.Contains(t, rep.DOT(), `n0 [label="x y"];`, "%q", c)
+		assert.Contains(t, rep.Mermaid(), `n0["x y"]`, "%q", c)
+	}
+}
