@@ -37,8 +37,12 @@ func link(from, to *nodeCore, must bool, method string) {
 		if used.owner.Load() == nil {
 			used = to
 		}
+		why := "was used in a run"
+		if o := used.owner.Load(); o != nil && o.compiled.Load() {
+			why = "belongs to a compiled Plan (a SubPlan node runs a plan inside another graph)"
+		}
 		err = graphErr(ErrReused, []string{from.id, to.id},
-			"%s linking %q -> %q: %q was used in a run", method, from.id, to.id, used.id)
+			"%s linking %q -> %q: %q %s", method, from.id, to.id, used.id, why)
 	default:
 		if len(from.out) == len(from.outBuf) && cap(from.out) == len(from.outBuf) {
 			// Out of the inline buffer: room for a node of up to eight

@@ -124,3 +124,29 @@ func TestH109JoinNamingTheEmptyIDOfManyUpstreams(t *testing.T) {
 		})
 	}
 }
+
+// TestH109EdgeToAPlansNodeNamesThePlan: an edge declared to or from a
+// node compiled into a Plan was refused saying that node "was used in a
+// run", which it never was, with no word of how to use a plan inside
+// another graph. It says the node belongs to a compiled Plan, and names
+// SubPlan.
+func TestH109EdgeToAPlansNodeNamesThePlan(t *testing.T) {
+	tpl := NewWrapper("tpl", okWorker(), 0)
+	_, err := Compile(tpl)
+	require.NoError(t, err)
+	for _, link := range []func(f *WorkerWrapper[int, int]){
+		func(f *WorkerWrapper[int, int]) { f.Depend(tpl, true) },
+		func(f *WorkerWrapper[int, int]) { tpl.Next(f, true) },
+	} {
+		f := NewWrapper("fresh", okWorker(), 0)
+		link(f)
+		_, err := Describe(f)
+		require.ErrorIs(t, err, ErrReused)
+		assert.ErrorContains(t, err, `linking "tpl" -> "fresh": "tpl" belongs to a compiled Plan (a SubPlan node runs a plan inside another graph)`)
+	}
+	ran := NewWrapper("ran", okWorker(), 0)
+	require.NoError(t, newAsync(t).BeginWork(t.Context(), 0, ran))
+	f := NewWrapper("fresh", okWorker(), 0).Depend(ran, true)
+	_, err = Describe(f)
+	assert.ErrorContains(t, err, `Depend linking "ran" -> "fresh": "ran" was used in a run`)
+}
