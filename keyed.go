@@ -29,18 +29,20 @@ const keyedFreeQueues = 16
 //
 // If the executor refuses a key's drain loop (a closed or full [Pool]
 // under [Reject]), the loop runs on a new goroutine instead, so that no
-// task is lost. If it runs tasks on the caller ([CallerRuns], a [Pool]'s
-// default), a Submit that finds the pool full runs the key's drain loop
-// itself, so the pool's size does not bound how many keys run at once; use
-// a Pool under [Block] for that bound. Under Block, though, a task that
-// submits for a key with no queue waits, like any submitter, for a worker
-// while it holds one: once every worker does, nothing runs again. Give
-// such a pool a queue (PoolQueue) with room for the keys that tasks submit
-// to, or submit them from outside the tasks. Keyed has no SubmitAfter: for
-// a delayed task per key, call Submit from a time.AfterFunc, or use a
-// [Serial] per key. Panics are handled as on a [Serial]; see
-// [SerialPanicHandler]. As on a Serial, [Keyed.Close] drops the tasks
-// still queued, and [Keyed.Shutdown] runs them first.
+// task is lost; so it does if the executor's Submit panics, and the panic
+// then goes on up the stack of the Submit that started the loop. If it
+// runs tasks on the caller ([CallerRuns], a [Pool]'s default), a Submit
+// that finds the pool full runs the key's drain loop itself, so the pool's
+// size does not bound how many keys run at once; use a Pool under [Block]
+// for that bound. Under Block, though, a task that submits for a key with
+// no queue waits, like any submitter, for a worker while it holds one:
+// once every worker does, nothing runs again. Give such a pool a queue
+// (PoolQueue) with room for the keys that tasks submit to, or submit them
+// from outside the tasks. Keyed has no SubmitAfter: for a delayed task per
+// key, call Submit from a time.AfterFunc, or use a [Serial] per key.
+// Panics are handled as on a [Serial]; see [SerialPanicHandler]. As on a
+// Serial, [Keyed.Close] drops the tasks still queued, and [Keyed.Shutdown]
+// runs them first.
 //
 // A key must be equal to itself: a key that holds a floating-point NaN
 // (a NaN float or complex key, or a struct, array or interface key with a
@@ -83,6 +85,13 @@ type keyQueue[K comparable] struct {
 	pending []func()
 	next    int
 	drain   func() // the drain loop for this queue, allocated once
+	// held is set by the drain loop that owns the queue; a loop that
+	// finds it set returns. It is cleared, under the shard's mu, when the
+	// queue is removed, unless dead: the queue's loop was submitted by a
+	// Submit that panicked, and the executor may still run it, so the
+	// queue is never reused and stays held (see schedule).
+	held atomic.Bool
+	dead bool // guarded by the shard's mu
 }
 
 // errZeroKeyed is the error of a zero Keyed's Submit: it has no executor,
@@ -140,7 +149,7 @@ func (k *Keyed[K]) Submit(key K, task func()) error {
 	q.tasks = append(q.tasks, task)
 	sh.mu.Unlock()
 	if start {
-		k.schedule(q)
+		k.schedule(q, key)
 	}
 	return nil
 }
@@ -165,17 +174,52 @@ func (k *Keyed[K]) newQueue(sh *keyedShard[K], key K) *keyQueue[K] {
 	return q
 }
 
-func (k *Keyed[K]) schedule(q *keyQueue[K]) {
+// schedule starts q's drain loop; key is q's key, which q's loop may
+// already have cleared.
+//
+// If exec's Submit panics, the panic goes on up, but q's tasks must still
+// run: the loop is started on a goroutine, as when exec refuses it,
+// unless a loop holds q or has removed it already (an executor that kept
+// the loop before it panicked may have run it). q is then dead: it stays
+// held once its tasks have run, so that the loop the executor may have
+// kept returns at once whenever it runs, rather than drain q again after
+// it was reused for another key.
+func (k *Keyed[K]) schedule(q *keyQueue[K], key K) {
+	submitted := false
+	defer func() {
+		if submitted {
+			return
+		}
+		sh := q.shard
+		sh.mu.Lock()
+		ours := sh.queues[key] == q && q.held.CompareAndSwap(false, true)
+		if ours {
+			q.dead = true
+		}
+		sh.mu.Unlock()
+		if ours {
+			go k.drainHeld(q)
+		}
+	}()
 	if k.exec.Submit(q.drain) != nil {
 		go q.drain()
 	}
+	submitted = true
 }
 
 // drainQueue runs q's tasks until it is empty, then removes q from the
 // table. A key has at most one drain loop: the loop is started by the
 // Submit that creates the queue and the queue is removed, under the
-// shard's lock, only by the loop once no task is left.
+// shard's lock, only by the loop once no task is left (held guards
+// against a loop an executor ran after its Submit panicked).
 func (k *Keyed[K]) drainQueue(q *keyQueue[K]) {
+	if q.held.CompareAndSwap(false, true) {
+		k.drainHeld(q)
+	}
+}
+
+// drainHeld is drainQueue once the loop holds q.
+func (k *Keyed[K]) drainHeld(q *keyQueue[K]) {
 	sh := q.shard
 	normal := false
 	defer func() {
@@ -183,7 +227,9 @@ func (k *Keyed[K]) drainQueue(q *keyQueue[K]) {
 			// A task called runtime.Goexit; it counts as completed.
 			// Carry on from the next task in a new loop.
 			k.completed.Add(1)
-			k.schedule(q)
+			key := q.key
+			q.held.Store(false)
+			k.schedule(q, key)
 		}
 	}()
 	for {
@@ -191,11 +237,14 @@ func (k *Keyed[K]) drainQueue(q *keyQueue[K]) {
 			sh.mu.Lock()
 			if len(q.tasks) == 0 {
 				delete(sh.queues, q.key)
-				var zero K
-				q.key = zero
-				q.pending, q.next = q.pending[:0], 0
-				if len(sh.free) < keyedFreeQueues {
-					sh.free = append(sh.free, q)
+				if !q.dead {
+					var zero K
+					q.key = zero
+					q.pending, q.next = q.pending[:0], 0
+					q.held.Store(false)
+					if len(sh.free) < keyedFreeQueues {
+						sh.free = append(sh.free, q)
+					}
 				}
 				sh.mu.Unlock()
 				k.keys.Add(-1)

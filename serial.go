@@ -76,9 +76,11 @@ type SerialStats struct {
 //
 // If the executor refuses the drain loop (a closed or full [Pool] under
 // [Reject]), the loop runs on a new goroutine instead, so that no task is
-// lost. If the executor runs tasks on the caller ([CallerRuns]), the
-// submitter whose task started the loop runs it, including tasks other
-// goroutines submit meanwhile.
+// lost; so it does if the executor's Submit panics, and the panic then
+// goes on up the stack of the Submit that started the loop. If the
+// executor runs tasks on the caller ([CallerRuns]), the submitter whose
+// task started the loop runs it, including tasks other goroutines submit
+// meanwhile.
 //
 // A task that panics does not stop the loop: see [SerialPanicHandler].
 //
@@ -100,6 +102,10 @@ type Serial struct {
 	closed  atomic.Bool // Close: queued tasks are dropped
 	refuse  atomic.Bool // Close or Shutdown: no task is accepted
 	shut    atomic.Bool // a Shutdown has run every accepted task
+	// held is set by the drain loop that owns the queue and cleared,
+	// under mu, with running; a loop that finds it set returns (see
+	// schedule).
+	held atomic.Bool
 
 	// Written by every Submit; on its own cache line so that the drain
 	// loop's per-task read of closed does not miss.
@@ -369,22 +375,42 @@ func (s *Serial) mark() <-chan struct{} {
 
 // schedule starts the drain loop. After Close the loop only drops tasks,
 // which is quick, so it runs on the calling goroutine.
+//
+// If exec's Submit panics, the panic goes on up, but the loop is started
+// on a goroutine first, as when exec refuses it: running is set, so no
+// later push would start one, and the queue would never drain. An
+// executor that kept the loop before it panicked may run it as well;
+// held makes that second loop return at once.
 func (s *Serial) schedule() {
 	if s.closed.Load() {
 		s.drain()
 		return
 	}
+	submitted := false
+	defer func() {
+		if !submitted {
+			go s.drain()
+		}
+	}()
 	if s.exec.Submit(s.drainFn) != nil {
 		go s.drain()
 	}
+	submitted = true
 }
 
 // drain runs queued tasks until the queue is empty. Only one loop runs at
 // a time: a loop is started only by the push that sets running, and
-// running is cleared, under mu, only by the loop once the queue is empty.
+// running is cleared, under mu, only by the loop once the queue is empty
+// (held guards against a loop an executor ran after its Submit panicked).
 // The loop swaps the queue with its own spent buffer, so neither side
 // allocates once the buffers have grown.
 func (s *Serial) drain() {
+	if !s.held.CompareAndSwap(false, true) {
+		// Another loop holds the queue and takes what is in it before
+		// it clears running: this one is a second run of a loop whose
+		// Submit panicked (see schedule).
+		return
+	}
 	// The loop works on locals: the batch position is saved only if a
 	// task ends the goroutine, which keeps per-task writes off the fields
 	// submitters share. The counters are published per task, so that
@@ -399,6 +425,7 @@ func (s *Serial) drain() {
 			// still set.
 			s.completed.Add(1)
 			s.pending, s.next = pending, next
+			s.held.Store(false)
 			s.schedule()
 		}
 	}()
@@ -408,6 +435,7 @@ func (s *Serial) drain() {
 			if len(s.queue) == 0 {
 				s.running = false
 				s.pending, s.next = pending[:0], 0
+				s.held.Store(false)
 				s.mu.Unlock()
 				normal = true
 				return
