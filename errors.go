@@ -121,6 +121,11 @@ var (
 	// one. Such a key would never find its queue, so its tasks would run
 	// concurrently and its queues would never be removed.
 	ErrNaNKey = errors.New("asynctool: keyed: key is not equal to itself (it holds a NaN)")
+	// ErrUnhashableKey is returned by [Keyed.Submit] for a key that holds
+	// a slice, map or func in an interface (a Keyed[any], or a key type
+	// with an interface field), which Go cannot hash or compare: a map
+	// with such a key panics.
+	ErrUnhashableKey = errors.New("asynctool: keyed: key cannot be hashed (it holds a slice, map or func)")
 	// ErrStreamClosed is the error of a [Stream] node appended after
 	// [Stream.Close].
 	ErrStreamClosed = errors.New("asynctool: stream is closed")

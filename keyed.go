@@ -47,7 +47,8 @@ const keyedFreeQueues = 16
 // A key must be equal to itself: a key that holds a floating-point NaN
 // (a NaN float or complex key, or a struct, array or interface key with a
 // NaN in it) never finds its own queue, so [Keyed.Submit] refuses it with
-// [ErrNaNKey].
+// [ErrNaNKey]. A key that holds a slice, map or func in an interface
+// cannot be hashed at all; Submit refuses it with [ErrUnhashableKey].
 //
 // A Keyed is safe for concurrent use. It must be created with [NewKeyed]
 // and must not be copied after first use. The zero Keyed refuses tasks:
@@ -114,12 +115,13 @@ func NewKeyed[K comparable](exec Executor, opts ...SerialOption) *Keyed[K] {
 }
 
 // Submit queues task to run after every task submitted before it for the
-// same key. It returns [ErrSerialClosed] once Close or Shutdown has
-// begun, [ErrNilTask] for a nil task, [ErrNaNKey] for a key that is not
-// equal to itself (it holds a NaN), and otherwise nil: the task then runs
-// exactly once, unless Close (or a Shutdown whose ctx ends) drops it
-// first. Submit may be called from inside a task, for any key; a task for
-// the same key runs after the current one returns.
+// same key. It returns [ErrSerialClosed] once Close or Shutdown has begun,
+// [ErrNilTask] for a nil task, [ErrNaNKey] for a key that is not equal to
+// itself (it holds a NaN), [ErrUnhashableKey] for a key that holds a
+// slice, map or func, and otherwise nil: the task then runs exactly once,
+// unless Close (or a Shutdown whose ctx ends) drops it first. Submit may
+// be called from inside a task, for any key; a task for the same key runs
+// after the current one returns.
 func (k *Keyed[K]) Submit(key K, task func()) error {
 	if task == nil {
 		return ErrNilTask
@@ -127,7 +129,11 @@ func (k *Keyed[K]) Submit(key K, task func()) error {
 	if k.exec == nil {
 		return errZeroKeyed
 	}
-	sh := &k.shards[maphash.Comparable(k.seed, key)%keyedShards]
+	h, ok := hashKey(k.seed, key)
+	if !ok {
+		return ErrUnhashableKey
+	}
+	sh := &k.shards[h%keyedShards]
 	sh.mu.Lock()
 	if k.refuse.Load() {
 		sh.mu.Unlock()
@@ -152,6 +158,18 @@ func (k *Keyed[K]) Submit(key K, task func()) error {
 		k.schedule(q, key)
 	}
 	return nil
+}
+
+// hashKey hashes key, reporting false if key holds a value Go cannot
+// hash (a slice, map or func in an interface), on which
+// maphash.Comparable panics, as a map does.
+func hashKey[K comparable](seed maphash.Seed, key K) (h uint64, ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return maphash.Comparable(seed, key), true
 }
 
 // newQueue returns an empty queue for key, registered in sh. Called with

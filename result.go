@@ -238,6 +238,7 @@ var storedSentinels = []struct {
 	{"asynctool.ErrNilTask", ErrNilTask},
 	{"asynctool.ErrSerialClosed", ErrSerialClosed},
 	{"asynctool.ErrNaNKey", ErrNaNKey},
+	{"asynctool.ErrUnhashableKey", ErrUnhashableKey},
 	{"asynctool.ErrStreamClosed", ErrStreamClosed},
 	{"asynctool.ErrStreamStarted", ErrStreamStarted},
 }
