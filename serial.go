@@ -80,7 +80,12 @@ type SerialStats struct {
 // goes on up the stack of the Submit that started the loop. If the
 // executor runs tasks on the caller ([CallerRuns]), the submitter whose
 // task started the loop runs it, including tasks other goroutines submit
-// meanwhile.
+// meanwhile. If it waits for room ([Block]), so does the submitter whose
+// task finds the Serial idle (or, for a delayed task, its timer): a task
+// of that pool that submits to an idle Serial holds its worker while it
+// waits, and once every worker does, nothing runs again. Give such a pool
+// a queue (PoolQueue) with room for the Serials its tasks submit to, or
+// submit from outside its tasks.
 //
 // A task that panics does not stop the loop: see [SerialPanicHandler].
 //
