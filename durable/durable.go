@@ -44,8 +44,9 @@
 // and comes back with it as an *asynctool.StoredError: the same message
 // (a NUL character in it becomes U+FFFD), matching the same context and
 // asynctool errors with errors.Is. A result must have no NUL character or
-// unpaired surrogate in its strings and no number out of the range of
-// PostgreSQL's numeric, which PostgreSQL's jsonb cannot store
+// unpaired surrogate in its strings, no bytes that are not UTF-8 (which
+// a json.RawMessage or a MarshalJSON can hold) and no number out of the
+// range of PostgreSQL's numeric, which PostgreSQL cannot store
 // ([ErrUnstorableJSON]). Node ids are stored in the row too, so they must
 // be valid UTF-8 without a NUL character ([ErrUnstorableID]); and River
 // stores the text of the error an attempt ends with, in which a NUL
@@ -940,7 +941,8 @@ func isNil(v any) bool {
 //
 // A result that does not encode as JSON fails the node, and so does one
 // whose JSON PostgreSQL cannot store ([ErrUnstorableJSON]: a string with
-// a NUL character, or an unpaired surrogate escape, or a number out of
+// a NUL character, or an unpaired surrogate escape, or bytes that are not
+// UTF-8 (from a json.RawMessage or a MarshalJSON), or a number out of
 // the range of PostgreSQL's numeric): encode such bytes as a []byte
 // (base64), and such numbers as strings, instead. A stored result
 // that does not decode into R (a string stored where R is an int) makes
@@ -1065,14 +1067,17 @@ func (c *checkpointed[P, R]) Action(ctx context.Context, p P, all asynctool.Wrap
 // Resume value whose JSON PostgreSQL's jsonb cannot store: it holds the
 // escape \u0000 (a NUL character in a string) or a surrogate escape
 // without its pair (such as \ud83d alone, from a json.RawMessage or a
-// MarshalJSON that cut an emoji in two), or a number out of the range of
-// PostgreSQL's numeric, in which jsonb stores numbers (such as 1e200000
-// from a json.Number; see numericOverflows). River keeps a job's checkpoint
+// MarshalJSON that cut an emoji in two), or bytes that are not UTF-8
+// (encoding/json writes U+FFFD for them in a string, but keeps those of a
+// json.RawMessage or a MarshalJSON as they are; PostgreSQL refuses them
+// in any text), or a number out of the range of PostgreSQL's numeric, in
+// which jsonb stores numbers (such as 1e200000 from a json.Number; see
+// numericOverflows). River keeps a job's checkpoint
 // in its metadata, which PostgreSQL stores as jsonb: PostgreSQL would
 // reject the update that ends the attempt, and the job would stay running
 // until River's rescuer. The node fails (or Resume refuses the value) on
 // SQLite too, so that a job behaves the same on both.
-var ErrUnstorableJSON = errors.New(`the JSON holds \u0000 (a NUL character), an unpaired surrogate escape or a number out of the range of PostgreSQL's numeric, which PostgreSQL's jsonb, where River stores the checkpoint, cannot store`)
+var ErrUnstorableJSON = errors.New(`the JSON holds \u0000 (a NUL character), an unpaired surrogate escape, bytes that are not UTF-8 or a number out of the range of PostgreSQL's numeric, which PostgreSQL's jsonb, where River stores the checkpoint, cannot store`)
 
 // checkpointJSON encodes v, a result to store in a checkpoint. A value
 // that is not a pointer is encoded through a pointer to a copy, as the
@@ -1097,13 +1102,17 @@ func checkpointJSON(v any) ([]byte, error) {
 }
 
 // jsonbRejects reports whether raw, valid JSON, holds what jsonb
-// refuses: in a string, the escape \u0000, a low surrogate
-// (\udc00-\udfff) not right after a high one, or a high surrogate
-// (\ud800-\udbff) not followed by a low one; outside strings, a number
-// out of the range of PostgreSQL's numeric (see numericOverflows). In
-// JSON a backslash starts an escape, and an escaped backslash is skipped
-// whole: `\\u0000`, a backslash and "u0000", holds none.
+// refuses: bytes that are not UTF-8; in a string, the escape \u0000, a
+// low surrogate (\udc00-\udfff) not right after a high one, or a high
+// surrogate (\ud800-\udbff) not followed by a low one; outside strings,
+// a number out of the range of PostgreSQL's numeric (see
+// numericOverflows). In JSON a backslash starts an escape, and an
+// escaped backslash is skipped whole: `\\u0000`, a backslash and
+// "u0000", holds none.
 func jsonbRejects(raw []byte) bool {
+	if !utf8.Valid(raw) {
+		return true
+	}
 	inString := false
 	for i := 0; i < len(raw); i++ {
 		switch c := raw[i]; {
