@@ -34,7 +34,11 @@
 // [*SuspendedError] (see [Worker.Work]). [Resume] makes it run again,
 // optionally deciding the results of checkpointed nodes, such as the
 // suspended one, from outside the job (a nil result only for a node whose
-// result type can be nil: [ErrNilValue]).
+// result type can be nil: [ErrNilValue]). To River a parked job is a
+// cancelled one, which River's JobCleaner deletes, checkpoint and all,
+// once the client's CancelledJobRetentionPeriod (24 hours by default) has
+// passed: set it to -1, or to longer than a person may take, on every
+// client of the database, as whichever client leads runs the cleaner.
 //
 // A checkpointed result is stored as JSON, so a node's result must decode
 // back into its type ([ErrUndecodableResult]: an error, or another
@@ -201,10 +205,11 @@ func (w *Worker[A]) Timeout(*river.Job[A]) time.Duration {
 // asynctool.Run.Suspended), the run is cancelled, the checkpoint is
 // stored, and the attempt returns river.JobCancel wrapping a
 // *SuspendedError that names the suspended nodes and their errors. River
-// then leaves the job cancelled, with that error in its row, until
-// someone resumes it with [Resume] (or Client.JobRetry): the next attempt
-// replays the checkpointed nodes and runs the suspended ones again,
-// unless Resume gave them values. A checkpointed node that a custom join
+// then leaves the job cancelled, with that error in its row (until its
+// JobCleaner deletes it: see the package's doc), until someone resumes
+// it with [Resume] (or Client.JobRetry): the next attempt replays the
+// checkpointed nodes and runs the suspended ones again, unless Resume
+// gave them values. A checkpointed node that a custom join
 // suspends again on that attempt (its upstreams still failing) succeeds
 // with its stored result, if it has one, once the run stalls on it, and
 // the run goes on; the job parks only on suspended nodes without one.

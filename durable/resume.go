@@ -21,6 +21,10 @@ import (
 // Resume fails if River moves it.
 const cursorKey = "river:resumable_cursor"
 
+// cleanedUp says, in Resume's error for a job it does not find, why a
+// parked job can be gone.
+const cleanedUp = "a parked job is a cancelled job to River, and River's JobCleaner deletes it once the client's CancelledJobRetentionPeriod (24 hours by default; -1 keeps it) has passed since it parked"
+
 // ErrJobRunning is returned by Resume for a job that is running: its
 // attempt would overwrite the checkpoint Resume stores.
 var ErrJobRunning = errors.New("durable: the job is running")
@@ -52,7 +56,11 @@ var ErrNotParked = errors.New("durable: the job is not parked by a suspended nod
 // Resume checks what it can before it writes: the job must be parked (its
 // last attempt cancelled it on a suspension), or it returns
 // [ErrNotParked]; a running job is refused with [ErrJobRunning]; a job
-// Resume does not find, with River's rivertype.ErrNotFound; and every id
+// Resume does not find, with River's rivertype.ErrNotFound (a parked job
+// is a cancelled one to River, whose JobCleaner deletes it once the
+// CancelledJobRetentionPeriod of the client that leads, 24 hours by
+// default, has passed since it parked; set it to -1 on every client to
+// keep parked jobs until someone resumes them); and every id
 // in values must name a checkpointed node of the graph that parked the
 // job, or the error names it; a value must encode as JSON that
 // PostgreSQL can store ([ErrUnstorableJSON]); and a nil value (nil, or
@@ -94,6 +102,9 @@ func Resume[TTx any](ctx context.Context, client *river.Client[TTx], jobID int64
 	// writes: a Resume that read the checkpoint before another one wrote
 	// it would drop the other's values.
 	if _, err := execTx.JobUpdate(ctx, &riverdriver.JobUpdateParams{ID: jobID, Schema: client.Schema()}); err != nil {
+		if errors.Is(err, rivertype.ErrNotFound) {
+			return nil, fmt.Errorf("durable: Resume of job %d: %w (%s)", jobID, err, cleanedUp)
+		}
 		return nil, fmt.Errorf("durable: Resume of job %d: %w", jobID, err)
 	}
 	tx := drv.UnwrapTx(execTx)
