@@ -60,7 +60,11 @@
 // Work returns an error). When an attempt's process dies, River rescues
 // the job later and retries it from whatever checkpoint its row holds:
 // the previous attempt's, unless the Worker saves each node as it
-// succeeds ([Worker.SaveEach]); no test in this package kills a process.
+// succeeds ([Worker.SaveEach]). Later is once the job has run for longer
+// than both the client's RescueStuckJobsAfter (an hour by default) and
+// the job's timeout (see [NewWorker]); no test in this package kills a
+// process, but one leaves the row of a dead machine for another to
+// rescue.
 // A checkpoint stays in the job's row after the job succeeds, so retrying
 // a completed job by hand (Client.JobRetry) replays what the last stored
 // checkpoint holds.

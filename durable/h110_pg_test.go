@@ -3,6 +3,7 @@ package durable
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,4 +47,139 @@ func TestH110CleanerDeletesAParkedJob(t *testing.T) {
 	_, err = Resume(context.Background(), client, id, map[string]any{"s": 1})
 	require.ErrorIs(t, err, rivertype.ErrNotFound)
 	assert.Contains(t, err.Error(), "CancelledJobRetentionPeriod", "the error says why a parked job can be gone")
+}
+
+// h110LongArgs is a job whose Worker has a long timeout.
+type h110LongArgs struct{}
+
+func (h110LongArgs) Kind() string { return "durable_test_h110_long" }
+
+// TestH110DeadMachinesJobIsRescued leaves in the database what a machine
+// that died mid-run leaves: a job running for two hours on a machine
+// that no longer works it, with the checkpoint its SaveEach stored (a
+// succeeded) in its row. Another machine's River rescues it, as stuck,
+// and retries it from that checkpoint: a's worker does not run, b's
+// does. River rescues a job only once it has run for longer than both
+// the client's RescueStuckJobsAfter and the job's timeout, which is the
+// graph's plus a second: a job of the same age whose graph may run for
+// three hours is left running.
+func TestH110DeadMachinesJobIsRescued(t *testing.T) {
+	url, schema := pgSchema(t)
+	pool := newPool(t, url)
+	ctx := context.Background()
+	insertOnly, err := river.NewClient[pgx.Tx](riverpgxv5.New(pool), &river.Config{Schema: schema})
+	require.NoError(t, err)
+	quick, err := insertOnly.Insert(ctx, sumArgs{Base: 1}, nil)
+	require.NoError(t, err)
+	long, err := insertOnly.Insert(ctx, h110LongArgs{}, nil)
+	require.NoError(t, err)
+	checkpoint := `{"river:resumable_step": "asynctool-graph", "river:resumable_cursor": {"asynctool-graph": {"a": 41}}}`
+	_, err = pool.Exec(ctx, "UPDATE "+pgx.Identifier{schema, "river_job"}.Sanitize()+
+		" SET state = 'running', attempt = 1, attempted_at = now() - interval '2 hours', attempted_by = '{dead-machine}', metadata = $2"+
+		" WHERE id = ANY($1)", []int64{quick.Job.ID, long.Job.ID}, checkpoint)
+	require.NoError(t, err)
+
+	var a, b atomic.Int32
+	var got atomic.Int64
+	workers := river.NewWorkers()
+	river.AddWorker(workers, mustWorker(t, newAsync(t), 10*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		na := intNode(cp, "a", &a, nil)
+		Node(cp, "b", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+			b.Add(1)
+			r, err := asynctool.ResultOf[int](all, "a")
+			got.Store(int64(r.Value + 1))
+			return r.Value + 1, err
+		}), 0).Depend(na, true)
+		return []asynctool.Wrapper{na}, nil
+	}))
+	river.AddWorker(workers, mustWorker(t, newAsync(t), 3*time.Hour, func(ctx context.Context, job *river.Job[h110LongArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		return []asynctool.Wrapper{intNode(cp, "a", new(atomic.Int32), nil)}, nil
+	}))
+	events := startSubscribed(t, riverpgxv5.New(newPool(t, url)), &river.Config{Schema: schema, RescueStuckJobsAfter: time.Hour, Workers: workers})
+	ev := waitFor(t, events, 1)[0]
+	require.Equal(t, river.EventKindJobCompleted, ev.Kind, "errors: %v", ev.Job.Errors)
+	require.Equal(t, quick.Job.ID, ev.Job.ID)
+	assert.Equal(t, 2, ev.Job.Attempt)
+	require.Len(t, ev.Job.Errors, 1)
+	assert.Contains(t, ev.Job.Errors[0].Error, "Stuck job rescued")
+	assert.Zero(t, a.Load(), "a was replayed from the checkpoint the dead machine saved")
+	assert.Equal(t, int32(1), b.Load())
+	assert.Equal(t, int64(42), got.Load())
+
+	row, err := insertOnly.JobGet(ctx, long.Job.ID)
+	require.NoError(t, err)
+	assert.Equal(t, rivertype.JobStateRunning, row.State, "rescued only after its graph's three hours")
+}
+
+// TestH110StoppedMachinesJobGoesOnElsewhere stops machine m0's River
+// client with StopAndCancel while its attempt of a job runs b, after a
+// succeeded: the attempt, cancelled, stores the checkpoint without
+// SaveEach, and River makes the job available again without counting the
+// attempt. Machine m1 takes it and replays a.
+func TestH110StoppedMachinesJobGoesOnElsewhere(t *testing.T) {
+	url, schema := pgSchema(t)
+	var a, b atomic.Int32
+	bStarted := make(chan struct{}, 1)
+	build := func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		na := intNode(cp, "a", &a, nil)
+		Node(cp, "b", asynctool.WorkerFunc[int, int](func(ctx context.Context, _ int, _ asynctool.Wrappers) (int, error) {
+			if b.Add(1) == 1 {
+				bStarted <- struct{}{}
+				<-ctx.Done()
+				return 0, ctx.Err()
+			}
+			return 2, nil
+		}), 0).Depend(na, true)
+		return []asynctool.Wrapper{na}, nil
+	}
+	workers0 := river.NewWorkers()
+	river.AddWorker(workers0, mustWorker(t, newAsync(t), 30*time.Second, build))
+	m0 := newClientIn[pgx.Tx](t, riverpgxv5.New(newPool(t, url)), schema, workers0, retryNow{})
+	res, err := m0.Insert(context.Background(), sumArgs{Base: 1}, nil)
+	require.NoError(t, err)
+	select {
+	case <-bStarted:
+	case <-time.After(30 * time.Second):
+		t.Fatal("b did not start")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, m0.StopAndCancel(ctx))
+	row, err := m0.JobGet(context.Background(), res.Job.ID)
+	require.NoError(t, err)
+	assert.Equal(t, rivertype.JobStateAvailable, row.State)
+	assert.Zero(t, row.Attempt, "the cancelled attempt is not counted")
+	assert.Contains(t, string(row.Metadata), `{"asynctool-graph": {"a": 1}}`, "the checkpoint is stored")
+
+	workers1 := river.NewWorkers()
+	river.AddWorker(workers1, mustWorker(t, newAsync(t), 30*time.Second, build))
+	events := startSubscribed(t, riverpgxv5.New(newPool(t, url)), &river.Config{Schema: schema, Workers: workers1})
+	ev := waitFor(t, events, 1)[0]
+	assert.Equal(t, river.EventKindJobCompleted, ev.Kind, "errors: %v", ev.Job.Errors)
+	assert.Equal(t, int32(1), a.Load(), "a was replayed on m1")
+	assert.Equal(t, int32(2), b.Load())
+}
+
+// startSubscribed starts a River client with config (completed with the
+// settings newClientIn uses), stopped when t ends, and returns its
+// completed and failed jobs' events, subscribed before it starts, so
+// that none is missed.
+func startSubscribed(t *testing.T, driver *riverpgxv5.Driver, config *river.Config) <-chan *river.Event {
+	t.Helper()
+	config.Logger = slog.New(slog.DiscardHandler)
+	config.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}}
+	config.FetchCooldown = 5 * time.Millisecond
+	config.FetchPollInterval = 20 * time.Millisecond
+	config.RetryPolicy = retryNow{}
+	client, err := river.NewClient[pgx.Tx](driver, config)
+	require.NoError(t, err)
+	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
+	t.Cleanup(cancel)
+	require.NoError(t, client.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, client.Stop(ctx))
+	})
+	return events
 }
