@@ -39,6 +39,10 @@
 // once the client's CancelledJobRetentionPeriod (24 hours by default) has
 // passed: set it to -1, or to longer than a person may take, on every
 // client of the database, as whichever client leads runs the cleaner.
+// Nor is cancelled among River's default unique states: a unique job
+// that parks frees its unique key, for a job with the same args to be
+// inserted meanwhile, unless its UniqueOpts.ByState has
+// rivertype.JobStateCancelled.
 //
 // A checkpointed result is stored as JSON, so a node's result must decode
 // back into its type ([ErrUndecodableResult]: an error, or another

@@ -183,3 +183,51 @@ func startSubscribed(t *testing.T, driver *riverpgxv5.Driver, config *river.Conf
 	})
 	return events
 }
+
+// TestH110UniqueJobParked: to River a parked job is a cancelled one,
+// and River's default unique states leave cancelled jobs out, so a
+// unique job frees its unique key when it parks: a job with the same
+// args can be inserted and run meanwhile, and then Resume cannot make
+// the parked one available again. Resume's error was PostgreSQL's
+// unique violation alone; it now says why, and what keeps the key:
+// JobStateCancelled in UniqueOpts.ByState, with which the duplicate is
+// not inserted.
+func TestH110UniqueJobParked(t *testing.T) {
+	run := func(t *testing.T, opts *river.InsertOpts) (*river.Client[pgx.Tx], int64, *rivertype.JobInsertResult, <-chan *river.Event) {
+		url, schema := pgSchema(t)
+		var a, s atomic.Int32
+		var approved atomic.Bool
+		var got atomic.Int64
+		workers := river.NewWorkers()
+		river.AddWorker(workers, mustWorker(t, newAsync(t), time.Minute, approvalGraph(&a, &s, &approved, &got)))
+		client := newClientIn[pgx.Tx](t, riverpgxv5.New(newPool(t, url)), schema, workers, retryNow{})
+		events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobCancelled, river.EventKindJobFailed)
+		t.Cleanup(cancel)
+		res, err := client.Insert(context.Background(), sumArgs{Base: 1}, opts)
+		require.NoError(t, err)
+		require.Equal(t, river.EventKindJobCancelled, waitFor(t, events, 1)[0].Kind, "parked")
+		approved.Store(true)
+		dup, err := client.Insert(context.Background(), sumArgs{Base: 1}, opts)
+		require.NoError(t, err)
+		return client, res.Job.ID, dup, events
+	}
+	t.Run("default unique states", func(t *testing.T) {
+		client, id, dup, events := run(t, &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}})
+		require.False(t, dup.UniqueSkippedAsDuplicate, "the parked job no longer holds its unique key")
+		ev := waitFor(t, events, 1)[0]
+		require.Equal(t, river.EventKindJobCompleted, ev.Kind)
+		require.Equal(t, dup.Job.ID, ev.Job.ID)
+		_, err := Resume(context.Background(), client, id, map[string]any{"s": 42})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "UniqueOpts.ByState", "the error says why, and what keeps the key")
+	})
+	t.Run("cancelled among the unique states", func(t *testing.T) {
+		client, id, dup, events := run(t, &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true,
+			ByState: append(rivertype.UniqueOptsByStateDefault(), rivertype.JobStateCancelled)}})
+		require.True(t, dup.UniqueSkippedAsDuplicate, "the parked job holds its unique key")
+		require.Equal(t, id, dup.Job.ID)
+		_, err := Resume(context.Background(), client, id, map[string]any{"s": 42})
+		require.NoError(t, err)
+		assert.Equal(t, river.EventKindJobCompleted, waitFor(t, events, 1)[0].Kind)
+	})
+}

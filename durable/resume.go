@@ -25,6 +25,10 @@ const cursorKey = "river:resumable_cursor"
 // parked job can be gone.
 const cleanedUp = "a parked job is a cancelled job to River, and River's JobCleaner deletes it once the client's CancelledJobRetentionPeriod (24 hours by default; -1 keeps it) has passed since it parked"
 
+// uniqueFreed says, in Resume's error for a unique job that River cannot
+// make available again, why that may be.
+const uniqueFreed = "the job is unique, and a parked job, cancelled to River, frees its unique key unless its UniqueOpts.ByState has JobStateCancelled: another job with the same key may have been inserted since it parked"
+
 // ErrJobRunning is returned by Resume for a job that is running: its
 // attempt would overwrite the checkpoint Resume stores.
 var ErrJobRunning = errors.New("durable: the job is running")
@@ -60,11 +64,15 @@ var ErrNotParked = errors.New("durable: the job is not parked by a suspended nod
 // is a cancelled one to River, whose JobCleaner deletes it once the
 // CancelledJobRetentionPeriod of the client that leads, 24 hours by
 // default, has passed since it parked; set it to -1 on every client to
-// keep parked jobs until someone resumes them); and every id
-// in values must name a checkpointed node of the graph that parked the
-// job, or the error names it; a value must encode as JSON that
-// PostgreSQL can store ([ErrUnstorableJSON]); and a nil value (nil, or
-// a nil pointer, slice or map) is refused for a node whose result type
+// keep parked jobs until someone resumes them); a unique job
+// (InsertOpts.UniqueOpts) that River cannot make available again, with
+// River's error and why (parked, it is cancelled to River, which frees
+// its unique key unless UniqueOpts.ByState has JobStateCancelled, so a
+// job with the same key may have been inserted, and run, meanwhile); and
+// every id in values must name a checkpointed node of the graph that
+// parked the job, or the error names it; a value must encode as JSON
+// that PostgreSQL can store ([ErrUnstorableJSON]); and a nil value (nil,
+// or a nil pointer, slice or map) is refused for a node whose result type
 // cannot be nil, such as an int or a struct ([ErrNilValue]), as
 // asynctool.SucceedWith(nil) is within one process: stored as JSON null,
 // it would decode as the zero value. What it cannot check is a value's
@@ -136,7 +144,11 @@ func Resume[TTx any](ctx context.Context, client *river.Client[TTx], jobID int64
 	}); err != nil {
 		return nil, fmt.Errorf("durable: Resume of job %d: storing the values: %w", jobID, err)
 	}
+	unique := row.UniqueKey != nil && !slices.Contains(row.UniqueStates, rivertype.JobStateCancelled)
 	if row, err = client.JobRetryTx(ctx, tx, jobID); err != nil {
+		if unique {
+			return nil, fmt.Errorf("durable: Resume of job %d: making it available again: %w (%s)", jobID, err, uniqueFreed)
+		}
 		return nil, fmt.Errorf("durable: Resume of job %d: %w", jobID, err)
 	}
 	if row.State == rivertype.JobStateRunning {
