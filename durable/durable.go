@@ -66,9 +66,10 @@
 // the previous attempt's, unless the Worker saves each node as it
 // succeeds ([Worker.SaveEach]). Later is once the job has run for longer
 // than both the client's RescueStuckJobsAfter (an hour by default) and
-// the job's timeout (see [NewWorker]); no test in this package kills a
-// process, but one leaves the row of a dead machine for another to
-// rescue.
+// the job's timeout (see [NewWorker]), and never if the job has none (a
+// timeout of 0 on a client whose JobTimeout is -1); no test in this
+// package kills a process, but one leaves the row of a dead machine for
+// another to rescue.
 // A checkpoint stays in the job's row after the job succeeds, so retrying
 // a completed job by hand (Client.JobRetry) replays what the last stored
 // checkpoint holds.
