@@ -942,7 +942,10 @@ func isNil(v any) bool {
 // map[string]any, comes back with JSON's own types (a float64 where the
 // worker returned an int, a map[string]any for a struct), as encoding/json
 // gives them. Use the concrete type, or json.RawMessage for JSON whose
-// shape is not known. An [asynctool.When] or [asynctool.WhenResult]
+// shape is not known, which comes back as the same JSON value, not
+// always the same bytes: on SQLite compacted, with <, > and & escaped;
+// on PostgreSQL as jsonb writes it (keys reordered, duplicate keys
+// dropped, spaces added). Keep bytes that must not change in a []byte. An [asynctool.When] or [asynctool.WhenResult]
 // condition on such a node gets them too: a When[int] on an any that
 // held an int takes its branch on the first attempt and, on a replay,
 // where the value is a float64, fails its node with

@@ -2,6 +2,7 @@ package durable
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"sync/atomic"
@@ -230,4 +231,44 @@ func TestH110UniqueJobParked(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, river.EventKindJobCompleted, waitFor(t, events, 1)[0].Kind)
 	})
+}
+
+// TestH110RawMessageComesBackAsJSONBWritesIt: PostgreSQL stores the
+// checkpoint as jsonb, which keeps the JSON value, not its bytes: a
+// json.RawMessage result replays on PostgreSQL with its keys in jsonb's
+// order, its duplicate keys dropped (the last kept), a space after each
+// colon and comma, and no escape where none is needed; on SQLite, as
+// encoding/json wrote it (compacted, "<" escaped as \u003c).
+func TestH110RawMessageComesBackAsJSONBWritesIt(t *testing.T) {
+	url, schema := pgSchema(t)
+	var runs atomic.Int32
+	replayed := make(chan string, 1)
+	workers := river.NewWorkers()
+	river.AddWorker(workers, mustWorker(t, newAsync(t), 10*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		a := Node(cp, "a", asynctool.WorkerFunc[int, json.RawMessage](func(context.Context, int, asynctool.Wrappers) (json.RawMessage, error) {
+			runs.Add(1)
+			return json.RawMessage(`{"zz":1e2,"a":[1.50,true],"zz":3,"h":"<"}`), nil
+		}), 0)
+		asynctool.NewWrapper("b", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+			r, err := asynctool.ResultOf[json.RawMessage](all, "a")
+			if err != nil {
+				return 0, err
+			}
+			if job.Attempt == 1 {
+				return 0, errors.New("b fails the first attempt")
+			}
+			replayed <- string(r.Value)
+			return 0, nil
+		}), 0).Depend(a, true)
+		return []asynctool.Wrapper{a}, nil
+	}))
+	events := startSubscribed(t, riverpgxv5.New(newPool(t, url)), &river.Config{Schema: schema, Workers: workers})
+	insertOnly, err := river.NewClient[pgx.Tx](riverpgxv5.New(newPool(t, url)), &river.Config{Schema: schema})
+	require.NoError(t, err)
+	_, err = insertOnly.Insert(context.Background(), sumArgs{Base: 1}, nil)
+	require.NoError(t, err)
+	require.Equal(t, river.EventKindJobFailed, waitFor(t, events, 1)[0].Kind)
+	require.Equal(t, river.EventKindJobCompleted, waitFor(t, events, 1)[0].Kind)
+	assert.Equal(t, int32(1), runs.Load(), "a was replayed")
+	assert.Equal(t, `{"a": [1.50, true], "h": "<", "zz": 3}`, <-replayed)
 }
