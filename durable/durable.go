@@ -921,7 +921,14 @@ func isNil(v any) bool {
 // case the node succeeds with that result without calling the worker.
 // When the worker succeeds, its result is added to cp. The id must not be
 // empty: it is the key of the stored result (the attempt of a graph with
-// such a node fails before any node runs); and, like every id of the
+// such a node fails before any node runs). It must be unique among the
+// checkpointed nodes of the job, those a SubGraph's Build makes while the
+// run goes on included, which asynctool checks only within each graph:
+// two checkpointed nodes with one id, in two sub-graphs, share one
+// stored result, and the later one succeeds with the earlier one's
+// without calling its worker, in the same attempt too; prefix the ids of
+// a sub-graph's checkpointed nodes with the outer node's id or item. And,
+// like every id of the
 // graph, it must be valid UTF-8 without a NUL character, or the
 // attempt fails before any node runs ([ErrUnstorableID]). cp must be the
 // Checkpoint the BuildFunc was given: a node made with a nil one fails

@@ -3,9 +3,14 @@ package durable
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/asynctool-go/asynctool"
+	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -40,4 +45,51 @@ func TestH110NotUTF8FailsTheNode(t *testing.T) {
 	assert.Contains(t, err.Error(), `node "s"`)
 	_, err = Resume(context.Background(), client, id, map[string]any{"s": 7})
 	assert.NoError(t, err, "still parked")
+}
+
+// TestH110CheckpointedNodesInSubGraphs: a SubGraph's Build may make
+// checkpointed nodes while the run goes on, and their ids key the job's
+// one checkpoint, whereas asynctool checks ids only within each graph:
+// with one id ("fetch") in two sub-graphs, the second node succeeded
+// with the first one's result without calling its worker, in the first
+// attempt already, and the sink read "LL" or "RR". Ids prefixed with the
+// outer node's, as Node's doc says, keep each node's own result: each
+// worker runs once, and the retry replays "L" and "R".
+func TestH110CheckpointedNodesInSubGraphs(t *testing.T) {
+	var left, right atomic.Int32
+	var seen []string
+	var mu sync.Mutex
+	sub := func(cp *Checkpoint, outer, v string, runs *atomic.Int32) asynctool.SubGraph[int, string] {
+		return asynctool.SubGraph[int, string]{Build: func(context.Context, int, asynctool.Wrappers) (asynctool.Built[string], error) {
+			f := Node(cp, outer+"/fetch", asynctool.WorkerFunc[int, string](func(context.Context, int, asynctool.Wrappers) (string, error) {
+				runs.Add(1)
+				return v, nil
+			}), 0)
+			return asynctool.Built[string]{Starts: []asynctool.Wrapper{f}, Output: func() (string, error) {
+				r := f.Result()
+				return r.Value, r.Err
+			}}, nil
+		}}
+	}
+	evs := runJob(t, 3, 10*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		l := asynctool.NewWrapper("left", sub(cp, "left", "L", &left), 0)
+		r := asynctool.NewWrapper("right", sub(cp, "right", "R", &right), 0)
+		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+			lv, _ := asynctool.ResultOf[string](all, "left")
+			rv, _ := asynctool.ResultOf[string](all, "right")
+			mu.Lock()
+			seen = append(seen, lv.Value+rv.Value)
+			mu.Unlock()
+			if job.Attempt == 1 {
+				return 0, errors.New("the sink fails the first attempt")
+			}
+			return 0, nil
+		}), 0).Depend(l, true).Depend(r, true)
+		return []asynctool.Wrapper{l, r}, nil
+	})
+	require.Len(t, evs, 2)
+	assert.Equal(t, river.EventKindJobCompleted, evs[1].Kind)
+	assert.Equal(t, []string{"LR", "LR"}, seen)
+	assert.Equal(t, int32(1), left.Load(), "replayed on the retry")
+	assert.Equal(t, int32(1), right.Load(), "replayed on the retry")
 }
