@@ -346,6 +346,8 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 // node's result under its id. Ids are stored as the keys of the
 // checkpoint and in the mark of a parked job, which names its suspended
 // nodes, checkpointed or not: the check covers every node of the graph.
+// A checkpointed node that a SubGraph's Build makes during the run, after
+// the check, fails with it when it runs.
 var ErrUnstorableID = errors.New("a node id must be valid UTF-8 without a NUL character, to be stored in the job's row")
 
 // ErrUndecodableResult is the error, wrapped with the node's id and its
@@ -380,9 +382,18 @@ func checkIDs(cp *Checkpoint, starts []asynctool.Wrapper) error {
 		}
 	}
 	for _, id := range ids {
-		if strings.ContainsRune(id, 0) || !utf8.ValidString(id) {
-			return fmt.Errorf("durable: node id %q: %w", id, ErrUnstorableID)
+		if err := storableID(id); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// storableID returns an error wrapping ErrUnstorableID if id cannot be
+// stored in the job's row.
+func storableID(id string) error {
+	if strings.ContainsRune(id, 0) || !utf8.ValidString(id) {
+		return fmt.Errorf("durable: node id %q: %w", id, ErrUnstorableID)
 	}
 	return nil
 }
@@ -928,11 +939,11 @@ func isNil(v any) bool {
 // stored result, and the later one succeeds with the earlier one's
 // without calling its worker, in the same attempt too; prefix the ids of
 // a sub-graph's checkpointed nodes with the outer node's id or item. And,
-// like every id of the
-// graph, it must be valid UTF-8 without a NUL character, or the
-// attempt fails before any node runs ([ErrUnstorableID]). cp must be the
-// Checkpoint the BuildFunc was given: a node made with a nil one fails
-// when it runs. A worker that asynctool refuses before a run (nil, a nil
+// like every id of the graph, it must be valid UTF-8 without a NUL
+// character, or the attempt fails before any node runs
+// ([ErrUnstorableID]; a node that a SubGraph's Build makes during the run
+// fails with it when it runs). cp must be the Checkpoint the BuildFunc
+// was given: a node made with a nil one fails when it runs. A worker that asynctool refuses before a run (nil, a nil
 // WorkerFunc, a ForEach without Items or Worker or with a negative Limit,
 // a Hedged of nil) is reported as asynctool reports it for any node: the
 // attempt fails before any node runs, with a *asynctool.GraphError
@@ -1040,6 +1051,11 @@ func (c *checkpointed[P, R]) Action(ctx context.Context, p P, all asynctool.Wrap
 	}
 	if c.cp == nil {
 		return v, fmt.Errorf("durable: node %q was made with a nil *Checkpoint: make checkpointed nodes with the cp the BuildFunc is given", c.id)
+	}
+	// The ids of the graph were checked before the run, but not those of
+	// the nodes a SubGraph's Build makes during it.
+	if err := storableID(c.id); err != nil {
+		return v, err
 	}
 	// Produced earlier in this attempt: the node is being retried
 	// (asynctool's Retry) because saving its result failed.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynctool-go/asynctool"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -92,4 +93,25 @@ func TestH110CheckpointedNodesInSubGraphs(t *testing.T) {
 	assert.Equal(t, []string{"LR", "LR"}, seen)
 	assert.Equal(t, int32(1), left.Load(), "replayed on the retry")
 	assert.Equal(t, int32(1), right.Load(), "replayed on the retry")
+}
+
+// TestH110UnstorableIDInASubGraphFailsTheNode is
+// TestH110UnstorableIDInASubGraph on SQLite, which could store the id:
+// the node fails all the same, so that a job behaves the same on both
+// databases, and its worker does not run.
+func TestH110UnstorableIDInASubGraphFailsTheNode(t *testing.T) {
+	var runs atomic.Int32
+	evs := runJob(t, 1, 10*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		return []asynctool.Wrapper{asynctool.NewWrapper("sub", asynctool.SubGraph[int, int]{Build: func(context.Context, int, asynctool.Wrappers) (asynctool.Built[int], error) {
+			f := intNode(cp, "fetch\xff", &runs, nil)
+			return asynctool.Built[int]{Starts: []asynctool.Wrapper{f}, Output: func() (int, error) {
+				r := f.Result()
+				return r.Value, r.Err
+			}}, nil
+		}}, 0)}, nil
+	})
+	require.Len(t, evs, 1)
+	assert.Equal(t, rivertype.JobStateDiscarded, evs[0].Job.State)
+	assert.Contains(t, evs[0].Job.Errors[0].Error, ErrUnstorableID.Error())
+	assert.Zero(t, runs.Load())
 }
