@@ -335,6 +335,12 @@ type runState struct {
 	// asks its Err, a method call and an atomic load, where a receive on
 	// its Done channel is a call into the runtime, once per node.
 	inner context.Context
+	// outer and outerSelf are the run and the node whose worker started
+	// this run, a sub-run (see runSub); outer is nil for a run started
+	// otherwise. Set before the sub-run's first task, cleared as it is
+	// recycled (see Wrappers.Path).
+	outer     *runState
+	outerSelf int32
 }
 
 // nodeTimes are one node's timestamps in a timed run, each read from the
@@ -698,7 +704,7 @@ func (r *runState) recycle() {
 			r.p.nodes[i].core.impl.clearSlot(r.slots[i])
 		}
 		r.releaseSubs()
-		r.a, r.ctx, r.cancel, r.stopSweep, r.inner = nil, nil, nil, nil, nil
+		r.a, r.ctx, r.cancel, r.stopSweep, r.inner, r.outer = nil, nil, nil, nil, nil, nil
 		r.p.runs.Put(r)
 	}
 }

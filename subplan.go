@@ -166,6 +166,7 @@ func runSub(ctx context.Context, all Wrappers, sub *runState, noun string) (*Run
 	// with runtime.Goexit fails the node with ErrGoexit, and cancels the
 	// sub-run first, as a node that ends otherwise stops its sub-run.
 	outer.adopt(all.self, h)
+	sub.outer, sub.outerSelf = outer, all.self
 	if tok, ok := ctx.Value(hedgeCallKey{}).(*hedgeCall); ok && tok.r == outer && tok.self == all.self {
 		tok.sub.CompareAndSwap(nil, h) // the call of a Hedged worker that started it
 	}

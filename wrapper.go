@@ -584,6 +584,31 @@ type Wrappers struct {
 	self int32
 }
 
+// Path returns the ids of the nodes from the outermost run down to the
+// node whose worker was given this view: its id alone for a node of a
+// run that BeginWork, Start or RunPlan started, and the path of the node
+// whose worker started the run ([SubGraph], [SubPlan], [ForEach]) followed
+// by its id for a node of a sub-run. Ids are unique within one run only,
+// so the nodes of two sub-runs may share an id, but not a path; a
+// SubGraph node whose worker runs again (a retry) builds its nodes at the
+// same paths. The zero Wrappers has a nil path.
+func (all Wrappers) Path() []string {
+	if all.r == nil {
+		return nil
+	}
+	depth := 1
+	for r := all.r; r.outer != nil; r = r.outer {
+		depth++
+	}
+	path := make([]string, depth)
+	r, self := all.r, all.self
+	for k := depth - 1; k >= 0; k-- {
+		path[k] = r.p.nodeID(self)
+		r, self = r.outer, r.outerSelf
+	}
+	return path
+}
+
 // State returns the current state of the node with the given id, and
 // false if the run has no such node.
 func (all Wrappers) State(id string) (State, bool) {

@@ -1,0 +1,99 @@
+package asynctool
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// pathLog records the path each worker sees, by a name of the test's.
+type pathLog struct {
+	mu    sync.Mutex
+	paths map[string][][]string
+}
+
+func (l *pathLog) worker(name string) Worker[int, int] {
+	return WorkerFunc[int, int](func(_ context.Context, k int, all Wrappers) (int, error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.paths == nil {
+			l.paths = make(map[string][][]string)
+		}
+		l.paths[name] = append(l.paths[name], all.Path())
+		return k, nil
+	})
+}
+
+func (l *pathLog) get(name string) [][]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.paths[name]
+}
+
+// Path names a node from the outermost run down, through SubGraph,
+// SubPlan and ForEach nodes, so that nodes of two sub-runs that share an
+// id have different paths, and a plan run on its own after it served as
+// a sub-plan has a path of its own id alone.
+func TestWrappersPath(t *testing.T) {
+	var log pathLog
+	a := New()
+	defer func() { require.NoError(t, a.Close()) }()
+
+	px := NewWrapper("x", log.worker("plan x"), 0)
+	inner, err := Compile(px)
+	require.NoError(t, err)
+	sub := func(id string) *WorkerWrapper[int, int] {
+		return NewWrapper(id, SubGraph[int, int]{
+			Build: func(context.Context, int, Wrappers) (Built[int], error) {
+				x := NewWrapper("x", log.worker(id+" x"), 0)
+				p := NewWrapper("p", SubPlan[int, int]{Plan: inner, Output: px.ValueIn}, 0).Depend(x, true)
+				return Built[int]{Starts: []Wrapper{x}, Output: func() (int, error) { return p.Result().Value, p.Result().Err }}, nil
+			},
+		}, 0)
+	}
+	root := NewWrapper("root", log.worker("root"), 0)
+	sub("g1").Depend(root, true)
+	sub("g2").Depend(root, true)
+	NewWrapper("q", SubPlan[int, int]{Plan: inner, Output: px.ValueIn}, 0).Depend(root, true)
+	NewWrapper("each", ForEach[int, int, int]{
+		Items:  func(context.Context, int, Wrappers) ([]int, error) { return []int{7}, nil },
+		Worker: log.worker("item"),
+		ID:     func(int, int) string { return "seven" },
+	}, 0).Depend(root, true)
+	outer, err := Compile(root)
+	require.NoError(t, err)
+	run, err := a.RunPlan(context.Background(), outer, time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, run.Report().Err(), "%v", run.Report())
+	run.Release() // and with it the sub-runs, whose states the plans keep
+
+	assert.Equal(t, [][]string{{"root"}}, log.get("root"))
+	assert.Equal(t, [][]string{{"g1", "x"}}, log.get("g1 x"))
+	assert.Equal(t, [][]string{{"g2", "x"}}, log.get("g2 x"))
+	got := log.get("plan x")
+	slices.SortFunc(got, func(a, b []string) int { return slices.Compare(a, b) })
+	assert.Equal(t, [][]string{{"g1", "p", "x"}, {"g2", "p", "x"}, {"q", "x"}}, got)
+	require.Len(t, log.get("item"), 1)
+	assert.Equal(t, "each", log.get("item")[0][0])
+	assert.Len(t, log.get("item")[0], 2, "an item is a node of the ForEach's sub-run")
+
+	// The plan's pooled run state served q's sub-run above (the
+	// release of the outer run released it); run on its own, the plan's
+	// node is at the top.
+	for range 4 {
+		run, err := a.RunPlan(context.Background(), inner, time.Minute)
+		require.NoError(t, err)
+		run.Release()
+	}
+	got = log.get("plan x")
+	for _, p := range got[3:] {
+		assert.Equal(t, []string{"x"}, p)
+	}
+
+	assert.Nil(t, Wrappers{}.Path())
+}
