@@ -390,7 +390,9 @@ func (r *runState) afterFailure(i int32, err error, wl *worklist) (bool, error) 
 // new timeout, which a disarm that came later would stop (cancelling the
 // rerun's context), and the rerun's bookkeeping would get this round's
 // error. If the node ends first instead, both are harmless: its end
-// disarms it anyway, and lastErr is read only while it is pending.
+// disarms it anyway, and lastErr, read while it is pending and, once it
+// has ended as a timeout, for its report's Reason, names the failure its
+// worker returned before the sweep ended it.
 func (r *runState) suspend(i int32, err error) {
 	r.disarm(i)
 	ext := r.exts[i]

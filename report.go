@@ -381,6 +381,9 @@ func (r *runState) reason(i int32) string {
 	case ResultSuccess:
 		return ""
 	case ResultTimeout:
+		if why := r.pendingWhy(i); why != "" {
+			return fmt.Sprintf("stopped while pending %s: %v", why, err)
+		}
 		if r.attemptsOf(i) > 0 {
 			return fmt.Sprintf("stopped while running: %v", err)
 		}
@@ -436,6 +439,28 @@ func (r *runState) reason(i int32) string {
 // joinReason explains how the join of node pn, which never ran, failed
 // it with err, in the words of the engine's errors (see
 // upstreamEndedFrom and customJoin); "" if its join did not.
+// pendingWhy says why node i, which ended as a timeout, was pending when
+// it ended ("after" its worker's failure, or "(its join suspended it)"),
+// or returns "" if it was not: the sweep ends a pending node as it ends
+// one that is running, and its worker's failure, which its report showed
+// while it was pending, would otherwise be lost.
+func (r *runState) pendingWhy(i int32) string {
+	if r.exts == nil || r.exts[i] == nil {
+		return ""
+	}
+	ext := r.exts[i]
+	if ext.joinSuspended.Load() {
+		return "(its join suspended it)" // Resume clears it, so the sweep ended it pending
+	}
+	ext.mu.Lock()
+	why := ext.lastErr // set as it suspends, cleared by a Rerun
+	ext.mu.Unlock()
+	if why == nil {
+		return ""
+	}
+	return fmt.Sprintf("after %v", why)
+}
+
 func joinReason(pn *pnode, err error) string {
 	var up *UpstreamError
 	switch pn.joinKind {
