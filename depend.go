@@ -164,7 +164,9 @@ func NamedSucceeded(ids ...string) Join {
 // the run waits for as it waits for a Result callback, also past the
 // group deadline. Since every call gets every upstream, a custom join
 // over n upstreams costs O(n²) per run; the built-in joins, [When] and
-// [WhenResult] included, cost O(n).
+// [WhenResult] included, cost O(n). Compile rejects CustomJoin on a
+// node with no upstreams, whose fn would never be called, with
+// [ErrBadJoin].
 func CustomJoin(fn func(ups []Upstream) Decision) Join { return Join{kind: joinCustom, fn: fn} }
 
 // When is the join of a conditional branch: it runs the node once every

@@ -671,6 +671,9 @@ func (n *pnode) validateFlow(p *plan) error {
 			}
 		}
 	case joinCustom:
+		if n.nIn() == 0 && j.whenType == nil {
+			return graphErr(ErrBadJoin, ids, "node %q: CustomJoin on a node with no upstreams, which would never be asked", n.core.id)
+		}
 		if j.whenType != nil {
 			if err := n.validateWhen(p); err != nil {
 				return err
