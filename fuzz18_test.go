@@ -283,7 +283,7 @@ func (g *s18gGraph) want() (sentinel error, nodes []string, check func(*GraphErr
 				}
 			}
 		case joinCustom:
-			if j.fn == nil {
+			if j.fn == nil || len(ups) == 0 { // a start node's would never be asked
 				nodes = []string{g.ids[i]}
 			}
 		}
