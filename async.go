@@ -186,13 +186,19 @@ func (a *Async) trySubmit(task func()) bool { return a.try(task) }
 // workers returned: read failures from the nodes' results. Before running
 // anything it rejects a bad graph with a [*GraphError] (see [ErrCycle] and
 // the other sentinels). It also returns any [*CallbackPanicError].
+//
+// A pending node ([PolicySuspend], a custom join's DecideSuspend) can be
+// resumed only through the [Run] that [Async.Start] returns: once the
+// run waits on nothing but pending nodes, BeginWork cancels it, so that
+// it does not wait for its deadline (or, without one, for ever), and
+// returns an error naming the pending node and wrapping its failure,
+// joined with the run's error.
 func (a *Async) BeginWork(ctx context.Context, timeout time.Duration, starts ...Wrapper) error {
 	h, err := a.startGraph(ctx, timeout, starts...)
 	if err != nil {
 		return err
 	}
-	<-h.done
-	return h.err()
+	return h.waitUnresumable("BeginWork")
 }
 
 // Start is the asynchronous form of [Async.BeginWork]: it validates the
@@ -243,14 +249,37 @@ func (a *Async) compileSingleUse(starts []Wrapper) (*runState, error) {
 // RunPlan runs pl and waits, like BeginWork. It returns the run, whose
 // results are read with [WorkerWrapper.ResultIn] and which should be
 // released with [Run.Release] when they are no longer needed, and the
-// run's error. The run is nil only if the run could not start.
+// run's error. The run is nil only if the run could not start. A run
+// that waits on nothing but pending nodes is cancelled, as BeginWork
+// cancels one: resume them through [Async.StartPlan]'s Run instead.
 func (a *Async) RunPlan(ctx context.Context, pl *Plan, timeout time.Duration) (*Run, error) {
 	h, err := a.startPlan(ctx, pl, timeout, "RunPlan")
 	if err != nil {
 		return nil, err
 	}
+	return h, h.waitUnresumable("RunPlan")
+}
+
+// waitUnresumable waits for h, a run of BeginWork or RunPlan (method),
+// and returns its error. Its caller has no handle to resume it with, so
+// once it has stalled on pending nodes ([PolicySuspend], a custom join's
+// DecideSuspend), nothing but its deadline can end it, and nothing
+// without one: it is cancelled then, as a SubPlan's sub-run is, and the
+// error names the pending node and wraps its failure.
+func (h *Run) waitUnresumable(method string) error {
+	var stall <-chan struct{} // nil, never ready, for a graph that cannot suspend
+	if h.p.suspends {
+		stall = h.runState.Suspended()
+	}
+	select {
+	case <-h.done:
+		return h.err()
+	case <-stall:
+	}
+	pending := h.firstPending()
+	h.runState.Cancel()
 	<-h.done
-	return h, h.err()
+	return errors.Join(suspendedError("run", pending.ID, "was cancelled: "+method+" gives no Run to resume it with", pending.Err), h.err())
 }
 
 // StartPlan is the asynchronous form of [Async.RunPlan].

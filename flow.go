@@ -31,9 +31,10 @@ const (
 	// nodes that need it wait (pending too) while other branches go on. The
 	// run stays open until the node is resumed with [Run.Resume] or the
 	// deadline ends it. Resume needs the *Run: run such graphs with
-	// [Async.Start] or [Async.StartPlan]; with BeginWork or RunPlan only
-	// the deadline ends a suspended run, and with no deadline it never
-	// ends.
+	// [Async.Start] or [Async.StartPlan]. BeginWork and RunPlan give no
+	// Run to resume with: once their run waits only on pending nodes,
+	// they cancel it and return an error naming the pending node and
+	// wrapping its failure (the nodes not ended end as timeouts).
 	PolicySuspend
 )
 

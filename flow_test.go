@@ -480,8 +480,12 @@ func TestSuspendAndResume(t *testing.T) {
 			rec := newRecorder()
 			var calls atomic.Int32
 			sus, down, _, other := build(rec, &calls)
-			err := a.BeginWork(context.Background(), time.Second, sus, other)
-			assert.ErrorIs(t, err, context.DeadlineExceeded)
+			// Started, not BeginWork: BeginWork, which gives no Run to
+			// resume with, cancels a run once it waits only on a Resume
+			// (TestH108BeginWorkDoesNotWaitForAResumeThatCannotCome).
+			r, err := a.Start(context.Background(), time.Second, sus, other)
+			require.NoError(t, err)
+			assert.ErrorIs(t, r.Wait(context.Background()), context.DeadlineExceeded)
 			assert.Equal(t, ResultTimeout, sus.Result().State)
 			assert.Equal(t, ResultTimeout, down.Result().State)
 		})
