@@ -136,7 +136,8 @@
 // same way, without calling Action. A panic in Callback.Result leaves the
 // node's result as it was. A panic in a Defaulter's DefaultValue makes the
 // zero value stand in; a panic in a RetryPolicy's Retryable or Backoff
-// ends the retries and becomes the node's *PanicError, under the node's
+// ends the retries and becomes the node's failure, an error that wraps
+// the *PanicError and the failed attempt's error, under the node's
 // failure policy as any failure is (for a stream node too); a panic in a
 // custom join or a When condition fails the join's node; a panic in a
 // hook is recovered. A

@@ -364,7 +364,7 @@ func (r *runState) afterFailure(i int32, err error, wl *worklist) (bool, error) 
 				// The policy itself failed: no retry, and the node fails
 				// with its panic, under its failure policy as for any
 				// failure (so PolicySuspend suspends it, below).
-				err = perr
+				err = &policyPanic{attempt: err, panic: perr}
 			case again && r.fitsDeadline(i, delay):
 				// The hook first: once scheduled, the retry may run, and
 				// fail and call the hook again, before this call returns.
@@ -484,6 +484,22 @@ func callBounded[R any](ctx context.Context, bound *AttemptTimeoutError, f func(
 	}
 	return v, err
 }
+
+// policyPanic is the error of a node whose retry policy's Retryable or
+// Backoff panicked when asked about attempt's failure: the node fails
+// with both, the panic first, so that errors.As finds the [*PanicError]
+// and errors.Is the attempt's error, and its report blames the policy,
+// not the worker.
+type policyPanic struct {
+	attempt error
+	panic   *PanicError
+}
+
+func (e *policyPanic) Error() string {
+	return fmt.Sprintf("asynctool: retry policy: %v (asked about the attempt's error: %v)", e.panic, e.attempt)
+}
+
+func (e *policyPanic) Unwrap() []error { return []error{e.panic, e.attempt} }
 
 // retryDecision asks the policy whether err is retryable and for the
 // delay before attempt done+1; a panic in Retryable or Backoff is

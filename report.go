@@ -426,6 +426,9 @@ func (r *runState) reason(i int32) string {
 		// error of another run's node that the worker returned.
 		return fmt.Sprintf("attempt %d passed its attempt timeout of %v", ate.Attempt, ate.Timeout)
 	}
+	if pp, ok := err.(*policyPanic); ok && pp != nil {
+		return "retry policy panicked"
+	}
 	if errors.Is(err, ErrGoexit) {
 		return "worker called runtime.Goexit"
 	}

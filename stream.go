@@ -127,7 +127,8 @@ func (o streamRetry) applyStreamNode(c *streamNodeConfig) { c.retry = o.p }
 // then does the node fail, and its [FailurePolicy] apply, with the last
 // attempt's error and value. An error p.Retryable refuses (by default a
 // [*PanicError]) is not retried; a panic in Retryable or Backoff ends the
-// retries and becomes the node's error, and a node that calls
+// retries and becomes the node's error (a [*PanicError], wrapped with the
+// failed attempt's error), and a node that calls
 // runtime.Goexit is not retried (it stops the stream, as it does without
 // retries). The backoff waits on Run's goroutine and ends early when Run's
 // context does, and a retry never starts, nor a backoff sleeps, past that
@@ -513,7 +514,7 @@ func runNode[T any](ctx context.Context, n *StreamNode[T], prev T) (v T, err err
 func backoff(ctx context.Context, rp *RetryPolicy, err error, done int) (bool, error) {
 	again, delay, perr := retryDecision(rp, err, done)
 	if perr != nil {
-		return false, perr // the policy itself failed: no retry
+		return false, &policyPanic{attempt: err, panic: perr} // the policy itself failed: no retry
 	}
 	if !again {
 		return false, err
