@@ -434,6 +434,9 @@ func (r *runState) reason(i int32) string {
 	}
 	var pe *PanicError
 	if errors.As(err, &pe) {
+		if r.beginPanicked(pn.core.id, pe) {
+			return "callback Begin panicked"
+		}
 		return "worker panicked"
 	}
 	return "worker failed"
@@ -442,6 +445,20 @@ func (r *runState) reason(i int32) string {
 // joinReason explains how the join of node pn, which never ran, failed
 // it with err, in the words of the engine's errors (see
 // upstreamEndedFrom and customJoin); "" if its join did not.
+// beginPanicked reports whether pe, the panic node id failed with, is
+// its Callback.Begin's (recorded as a CallbackPanicError too), which
+// fails the node without calling its worker.
+func (r *runState) beginPanicked(id string, pe *PanicError) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.callbacks {
+		if c, ok := e.(*CallbackPanicError); ok && c.Method == "Begin" && c.ID == id && c.Panic == pe {
+			return true
+		}
+	}
+	return false
+}
+
 // pendingWhy says why node i, which ended as a timeout, was pending when
 // it ended ("after" its worker's failure, or "(its join suspended it)"),
 // or returns "" if it was not: the sweep ends a pending node as it ends
