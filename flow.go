@@ -125,12 +125,14 @@ func ConstantBackoff(d time.Duration) Backoff {
 // delay multiplied by a random factor in [1-jitter, 1+jitter] (jitter in
 // [0, 1]; 0 for none: a jitter above 1 counts as 1, one below 0 or NaN as
 // none). A max near the largest Duration, in effect no cap, is reached
-// rather than overflowed; a max below base caps every delay at max.
+// rather than overflowed; a max below base caps every delay at max; a
+// base of 0 or less means no delay. Each call costs at most one step per
+// doubling, whatever n.
 func ExponentialBackoff(base, max time.Duration, jitter float64) Backoff {
 	jitter = min(1, jitter)
 	return func(n int) time.Duration {
 		d := base
-		for k := 1; k < n && d < max; k++ {
+		for k := 1; k < n && d > 0 && d < max; k++ { // 0 doubles to 0: stop
 			if d > max/2 {
 				d = max // doubling d would pass max, or overflow
 				break
