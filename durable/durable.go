@@ -747,6 +747,9 @@ type Checkpoint struct {
 	// anonymous: a checkpointed node was made with the empty id, which
 	// fails the attempt before any node runs (see checkIDs).
 	anonymous bool
+	// paths are the paths in the run (asynctool.Wrappers.Path) of the
+	// checkpointed nodes that ran in this attempt, by id (see claim).
+	paths map[string][]string
 
 	// save stores a snapshot at once (Worker.SaveEach), nil if not.
 	// saveMu orders the saves and the close after which none is made.
@@ -935,10 +938,11 @@ func isNil(v any) bool {
 // such a node fails before any node runs). It must be unique among the
 // checkpointed nodes of the job, those a SubGraph's Build makes while the
 // run goes on included, which asynctool checks only within each graph:
-// two checkpointed nodes with one id, in two sub-graphs, share one
-// stored result, and the later one succeeds with the earlier one's
-// without calling its worker, in the same attempt too; prefix the ids of
-// a sub-graph's checkpointed nodes with the outer node's id or item. And,
+// of two checkpointed nodes with one id, in two sub-graphs, the one that
+// runs second fails with an error that wraps asynctool.ErrDuplicateID
+// and names both nodes' paths (asynctool.Wrappers.Path), where it would
+// otherwise take the other's stored result; prefix the ids of a
+// sub-graph's checkpointed nodes with the outer node's id or item. And,
 // like every id of the graph, it must be valid UTF-8 without a NUL
 // character, or the attempt fails before any node runs
 // ([ErrUnstorableID]; a node that a SubGraph's Build makes during the run
@@ -1057,6 +1061,9 @@ func (c *checkpointed[P, R]) Action(ctx context.Context, p P, all asynctool.Wrap
 	if err := storableID(c.id); err != nil {
 		return v, err
 	}
+	if err := c.cp.claim(c.id, all.Path()); err != nil {
+		return v, err
+	}
 	// Produced earlier in this attempt: the node is being retried
 	// (asynctool's Retry) because saving its result failed.
 	c.cp.mu.Lock()
@@ -1101,6 +1108,32 @@ func (c *checkpointed[P, R]) Action(ctx context.Context, p P, all asynctool.Wrap
 	c.cp.done[c.id] = raw
 	c.cp.mu.Unlock()
 	return v, c.save()
+}
+
+// claim records that the checkpointed node with id runs at path in the
+// run, and fails if another checkpointed node, elsewhere in the run, has
+// the same id: ids are unique within one graph, but two sub-graphs may
+// each have a node with it, and the two would share one stored result.
+// The same node built again (its SubGraph retried) has the same path. A
+// worker called outside a run (a test's) has no path, and is not checked.
+func (cp *Checkpoint) claim(id string, path []string) error {
+	if path == nil {
+		return nil
+	}
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	first, ok := cp.paths[id]
+	if !ok {
+		if cp.paths == nil {
+			cp.paths = make(map[string][]string)
+		}
+		cp.paths[id] = path
+		return nil
+	}
+	if slices.Equal(first, path) {
+		return nil
+	}
+	return fmt.Errorf("durable: %w: the checkpointed nodes at %q and %q both have id %q, which keys one stored result per job: prefix the ids of a sub-graph's checkpointed nodes with the outer node's id", asynctool.ErrDuplicateID, first, path, id)
 }
 
 // ErrUnstorableJSON is the error, wrapped, of a checkpointed result or a

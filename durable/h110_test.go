@@ -53,7 +53,8 @@ func TestH110NotUTF8FailsTheNode(t *testing.T) {
 // one checkpoint, whereas asynctool checks ids only within each graph:
 // with one id ("fetch") in two sub-graphs, the second node succeeded
 // with the first one's result without calling its worker, in the first
-// attempt already, and the sink read "LL" or "RR". Ids prefixed with the
+// attempt already, and the sink read "LL" or "RR" (it now fails: see
+// TestNodesSharingAnIDInTwoSubGraphsFail). Ids prefixed with the
 // outer node's, as Node's doc says, keep each node's own result: each
 // worker runs once, and the retry replays "L" and "R".
 func TestH110CheckpointedNodesInSubGraphs(t *testing.T) {

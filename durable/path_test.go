@@ -1,0 +1,71 @@
+package durable
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynctool-go/asynctool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Two checkpointed nodes with one id, in two sub-graphs, would share one
+// stored result, the second taking the first's without calling its
+// worker: the second to run fails instead, naming both nodes' paths. One
+// worker runs; the attempt fails.
+func TestNodesSharingAnIDInTwoSubGraphsFail(t *testing.T) {
+	var runs atomic.Int32
+	sub := func(cp *Checkpoint) asynctool.SubGraph[int, int] {
+		return asynctool.SubGraph[int, int]{Build: func(context.Context, int, asynctool.Wrappers) (asynctool.Built[int], error) {
+			f := intNode(cp, "fetch", &runs, nil)
+			return asynctool.Built[int]{Starts: []asynctool.Wrapper{f}, Output: func() (int, error) {
+				r := f.Result()
+				return r.Value, r.Err
+			}}, nil
+		}}
+	}
+	evs := runJob(t, 1, 10*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		l := asynctool.NewWrapper("left", sub(cp), 0)
+		r := asynctool.NewWrapper("right", sub(cp), 0)
+		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			return 0, nil
+		}), 0).Depend(l, true).Depend(r, true)
+		return []asynctool.Wrapper{l, r}, nil
+	})
+	require.Len(t, evs, 1)
+	assert.Equal(t, rivertype.JobStateDiscarded, evs[0].Job.State)
+	msg := evs[0].Job.Errors[0].Error
+	assert.Contains(t, msg, `both have id "fetch"`)
+	assert.Contains(t, msg, `["left" "fetch"]`)
+	assert.Contains(t, msg, `["right" "fetch"]`)
+	assert.Equal(t, int32(1), runs.Load())
+}
+
+// A SubGraph retried in the same attempt builds its checkpointed node
+// again, at the same path: the node takes the result it produced in the
+// first try, without calling its worker again.
+func TestASubGraphRetriedReplaysItsNode(t *testing.T) {
+	var runs, tries atomic.Int32
+	evs := runJob(t, 1, 10*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		g := asynctool.NewWrapper("g", asynctool.SubGraph[int, int]{Build: func(context.Context, int, asynctool.Wrappers) (asynctool.Built[int], error) {
+			f := intNode(cp, "g/fetch", &runs, nil)
+			return asynctool.Built[int]{Starts: []asynctool.Wrapper{f}, Output: func() (int, error) {
+				if tries.Add(1) == 1 {
+					return 0, errors.New("the first try fails after fetch")
+				}
+				r := f.Result()
+				return r.Value, r.Err
+			}}, nil
+		}}, 0).Retry(asynctool.RetryPolicy{Attempts: 2})
+		return []asynctool.Wrapper{g}, nil
+	})
+	require.Len(t, evs, 1)
+	assert.Equal(t, river.EventKindJobCompleted, evs[0].Kind)
+	assert.Equal(t, int32(2), tries.Load())
+	assert.Equal(t, int32(1), runs.Load(), "the retry replays fetch")
+}
