@@ -1,6 +1,7 @@
 package asynctool
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -68,77 +69,74 @@ func (l *h107SerialLog) task(i int) func() {
 	}
 }
 
-// TestH107SerialSurvivesAPanickingSubmit: a panic in the executor's
-// Submit goes on up Serial.Submit's caller's stack, but it left the drain
-// loop marked as scheduled with none running: the task and every later
-// one never ran, and Close and Shutdown waited for ever. The Serial now
-// starts its loop on a goroutine of its own, as when the executor refuses
-// it; if the executor kept the loop and runs it later too, that second
-// loop finds the queue held and returns, so tasks still run one at a time.
-func TestH107SerialSurvivesAPanickingSubmit(t *testing.T) {
-	for _, keep := range []bool{false, true} {
-		name := map[bool]string{false: "dropped", true: "kept"}[keep]
-		t.Run(name, func(t *testing.T) {
-			exec, kept := h107BrokenExecutor(keep)
-			s := NewSerial(exec)
-			l := newH107SerialLog()
-			assert.Equal(t, "executor broke", h107PanicOf(func() { _ = s.Submit(l.task(1)) }),
-				"the executor's panic goes on up Submit's caller's stack")
-			require.NoError(t, s.Submit(l.task(2)))
-			select {
-			case <-l.started:
-			case <-time.After(10 * time.Second):
-				t.Fatal("no task ran after the executor's Submit panicked")
-			}
-			if keep {
-				stale := make(chan struct{})
-				go func() { defer close(stale); (<-kept)() }()
-				select {
-				case <-stale:
-				case <-time.After(10 * time.Second):
-					t.Fatal("the loop the executor kept did not return while another held the queue")
-				}
-			}
-			close(l.release)
-			require.NoError(t, h107ShutdownWithin(t, s.Shutdown))
-			assert.Equal(t, []int{1, 2}, l.ran, "each task ran once, in order")
-			assert.False(t, l.overlap.Load(), "two tasks ran at once")
-		})
-	}
+// h107Queue is a Serial or a Keyed[int], seen through what the tests of a
+// panicking Submit use.
+type h107Queue struct {
+	keys     int // keys it runs apart: 1 for a Serial, whose submit ignores the key
+	submit   func(key int, task func()) error
+	shutdown func(context.Context) error
+	keysLeft func() int // nil for a Serial, which holds no keys
 }
 
-// TestH107KeyedSurvivesAPanickingSubmit is the same for a Keyed: the key's
-// queue stayed registered with no drain loop, so its tasks never ran and
-// Close waited for ever.
-func TestH107KeyedSurvivesAPanickingSubmit(t *testing.T) {
-	for _, keep := range []bool{false, true} {
-		name := map[bool]string{false: "dropped", true: "kept"}[keep]
-		t.Run(name, func(t *testing.T) {
-			exec, kept := h107BrokenExecutor(keep)
-			k := NewKeyed[string](exec)
-			l := newH107SerialLog()
-			assert.Equal(t, "executor broke", h107PanicOf(func() { _ = k.Submit("u1", l.task(1)) }),
-				"the executor's panic goes on up Submit's caller's stack")
-			require.NoError(t, k.Submit("u1", l.task(2)))
-			select {
-			case <-l.started:
-			case <-time.After(10 * time.Second):
-				t.Fatal("no task ran after the executor's Submit panicked")
+// h107Queues opens each kind of queue on an executor.
+var h107Queues = []struct {
+	name string
+	open func(Executor) h107Queue
+}{
+	{"Serial", func(exec Executor) h107Queue {
+		s := NewSerial(exec)
+		return h107Queue{keys: 1, submit: func(_ int, task func()) error { return s.Submit(task) }, shutdown: s.Shutdown}
+	}},
+	{"Keyed", func(exec Executor) h107Queue {
+		k := NewKeyed[int](exec)
+		return h107Queue{keys: 6, submit: k.Submit, shutdown: k.Shutdown, keysLeft: func() int { return k.Stats().Keys }}
+	}},
+}
+
+// TestH107SurvivesAPanickingSubmit: a panic in the executor's Submit goes
+// on up Serial.Submit's (Keyed.Submit's) caller's stack, but it left the
+// drain loop marked as scheduled with none running (for a Keyed, the
+// key's queue registered with no drain loop): the task and every later
+// one never ran, and Close and Shutdown waited for ever. The queue now
+// starts its loop on a goroutine of its own, as when the executor refuses
+// it; if the executor kept the loop and runs it later too (kept), that
+// second loop finds the queue held and returns, so tasks still run one at
+// a time.
+func TestH107SurvivesAPanickingSubmit(t *testing.T) {
+	for _, kind := range h107Queues {
+		t.Run(kind.name, func(t *testing.T) {
+			for _, keep := range []bool{false, true} {
+				name := map[bool]string{false: "dropped", true: "kept"}[keep]
+				t.Run(name, func(t *testing.T) {
+					exec, kept := h107BrokenExecutor(keep)
+					q := kind.open(exec)
+					l := newH107SerialLog()
+					assert.Equal(t, "executor broke", h107PanicOf(func() { _ = q.submit(0, l.task(1)) }),
+						"the executor's panic goes on up Submit's caller's stack")
+					require.NoError(t, q.submit(0, l.task(2)))
+					select {
+					case <-l.started:
+					case <-time.After(10 * time.Second):
+						t.Fatal("no task ran after the executor's Submit panicked")
+					}
+					if keep {
+						stale := make(chan struct{})
+						go func() { defer close(stale); (<-kept)() }()
+						select {
+						case <-stale:
+						case <-time.After(10 * time.Second):
+							t.Fatal("the loop the executor kept did not return while another held the queue")
+						}
+					}
+					close(l.release)
+					require.NoError(t, h107ShutdownWithin(t, q.shutdown))
+					assert.Equal(t, []int{1, 2}, l.ran, "each task ran once, in order")
+					assert.False(t, l.overlap.Load(), "two tasks ran at once")
+					if q.keysLeft != nil {
+						assert.Zero(t, q.keysLeft(), "a key left after Shutdown")
+					}
+				})
 			}
-			if keep {
-				stale := make(chan struct{})
-				go func() { defer close(stale); (<-kept)() }()
-				select {
-				case <-stale:
-				case <-time.After(10 * time.Second):
-					t.Fatal("the loop the executor kept did not return while another held the queue")
-				}
-			}
-			close(l.release)
-			require.NoError(t, h107ShutdownWithin(t, k.Shutdown))
-			assert.Equal(t, []int{1, 2}, l.ran, "each task ran once, in order")
-			assert.False(t, l.overlap.Load(), "two tasks ran at once")
-			assert.Zero(t, k.Stats().Keys)
 		})
 	}
 }
