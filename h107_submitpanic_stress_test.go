@@ -35,124 +35,76 @@ func (e *h107FlakyExecutor) Submit(task func()) error {
 	panic("executor broke")
 }
 
-// TestH107KeyedFlakyExecutorLosesNothing: with an executor whose Submit
+// TestH107FlakyExecutorLosesNothing: with an executor whose Submit
 // panics now and then, some after keeping the drain loop they were given
-// and running it later, when its queue may have been reused for another
-// key, every task accepted still runs once, in order per key, one at a
-// time per key, and Shutdown returns with no key left. Before the fix the
-// first panic left its key's tasks unrun and Shutdown waiting for ever.
-func TestH107KeyedFlakyExecutorLosesNothing(t *testing.T) {
-	for iter := range 20 {
-		exec := &h107FlakyExecutor{}
-		k := NewKeyed[int](exec)
-		const producers, tasks, keys = 4, 300, 6
-		var (
-			ran      [producers][tasks]atomic.Int32
-			accepted [producers][tasks]bool
-			busy     [keys]atomic.Int32
-			overlap  atomic.Bool
-			last     [producers][keys]int
-			disorder atomic.Bool
-			wg       sync.WaitGroup
-		)
-		for g := range producers {
-			for i := range last[g] {
-				last[g][i] = -1
-			}
-			wg.Go(func() {
-				for i := range tasks {
-					key := rand.IntN(keys)
-					task := func() {
-						if busy[key].Add(1) != 1 {
-							overlap.Store(true)
-						}
-						defer busy[key].Add(-1)
-						ran[g][i].Add(1)
-						if last[g][key] >= i {
-							disorder.Store(true)
-						}
-						last[g][key] = i
+// and running it later, when a Keyed's queue may have been reused for
+// another key, every task accepted still runs once, in order per key, one
+// at a time per key (a Serial's tasks all have one key), and Shutdown
+// returns with no key left. Before the fix the first panic left its
+// key's tasks unrun and Shutdown waiting for ever.
+func TestH107FlakyExecutorLosesNothing(t *testing.T) {
+	for _, kind := range h107Queues {
+		t.Run(kind.name, func(t *testing.T) {
+			for iter := range 20 {
+				exec := &h107FlakyExecutor{}
+				q := kind.open(exec)
+				const producers, tasks, maxKeys = 4, 300, 6
+				require.LessOrEqual(t, q.keys, maxKeys)
+				var (
+					ran      [producers][tasks]atomic.Int32
+					accepted [producers][tasks]bool
+					busy     [maxKeys]atomic.Int32
+					overlap  atomic.Bool
+					last     [producers][maxKeys]int
+					disorder atomic.Bool
+					wg       sync.WaitGroup
+				)
+				for g := range producers {
+					for i := range last[g] {
+						last[g][i] = -1
 					}
-					func() {
-						defer func() { _ = recover() }() // the executor's panic: the task is accepted all the same
-						accepted[g][i] = true
-						if k.Submit(key, task) != nil {
-							accepted[g][i] = false
+					wg.Go(func() {
+						for i := range tasks {
+							key := rand.IntN(q.keys)
+							task := func() {
+								if busy[key].Add(1) != 1 {
+									overlap.Store(true)
+								}
+								defer busy[key].Add(-1)
+								ran[g][i].Add(1)
+								if last[g][key] >= i {
+									disorder.Store(true)
+								}
+								last[g][key] = i
+							}
+							func() {
+								defer func() { _ = recover() }() // the executor's panic: the task is accepted all the same
+								accepted[g][i] = true
+								if q.submit(key, task) != nil {
+									accepted[g][i] = false
+								}
+							}()
 						}
-					}()
+					})
 				}
-			})
-		}
-		wg.Wait()
-		exec.mended.Store(true) // the Shutdown's own Submit must not panic
-		err := h107ShutdownWithin(t, k.Shutdown)
-		exec.late.Wait()
-		require.NoError(t, err, "iteration %d: Shutdown", iter)
-		for g := range producers {
-			for i := range tasks {
-				require.Equal(t, accepted[g][i], ran[g][i].Load() == 1, "iteration %d: task %d of producer %d ran %d times", iter, i, g, ran[g][i].Load())
-				require.LessOrEqual(t, ran[g][i].Load(), int32(1))
-			}
-		}
-		assert.False(t, overlap.Load(), "two tasks of one key ran at once")
-		assert.False(t, disorder.Load(), "a key's tasks ran out of order")
-		assert.Zero(t, k.Stats().Keys)
-	}
-}
-
-// TestH107SerialFlakyExecutorLosesNothing is the same for a Serial.
-func TestH107SerialFlakyExecutorLosesNothing(t *testing.T) {
-	for iter := range 20 {
-		exec := &h107FlakyExecutor{}
-		s := NewSerial(exec)
-		const producers, tasks = 4, 300
-		var (
-			ran      [producers][tasks]atomic.Int32
-			accepted [producers][tasks]bool
-			busy     atomic.Int32
-			overlap  atomic.Bool
-			last     [producers]int
-			disorder atomic.Bool
-			wg       sync.WaitGroup
-		)
-		for g := range producers {
-			last[g] = -1
-			wg.Go(func() {
-				for i := range tasks {
-					task := func() {
-						if busy.Add(1) != 1 {
-							overlap.Store(true)
-						}
-						defer busy.Add(-1)
-						ran[g][i].Add(1)
-						if last[g] >= i {
-							disorder.Store(true)
-						}
-						last[g] = i
+				wg.Wait()
+				exec.mended.Store(true) // the Shutdown's own Submit must not panic
+				err := h107ShutdownWithin(t, q.shutdown)
+				exec.late.Wait()
+				require.NoError(t, err, "iteration %d: Shutdown", iter)
+				for g := range producers {
+					for i := range tasks {
+						require.Equal(t, accepted[g][i], ran[g][i].Load() == 1, "iteration %d: task %d of producer %d ran %d times", iter, i, g, ran[g][i].Load())
+						require.LessOrEqual(t, ran[g][i].Load(), int32(1))
 					}
-					func() {
-						defer func() { _ = recover() }()
-						accepted[g][i] = true
-						if s.Submit(task) != nil {
-							accepted[g][i] = false
-						}
-					}()
 				}
-			})
-		}
-		wg.Wait()
-		exec.mended.Store(true) // the Shutdown's own Submit must not panic
-		err := h107ShutdownWithin(t, s.Shutdown)
-		exec.late.Wait()
-		require.NoError(t, err, "iteration %d: Shutdown", iter)
-		for g := range producers {
-			for i := range tasks {
-				require.Equal(t, accepted[g][i], ran[g][i].Load() == 1, "iteration %d: task %d of producer %d ran %d times", iter, i, g, ran[g][i].Load())
-				require.LessOrEqual(t, ran[g][i].Load(), int32(1))
+				assert.False(t, overlap.Load(), "two tasks of one key ran at once")
+				assert.False(t, disorder.Load(), "a key's tasks ran out of order")
+				if q.keysLeft != nil {
+					assert.Zero(t, q.keysLeft(), "iteration %d: a key left after Shutdown", iter)
+				}
 			}
-		}
-		assert.False(t, overlap.Load(), "two tasks ran at once")
-		assert.False(t, disorder.Load(), "tasks ran out of order")
+		})
 	}
 }
 
