@@ -27,7 +27,7 @@ var notUTF8 = json.RawMessage("{\"name\":\"caf\xe9\"}")
 // job stayed running until River's rescuer (and the client's Stop waited
 // for it), as with \u0000 (TestNulResultDoesNotWedgeTheJobOnPostgres).
 func TestH110NotUTF8DoesNotWedgeTheJobOnPostgres(t *testing.T) {
-	requireFailsOnPostgres(t, resultThenFailure(notUTF8))
+	requireFailsOnPostgres(t, resultThenFailure(notUTF8), ErrUnstorableJSON)
 }
 
 // TestH110NotUTF8FailsTheNode: on SQLite, which stores such bytes, the

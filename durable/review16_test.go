@@ -120,9 +120,10 @@ func resultThenFailure[R any](v R) BuildFunc[sumArgs] {
 var nulResult = resultThenFailure("raw\x00bytes")
 
 // requireFailsOnPostgres runs build's job once on PostgreSQL and requires
-// its attempt to be recorded as failed with ErrUnstorableJSON, not left
-// running because jsonb refused the update that records it.
-func requireFailsOnPostgres(t *testing.T, build BuildFunc[sumArgs]) {
+// its attempt to be recorded as failed with want (ErrUnstorableJSON,
+// ErrUnstorableID), not left running because PostgreSQL refused the
+// update that records it.
+func requireFailsOnPostgres(t *testing.T, build BuildFunc[sumArgs], want error) {
 	t.Helper()
 	url, schema := pgSchema(t)
 	workers := river.NewWorkers()
@@ -134,8 +135,8 @@ func requireFailsOnPostgres(t *testing.T, build BuildFunc[sumArgs]) {
 	require.NoError(t, err)
 	select {
 	case ev := <-events:
-		assert.Equal(t, river.EventKindJobFailed, ev.Kind)
-		assert.Contains(t, ev.Job.Errors[len(ev.Job.Errors)-1].Error, ErrUnstorableJSON.Error())
+		require.Equal(t, river.EventKindJobFailed, ev.Kind)
+		assert.Contains(t, ev.Job.Errors[len(ev.Job.Errors)-1].Error, want.Error())
 	case <-time.After(30 * time.Second):
 		row, err := client.JobGet(context.Background(), res.Job.ID)
 		require.NoError(t, err)
@@ -221,7 +222,7 @@ func TestResumeRefusesANulValue(t *testing.T) {
 // attempt, and the job stayed running until River's rescuer (an hour by
 // default), which also kept the client's Stop waiting.
 func TestNulResultDoesNotWedgeTheJobOnPostgres(t *testing.T) {
-	requireFailsOnPostgres(t, nulResult)
+	requireFailsOnPostgres(t, nulResult, ErrUnstorableJSON)
 }
 
 // joinSuspended builds up (failing, not checkpointed) → c (checkpointed,
@@ -375,5 +376,5 @@ func TestDeadlineDuringReplayDoesNotPark(t *testing.T) {
 // unpaired surrogate escape as it refuses \u0000, so such a result must
 // fail its node, not leave the job running (helper-47).
 func TestLoneSurrogateDoesNotWedgeTheJobOnPostgres(t *testing.T) {
-	requireFailsOnPostgres(t, resultThenFailure(json.RawMessage(`{"name":"caf\ud83d"}`)))
+	requireFailsOnPostgres(t, resultThenFailure(json.RawMessage(`{"name":"caf\ud83d"}`)), ErrUnstorableJSON)
 }

@@ -174,7 +174,7 @@ func TestS18NumericRangeMatchesPostgres(t *testing.T) {
 // a result must fail its node, not leave the job running until River's
 // rescuer (with every job whose end the same client recorded with it).
 func TestS18HugeNumberDoesNotWedgeTheJobOnPostgres(t *testing.T) {
-	requireFailsOnPostgres(t, resultThenFailure(json.Number("1e200000")))
+	requireFailsOnPostgres(t, resultThenFailure(json.Number("1e200000")), ErrUnstorableJSON)
 }
 
 // TestS18ResumeRefusesAHugeNumber: Resume refuses a value that jsonb
