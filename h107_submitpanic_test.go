@@ -113,12 +113,15 @@ func TestH107SurvivesAPanickingSubmit(t *testing.T) {
 					l := newH107SerialLog()
 					assert.Equal(t, "executor broke", h107PanicOf(func() { _ = q.submit(0, l.task(1)) }),
 						"the executor's panic goes on up Submit's caller's stack")
-					require.NoError(t, q.submit(0, l.task(2)))
 					select {
 					case <-l.started:
 					case <-time.After(10 * time.Second):
 						t.Fatal("no task ran after the executor's Submit panicked")
 					}
+					// Task 2 waits in the queue while task 1 runs, for the
+					// kept loop to find: it must leave it to the loop that
+					// holds the queue.
+					require.NoError(t, q.submit(0, l.task(2)))
 					if keep {
 						stale := make(chan struct{})
 						go func() { defer close(stale); (<-kept)() }()
