@@ -696,6 +696,8 @@ func (r *runState) decideJoin(s, from int32, all bool, wl *worklist) {
 		ext.joinSuspended.Store(true) // before the move: Resume reads it once the node is pending
 		if !sn.move(sInit, sPending, 0) {
 			ext.joinSuspended.Store(false)
+		} else if len(r.hooks) > 0 && !wl.sweep {
+			r.nodePending(s, nil, wl)
 		}
 	case all:
 		r.failFromUpstream(s, from, fmt.Errorf("%w: node %q", ErrJoinUndecided, pn.core.id), wl)

@@ -379,7 +379,7 @@ func (r *runState) afterFailure(i int32, err error, wl *worklist) (bool, error) 
 		}
 	}
 	if f.policy == PolicySuspend {
-		r.suspend(i, err)
+		r.suspend(i, err, wl)
 		return true, err
 	}
 	return false, err
@@ -396,13 +396,15 @@ func (r *runState) afterFailure(i int32, err error, wl *worklist) (bool, error) 
 // disarms it anyway, and lastErr, read while it is pending and, once it
 // has ended as a timeout, for its report's Reason, names the failure its
 // worker returned before the sweep ended it.
-func (r *runState) suspend(i int32, err error) {
+func (r *runState) suspend(i int32, err error, wl *worklist) {
 	r.disarm(i)
 	ext := r.exts[i]
 	ext.mu.Lock()
 	ext.lastErr = err
 	ext.mu.Unlock()
-	r.nodes[i].move(sWorking, sPending, 0)
+	if r.nodes[i].move(sWorking, sPending, 0) && len(r.hooks) > 0 {
+		r.nodePending(i, err, wl)
+	}
 }
 
 // endAborted ends node i, in sWorking, whose attempt ended its goroutine:
@@ -417,7 +419,7 @@ func (r *runState) endAborted(i int32, err error, wl *worklist) {
 		return
 	}
 	if f := r.p.nodes[i].flow; f != nil && f.policy == PolicySuspend {
-		r.suspend(i, err)
+		r.suspend(i, err, wl)
 		return
 	}
 	r.failAttempt(i, err, wl)

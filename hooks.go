@@ -2,6 +2,7 @@ package asynctool
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -45,6 +46,15 @@ type Hooks struct {
 	// OnNodeRetry is called when a failed attempt will be retried, with
 	// the attempt's error in ev.Err and the backoff in ev.Wait.
 	OnNodeRetry func(ctx context.Context, ev NodeEvent)
+	// OnNodePending is called when a node becomes pending, to wait for
+	// [Run.Resume]: its worker failed under [PolicySuspend], after its
+	// retries (ev.Err is the failure), or its [CustomJoin] decided
+	// [DecideSuspend] (ev.Err is nil). It is where to alert a person,
+	// who must look before the run can go on. A Rerun that fails again
+	// calls it again. It is not called for a join that decides to
+	// suspend in the run's sweep, once the run's context is done: the
+	// sweep ends that node at once, as a timeout.
+	OnNodePending func(ctx context.Context, ev NodeEvent)
 	// OnRunEnd is called once every node has ended, with the run's report.
 	OnRunEnd func(ctx context.Context, rep *Report)
 }
@@ -190,6 +200,44 @@ func (r *runState) nodeRetrying(i int32, err error, delay time.Duration) {
 			r.hooked("OnNodeRetry", ev.ID, func() { h.OnNodeRetry(r.ctx, ev) })
 		}
 	}
+}
+
+// nodePending runs the OnNodePending hooks of node i, which has just
+// become pending after err (nil for a join's decision).
+//
+// A hook that ends the goroutine with runtime.Goexit is reported as a
+// panic is, and the node stays pending: the goroutine's other work goes
+// on elsewhere (see salvage), which must not end the node as the one
+// whose worker was running (wl.cur): it is pending, or, resumed by
+// then, running again elsewhere. A join's node (wl.after's successor)
+// has left sInit, where salvage would fail it.
+func (r *runState) nodePending(i int32, err error, wl *worklist) {
+	ev := r.event(i)
+	ev.Err, ev.Reason = err, pendingReason(err)
+	returned := false
+	defer func() {
+		if !returned {
+			if wl.cur == i {
+				wl.cur = -1
+			}
+			r.callbackPanic(ev.ID, "OnNodePending", &PanicError{Value: ErrGoexit})
+		}
+	}()
+	for _, h := range r.hooks {
+		if h.OnNodePending != nil {
+			r.hooked("OnNodePending", ev.ID, func() { h.OnNodePending(r.ctx, ev) })
+		}
+	}
+	returned = true
+}
+
+// pendingReason is the Reason of a pending node, suspended after err
+// (nil for a join's decision).
+func pendingReason(err error) string {
+	if err != nil {
+		return fmt.Sprintf("pending after %v: waiting for Resume", err)
+	}
+	return "pending: waiting for Resume"
 }
 
 func (r *runState) runEnded() {

@@ -138,10 +138,7 @@ func (r *runState) Report() *Report {
 			ext.mu.Lock()
 			nr.Err = ext.lastErr
 			ext.mu.Unlock()
-			nr.Reason = "pending: waiting for Resume"
-			if nr.Err != nil {
-				nr.Reason = fmt.Sprintf("pending after %v: waiting for Resume", nr.Err)
-			}
+			nr.Reason = pendingReason(nr.Err)
 		}
 		if terminal(st) {
 			nr.Value, nr.Result, nr.Err = pn.core.impl.resultAny(r.slot(int32(i)), st)

@@ -1,0 +1,119 @@
+package asynctool
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// pendingEvents records OnNodePending's events; goexit makes the hook
+// end its goroutine with runtime.Goexit after recording.
+type pendingEvents struct {
+	mu     sync.Mutex
+	evs    []NodeEvent
+	goexit bool
+}
+
+func (p *pendingEvents) hooks() *Hooks {
+	return &Hooks{OnNodePending: func(_ context.Context, ev NodeEvent) {
+		p.mu.Lock()
+		p.evs = append(p.evs, ev)
+		exit := p.goexit
+		p.mu.Unlock()
+		if exit {
+			runtime.Goexit()
+		}
+	}}
+}
+
+func (p *pendingEvents) all() []NodeEvent {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]NodeEvent(nil), p.evs...)
+}
+
+// waitSuspended waits for run to wait only on pending nodes.
+func waitSuspended(t *testing.T, run *Run) {
+	t.Helper()
+	select {
+	case <-run.Suspended():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run never waited only on its pending node")
+	}
+}
+
+// OnNodePending fires each time a node becomes pending: after its
+// worker's failure under PolicySuspend, again when a Rerun fails, and
+// for a custom join's DecideSuspend, without an error. A hook that ends
+// its goroutine is reported, and leaves the node pending and resumable.
+func TestOnNodePending(t *testing.T) {
+	for _, goexit := range []bool{false, true} {
+		name := map[bool]string{false: "plain", true: "goexit"}[goexit]
+		t.Run(name+"/policy", func(t *testing.T) {
+			p := &pendingEvents{goexit: goexit}
+			a := New(WithHooks(p.hooks()))
+			defer func() { require.NoError(t, a.Close()) }()
+			sus := NewWrapper("sus", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+				return 0, errBoom
+			}), 0).OnFailure(PolicySuspend)
+			run, err := a.Start(context.Background(), time.Minute, sus)
+			require.NoError(t, err)
+			defer run.Cancel()
+			for range 2 {
+				waitSuspended(t, run)
+				rep := run.Report()
+				assert.Equal(t, "pending after boom: waiting for Resume", rep.Nodes[0].Reason, "the failure, not the hook's goexit")
+				if len(p.all()) == 1 {
+					require.NoError(t, run.Resume("sus", Rerun()))
+				}
+			}
+			require.NoError(t, run.Resume("sus", SucceedWith(7)))
+			err = run.Wait(context.Background())
+			evs := p.all()
+			require.Len(t, evs, 2, "one event per time the node became pending")
+			for k, ev := range evs {
+				assert.Equal(t, "sus", ev.ID)
+				assert.ErrorIs(t, ev.Err, errBoom)
+				assert.Equal(t, "pending after boom: waiting for Resume", ev.Reason)
+				assert.Equal(t, k+1, ev.Attempt)
+			}
+			assert.Equal(t, WorkResult[int]{Value: 7, State: ResultSuccess}, sus.ResultIn(run))
+			if goexit {
+				var cpe *CallbackPanicError
+				require.ErrorAs(t, err, &cpe)
+				assert.Contains(t, err.Error(), "OnNodePending")
+			} else {
+				require.NoError(t, err)
+			}
+		})
+		t.Run(name+"/join", func(t *testing.T) {
+			p := &pendingEvents{goexit: goexit}
+			a := New(WithHooks(p.hooks()))
+			defer func() { require.NoError(t, a.Close()) }()
+			up := NewWrapper("up", okWorker(), 0)
+			x := NewWrapper("x", okWorker(), 0).Depend(up, true).Join(CustomJoin(func([]Upstream) Decision { return DecideSuspend }))
+			run, err := a.Start(context.Background(), time.Minute, up)
+			require.NoError(t, err)
+			defer run.Cancel()
+			waitSuspended(t, run)
+			require.NoError(t, run.Resume("x", SucceedWith(3)))
+			err = run.Wait(context.Background())
+			evs := p.all()
+			require.Len(t, evs, 1)
+			assert.Equal(t, "x", evs[0].ID)
+			assert.NoError(t, evs[0].Err)
+			assert.Equal(t, "pending: waiting for Resume", evs[0].Reason)
+			assert.Equal(t, WorkResult[int]{Value: 3, State: ResultSuccess}, x.ResultIn(run))
+			if goexit {
+				assert.Contains(t, err.Error(), "OnNodePending")
+			} else {
+				require.NoError(t, err)
+			}
+		})
+	}
+}
