@@ -59,7 +59,8 @@
 // that attempt's number, asynctool.node.outcome = "retried" and
 // asynctool.node.retry_in_ms the backoff before the next attempt. A node
 // suspended by [asynctool.PolicySuspend] keeps its failed attempt's span
-// open while it is pending; if Resume reruns it, that span ends when the
+// open while it is pending, with a "pending" event (its
+// asynctool.node.reason names the failure); if Resume reruns it, that span ends when the
 // rerun starts, with status Error, asynctool.node.outcome = "suspended"
 // and the attempt's number. The last attempt's span carries the node's
 // outcome, as above. The run's span carries asynctool.run.nodes,
@@ -78,6 +79,9 @@
 //	asynctool.node.duration  histogram, seconds, of every node that ran,
 //	                         by asynctool.node.id and asynctool.node.outcome
 //	asynctool.node.outcomes  counter of ended nodes, by the same attributes
+//	asynctool.node.pending   counter of nodes that became pending
+//	                         (asynctool.Hooks.OnNodePending), by
+//	                         asynctool.node.id: the one to alert on
 //	asynctool.run.duration   histogram, seconds, of every run, by
 //	                         asynctool.run.outcome (ok; stopped: cut
 //	                         short by its deadline, a cancellation or
@@ -134,6 +138,7 @@ type instruments struct {
 	duration metric.Float64Histogram
 	outcomes metric.Int64Counter
 	runDur   metric.Float64Histogram
+	pending  metric.Int64Counter
 }
 
 // runState is one run's spans. It lives in the run's context, since the
@@ -196,15 +201,19 @@ func Hooks(tp trace.TracerProvider, mp metric.MeterProvider) *asynctool.Hooks {
 		metric.WithUnit("{node}"), metric.WithDescription("Nodes ended, by outcome."))
 	in.runDur, err3 = meter.Float64Histogram("asynctool.run.duration",
 		metric.WithUnit("s"), metric.WithDescription("How long each run took."))
-	if err := errors.Join(err1, err2, err3); err != nil {
+	var err4 error
+	in.pending, err4 = meter.Int64Counter("asynctool.node.pending",
+		metric.WithUnit("{node}"), metric.WithDescription("Nodes that became pending, to wait for Resume."))
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		otel.Handle(err)
 	}
 	return &asynctool.Hooks{
-		OnRunStart:  in.runStart,
-		OnNodeStart: in.nodeStart,
-		OnNodeEnd:   in.nodeEnd,
-		OnNodeRetry: in.nodeRetry,
-		OnRunEnd:    in.runEnd,
+		OnRunStart:    in.runStart,
+		OnNodeStart:   in.nodeStart,
+		OnNodeEnd:     in.nodeEnd,
+		OnNodeRetry:   in.nodeRetry,
+		OnNodePending: in.nodePending,
+		OnRunEnd:      in.runEnd,
 	}
 }
 
@@ -289,6 +298,27 @@ func (in *instruments) nodeRetry(ctx context.Context, ev asynctool.NodeEvent) {
 		span.SetStatus(codes.Error, ev.Err.Error())
 	}
 	span.End(trace.WithTimestamp(now))
+}
+
+// nodePending counts a node that became pending and marks the span of
+// its failed attempt, which stays open while it waits (see nodeStart),
+// with a "pending" event. A node its custom join suspended has no span
+// yet: it is counted only.
+func (in *instruments) nodePending(ctx context.Context, ev asynctool.NodeEvent) {
+	in.pending.Add(ctx, 1, metric.WithAttributes(KeyNodeID.String(ev.ID)))
+	st, _ := ctx.Value(runKey{}).(*runState)
+	if st == nil {
+		return
+	}
+	st.mu.Lock()
+	var span trace.Span
+	if n := st.node(ev.Index); n != nil {
+		span = n.span
+	}
+	st.mu.Unlock()
+	if span != nil {
+		span.AddEvent("pending", trace.WithAttributes(KeyNodeReason.String(ev.Reason)))
+	}
 }
 
 // outcome names how a node ended, for spans and metrics.

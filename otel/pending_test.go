@@ -1,0 +1,77 @@
+package asynctoolotel_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/asynctool-go/asynctool"
+	"github.com/asynctool-go/asynctool/asynctooltest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// A node that becomes pending is counted in asynctool.node.pending, once
+// per time (a Rerun that fails again counts again), and its failed
+// attempt's span gets a "pending" event naming the failure; a node its
+// custom join suspended, which has no span yet, is counted.
+func TestPendingNodesAreCountedAndMarked(t *testing.T) {
+	h, exp, reader, _ := setup(t)
+	errDown := errors.New("payments down")
+	x := asynctool.NewWrapper("x", asynctooltest.Func(func(context.Context, int) (int, error) {
+		return 0, errDown
+	}), 0).OnFailure(asynctool.PolicySuspend)
+	up := asynctool.NewWrapper("up", asynctooltest.Func(func(context.Context, int) (int, error) { return 1, nil }), 0)
+	j := asynctool.NewWrapper("j", asynctooltest.Func(func(context.Context, int) (int, error) { return 2, nil }), 0).
+		Depend(up, true).Join(asynctool.CustomJoin(func([]asynctool.Upstream) asynctool.Decision { return asynctool.DecideSuspend }))
+	a := asynctool.New(asynctool.WithHooks(h))
+	run, err := a.Start(context.Background(), time.Minute, x, up)
+	require.NoError(t, err)
+	<-run.Suspended()
+	require.NoError(t, run.Resume("x", asynctool.Rerun()))
+	// x fails again: pending once more, after its second attempt.
+	require.Eventually(t, func() bool {
+		for _, n := range run.Report().Nodes {
+			if n.ID == "x" {
+				return n.Attempts == 2 && n.Status == asynctool.StatusPending
+			}
+		}
+		return false
+	}, 10*time.Second, time.Millisecond, "x pending again after its rerun")
+	require.NoError(t, run.Resume("x", asynctool.SucceedWith(7)))
+	require.NoError(t, run.Resume("j", asynctool.SucceedWith(3)))
+	require.NoError(t, run.Wait(context.Background()))
+	require.NoError(t, a.Close())
+	assert.Equal(t, 3, j.ResultIn(run).Value)
+
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	pending := map[string]int64{}
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if m.Name == "asynctool.node.pending" {
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				id, _ := dp.Attributes.Value("asynctool.node.id")
+				pending[id.AsString()] = dp.Value
+			}
+		}
+	}
+	assert.Equal(t, map[string]int64{"x": 2, "j": 1}, pending)
+
+	events := 0
+	for _, s := range exp.GetSpans() {
+		if s.Name != "asynctool.node x" {
+			continue
+		}
+		k := slices.IndexFunc(s.Events, func(e sdktrace.Event) bool { return e.Name == "pending" })
+		if k < 0 {
+			continue
+		}
+		events++
+		assert.Equal(t, "pending after payments down: waiting for Resume", attrs(s.Events[k].Attributes)["asynctool.node.reason"].AsString())
+	}
+	assert.Equal(t, 2, events, "each failed attempt's span says it left the node pending")
+}
