@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -108,17 +107,7 @@ func TestH109DOTLongLabelsRender(t *testing.T) {
 			assert.LessOrEqual(t, len(s), 4200, "a quoted string of %d bytes", len(s))
 		}
 	}
-	if _, err := exec.LookPath("dot"); err != nil {
-		t.Skip("dot (graphviz) not on PATH")
-	}
-	cmd := exec.Command("dot", "-Tsvg")
-	cmd.Stdin = strings.NewReader(dot)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	svg, err := cmd.Output()
-	require.NoError(t, err, "dot failed: %.300s", stderr.String())
-	assert.Empty(t, stderr.String(), "dot warnings")
-	text := strings.ReplaceAll(string(svg), "&#45;", "-") // Graphviz escapes hyphens
+	text := strings.ReplaceAll(renderSVG(t, dot), "&#45;", "-") // Graphviz escapes hyphens
 	assert.Contains(t, text, xmlEscape(join), "the whole join, in one piece")
 	assert.Equal(t, 3, strings.Count(text, ">"+long+"<"), "the id, whole, in the box's title and on both nodes")
 }

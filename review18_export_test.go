@@ -1,14 +1,11 @@
 package asynctool_test
 
 import (
-	"bytes"
-	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/asynctool-go/asynctool"
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // TestS18DOTLabelKeepsAmpersands: Graphviz reads HTML entities in quoted
@@ -25,19 +22,10 @@ func TestS18DOTLabelKeepsAmpersands(t *testing.T) {
 	dot := rep.DOT()
 	assert.Contains(t, dot, `n0 [label="R&amp;amp;D"];`)
 
-	if _, err := exec.LookPath("dot"); err != nil {
-		t.Skip("dot (graphviz) not on PATH")
-	}
-	cmd := exec.Command("dot", "-Tsvg")
-	cmd.Stdin = strings.NewReader(dot)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	svg, err := cmd.Output()
-	require.NoError(t, err, "dot failed: %s\n%s", stderr.String(), dot)
-	assert.Empty(t, stderr.String(), "dot warnings")
+	svg := renderSVG(t, dot)
 	for _, id := range ids {
 		// Graphviz writes each label as a text element, XML-escaped.
-		assert.True(t, strings.Contains(string(svg), ">"+xmlEscape(id)+"</text>"), "id %q not drawn as it is:\n%s", id, svg)
+		assert.True(t, strings.Contains(svg, ">"+xmlEscape(id)+"</text>"), "id %q not drawn as it is:\n%s", id, svg)
 	}
-	assert.False(t, strings.ContainsRune(string(svg), 1), "a control character in the SVG")
+	assert.False(t, strings.ContainsRune(svg, 1), "a control character in the SVG")
 }
