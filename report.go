@@ -439,9 +439,6 @@ func (r *runState) reason(i int32) string {
 	return "worker failed"
 }
 
-// joinReason explains how the join of node pn, which never ran, failed
-// it with err, in the words of the engine's errors (see
-// upstreamEndedFrom and customJoin); "" if its join did not.
 // beginPanicked reports whether pe, the panic node id failed with, is
 // its Callback.Begin's (recorded as a CallbackPanicError too), which
 // fails the node without calling its worker.
@@ -478,6 +475,9 @@ func (r *runState) pendingWhy(i int32) string {
 	return fmt.Sprintf("after %v", why)
 }
 
+// joinReason explains how the join of node pn, which never ran, failed
+// it with err, in the words of the engine's errors (see
+// upstreamEndedFrom and customJoin); "" if its join did not.
 func joinReason(pn *pnode, err error) string {
 	var up *UpstreamError
 	switch pn.joinKind {
