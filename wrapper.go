@@ -586,12 +586,14 @@ type Wrappers struct {
 
 // Path returns the ids of the nodes from the outermost run down to the
 // node whose worker was given this view: its id alone for a node of a
-// run that BeginWork, Start or RunPlan started, and the path of the node
-// whose worker started the run ([SubGraph], [SubPlan], [ForEach]) followed
-// by its id for a node of a sub-run. Ids are unique within one run only,
-// so the nodes of two sub-runs may share an id, but not a path; a
-// SubGraph node whose worker runs again (a retry) builds its nodes at the
-// same paths. The zero Wrappers has a nil path.
+// run that BeginWork, Start, RunPlan or StartPlan started, and the path
+// of the node whose worker started the run ([SubGraph], [SubPlan],
+// [ForEach]) followed by its id for a node of a sub-run. Ids are unique
+// within one run only, so the nodes of two sub-runs may share an id, but
+// not a path, unless both sub-runs are one node's: the concurrent calls
+// of a [Hedged] one, or a SubGraph node whose worker runs again (a
+// retry), which builds its nodes at the same paths. The zero Wrappers has
+// a nil path.
 func (all Wrappers) Path() []string {
 	if all.r == nil {
 		return nil
