@@ -166,8 +166,9 @@ func (r *runState) Report() *Report {
 }
 
 // Err joins the errors of every node that did not succeed, each wrapped
-// with its id, so errors.Is and errors.As see every cause. It is nil when
-// every node succeeded.
+// with its id (an anonymous node's "#" and index, as in String), so
+// errors.Is and errors.As see every cause. It is nil when every node
+// succeeded.
 //
 // It does not look into sub-reports. A [SubPlan] or [SubGraph] node's
 // Err is what its Output decided from the sub-run, a [ForEach] node's
@@ -180,7 +181,11 @@ func (rep *Report) Err() error {
 	var errs []error
 	for i := range rep.Nodes {
 		if n := &rep.Nodes[i]; n.Err != nil {
-			errs = append(errs, fmt.Errorf("node %q: %w", n.ID, n.Err))
+			id := strconv.Quote(n.ID)
+			if n.ID == "" {
+				id = displayID(n) // "#" and its index, as String and DOT show it
+			}
+			errs = append(errs, fmt.Errorf("node %s: %w", id, n.Err))
 		}
 	}
 	return errors.Join(errs...)
