@@ -25,7 +25,11 @@ const keyedFreeQueues = 16
 // first Submit for the key and removed when its last task has run, so the
 // table does not grow with the number of keys ever seen, and no goroutine
 // is held for a key, or at all, while there is nothing to do. Each key
-// with pending tasks occupies one executor goroutine at a time.
+// with pending tasks occupies one executor goroutine at a time. Up to 16
+// drained queues per shard (512 in all) are kept for reuse, each with
+// buffers as long as the longest queue it had (their slots cleared, so
+// no task is kept alive): a burst for one key holds that memory while
+// its queue is kept.
 //
 // If the executor refuses a key's drain loop (a closed or full [Pool]
 // under [Reject]), the loop runs on a new goroutine instead, so that no

@@ -72,7 +72,11 @@ type SerialStats struct {
 // queue is empty, then marks the Serial idle and returns the goroutine to
 // the executor. Submitting costs one short critical section and no
 // allocation (amortised); a lock-free intake measured slower, see
-// docs/executors-bench.md.
+// docs/executors-bench.md. That is because the queue's buffers are
+// kept: they grow to the longest queue the Serial has had and do not
+// shrink, so after a burst of n tasks the Serial keeps n slots (each
+// cleared as its task is taken, so no task is kept alive) until it is
+// dropped.
 //
 // If the executor refuses the drain loop (a closed or full [Pool] under
 // [Reject]), the loop runs on a new goroutine instead, so that no task is
