@@ -119,14 +119,17 @@ func (s SubPlan[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R, 
 			// node's deadline and cancellation.
 			return v, fmt.Errorf("asynctool: SubPlan's Input returned a context that does not derive from the node's, or drops its cancellation")
 		}
-		if in != ctx {
+		if in.Done() != ctx.Done() {
 			// A context that keeps the node's values may still have
 			// dropped its cancellation out of sight:
 			// context.WithCancel(context.WithoutCancel(ctx)) passes the
 			// check above, and a sub-run under it would outlive the
 			// node, and hold Close, for as long as its workers wait for
 			// their context. So the node's end ends the sub-run too,
-			// with the node's cause.
+			// with the node's cause. Not when in has ctx's own Done
+			// channel (ctx with values added, Input's usual result): it
+			// ends with ctx already, and the wrapping would cost each
+			// call 8 allocations.
 			var cancel context.CancelCauseFunc
 			in, cancel = context.WithCancelCause(in)
 			defer cancel(nil)
