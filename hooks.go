@@ -206,29 +206,22 @@ func (r *runState) nodeRetrying(i int32, err error, delay time.Duration) {
 // become pending after err (nil for a join's decision).
 //
 // A hook that ends the goroutine with runtime.Goexit is reported as a
-// panic is, and the node stays pending: the goroutine's other work goes
-// on elsewhere (see salvage), which must not end the node as the one
-// whose worker was running (wl.cur): it is pending, or, resumed by
-// then, running again elsewhere. A join's node (wl.after's successor)
-// has left sInit, where salvage would fail it.
+// panic is (see hookedToTheEnd), and the node stays pending: the
+// goroutine's other work goes on elsewhere (see salvage), which must not
+// end the node as the one whose worker was running (wl.cur), since it is
+// pending or, resumed by then, running again elsewhere. A join's node
+// (wl.after's successor) has left sInit, where salvage would fail it.
 func (r *runState) nodePending(i int32, err error, wl *worklist) {
+	if wl.cur == i {
+		wl.cur = -1 // attempt clears it once the worker's call is over anyway
+	}
 	ev := r.event(i)
 	ev.Err, ev.Reason = err, pendingReason(err)
-	returned := false
-	defer func() {
-		if !returned {
-			if wl.cur == i {
-				wl.cur = -1
-			}
-			r.callbackPanic(ev.ID, "OnNodePending", &PanicError{Value: ErrGoexit})
-		}
-	}()
 	for _, h := range r.hooks {
 		if h.OnNodePending != nil {
-			r.hooked("OnNodePending", ev.ID, func() { h.OnNodePending(r.ctx, ev) })
+			r.hookedToTheEnd("OnNodePending", ev.ID, func() { h.OnNodePending(r.ctx, ev) })
 		}
 	}
-	returned = true
 }
 
 // pendingReason is the Reason of a pending node, suspended after err
@@ -259,12 +252,20 @@ func (r *runState) runEnded() {
 // as a panic is: the run's end (see complete) is deferred, so the record
 // is in place before the run resolves.
 func (r *runState) runEndHook(f func(context.Context, *Report), rep *Report) {
+	r.hookedToTheEnd("OnRunEnd", "", func() { f(r.ctx, rep) })
+}
+
+// hookedToTheEnd is hooked for a hook whose runtime.Goexit nothing else
+// reports (salvage reports the end hooks' and a node's start and retry
+// hooks' through the node they were called for): it reports it itself,
+// as a panic is, and lets the goroutine end.
+func (r *runState) hookedToTheEnd(name, id string, f func()) {
 	returned := false
 	defer func() {
 		if !returned {
-			r.callbackPanic("", "OnRunEnd", &PanicError{Value: ErrGoexit})
+			r.callbackPanic(id, name, &PanicError{Value: ErrGoexit})
 		}
 	}()
-	r.hooked("OnRunEnd", "", func() { f(r.ctx, rep) })
+	r.hooked(name, id, f)
 	returned = true
 }
