@@ -243,7 +243,7 @@ func (rep *Report) write(b *strings.Builder, indent string) {
 // is not printable, a newline for one, which would break the node's line
 // in two.
 func lineID(id string) string {
-	if strings.ContainsFunc(id, func(r rune) bool { return !unicode.IsPrint(r) && r != ' ' }) {
+	if strings.ContainsFunc(id, func(r rune) bool { return !unicode.IsPrint(r) }) {
 		return strconv.Quote(id)
 	}
 	return id
@@ -428,7 +428,7 @@ func (r *runState) reason(i int32) string {
 		// error of another run's node that the worker returned.
 		return fmt.Sprintf("attempt %d passed its attempt timeout of %v", ate.Attempt, ate.Timeout)
 	}
-	if pp, ok := err.(*policyPanic); ok && pp != nil {
+	if _, ok := err.(*policyPanic); ok {
 		return "retry policy panicked"
 	}
 	if errors.Is(err, ErrGoexit) {
