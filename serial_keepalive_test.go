@@ -1,0 +1,57 @@
+package asynctool
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Serial and Keyed keep their queues' buffers after a burst, as their
+// docs say, but not the tasks: each slot is cleared as its task is
+// taken, so once the tasks have run, one collection frees what they
+// captured while the Serial and the Keyed (and the key's drained queue,
+// kept for reuse) are still in use.
+func TestDrainedQueuesKeepNoTaskAlive(t *testing.T) {
+	const burst = 64
+	s := NewSerial(GoExecutor{})
+	k := NewKeyed[string](GoExecutor{})
+	freed := make(chan struct{}, 2*burst)
+	task := func() func() {
+		big := new([1 << 12]byte)
+		runtime.AddCleanup(big, func(struct{}) { freed <- struct{}{} }, struct{}{})
+		return func() { big[0]++ }
+	}
+	for range burst {
+		require.NoError(t, s.Submit(task()))
+		require.NoError(t, k.Submit("u", task()))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// A task of each, queued last, that runs once every other has.
+	sDone, kDone := make(chan struct{}), make(chan struct{})
+	require.NoError(t, s.Submit(func() { close(sDone) }))
+	require.NoError(t, k.Submit("u", func() { close(kDone) }))
+	for _, done := range []chan struct{}{sDone, kDone} {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			t.Fatal("the tasks did not run")
+		}
+	}
+	got := 0
+	for got < 2*burst {
+		runtime.GC()
+		select {
+		case <-freed:
+			got++
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			t.Fatalf("after the tasks ran, %d of %d were freed: a drained queue keeps the rest alive", got, 2*burst)
+		}
+	}
+	require.NoError(t, s.Shutdown(ctx))
+	require.NoError(t, k.Shutdown(ctx))
+}
