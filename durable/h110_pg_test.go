@@ -195,22 +195,11 @@ func startSubscribed(t *testing.T, driver *riverpgxv5.Driver, config *river.Conf
 // not inserted.
 func TestH110UniqueJobParked(t *testing.T) {
 	run := func(t *testing.T, opts *river.InsertOpts) (*river.Client[pgx.Tx], int64, *rivertype.JobInsertResult, <-chan *river.Event) {
-		url, schema := pgSchema(t)
-		var a, s atomic.Int32
-		var approved atomic.Bool
-		var got atomic.Int64
-		workers := river.NewWorkers()
-		river.AddWorker(workers, mustWorker(t, newAsync(t), time.Minute, approvalGraph(&a, &s, &approved, &got)))
-		client := newClientIn[pgx.Tx](t, riverpgxv5.New(newPool(t, url)), schema, workers, retryNow{})
-		events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobCancelled, river.EventKindJobFailed)
-		t.Cleanup(cancel)
-		res, err := client.Insert(context.Background(), sumArgs{Base: 1}, opts)
+		j := parkedApproval(t, opts)
+		j.approved.Store(true)
+		dup, err := j.client.Insert(context.Background(), sumArgs{Base: 1}, opts)
 		require.NoError(t, err)
-		require.Equal(t, river.EventKindJobCancelled, waitFor(t, events, 1)[0].Kind, "parked")
-		approved.Store(true)
-		dup, err := client.Insert(context.Background(), sumArgs{Base: 1}, opts)
-		require.NoError(t, err)
-		return client, res.Job.ID, dup, events
+		return j.client, j.id, dup, j.events
 	}
 	t.Run("default unique states", func(t *testing.T) {
 		client, id, dup, events := run(t, &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}})

@@ -241,28 +241,49 @@ func TestRetryOnAnotherMachineReplays(t *testing.T) {
 // JSON merge differs from SQLite's), and from a client on another
 // "machine" than the one whose worker parked the job.
 func TestResumeOnPostgres(t *testing.T) {
-	url, schema := pgSchema(t)
-	var a, s atomic.Int32
-	var approved atomic.Bool
-	var got atomic.Int64
-	workers := river.NewWorkers()
-	river.AddWorker(workers, mustWorker(t, newAsync(t), time.Minute, approvalGraph(&a, &s, &approved, &got)))
-	worker := newClientIn[pgx.Tx](t, riverpgxv5.New(newPool(t, url)), schema, workers, retryNow{})
-	events, cancel := worker.Subscribe(river.EventKindJobCompleted, river.EventKindJobCancelled, river.EventKindJobFailed)
-	defer cancel()
-	res, err := worker.Insert(context.Background(), sumArgs{Base: 1}, nil)
-	require.NoError(t, err)
-	require.Equal(t, river.EventKindJobCancelled, waitFor(t, events, 1)[0].Kind)
+	j := parkedApproval(t, nil)
 
 	// An operator's process: a client that works no jobs.
-	operator, err := river.NewClient[pgx.Tx](riverpgxv5.New(newPool(t, url)), &river.Config{Schema: schema})
+	operator, err := river.NewClient[pgx.Tx](riverpgxv5.New(newPool(t, j.url)), &river.Config{Schema: j.schema})
 	require.NoError(t, err)
-	_, err = Resume(context.Background(), operator, res.Job.ID, map[string]any{"s": 42})
+	_, err = Resume(context.Background(), operator, j.id, map[string]any{"s": 42})
 	require.NoError(t, err)
-	require.Equal(t, river.EventKindJobCompleted, waitFor(t, events, 1)[0].Kind)
-	assert.Equal(t, int32(1), a.Load(), "a was replayed")
-	assert.Equal(t, int32(1), s.Load(), "s was replayed with the value given")
-	assert.Equal(t, int64(42), got.Load())
+	require.Equal(t, river.EventKindJobCompleted, waitFor(t, j.events, 1)[0].Kind)
+	assert.Equal(t, int32(1), j.a.Load(), "a was replayed")
+	assert.Equal(t, int32(1), j.s.Load(), "s was replayed with the value given")
+	assert.Equal(t, int64(42), j.got.Load())
+}
+
+// approvalJob is a job of approvalGraph on PostgreSQL, in a schema of its
+// own, worked by client, with the client's events and the graph's
+// counters.
+type approvalJob struct {
+	url, schema string
+	client      *river.Client[pgx.Tx]
+	id          int64
+	events      <-chan *river.Event
+	a, s        atomic.Int32
+	approved    atomic.Bool
+	got         atomic.Int64
+}
+
+// parkedApproval inserts an approvalGraph job with opts and waits for it
+// to park (node s suspends until approved is set).
+func parkedApproval(t *testing.T, opts *river.InsertOpts) *approvalJob {
+	t.Helper()
+	j := &approvalJob{}
+	j.url, j.schema = pgSchema(t)
+	workers := river.NewWorkers()
+	river.AddWorker(workers, mustWorker(t, newAsync(t), time.Minute, approvalGraph(&j.a, &j.s, &j.approved, &j.got)))
+	j.client = newClientIn[pgx.Tx](t, riverpgxv5.New(newPool(t, j.url)), j.schema, workers, retryNow{})
+	events, cancel := j.client.Subscribe(river.EventKindJobCompleted, river.EventKindJobCancelled, river.EventKindJobFailed)
+	t.Cleanup(cancel)
+	j.events = events
+	res, err := j.client.Insert(context.Background(), sumArgs{Base: 1}, opts)
+	require.NoError(t, err)
+	require.Equal(t, river.EventKindJobCancelled, waitFor(t, events, 1)[0].Kind, "parked")
+	j.id = res.Job.ID
+	return j
 }
 
 // parkedOnly makes a schema with River's tables, a pool, a client of the
