@@ -435,7 +435,7 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 
 	// TopoOrderIn works in the rest of ints, apart from idx, which is
 	// made from order below.
-	order, cycle := graph.TopoOrderIn(len(cores), succ, ints[3*n+1:])
+	order, cycle := graph.TopoOrderIn(first, flat, ints[3*n+1:])
 	if cycle != nil {
 		path := make([]string, len(cycle))
 		for k, i := range cycle {

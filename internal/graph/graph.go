@@ -18,24 +18,31 @@ type Index interface{ ~int | ~int32 }
 // of node indexes that starts and ends with the same node.
 // It runs in O(n + e) time.
 func TopoOrder[I Index](n int, succ func(i I) []I) (order, cycle []I) {
-	return TopoOrderIn(n, succ, nil)
+	first := make([]I, n+1)
+	var adj []I
+	for i := range n {
+		adj = append(adj, succ(I(i))...)
+		first[i+1] = I(len(adj))
+	}
+	return TopoOrderIn(first, adj, nil)
 }
 
-// TopoOrderIn is TopoOrder working in buf when buf has room for 3n
-// indexes (order is then part of buf, valid until buf is used again), and
-// in a new array otherwise. It lets a caller that sorts many graphs keep
-// one buffer.
-func TopoOrderIn[I Index](n int, succ func(i I) []I, buf []I) (order, cycle []I) {
+// TopoOrderIn is TopoOrder for the graph whose node i has the successors
+// adj[first[i]:first[i+1]] (len(first) is the number of nodes plus one),
+// working in buf when buf has room for 3n indexes (order is then part of
+// buf, valid until buf is used again), and in a new array otherwise. It
+// lets a caller that sorts many graphs keep one buffer, and reads the
+// edges without a call per node.
+func TopoOrderIn[I Index](first, adj []I, buf []I) (order, cycle []I) {
+	n := len(first) - 1
 	if buf == nil || cap(buf) < 3*n { // never nil: a nil order means a cycle
 		buf = make([]I, 3*n)
 	}
 	buf = buf[:3*n]
 	indeg := buf[:n:n]
 	clear(indeg)
-	for i := I(0); i < I(n); i++ {
-		for _, j := range succ(i) {
-			indeg[j]++
-		}
+	for _, j := range adj[:first[n]] {
+		indeg[j]++
 	}
 	order = buf[n : n : 2*n]
 	stack := buf[2*n : 2*n : 3*n]
@@ -48,7 +55,7 @@ func TopoOrderIn[I Index](n int, succ func(i I) []I, buf []I) (order, cycle []I)
 		v := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		order = append(order, v)
-		for _, j := range succ(v) {
+		for _, j := range adj[first[v]:first[v+1]] {
 			indeg[j]--
 			if indeg[j] == 0 {
 				stack = append(stack, j)
@@ -58,7 +65,7 @@ func TopoOrderIn[I Index](n int, succ func(i I) []I, buf []I) (order, cycle []I)
 	if len(order) == n {
 		return order, nil
 	}
-	return nil, findCycle(n, succ, indeg)
+	return nil, findCycle(n, func(i I) []I { return adj[first[i]:first[i+1]] }, indeg)
 }
 
 // findCycle walks from a node left with a positive in-degree after Kahn's

@@ -93,7 +93,8 @@ func TestTopoOrderInReusesBuffer(t *testing.T) {
 		n := rng.IntN(40)
 		edges := randomEdges(rng, n, 8, 30)
 		wantOrder, wantCycle := TopoOrder(n, adj(edges))
-		order, cycle := TopoOrderIn(n, adj(edges), buf)
+		first, flat := csr(edges)
+		order, cycle := TopoOrderIn(first, flat, buf)
 		require.Equal(t, wantOrder, order)
 		require.Equal(t, wantCycle, cycle)
 		if cap(buf) < 3*n {
@@ -102,6 +103,18 @@ func TestTopoOrderInReusesBuffer(t *testing.T) {
 	}
 	edges := [][]int{{1, 2}, {3}, {3}, {}}
 	buf = make([]int, 12)
-	allocs := testing.AllocsPerRun(100, func() { TopoOrderIn(4, adj(edges), buf) })
+	first, flat := csr(edges)
+	allocs := testing.AllocsPerRun(100, func() { TopoOrderIn(first, flat, buf) })
 	assert.Zero(t, allocs)
+}
+
+// csr returns edges as TopoOrderIn takes them: node i's successors are
+// adj[first[i]:first[i+1]].
+func csr(edges [][]int) (first, adj []int) {
+	first = make([]int, len(edges)+1)
+	for i, out := range edges {
+		adj = append(adj, out...)
+		first[i+1] = len(adj)
+	}
+	return first, adj
 }
