@@ -526,20 +526,27 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 		n.out1 = int32(len(outs))
 	}
 	p.outs, p.ins = outs, ins
+	custom := false // a node has a custom join
 	for k := range p.nodes {
-		if err := p.nodes[k].validateFlow(p); err != nil {
+		n := &p.nodes[k]
+		if err := n.validateFlow(p); err != nil {
 			return nil, err
 		}
-		p.nodes[k].setThresholds()
-		p.nodes[k].hasCallback = p.nodes[k].core.impl.hasCallback()
-		if f := p.nodes[k].flow; f != nil {
+		n.setThresholds()
+		n.hasCallback = n.core.impl.hasCallback()
+		if f := n.flow; f != nil {
+			custom = custom || f.join.kind == joinCustom
 			p.suspends = p.suspends || f.policy == PolicySuspend || f.join.kind == joinCustom
 			if f.endsRun {
 				p.endsRun++
 			}
 		}
-		for _, e := range p.out(int32(k)) {
-			p.nodes[k].customOut = p.nodes[k].customOut || p.nodes[e.node].joinKind == joinCustom
+	}
+	if custom {
+		for k := range p.nodes {
+			for _, e := range p.out(int32(k)) {
+				p.nodes[k].customOut = p.nodes[k].customOut || p.nodes[e.node].joinKind == joinCustom
+			}
 		}
 	}
 	return p, nil
