@@ -381,3 +381,337 @@ func TestNoPartialResult(t *testing.T) {
 		require.Equal(t, WorkResult[string]{Value: "0123", State: ResultSuccess}, c.Result(), "iteration %d", i)
 	}
 }
+
+// TestBeginWorkDoesNotWaitForAResumeThatCannotCome: BeginWork and
+// RunPlan give the caller no Run, so nothing can resume a node their run
+// suspends. Such a run waited for its deadline, doing nothing, and for
+// ever without one (a context without a deadline and timeout 0, the
+// common call): BeginWork, and Close after it, hung. It now ends once the
+// run has stalled on its pending nodes, with an error naming the node and
+// wrapping its failure, as a SubPlan's sub-run does; the other branches
+// still run to their end first.
+func TestBeginWorkDoesNotWaitForAResumeThatCannotCome(t *testing.T) {
+	work := func(v int, err error) Worker[int, int] {
+		return WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return v, err })
+	}
+	graph := func() (start []Wrapper, p, d, other *WorkerWrapper[int, int]) {
+		p = NewWrapper("p", work(0, errBoom), 0).OnFailure(PolicySuspend)
+		d = NewWrapper("d", work(2, nil), 0).Depend(p, true)
+		other = NewWrapper("other", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			time.Sleep(10 * time.Millisecond) // still running when p suspends
+			return 3, nil
+		}), 0)
+		return []Wrapper{p, other}, p, d, other
+	}
+	call := func(t *testing.T, f func() error) error {
+		t.Helper()
+		errc := make(chan error, 1)
+		go func() { errc <- f() }()
+		select {
+		case err := <-errc:
+			return err
+		case <-time.After(10 * time.Second):
+			t.Fatal("still waiting after 10s for a Resume nothing can make")
+			return nil
+		}
+	}
+	check := func(t *testing.T, err error, p, d, other *WorkerWrapper[int, int], in *Run) {
+		t.Helper()
+		require.Error(t, err)
+		assert.ErrorIs(t, err, errBoom)
+		assert.Contains(t, err.Error(), `suspended at node "p"`)
+		res := func(w *WorkerWrapper[int, int]) WorkResult[int] {
+			if in != nil {
+				return w.ResultIn(in)
+			}
+			return w.Result()
+		}
+		assert.Equal(t, ResultSuccess, res(other).State, "the other branch ran to its end")
+		assert.Equal(t, ResultTimeout, res(p).State)
+		assert.Equal(t, ResultTimeout, res(d).State)
+	}
+
+	t.Run("BeginWork", func(t *testing.T) {
+		a := newAsync(t)
+		ctx, cancel := context.WithCancel(context.Background()) // no deadline
+		t.Cleanup(cancel)                                       // before Close, should BeginWork still wait
+		starts, p, d, other := graph()
+		err := call(t, func() error { return a.BeginWork(ctx, 0, starts...) })
+		t.Log(err)
+		check(t, err, p, d, other, nil)
+	})
+	t.Run("RunPlan", func(t *testing.T) {
+		a := newAsync(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		starts, p, d, other := graph()
+		pl, err := Compile(starts...)
+		require.NoError(t, err)
+		var r *Run
+		err = call(t, func() error {
+			var err error
+			r, err = a.RunPlan(ctx, pl, 0)
+			return err
+		})
+		require.NotNil(t, r)
+		check(t, err, p, d, other, r)
+		r.Release()
+	})
+	t.Run("Start still waits for Resume", func(t *testing.T) {
+		a := newAsync(t)
+		starts, p, _, _ := graph()
+		r, err := a.Start(context.Background(), 0, starts...)
+		require.NoError(t, err)
+		<-r.Suspended()
+		select {
+		case <-r.Done():
+			t.Fatal("a run with a handle ended while pending")
+		case <-time.After(50 * time.Millisecond):
+		}
+		require.NoError(t, r.Resume("p", SucceedWith(1)))
+		require.NoError(t, r.Wait(context.Background()))
+		assert.Equal(t, 1, p.Result().Value)
+	})
+}
+
+// TestRunPlanErrorNamesRunPlan: RunPlan with a nil or zero Plan said
+// "StartPlan with a nil Plan", naming a method the caller did not call,
+// and a Plan that is not nil.
+func TestRunPlanErrorNamesRunPlan(t *testing.T) {
+	a := newAsync(t)
+	_, err := a.RunPlan(context.Background(), nil, time.Second)
+	assert.EqualError(t, err, "asynctool: RunPlan with a nil or zero Plan (make one with Compile)")
+	_, err = a.RunPlan(context.Background(), &Plan{}, time.Second)
+	assert.EqualError(t, err, "asynctool: RunPlan with a nil or zero Plan (make one with Compile)")
+	_, err = a.StartPlan(context.Background(), &Plan{}, time.Second)
+	assert.EqualError(t, err, "asynctool: StartPlan with a nil or zero Plan (make one with Compile)")
+}
+
+// TestCompiledWrapperInBeginWork: a wrapper compiled into a Plan,
+// given to BeginWork or Compile, gets an error that says to run the plan
+// (helper-79's review: it said "build new wrappers for every run", about
+// a wrapper that never ran); given to Describe, one that names
+// Plan.Describe (TestH109DescribeOfAUsedGraphPointsToItsReport).
+func TestCompiledWrapperInBeginWork(t *testing.T) {
+	w := NewWrapper("who", okWorker(), 0)
+	_, err := Compile(w)
+	require.NoError(t, err)
+	a := New()
+	defer a.Close()
+	for _, err := range []error{
+		a.BeginWork(context.Background(), time.Second, w),
+		func() error { _, err := Compile(w); return err }(),
+	} {
+		assert.ErrorIs(t, err, ErrReused)
+		assert.ErrorContains(t, err, `node "who" belongs to a compiled Plan: run the plan with RunPlan or StartPlan`)
+	}
+	_, err = Describe(w)
+	assert.ErrorIs(t, err, ErrReused)
+	assert.ErrorContains(t, err, `node "who" belongs to a compiled Plan: Plan.Describe describes it`)
+	used := NewWrapper("used", okWorker(), 0)
+	require.NoError(t, a.BeginWork(context.Background(), time.Second, used))
+	err = a.BeginWork(context.Background(), time.Second, used)
+	assert.ErrorContains(t, err, `node "used"; build new wrappers for every run`)
+}
+
+// TestNodeTimeoutGoesOnPastTheBound pins what WithMaxWorkers now says: a
+// node's own timeout ends it on the timer's goroutine, which runs what its
+// end makes ready, so a worker that ignores its ctx and holds the only
+// goroutine of the pool does not hold its successors back. The docs said
+// that only nested runs went past the bound.
+func TestNodeTimeoutGoesOnPastTheBound(t *testing.T) {
+	a := newAsync(t, WithMaxWorkers(1))
+	gate, next := make(chan struct{}), make(chan struct{})
+	release := releaser(t, gate)
+	hung := NewWrapper("hung", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		<-gate // ignores its ctx
+		return 1, nil
+	}), 0).Timeout(time.Millisecond).OnFailure(PolicyContinue)
+	NewWrapper("next", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		close(next)
+		return 2, nil
+	}), 0).Depend(hung, true)
+	r, err := a.Start(context.Background(), time.Minute, hung)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-next:
+	case <-time.After(10 * time.Second):
+		t.Error("next waited for the hung worker's goroutine")
+	}
+	release()
+	if err := r.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNilOptionsDoNothing: the package documentation says the
+// library never panics on bad input, but New, NewPool, NewSerial and
+// NewKeyed called a nil option's method and panicked with a nil
+// dereference. A nil option now does nothing.
+func TestNilOptionsDoNothing(t *testing.T) {
+	assert.NotPanics(t, func() {
+		a := New(nil, WithMaxWorkers(2), nil)
+		assert.NoError(t, a.BeginWork(context.Background(), 0, NewWrapper("x", okWorker(), 0)))
+		assert.NoError(t, a.Close())
+	}, "New")
+	assert.NotPanics(t, func() {
+		p := NewPool(nil, PoolSize(2), nil)
+		assert.NoError(t, p.Submit(func() {}))
+		assert.NoError(t, p.Close())
+	}, "NewPool")
+	assert.NotPanics(t, func() {
+		s := NewSerial(nil, nil)
+		assert.NoError(t, s.Submit(func() {}))
+		s.Close()
+	}, "NewSerial")
+	assert.NotPanics(t, func() {
+		k := NewKeyed[int](nil, nil)
+		assert.NoError(t, k.Submit(1, func() {}))
+		k.Close()
+	}, "NewKeyed")
+}
+
+func TestCloseWaitsForOpenRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		var calls atomic.Int32
+		w := NewWrapper("w", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			if calls.Add(1) == 1 {
+				return 0, errBoom
+			}
+			return 1, nil
+		}), 0).OnFailure(PolicySuspend)
+		r, err := a.Start(context.Background(), time.Minute, w)
+		require.NoError(t, err)
+		synctest.Wait() // w is pending
+		closed := make(chan struct{})
+		go func() { _ = a.Close(); close(closed) }()
+		synctest.Wait()
+		select {
+		case <-closed:
+			t.Fatal("Close returned while a run was open")
+		default:
+		}
+		require.NoError(t, r.Resume("w", Rerun()))
+		<-closed
+		assert.Equal(t, WorkResult[int]{Value: 1, State: ResultSuccess}, w.Result())
+	})
+}
+
+type gatedDefaulter struct {
+	gate  chan struct{}
+	calls *atomic.Int32
+}
+
+func (g gatedDefaulter) Action(context.Context, int, Wrappers) (int, error) { return 0, errBoom }
+
+func (g gatedDefaulter) DefaultValue() int {
+	if g.calls.Add(1) == 2 { // the call made by Resume(FailWith)
+		<-g.gate
+	}
+	return 0
+}
+
+func TestCloseWaitsForResumeFailWith(t *testing.T) {
+	a := New()
+	gate := make(chan struct{})
+	var calls atomic.Int32
+	var closed, late atomic.Bool
+	w := NewWrapper("w", Worker[int, int](gatedDefaulter{gate: gate, calls: &calls}), 0).
+		OnFailure(PolicySuspend).
+		Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) {
+			if closed.Load() {
+				late.Store(true)
+			}
+		}))
+	r, err := a.Start(context.Background(), time.Minute, w)
+	require.NoError(t, err)
+	for r.nodes[0].st() != sPending {
+		time.Sleep(time.Millisecond)
+	}
+	calls.Store(1)
+	resumed := make(chan error)
+	go func() { resumed <- r.Resume("w", FailWith(errBoom)) }()
+	for calls.Load() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	r.Cancel() // the sweep finds w ending and resolves
+	cdone := make(chan struct{})
+	go func() { _ = a.Close(); closed.Store(true); close(cdone) }()
+	select {
+	case <-cdone:
+		t.Error("Close returned while Resume was still ending a node")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(gate)
+	require.NoError(t, <-resumed)
+	<-r.Done()
+	<-cdone
+	assert.False(t, late.Load(), "a callback ran after Close returned")
+}
+
+// TestMisuseIsAnError checks that misuse a newcomer met returns errors
+// that name it, instead of panicking or being accepted: a nil plan, the
+// zero Async, a nil context, an unknown FailurePolicy, FailWith(nil), and
+// Resume of a node that only waits on a pending one.
+func TestMisuseIsAnError(t *testing.T) {
+	a := newAsync(t)
+	_, err := a.RunPlan(context.Background(), nil, time.Second)
+	assert.ErrorContains(t, err, "nil or zero Plan")
+	var zero Async
+	assert.ErrorContains(t, zero.BeginWork(context.Background(), time.Second, NewWrapper("x", okWorker(), 0)), "not made with New")
+	var noCtx context.Context // the misuse under test
+	assert.ErrorContains(t, a.BeginWork(noCtx, time.Second, NewWrapper("x", okWorker(), 0)), "nil context")
+
+	bad := NewWrapper("bad", okWorker(), 0).OnFailure(FailurePolicy(99))
+	err = a.BeginWork(context.Background(), time.Second, bad)
+	assert.ErrorIs(t, err, ErrBadPolicy)
+	assert.NotErrorIs(t, err, ErrBadJoin)
+
+	pay := NewWrapper("pay", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		return 0, errors.New("card declined")
+	}), 0).OnFailure(PolicySuspend)
+	ship := NewWrapper("ship", okWorker(), 0).Depend(pay, true)
+	NewWrapper("mail", okWorker(), 0).Depend(ship, true)
+	r, err := a.Start(context.Background(), time.Minute, pay)
+	require.NoError(t, err)
+	t.Cleanup(r.Cancel)
+	<-r.Suspended()
+	assert.Contains(t, r.Report().String(), "pay: pending (pending after card declined: waiting for Resume)")
+	err = r.Resume("mail", Rerun())
+	assert.ErrorIs(t, err, ErrNotPending)
+	assert.ErrorContains(t, err, `waits on pending node "pay"`)
+	assert.ErrorContains(t, r.Resume("pay", FailWith(nil)), "FailWith(nil)")
+	require.NoError(t, r.Resume("pay", FailWith(errors.New("refunded"))))
+	require.NoError(t, r.Wait(context.Background()))
+	assert.Equal(t, ResultException, ship.Result().State)
+}
+
+// TestPanicInPlainWorkerKeepsTheWorkerLimit: a plain node's panic unwinds
+// to the run's loop (see worklist.action); the goroutine must go on with
+// the run itself, not hand it to a new goroutine beside the pool's.
+func TestPanicInPlainWorkerKeepsTheWorkerLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New(WithMaxWorkers(1))
+		defer a.Close()
+		var cur, peak atomic.Int32
+		busy := func(context.Context, int, Wrappers) (int, error) {
+			n := cur.Add(1)
+			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+			}
+			time.Sleep(100 * time.Millisecond)
+			cur.Add(-1)
+			return 1, nil
+		}
+		p := NewWrapper("p", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { panic("x") }), 0)
+		q := NewWrapper("q", WorkerFunc[int, int](busy), 0)
+		s := NewWrapper("s", WorkerFunc[int, int](busy), 0).Depend(p, false).Join(AllDone())
+		require.NoError(t, a.BeginWork(context.Background(), 10*time.Second, p, q))
+		assert.Equal(t, int32(1), peak.Load(), "Actions running at once")
+		var pe *PanicError
+		assert.ErrorAs(t, p.Result().Err, &pe)
+		assert.Equal(t, ResultSuccess, s.Result().State)
+	})
+}

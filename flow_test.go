@@ -482,7 +482,7 @@ func TestSuspendAndResume(t *testing.T) {
 			sus, down, _, other := build(rec, &calls)
 			// Started, not BeginWork: BeginWork, which gives no Run to
 			// resume with, cancels a run once it waits only on a Resume
-			// (TestH108BeginWorkDoesNotWaitForAResumeThatCannotCome).
+			// (TestBeginWorkDoesNotWaitForAResumeThatCannotCome).
 			r, err := a.Start(context.Background(), time.Second, sus, other)
 			require.NoError(t, err)
 			assert.ErrorIs(t, r.Wait(context.Background()), context.DeadlineExceeded)
@@ -955,5 +955,86 @@ func TestResumedNodeRunsOnlyThroughItsTask(t *testing.T) {
 			require.NoError(t, r.Wait(context.Background()))
 			r.Release()
 		}
+	})
+}
+
+// TestPolicyEndFailsUnstartedNodesWithEndError: under PolicyEnd every
+// node not yet ended fails with *EndError; unstarted upstreams of the
+// nodes the end failed were skipped instead, before the sweep started
+// (helper-51).
+func TestPolicyEndFailsUnstartedNodesWithEndError(t *testing.T) {
+	var skipped atomic.Int32
+	a := New(WithHooks(&Hooks{OnNodeSkip: func(context.Context, NodeEvent) { skipped.Add(1) }}))
+	defer a.Close()
+	bad := 0
+	const runs = 200
+	for k := range runs {
+		e := NewWrapper("e", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			return 0, errBoom
+		}), 0).OnFailure(PolicyEnd)
+		g := NewWrapper("g", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			<-ctx.Done()
+			return 0, ctx.Err()
+		}), 0)
+		x := NewWrapper("x", okWorker(), 0).Depend(g, true)
+		NewWrapper("s", okWorker(), 0).Depend(e, true).Depend(x, true)
+		err := a.BeginWork(context.Background(), time.Minute, e, g)
+		var ee *EndError
+		require.ErrorAs(t, err, &ee)
+		if xe := x.Result().Err; !errors.As(xe, &ee) {
+			bad++
+			if bad == 1 {
+				t.Logf("run %d: x ended with %v (state %v), want *EndError", k, xe, x.Result().State)
+			}
+		}
+	}
+	assert.Zero(t, bad, "x skipped instead of failing with *EndError in %d of %d runs (OnNodeSkip fired %d times)", bad, runs, skipped.Load())
+}
+
+// TestTimeoutStopsWhilePendingAndRestartsOnRerun pins the Timeout row of
+// the README's flow rules: a node's own Timeout does not run while the
+// node is pending (a second of waiting for Resume does not time it out),
+// and a Rerun starts it again from the rerun's start.
+func TestTimeoutStopsWhilePendingAndRestartsOnRerun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		var calls atomic.Int32
+		x := NewWrapper("x", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			if calls.Add(1) == 1 {
+				return 0, errors.New("needs review")
+			}
+			<-ctx.Done() // the rerun hangs until its Timeout
+			return 0, context.Cause(ctx)
+		}), 0).Timeout(50 * time.Millisecond).OnFailure(PolicySuspend)
+		run, err := a.Start(context.Background(), 0, x)
+		require.NoError(t, err)
+		<-run.Suspended()
+		time.Sleep(time.Second) // ten times the Timeout, pending
+		synctest.Wait()
+		require.Equal(t, StatusPending, run.Report().Nodes[0].Status, "the Timeout did not run while pending")
+
+		rerun := time.Now()
+		require.NoError(t, run.Resume("x", Rerun()))
+		require.NoError(t, run.Wait(context.Background()))
+		assert.Equal(t, 50*time.Millisecond, time.Since(rerun), "the Timeout ran again from the rerun")
+		var nte *NodeTimeoutError
+		assert.ErrorAs(t, x.Result().Err, &nte)
+		assert.Equal(t, ResultTimeout, x.Result().State)
+	})
+}
+
+func TestContinueAppliesToNodeTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		slow := NewWrapper("slow", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			<-ctx.Done()
+			return 0, ctx.Err()
+		}), 0).Timeout(10 * time.Millisecond).OnFailure(PolicyContinue)
+		down := NewWrapper("down", okWorker(), 0).Depend(slow, true)
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, slow))
+		assert.Equal(t, ResultTimeout, slow.Result().State)
+		assert.Equal(t, ResultSuccess, down.Result().State)
 	})
 }

@@ -327,3 +327,53 @@ func TestKeyedShutdownUntilCtx(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+// TestKeyedRefusesUnhashableKey: a Keyed[any] (or a key type with an
+// interface field) compiles with a key that holds a slice, map or func,
+// which Go cannot hash: Submit panicked with the runtime's "hash of
+// unhashable type", where a NaN key, the other key that cannot work, gets
+// ErrNaNKey. It now gets ErrUnhashableKey, leaves nothing behind, and the
+// Keyed goes on taking good keys.
+func TestKeyedRefusesUnhashableKey(t *testing.T) {
+	type wrapped struct {
+		id  string
+		any any
+	}
+	k := NewKeyed[any](nil)
+	kw := NewKeyed[wrapped](nil)
+	ran := false
+	task := func() { ran = true }
+	for name, submit := range map[string]func() error{
+		"slice":           func() error { return k.Submit([]int{1}, task) },
+		"map":             func() error { return k.Submit(map[string]int{}, task) },
+		"func":            func() error { return k.Submit(func() {}, task) },
+		"struct of slice": func() error { return k.Submit(wrapped{"a", []int{1}}, task) },
+		"field of map":    func() error { return kw.Submit(wrapped{"a", map[int]int{}}, task) },
+	} {
+		var err error
+		require.NotPanics(t, func() { err = submit() }, name)
+		assert.ErrorIs(t, err, ErrUnhashableKey, name)
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	require.NoError(t, k.Submit("u1", wg.Done))
+	require.NoError(t, kw.Submit(wrapped{"a", 1}, wg.Done))
+	wg.Wait()
+	k.Close()
+	kw.Close()
+	assert.False(t, ran, "a refused task ran")
+	for _, st := range []SerialStats{k.Stats(), kw.Stats()} {
+		assert.Equal(t, uint64(1), st.Completed)
+		assert.Zero(t, st.Keys)
+	}
+}
+
+// TestZeroKeyedRefusesTasks: a zero Keyed's Submit panicked on its nil
+// map, with its shard's lock held.
+func TestZeroKeyedRefusesTasks(t *testing.T) {
+	var k Keyed[string]
+	assert.ErrorContains(t, k.Submit("u1", func() {}), "NewKeyed")
+	assert.ErrorContains(t, k.Submit("u1", func() {}), "NewKeyed", "and again: no lock was left held")
+	assert.NoError(t, k.Shutdown(context.Background()))
+	k.Close()
+}

@@ -47,33 +47,6 @@ func TestS20NFallbackConditionOfTheDocs(t *testing.T) {
 	}
 }
 
-// TestS20NCompiledWrapperInBeginWork: a wrapper compiled into a Plan,
-// given to BeginWork or Compile, gets an error that says to run the plan
-// (helper-79's review: it said "build new wrappers for every run", about
-// a wrapper that never ran); given to Describe, one that names
-// Plan.Describe (TestH109DescribeOfAUsedGraphPointsToItsReport).
-func TestS20NCompiledWrapperInBeginWork(t *testing.T) {
-	w := NewWrapper("who", okWorker(), 0)
-	_, err := Compile(w)
-	require.NoError(t, err)
-	a := New()
-	defer a.Close()
-	for _, err := range []error{
-		a.BeginWork(context.Background(), time.Second, w),
-		func() error { _, err := Compile(w); return err }(),
-	} {
-		assert.ErrorIs(t, err, ErrReused)
-		assert.ErrorContains(t, err, `node "who" belongs to a compiled Plan: run the plan with RunPlan or StartPlan`)
-	}
-	_, err = Describe(w)
-	assert.ErrorIs(t, err, ErrReused)
-	assert.ErrorContains(t, err, `node "who" belongs to a compiled Plan: Plan.Describe describes it`)
-	used := NewWrapper("used", okWorker(), 0)
-	require.NoError(t, a.BeginWork(context.Background(), time.Second, used))
-	err = a.BeginWork(context.Background(), time.Second, used)
-	assert.ErrorContains(t, err, `node "used"; build new wrappers for every run`)
-}
-
 // whoKey carries the caller's name to a plan's worker.
 type whoKey struct{}
 

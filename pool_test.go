@@ -2,6 +2,7 @@ package asynctool
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -613,4 +614,34 @@ func TestPoolQueueSteadyStateDoesNotAllocate(t *testing.T) {
 		wg.Wait()
 	})
 	assert.Zero(t, allocs)
+}
+
+// An Async on a Pool of the user's under Block: a node's end that shares
+// its successors asked the pool for a helper with Submit, which waited for
+// a free worker while holding the pool's only one. The run deadlocked, and
+// neither Cancel (the worker waits in Submit, not on the run) nor Close
+// ended it. The Async now asks a Pool without waiting, whatever its
+// FullPolicy.
+func TestAsyncOnABlockingPoolDoesNotDeadlock(t *testing.T) {
+	for _, policy := range []FullPolicy{Block, CallerRuns, Reject} {
+		t.Run(policy.String(), func(t *testing.T) {
+			p := NewPool(PoolSize(1), PoolQueue(0), PoolWhenFull(policy))
+			a := newAsync(t, WithExecutor(p))
+			// Before the Async's Close, if the run deadlocks: closing the
+			// pool ends a Submit that waits under Block.
+			t.Cleanup(func() { p.Close() })
+			rec := newRecorder()
+			root := rec.node("root", ok(1))
+			for _, id := range ids(4, "c") {
+				rec.node(id, ok(2)).Depend(root, true)
+			}
+			r, err := a.Start(context.Background(), 0, root)
+			require.NoError(t, err)
+			requireEnds(t, r, "the run deadlocked on a pool of one under %v", policy)
+			require.NoError(t, r.Wait(context.Background()))
+			for _, id := range ids(4, "c") {
+				assert.Equal(t, 1, rec.count(rec.actions, id), id)
+			}
+		})
+	}
 }

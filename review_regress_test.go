@@ -2,8 +2,6 @@ package asynctool
 
 import (
 	"context"
-	"errors"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,70 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// Regression tests for the findings of a code review: user code that
-// panics or calls runtime.Goexit outside a worker's Action, Close with an
-// open run, and stale times on recycled runs.
-
-type panickyDefaulter struct{}
-
-func (panickyDefaulter) Action(context.Context, int, Wrappers) (int, error) { return 0, errBoom }
-func (panickyDefaulter) DefaultValue() int                                  { panic("bad default") }
-
-func TestPanickingDefaulterDoesNotHang(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		a := New()
-		defer a.Close()
-		w := NewWrapper("w", Worker[int, int](panickyDefaulter{}), 0)
-		err := a.BeginWork(context.Background(), 50*time.Millisecond, w)
-		var cpe *CallbackPanicError
-		require.ErrorAs(t, err, &cpe)
-		assert.Equal(t, "DefaultValue", cpe.Method)
-		assert.Equal(t, WorkResult[int]{State: ResultException, Err: errBoom}, w.Result(), "the zero value stands in")
-	})
-}
-
-// TestGoexitInCustomJoin also covers a claimed node (see worklist.claim):
-// up's end readies other first (its out-edges are looked at last first),
-// and its goroutine claims it to run next; the join's Goexit hands other
-// to the goroutine that carries on.
-func TestGoexitInCustomJoin(t *testing.T) {
-	a := newAsync(t)
-	up := NewWrapper("up", okWorker(), 0)
-	down := NewWrapper("down", okWorker(), 0).Depend(up, true).
-		Join(CustomJoin(func([]Upstream) Decision { runtime.Goexit(); return DecideRun }))
-	other := NewWrapper("other", okWorker(), 0).Depend(up, true)
-	require.NoError(t, a.BeginWork(context.Background(), time.Minute, up))
-	assert.ErrorIs(t, down.Result().Err, ErrGoexit)
-	assert.Equal(t, ResultSuccess, other.Result().State, "the other successors are still updated")
-}
-
-// TestGoexitInCustomJoinWithAClaimedSibling: up's goroutine claims last
-// (its out-edges are looked at last first), then down's join unclaims it
-// and ends the goroutine; the goroutine that carries on updates first.
-// Every end is taken off the run's count once, and the run waits for
-// first.
-func TestGoexitInCustomJoinWithAClaimedSibling(t *testing.T) {
-	a := newAsync(t)
-	up := NewWrapper("up", okWorker(), 0)
-	var firstRan atomic.Bool
-	first := NewWrapper("first", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-		time.Sleep(10 * time.Millisecond)
-		firstRan.Store(true)
-		return 1, nil
-	}), 0).Depend(up, true)
-	down := NewWrapper("down", okWorker(), 0).Depend(up, true).
-		Join(CustomJoin(func([]Upstream) Decision { runtime.Goexit(); return DecideRun }))
-	last := NewWrapper("last", okWorker(), 0).Depend(up, true)
-	r, err := a.Start(context.Background(), time.Minute, up)
-	require.NoError(t, err)
-	requireEnds(t, r, "the run did not end: an end was taken off its count twice")
-	assert.True(t, firstRan.Load(), "the run waited for first")
-	assert.Equal(t, ResultSuccess, first.Result().State)
-	assert.ErrorIs(t, down.Result().Err, ErrGoexit)
-	assert.Equal(t, ResultSuccess, last.Result().State)
-	assert.Zero(t, up.singleRun().remaining.Load())
-}
 
 // TestRunWaitsForACustomJoinWhileItsClaimedSiblingEnds: a custom join is
 // part of its upstream's end, which the run waits for (see CustomJoin),
@@ -135,75 +69,6 @@ func TestRunWaitsForACustomJoinWhileItsClaimedSiblingEnds(t *testing.T) {
 	})
 }
 
-func TestGoexitInHooks(t *testing.T) {
-	for _, h := range []*Hooks{
-		{OnNodeStart: func(context.Context, NodeEvent) context.Context { runtime.Goexit(); return nil }},
-		{OnNodeEnd: func(context.Context, NodeEvent) { runtime.Goexit() }},
-	} {
-		a := newAsync(t, WithHooks(h))
-		x := NewWrapper("x", okWorker(), 0)
-		y := NewWrapper("y", okWorker(), 0).Depend(x, true)
-		_ = a.BeginWork(context.Background(), time.Minute, x)
-		assert.NotEqual(t, ResultDefault, y.Result().State, "every node ends")
-	}
-}
-
-func TestPanickingRetryPolicy(t *testing.T) {
-	a := newAsync(t)
-	w := NewWrapper("w", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, errBoom }), 0).
-		Retry(RetryPolicy{Attempts: 3, Retryable: func(error) bool { panic("bad predicate") }})
-	b := NewWrapper("b", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, errBoom }), 0).
-		Retry(RetryPolicy{Attempts: 3, Backoff: func(int) time.Duration { panic("bad backoff") }})
-	require.NoError(t, a.BeginWork(context.Background(), time.Minute, w, b))
-	for _, n := range []*WorkerWrapper[int, int]{w, b} {
-		var pe *PanicError
-		require.ErrorAs(t, n.Result().Err, &pe, n.ID())
-		assert.False(t, errors.Is(n.Result().Err, ErrGoexit))
-	}
-}
-
-func TestCloseWaitsForOpenRuns(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		a := New()
-		var calls atomic.Int32
-		w := NewWrapper("w", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-			if calls.Add(1) == 1 {
-				return 0, errBoom
-			}
-			return 1, nil
-		}), 0).OnFailure(PolicySuspend)
-		r, err := a.Start(context.Background(), time.Minute, w)
-		require.NoError(t, err)
-		synctest.Wait() // w is pending
-		closed := make(chan struct{})
-		go func() { _ = a.Close(); close(closed) }()
-		synctest.Wait()
-		select {
-		case <-closed:
-			t.Fatal("Close returned while a run was open")
-		default:
-		}
-		require.NoError(t, r.Resume("w", Rerun()))
-		<-closed
-		assert.Equal(t, WorkResult[int]{Value: 1, State: ResultSuccess}, w.Result())
-	})
-}
-
-func TestContinueAppliesToNodeTimeout(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		a := New()
-		defer a.Close()
-		slow := NewWrapper("slow", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
-			<-ctx.Done()
-			return 0, ctx.Err()
-		}), 0).Timeout(10 * time.Millisecond).OnFailure(PolicyContinue)
-		down := NewWrapper("down", okWorker(), 0).Depend(slow, true)
-		require.NoError(t, a.BeginWork(context.Background(), time.Minute, slow))
-		assert.Equal(t, ResultTimeout, slow.Result().State)
-		assert.Equal(t, ResultSuccess, down.Result().State)
-	})
-}
-
 func TestUntimedRecycledRunHasNoStart(t *testing.T) {
 	pl, err := Compile(NewWrapper("w", okWorker(), 0))
 	require.NoError(t, err)
@@ -217,102 +82,6 @@ func TestUntimedRecycledRunHasNoStart(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, r.Report().Start.IsZero())
 		r.Release()
-	}
-}
-
-// Regression tests from a second review.
-
-func TestGoexitInOnRunEnd(t *testing.T) {
-	a := New(WithHooks(&Hooks{OnRunEnd: func(context.Context, *Report) { runtime.Goexit() }}))
-	x := NewWrapper("x", okWorker(), 0)
-	r, err := a.Start(context.Background(), time.Minute, x)
-	require.NoError(t, err)
-	requireEnds(t, r, "run never done after Goexit in OnRunEnd")
-	require.NoError(t, a.Close())
-}
-
-type goexitDefaulter struct{}
-
-func (goexitDefaulter) Action(context.Context, int, Wrappers) (int, error) { return 0, errBoom }
-func (goexitDefaulter) DefaultValue() int                                  { runtime.Goexit(); return 0 }
-
-func TestGoexitInDefaultValue(t *testing.T) {
-	a := New()
-	w := NewWrapper("w", Worker[int, int](goexitDefaulter{}), 0)
-	next := NewWrapper("next", okWorker(), 0).Depend(w, true)
-	r, err := a.Start(context.Background(), time.Minute, w)
-	require.NoError(t, err)
-	requireEnds(t, r, "run never done after Goexit in DefaultValue, state %v", w.State())
-	var cpe *CallbackPanicError
-	assert.ErrorAs(t, r.Wait(context.Background()), &cpe)
-	assert.Equal(t, WorkResult[int]{State: ResultException, Err: errBoom}, w.Result())
-	assert.ErrorIs(t, next.Result().Err, errBoom)
-	require.NoError(t, a.Close())
-}
-
-type gatedDefaulter struct {
-	gate  chan struct{}
-	calls *atomic.Int32
-}
-
-func (g gatedDefaulter) Action(context.Context, int, Wrappers) (int, error) { return 0, errBoom }
-func (g gatedDefaulter) DefaultValue() int {
-	if g.calls.Add(1) == 2 { // the call made by Resume(FailWith)
-		<-g.gate
-	}
-	return 0
-}
-
-func TestCloseWaitsForResumeFailWith(t *testing.T) {
-	a := New()
-	gate := make(chan struct{})
-	var calls atomic.Int32
-	var closed, late atomic.Bool
-	w := NewWrapper("w", Worker[int, int](gatedDefaulter{gate: gate, calls: &calls}), 0).
-		OnFailure(PolicySuspend).
-		Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) {
-			if closed.Load() {
-				late.Store(true)
-			}
-		}))
-	r, err := a.Start(context.Background(), time.Minute, w)
-	require.NoError(t, err)
-	for r.nodes[0].st() != sPending {
-		time.Sleep(time.Millisecond)
-	}
-	calls.Store(1)
-	resumed := make(chan error)
-	go func() { resumed <- r.Resume("w", FailWith(errBoom)) }()
-	for calls.Load() < 2 {
-		time.Sleep(time.Millisecond)
-	}
-	r.Cancel() // the sweep finds w ending and resolves
-	cdone := make(chan struct{})
-	go func() { _ = a.Close(); closed.Store(true); close(cdone) }()
-	select {
-	case <-cdone:
-		t.Error("Close returned while Resume was still ending a node")
-	case <-time.After(100 * time.Millisecond):
-	}
-	close(gate)
-	require.NoError(t, <-resumed)
-	<-r.Done()
-	<-cdone
-	assert.False(t, late.Load(), "a callback ran after Close returned")
-}
-
-func TestGoexitInOnRunStart(t *testing.T) {
-	a := New(WithHooks(&Hooks{OnRunStart: func(context.Context, RunInfo) context.Context { runtime.Goexit(); return nil }}))
-	x := NewWrapper("x", okWorker(), 0)
-	done := make(chan struct{})
-	go func() { defer close(done); _, _ = a.Start(context.Background(), time.Minute, x) }()
-	<-done
-	cdone := make(chan struct{})
-	go func() { _ = a.Close(); close(cdone) }()
-	select {
-	case <-cdone:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Close hangs after Goexit in OnRunStart")
 	}
 }
 
@@ -336,120 +105,6 @@ func TestConcurrentDescribe(t *testing.T) {
 	assert.Zero(t, fails.Load(), "concurrent Describe calls failed")
 	a := newAsync(t)
 	require.NoError(t, a.BeginWork(context.Background(), time.Minute, root), "Describe consumed nothing")
-}
-
-// TestGoexitInALaterRootWithInlineExecutor: with an executor that runs
-// tasks submitted from its own tasks inline, the helper for root b runs
-// inside the task that starts the run; b's worker ending that goroutine
-// (runtime.Goexit) must not lose root a, which the task was about to run.
-func TestGoexitInALaterRootWithInlineExecutor(t *testing.T) {
-	var inTask atomic.Bool
-	a := newAsync(t, WithExecutor(ExecutorFunc(func(task func()) error {
-		if inTask.Load() {
-			task()
-			return nil
-		}
-		go func() {
-			inTask.Store(true)
-			task()
-		}()
-		return nil
-	})))
-	x := NewWrapper("a", okWorker(), 0)
-	y := NewWrapper("b", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-		runtime.Goexit()
-		return 0, nil
-	}), 0)
-	r, err := a.Start(context.Background(), time.Minute, x, y)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, r.Wait(ctx), "the run ends without its deadline")
-	assert.Equal(t, ResultSuccess, x.Result().State)
-	assert.ErrorIs(t, y.Result().Err, ErrGoexit)
-}
-
-// TestEveryRootStartsWhenTheExecutorRefuses: every start node that may
-// block gets a goroutine even when the executor takes no task, so root a,
-// which waits for root b, is not stuck behind it.
-func TestEveryRootStartsWhenTheExecutorRefuses(t *testing.T) {
-	a := newAsync(t, WithExecutor(ExecutorFunc(func(func()) error { return errBoom })))
-	bRan := make(chan struct{})
-	x := NewWrapper("a", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
-		select {
-		case <-bRan:
-			return 1, nil
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-	}), 0)
-	y := NewWrapper("b", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-		close(bRan)
-		return 2, nil
-	}), 0)
-	require.NoError(t, a.BeginWork(context.Background(), 10*time.Second, x, y))
-	assert.Equal(t, WorkResult[int]{Value: 1, State: ResultSuccess}, x.Result())
-	assert.Equal(t, WorkResult[int]{Value: 2, State: ResultSuccess}, y.Result())
-}
-
-// TestOnlyRootsGetExtraGoroutines: the promise of a goroutine per start
-// node must not leak to the nodes a single root makes ready. With an
-// executor that refuses every task, those run one after another on the
-// run's own goroutine.
-func TestOnlyRootsGetExtraGoroutines(t *testing.T) {
-	a := newAsync(t, WithExecutor(ExecutorFunc(func(func()) error { return errBoom })))
-	var running, most atomic.Int32
-	w := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-		n := running.Add(1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-		}
-		time.Sleep(time.Millisecond)
-		running.Add(-1)
-		return 0, nil
-	})
-	root := NewWrapper("root", okWorker(), 0)
-	for range 8 {
-		NewWrapper("", w, 0).Depend(root, true)
-	}
-	require.NoError(t, a.BeginWork(context.Background(), time.Minute, root))
-	assert.Equal(t, int32(1), most.Load(), "no goroutine beyond the run's own")
-}
-
-// TestMisuseIsAnError checks that misuse a newcomer met returns errors
-// that name it, instead of panicking or being accepted: a nil plan, the
-// zero Async, a nil context, an unknown FailurePolicy, FailWith(nil), and
-// Resume of a node that only waits on a pending one.
-func TestMisuseIsAnError(t *testing.T) {
-	a := newAsync(t)
-	_, err := a.RunPlan(context.Background(), nil, time.Second)
-	assert.ErrorContains(t, err, "nil or zero Plan")
-	var zero Async
-	assert.ErrorContains(t, zero.BeginWork(context.Background(), time.Second, NewWrapper("x", okWorker(), 0)), "not made with New")
-	var noCtx context.Context // the misuse under test
-	assert.ErrorContains(t, a.BeginWork(noCtx, time.Second, NewWrapper("x", okWorker(), 0)), "nil context")
-
-	bad := NewWrapper("bad", okWorker(), 0).OnFailure(FailurePolicy(99))
-	err = a.BeginWork(context.Background(), time.Second, bad)
-	assert.ErrorIs(t, err, ErrBadPolicy)
-	assert.NotErrorIs(t, err, ErrBadJoin)
-
-	pay := NewWrapper("pay", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-		return 0, errors.New("card declined")
-	}), 0).OnFailure(PolicySuspend)
-	ship := NewWrapper("ship", okWorker(), 0).Depend(pay, true)
-	NewWrapper("mail", okWorker(), 0).Depend(ship, true)
-	r, err := a.Start(context.Background(), time.Minute, pay)
-	require.NoError(t, err)
-	t.Cleanup(r.Cancel)
-	<-r.Suspended()
-	assert.Contains(t, r.Report().String(), "pay: pending (pending after card declined: waiting for Resume)")
-	err = r.Resume("mail", Rerun())
-	assert.ErrorIs(t, err, ErrNotPending)
-	assert.ErrorContains(t, err, `waits on pending node "pay"`)
-	assert.ErrorContains(t, r.Resume("pay", FailWith(nil)), "FailWith(nil)")
-	require.NoError(t, r.Resume("pay", FailWith(errors.New("refunded"))))
-	require.NoError(t, r.Wait(context.Background()))
-	assert.Equal(t, ResultException, ship.Result().State)
 }
 
 // TestClaimedNodeStoppedBeforeItStarted: a goroutine that readies a node
@@ -531,33 +186,6 @@ func TestClaimedNodeCanBeSkipped(t *testing.T) {
 	assert.Equal(t, ResultSuccess, y.Result().State)
 }
 
-// TestPanicInPlainWorkerKeepsTheWorkerLimit: a plain node's panic unwinds
-// to the run's loop (see worklist.action); the goroutine must go on with
-// the run itself, not hand it to a new goroutine beside the pool's.
-func TestPanicInPlainWorkerKeepsTheWorkerLimit(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		a := New(WithMaxWorkers(1))
-		defer a.Close()
-		var cur, peak atomic.Int32
-		busy := func(context.Context, int, Wrappers) (int, error) {
-			n := cur.Add(1)
-			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-			}
-			time.Sleep(100 * time.Millisecond)
-			cur.Add(-1)
-			return 1, nil
-		}
-		p := NewWrapper("p", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { panic("x") }), 0)
-		q := NewWrapper("q", WorkerFunc[int, int](busy), 0)
-		s := NewWrapper("s", WorkerFunc[int, int](busy), 0).Depend(p, false).Join(AllDone())
-		require.NoError(t, a.BeginWork(context.Background(), 10*time.Second, p, q))
-		assert.Equal(t, int32(1), peak.Load(), "Actions running at once")
-		var pe *PanicError
-		assert.ErrorAs(t, p.Result().Err, &pe)
-		assert.Equal(t, ResultSuccess, s.Result().State)
-	})
-}
-
 // TestClaimNotHeldAcrossAnInlineHelper: an executor of the user's may run
 // a helper on the goroutine that shares work, which is user code ahead of
 // the node that goroutine claimed. Here the helper runs past the
@@ -582,31 +210,6 @@ func TestClaimNotHeldAcrossAnInlineHelper(t *testing.T) {
 		require.ErrorIs(t, r.Wait(context.Background()), context.DeadlineExceeded)
 		assert.False(t, bRan.Load())
 		assertNotStarted(t, r, "b")
-	})
-}
-
-// TestGoexitInAnInlineHelper: a helper that an executor of the user's
-// runs on the sharing goroutine ends it with runtime.Goexit; the rest of
-// that goroutine's work (here b) goes on elsewhere.
-func TestGoexitInAnInlineHelper(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var n atomic.Int32
-		a := New(WithExecutor(ExecutorFunc(func(task func()) error {
-			if n.Add(1) == 1 {
-				go task()
-			} else {
-				task()
-			}
-			return nil
-		})))
-		defer a.Close()
-		up := NewWrapper("up", okWorker(), 0)
-		NewWrapper("a", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { runtime.Goexit(); return 0, nil }), 0).Depend(up, true)
-		b := NewWrapper("b", okWorker(), 0).Depend(up, true)
-		r, err := a.Start(context.Background(), time.Minute, up)
-		require.NoError(t, err)
-		require.NoError(t, r.Wait(context.Background()))
-		assert.Equal(t, ResultSuccess, b.Result().State)
 	})
 }
 

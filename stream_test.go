@@ -604,3 +604,28 @@ func TestStreamContinueManyProducers(t *testing.T) {
 		assert.True(t, seen[v], "no node got %d: a success did not see the last success", v)
 	}
 }
+
+// TestZeroStreamFailsItsNodes: a zero Stream's Run panicked (close of a
+// nil channel), and its Close waited for ever for a Run that could never
+// end. Its nodes now end at once with the error, and Run and Close
+// return it.
+func TestZeroStreamFailsItsNodes(t *testing.T) {
+	var s Stream[int]
+	n := s.Append(func(_ context.Context, prev int) (int, error) { return prev + 1, nil })
+	select {
+	case <-n.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the node of a zero Stream waits for ever")
+	}
+	_, err := n.Wait()
+	assert.ErrorContains(t, err, "NewStream")
+	assert.ErrorContains(t, s.Run(context.Background()), "NewStream")
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case err := <-closed:
+		assert.ErrorContains(t, err, "NewStream")
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close of a zero Stream waits for ever")
+	}
+}

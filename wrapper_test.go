@@ -3,6 +3,7 @@ package asynctool
 import (
 	"context"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/assert"
@@ -144,4 +145,28 @@ func TestBuildAllocatesOneObjectPerNode(t *testing.T) {
 		}
 	})
 	assert.Equal(t, float64(n), allocs)
+}
+
+// TestZeroWrapperIsAnError: a zero WorkerWrapper (not made with
+// NewWrapper) made BeginWork panic inside compile, which then left the
+// valid nodes it had claimed claimed (helper-38).
+func TestZeroWrapperIsAnError(t *testing.T) {
+	a := newAsync(t)
+	var w WorkerWrapper[int, int]
+	var err error
+	require.NotPanics(t, func() { err = a.BeginWork(context.Background(), time.Second, &w) })
+	require.ErrorIs(t, err, ErrNilWorker)
+	assert.Contains(t, err.Error(), "NewWrapper")
+
+	one := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil })
+	up := NewWrapper("up", one, 0)
+	var down WorkerWrapper[int, int]
+	down.Depend(up, true)
+	require.NotPanics(t, func() { err = a.BeginWork(context.Background(), time.Second, up) })
+	require.ErrorIs(t, err, ErrNilWorker)
+	require.NotPanics(t, func() { _, err = Compile(up) })
+	require.ErrorIs(t, err, ErrNilWorker, "up was released by the failed BeginWork, not left claimed")
+	_, err = Describe(up)
+	require.ErrorIs(t, err, ErrNilWorker)
+	assert.NotPanics(t, func() { _, _, _ = w.Result(), w.State(), w.String() })
 }

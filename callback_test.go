@@ -14,11 +14,11 @@ type h108BeginPanics struct{ NopCallback[int, int] }
 
 func (h108BeginPanics) Begin() { panic("begin broke") }
 
-// TestH108BeginPanicIsNotTheWorkers: a node whose Callback.Begin panics
+// TestBeginPanicIsNotTheWorkers: a node whose Callback.Begin panics
 // fails without its worker being called, yet its report and its
 // OnNodeEnd event said "worker panicked", blaming code that never ran.
 // The Reason now names Begin; a worker's own panic still says worker.
-func TestH108BeginPanicIsNotTheWorkers(t *testing.T) {
+func TestBeginPanicIsNotTheWorkers(t *testing.T) {
 	var mu sync.Mutex
 	reasons := map[string]string{}
 	h := Hooks{OnNodeEnd: func(_ context.Context, ev NodeEvent) {

@@ -1,0 +1,456 @@
+package asynctool
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestGoexitInDefaultValueDuringLateSucceedWith (helper-52): endedLate
+// calls the worker's DefaultValue (user code) on the caller's goroutine while Resume holds its task reference. If it ends
+// the goroutine (runtime.Goexit), failResult's rescueEnding ends the node
+// with references of its own, but settleResumed never runs: the
+// reference resumeStart took is never released, and Close waits forever.
+// Before dac8c32 SucceedWith called no user code.
+func TestGoexitInDefaultValueDuringLateSucceedWith(t *testing.T) {
+	a, r, p, release := holdSweepBeforeP(t, Worker[int, int](goexitDefaulter{}))
+	defer release()
+	resumed := make(chan struct{})
+	go func() {
+		defer close(resumed)
+		_ = r.Resume("p", SucceedWith(7)) // ends p late: DefaultValue Goexits
+	}()
+	<-resumed
+	release()
+	requireEnds(t, r, "run never ended")
+	assert.Equal(t, ResultTimeout, p.Result().State)
+	closed := make(chan struct{})
+	go func() { _ = a.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("Close blocked 5s: Resume's task reference leaked (busy=%d refs=%d)", r.busy.Load(), r.refs.Load())
+	}
+}
+
+// TestGoexitInDefaultValueDuringFailWith: Resume(FailWith) writes the
+// node's default value; a DefaultValue that calls runtime.Goexit left
+// Resume's reference held, so Close never returned (helper-52).
+func TestGoexitInDefaultValueDuringFailWith(t *testing.T) {
+	a := New()
+	p := NewWrapper("p", Worker[int, int](goexitDefaulter{}), 0).OnFailure(PolicySuspend)
+	r, err := a.Start(context.Background(), time.Minute, p)
+	require.NoError(t, err)
+	<-r.Suspended()
+	resumed := make(chan struct{})
+	go func() {
+		defer close(resumed)
+		_ = r.Resume("p", FailWith(errBoom)) // DefaultValue ends this goroutine
+	}()
+	<-resumed
+	requireEnds(t, r, "run never ended")
+	closed := make(chan struct{})
+	go func() { _ = a.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close blocked: Resume's task reference leaked")
+	}
+}
+
+// Tests from the seventeenth session's review of the core (helper
+// s17-corereview): regressions, and a differential model test.
+
+// TestGoexitFailureAppliesThePolicy: a worker that ends its goroutine with
+// runtime.Goexit (t.FailNow in a test's worker) fails its node with
+// ErrGoexit, and that failure is the node's like any other: its
+// OnFailure policy applies, as it does to an error or a panic. It did
+// not: under PolicyEnd the run went on and BeginWork returned nil, under
+// PolicyContinue the must successor failed, and under PolicySuspend the
+// node failed instead of becoming pending.
+func TestGoexitFailureAppliesThePolicy(t *testing.T) {
+	build := func(policy FailurePolicy, gate <-chan struct{}) (up, down, other *WorkerWrapper[int, int]) {
+		up = NewWrapper("up", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			runtime.Goexit()
+			return 0, nil
+		}), 0).OnFailure(policy)
+		down = NewWrapper("down", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 2, nil }), 0).
+			Depend(up, true)
+		other = NewWrapper("other", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			select {
+			case <-gate:
+				return 1, nil
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		}), 0)
+		return up, down, other
+	}
+	t.Run("end", func(t *testing.T) {
+		a := newAsync(t)
+		gate := make(chan struct{}) // never closed: other runs until the run ends
+		up, _, other := build(PolicyEnd, gate)
+		err := a.BeginWork(context.Background(), time.Second, up, other)
+		var ee *EndError
+		if !errors.As(err, &ee) || ee.ID != "up" || !errors.Is(ee.Err, ErrGoexit) {
+			t.Fatalf("BeginWork returned %v, want the EndError of up", err)
+		}
+		if res := other.Result(); res.Err != error(ee) {
+			t.Errorf("other: %+v, want the run's EndError", res)
+		}
+	})
+	t.Run("continue", func(t *testing.T) {
+		a := newAsync(t)
+		gate := make(chan struct{})
+		close(gate)
+		up, down, other := build(PolicyContinue, gate)
+		if err := a.BeginWork(context.Background(), 10*time.Second, up, other); err != nil {
+			t.Fatal(err)
+		}
+		if res := up.Result(); !errors.Is(res.Err, ErrGoexit) {
+			t.Errorf("up: %+v", res)
+		}
+		if res := down.Result(); res.State != ResultSuccess {
+			t.Errorf("down: %+v, want a success: up failed under PolicyContinue", res)
+		}
+	})
+	t.Run("suspend", func(t *testing.T) {
+		a := newAsync(t)
+		gate := make(chan struct{})
+		close(gate)
+		up, down, other := build(PolicySuspend, gate)
+		r, err := a.Start(context.Background(), 10*time.Second, up, other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-r.Suspended():
+		case <-r.Done():
+			t.Fatalf("the run ended without suspending up: %+v", up.Result())
+		}
+		if err := r.Resume("up", SucceedWith(7)); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if res := down.Result(); res.State != ResultSuccess {
+			t.Errorf("down: %+v", res)
+		}
+	})
+}
+
+// goexits is a worker that ends its goroutine with runtime.Goexit, as
+// t.FailNow does in a test's worker.
+func goexits(context.Context, Wrappers) (int, error) {
+	runtime.Goexit()
+	return 0, nil
+}
+
+// A worker that calls runtime.Goexit fails its node with ErrGoexit, and
+// the node's failure policy applies to that failure as to any other:
+// under PolicyContinue its dependants go on. The salvage of the exiting
+// goroutine ended the node as a plain failure, so they failed.
+func TestGoexitUnderPolicyContinue(t *testing.T) {
+	a := newAsync(t)
+	rec := newRecorder()
+	x := rec.node("x", goexits).OnFailure(PolicyContinue)
+	y := rec.node("y", ok(2)).Depend(x, true)
+	require.NoError(t, a.BeginWork(context.Background(), 0, x))
+	assert.ErrorIs(t, x.Result().Err, ErrGoexit)
+	assert.Equal(t, ResultSuccess, y.Result().State, "x failed under PolicyContinue: y runs")
+}
+
+// Under PolicyEnd, a worker's Goexit ends the run with an *EndError, as
+// its error would: the rest was left running until the deadline.
+func TestGoexitUnderPolicyEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		rec := newRecorder()
+		x := rec.node("x", goexits).OnFailure(PolicyEnd)
+		z := rec.node("z", func(ctx context.Context, _ Wrappers) (int, error) {
+			<-ctx.Done()
+			return 0, ctx.Err()
+		})
+		start := time.Now()
+		err := a.BeginWork(context.Background(), time.Hour, x, z)
+		var ee *EndError
+		require.ErrorAs(t, err, &ee)
+		assert.Equal(t, "x", ee.ID)
+		assert.ErrorIs(t, err, ErrGoexit)
+		assert.Zero(t, time.Since(start), "the run ends at once, not at its deadline")
+		assert.ErrorAs(t, z.Result().Err, &ee)
+	})
+}
+
+// Under PolicySuspend, a worker's Goexit makes the node pending, to be
+// resumed, instead of failing it.
+func TestGoexitUnderPolicySuspend(t *testing.T) {
+	a := newAsync(t)
+	rec := newRecorder()
+	x := rec.node("x", goexits).OnFailure(PolicySuspend).Retry(RetryPolicy{Attempts: 3})
+	y := rec.node("y", ok(2)).Depend(x, true)
+	r, err := a.Start(context.Background(), 0, x)
+	require.NoError(t, err)
+	waitClosed(t, r.Suspended(), "x is not pending after its worker's Goexit")
+	assert.Equal(t, 1, rec.count(rec.actions, "x"), "a Goexit is not retried, as a panic is not")
+	rep := r.Report()
+	assert.Equal(t, StatusPending, rep.Nodes[indexOf(r, "x")].Status)
+	assert.ErrorIs(t, rep.Nodes[indexOf(r, "x")].Err, ErrGoexit)
+	require.NoError(t, r.Resume("x", SucceedWith(1)))
+	require.NoError(t, r.Wait(context.Background()))
+	assert.Equal(t, ResultSuccess, y.Result().State)
+}
+
+var _ = errors.New
+
+// TestGoexitInOnRunEndIsReported checks that a runtime.Goexit in an
+// OnRunEnd hook comes back from BeginWork as a *CallbackPanicError, as a
+// panic there does, instead of being lost.
+func TestGoexitInOnRunEndIsReported(t *testing.T) {
+	for _, kind := range []string{"goexit", "panic"} {
+		t.Run(kind, func(t *testing.T) {
+			a := newAsync(t)
+			h := &Hooks{OnRunEnd: func(context.Context, *Report) {
+				if kind == "panic" {
+					panic("boom")
+				}
+				runtime.Goexit()
+			}}
+			x := NewWrapper("x", okWorker(), 0)
+			err := a.BeginWork(WithRunHooks(context.Background(), h), time.Minute, x)
+			var cpe *CallbackPanicError
+			require.ErrorAs(t, err, &cpe)
+			assert.Equal(t, "OnRunEnd", cpe.Method)
+			assert.Equal(t, ResultSuccess, x.Result().State, "the run itself went as it would have")
+			if kind == "goexit" {
+				assert.ErrorIs(t, err, ErrGoexit)
+			}
+		})
+	}
+}
+
+// Tests from the eighteenth session's review of the documentation
+// (helper s18-docs): places where the code did not do what its docs say.
+
+// TestGoexitInAnEndHookNamesTheHook: CallbackPanicError.Method is
+// documented as "the name of a Hooks field (such as "OnNodeEnd")" for a
+// hook. A runtime.Goexit in an end hook was reported as "Result", the
+// name of the Result callback, which the node may not even have.
+func TestGoexitInAnEndHookNamesTheHook(t *testing.T) {
+	for _, method := range []string{"OnNodeEnd", "OnNodeTimeout", "OnNodeSkip", "Result"} {
+		t.Run(method, func(t *testing.T) {
+			a := newAsync(t)
+			ok := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil })
+			exit := func(_ context.Context, ev NodeEvent) {
+				if ev.ID == "x" {
+					runtime.Goexit()
+				}
+			}
+			var h Hooks
+			x := NewWrapper("x", ok, 0)
+			starts := []Wrapper{x}
+			switch method {
+			case "OnNodeEnd":
+				h.OnNodeEnd = exit
+			case "OnNodeTimeout":
+				h.OnNodeTimeout = exit
+				x = NewWrapper("x", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+					<-ctx.Done()
+					return 0, ctx.Err()
+				}), 0).Timeout(time.Millisecond)
+				starts = []Wrapper{x}
+			case "OnNodeSkip":
+				// z runs on u, its first optional upstream to succeed,
+				// so x, which waits for g, is skipped; g waits for z.
+				h.OnNodeSkip = exit
+				zRan := make(chan struct{})
+				u := NewWrapper("u", ok, 0)
+				g := NewWrapper("g", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+					<-zRan
+					return 1, nil
+				}), 0)
+				x = NewWrapper("x", ok, 0).Depend(g, true)
+				NewWrapper("z", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+					close(zRan)
+					return 1, nil
+				}), 0).Depend(u, false).Depend(x, false)
+				starts = []Wrapper{u, g}
+			case "Result":
+				x.Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) { runtime.Goexit() }))
+				h.OnNodeEnd = func(context.Context, NodeEvent) {}
+			}
+			err := a.BeginWork(WithRunHooks(context.Background(), &h), time.Minute, starts...)
+			var cpe *CallbackPanicError
+			require.ErrorAs(t, err, &cpe)
+			assert.Equal(t, "x", cpe.ID)
+			assert.Equal(t, method, cpe.Method, "the Goexit is reported under the name of what called it")
+			assert.ErrorIs(t, err, ErrGoexit)
+		})
+	}
+}
+
+// TestGoexitInCustomJoin also covers a claimed node (see worklist.claim):
+// up's end readies other first (its out-edges are looked at last first),
+// and its goroutine claims it to run next; the join's Goexit hands other
+// to the goroutine that carries on.
+func TestGoexitInCustomJoin(t *testing.T) {
+	a := newAsync(t)
+	up := NewWrapper("up", okWorker(), 0)
+	down := NewWrapper("down", okWorker(), 0).Depend(up, true).
+		Join(CustomJoin(func([]Upstream) Decision { runtime.Goexit(); return DecideRun }))
+	other := NewWrapper("other", okWorker(), 0).Depend(up, true)
+	require.NoError(t, a.BeginWork(context.Background(), time.Minute, up))
+	assert.ErrorIs(t, down.Result().Err, ErrGoexit)
+	assert.Equal(t, ResultSuccess, other.Result().State, "the other successors are still updated")
+}
+
+// TestGoexitInCustomJoinWithAClaimedSibling: up's goroutine claims last
+// (its out-edges are looked at last first), then down's join unclaims it
+// and ends the goroutine; the goroutine that carries on updates first.
+// Every end is taken off the run's count once, and the run waits for
+// first.
+func TestGoexitInCustomJoinWithAClaimedSibling(t *testing.T) {
+	a := newAsync(t)
+	up := NewWrapper("up", okWorker(), 0)
+	var firstRan atomic.Bool
+	first := NewWrapper("first", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		time.Sleep(10 * time.Millisecond)
+		firstRan.Store(true)
+		return 1, nil
+	}), 0).Depend(up, true)
+	down := NewWrapper("down", okWorker(), 0).Depend(up, true).
+		Join(CustomJoin(func([]Upstream) Decision { runtime.Goexit(); return DecideRun }))
+	last := NewWrapper("last", okWorker(), 0).Depend(up, true)
+	r, err := a.Start(context.Background(), time.Minute, up)
+	require.NoError(t, err)
+	requireEnds(t, r, "the run did not end: an end was taken off its count twice")
+	assert.True(t, firstRan.Load(), "the run waited for first")
+	assert.Equal(t, ResultSuccess, first.Result().State)
+	assert.ErrorIs(t, down.Result().Err, ErrGoexit)
+	assert.Equal(t, ResultSuccess, last.Result().State)
+	assert.Zero(t, up.singleRun().remaining.Load())
+}
+
+func TestGoexitInHooks(t *testing.T) {
+	for _, h := range []*Hooks{
+		{OnNodeStart: func(context.Context, NodeEvent) context.Context { runtime.Goexit(); return nil }},
+		{OnNodeEnd: func(context.Context, NodeEvent) { runtime.Goexit() }},
+	} {
+		a := newAsync(t, WithHooks(h))
+		x := NewWrapper("x", okWorker(), 0)
+		y := NewWrapper("y", okWorker(), 0).Depend(x, true)
+		_ = a.BeginWork(context.Background(), time.Minute, x)
+		assert.NotEqual(t, ResultDefault, y.Result().State, "every node ends")
+	}
+}
+
+// Regression tests from a second review.
+
+func TestGoexitInOnRunEnd(t *testing.T) {
+	a := New(WithHooks(&Hooks{OnRunEnd: func(context.Context, *Report) { runtime.Goexit() }}))
+	x := NewWrapper("x", okWorker(), 0)
+	r, err := a.Start(context.Background(), time.Minute, x)
+	require.NoError(t, err)
+	requireEnds(t, r, "run never done after Goexit in OnRunEnd")
+	require.NoError(t, a.Close())
+}
+
+type goexitDefaulter struct{}
+
+func (goexitDefaulter) Action(context.Context, int, Wrappers) (int, error) { return 0, errBoom }
+
+func (goexitDefaulter) DefaultValue() int { runtime.Goexit(); return 0 }
+
+func TestGoexitInDefaultValue(t *testing.T) {
+	a := New()
+	w := NewWrapper("w", Worker[int, int](goexitDefaulter{}), 0)
+	next := NewWrapper("next", okWorker(), 0).Depend(w, true)
+	r, err := a.Start(context.Background(), time.Minute, w)
+	require.NoError(t, err)
+	requireEnds(t, r, "run never done after Goexit in DefaultValue, state %v", w.State())
+	var cpe *CallbackPanicError
+	assert.ErrorAs(t, r.Wait(context.Background()), &cpe)
+	assert.Equal(t, WorkResult[int]{State: ResultException, Err: errBoom}, w.Result())
+	assert.ErrorIs(t, next.Result().Err, errBoom)
+	require.NoError(t, a.Close())
+}
+
+func TestGoexitInOnRunStart(t *testing.T) {
+	a := New(WithHooks(&Hooks{OnRunStart: func(context.Context, RunInfo) context.Context { runtime.Goexit(); return nil }}))
+	x := NewWrapper("x", okWorker(), 0)
+	done := make(chan struct{})
+	go func() { defer close(done); _, _ = a.Start(context.Background(), time.Minute, x) }()
+	<-done
+	cdone := make(chan struct{})
+	go func() { _ = a.Close(); close(cdone) }()
+	select {
+	case <-cdone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close hangs after Goexit in OnRunStart")
+	}
+}
+
+// TestGoexitInALaterRootWithInlineExecutor: with an executor that runs
+// tasks submitted from its own tasks inline, the helper for root b runs
+// inside the task that starts the run; b's worker ending that goroutine
+// (runtime.Goexit) must not lose root a, which the task was about to run.
+func TestGoexitInALaterRootWithInlineExecutor(t *testing.T) {
+	var inTask atomic.Bool
+	a := newAsync(t, WithExecutor(ExecutorFunc(func(task func()) error {
+		if inTask.Load() {
+			task()
+			return nil
+		}
+		go func() {
+			inTask.Store(true)
+			task()
+		}()
+		return nil
+	})))
+	x := NewWrapper("a", okWorker(), 0)
+	y := NewWrapper("b", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		runtime.Goexit()
+		return 0, nil
+	}), 0)
+	r, err := a.Start(context.Background(), time.Minute, x, y)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, r.Wait(ctx), "the run ends without its deadline")
+	assert.Equal(t, ResultSuccess, x.Result().State)
+	assert.ErrorIs(t, y.Result().Err, ErrGoexit)
+}
+
+// TestGoexitInAnInlineHelper: a helper that an executor of the user's
+// runs on the sharing goroutine ends it with runtime.Goexit; the rest of
+// that goroutine's work (here b) goes on elsewhere.
+func TestGoexitInAnInlineHelper(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int32
+		a := New(WithExecutor(ExecutorFunc(func(task func()) error {
+			if n.Add(1) == 1 {
+				go task()
+			} else {
+				task()
+			}
+			return nil
+		})))
+		defer a.Close()
+		up := NewWrapper("up", okWorker(), 0)
+		NewWrapper("a", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { runtime.Goexit(); return 0, nil }), 0).Depend(up, true)
+		b := NewWrapper("b", okWorker(), 0).Depend(up, true)
+		r, err := a.Start(context.Background(), time.Minute, up)
+		require.NoError(t, err)
+		require.NoError(t, r.Wait(context.Background()))
+		assert.Equal(t, ResultSuccess, b.Result().State)
+	})
+}

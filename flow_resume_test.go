@@ -1,0 +1,345 @@
+package asynctool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestResumeOnANilRunSaysSo: Resume on a nil Run (a Start whose error was
+// not checked) said "on a released run", as Wait's error does not.
+func TestResumeOnANilRunSaysSo(t *testing.T) {
+	var nilRun *Run
+	assert.EqualError(t, nilRun.Resume("x", Rerun()), `asynctool: Resume("x") on a nil or zero Run (Start and StartPlan return one)`)
+	assert.EqualError(t, new(Run).Resume("x", Rerun()), `asynctool: Resume("x") on a nil or zero Run (Start and StartPlan return one)`)
+}
+
+// TestCustomJoinSuspendKeepsUpstreams: a node its custom join suspended
+// has not fired, so its upstreams that have not started must not be
+// short-circuited: a Rerun reads them (helper-40's review: they were
+// skipped at the suspension). Once Resume decides the node with a value,
+// they are released, as for a node that ended without starting.
+func TestCustomJoinSuspendKeepsUpstreams(t *testing.T) {
+	for _, how := range []string{"rerun", "succeed"} {
+		t.Run(how, func(t *testing.T) {
+			a := newAsync(t)
+			gate := make(chan struct{})
+			release := releaser(t, gate)
+			value := func(v int) WorkerFunc[int, int] {
+				return func(context.Context, int, Wrappers) (int, error) { return v, nil }
+			}
+			x := NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+				<-gate
+				return 1, nil
+			}), 0)
+			b := NewWrapper("b", value(2), 0).Depend(x, true) // not started while x runs
+			up := NewWrapper("a", value(3), 0)
+			c := NewWrapper("c", WorkerFunc[int, int](func(_ context.Context, _ int, all Wrappers) (int, error) {
+				rb, _ := ResultOf[int](all, "b")
+				if rb.State != ResultSuccess {
+					return 0, fmt.Errorf("c reads b: %w", rb.Err)
+				}
+				return 10 * rb.Value, nil
+			}), 0).Depend(up, true).Depend(b, true).Join(CustomJoin(func(ups []Upstream) Decision {
+				for _, u := range ups {
+					if u.ID == "a" && u.Ended {
+						return DecideSuspend // a person looks before c runs
+					}
+				}
+				return DecideWait
+			}))
+			r, err := a.Start(context.Background(), time.Minute, x, up)
+			require.NoError(t, err)
+			require.Eventually(t, func() bool { return r.Report().Nodes[indexOf(r, "c")].Status == StatusPending },
+				10*time.Second, time.Millisecond)
+			switch how {
+			case "rerun":
+				release() // b runs now that x ended
+				<-r.Suspended()
+				assert.Equal(t, ResultSuccess, b.Result().State, "b was not skipped: %v", b.Result().Err)
+				require.NoError(t, r.Resume("c", Rerun()))
+				require.NoError(t, r.Wait(context.Background()))
+				assert.Equal(t, ResultSuccess, c.Result().State, "%v", c.Result().Err)
+				assert.Equal(t, 20, c.Result().Value)
+			case "succeed":
+				require.NoError(t, r.Resume("c", SucceedWith(5)))
+				require.Eventually(t, func() bool { return b.State() == StateError }, 10*time.Second, time.Millisecond,
+					"b, which only c needed, is released once c is decided")
+				release()
+				require.NoError(t, r.Wait(context.Background()))
+				assert.ErrorIs(t, b.Result().Err, ErrSkipped)
+				assert.Equal(t, 5, c.Result().Value)
+			}
+		})
+	}
+}
+
+func indexOf(r *Run, id string) int {
+	i, ok := r.p.lookup(id)
+	if !ok {
+		panic("no node " + id)
+	}
+	return int(i)
+}
+
+// A node its custom join suspended and Resume(Rerun) runs has no ready
+// time (neither the suspension nor the Rerun records one), so its
+// report's Wait is Started minus the zero time: the saturated maximum
+// duration.
+// TestRerunOfJoinSuspendedNodeHasAReadyTime: a node its custom join
+// suspended had no ready time when Resume reran it, so its report's Wait
+// was the time since the zero time (helper-46).
+func TestRerunOfJoinSuspendedNodeHasAReadyTime(t *testing.T) {
+	a := New(WithTimings(true))
+	defer a.Close()
+	up := NewWrapper("up", okWorker(), 0)
+	NewWrapper("c", okWorker(), 0).Depend(up, true).
+		Join(CustomJoin(func([]Upstream) Decision { return DecideSuspend }))
+	r, err := a.Start(context.Background(), time.Minute, up)
+	require.NoError(t, err)
+	<-r.Suspended()
+	require.NoError(t, r.Resume("c", Rerun()))
+	require.NoError(t, r.Wait(context.Background()))
+	n := r.Report().Nodes[indexOf(r, "c")]
+	assert.False(t, n.Ready.IsZero(), "ready time of a rerun node")
+	assert.Less(t, n.Wait, time.Minute, "wait for a goroutine")
+}
+
+// TestLateResumeRacesClose: a Resume that comes after its run ended
+// (ErrNotPending, as documented) while the Async is closing added to the
+// Async's inflight count as Close waited for it to reach zero, a
+// WaitGroup misuse that panicked the process (helper-49).
+func TestLateResumeRacesClose(t *testing.T) {
+	for k := range 100 {
+		a := New(WithMaxWorkers(2))
+		slowDone := make(chan struct{})
+		n := NewWrapper("p", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			return 0, errBoom
+		}), 0).OnFailure(PolicySuspend)
+		slow := NewWrapper("slow", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			<-slowDone // outlives the deadline: keeps Close waiting
+			return 0, nil
+		}), 0)
+		r, err := a.Start(context.Background(), 2*time.Millisecond, n, slow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-r.Done()
+		var stop atomic.Bool
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for !stop.Load() {
+					if err := r.Resume("p", Rerun()); !errors.Is(err, ErrNotPending) {
+						t.Errorf("Resume: %v", err)
+						return
+					}
+				}
+			}()
+		}
+		closed := make(chan struct{})
+		go func() { a.Close(); close(closed) }()
+		time.Sleep(time.Duration(k%5) * 100 * time.Microsecond)
+		close(slowDone)
+		<-closed
+		stop.Store(true)
+		wg.Wait()
+	}
+}
+
+// TestRerunOfANodeThatRanIsNotSkipped: a PolicySuspend node that ran is
+// made ready again by Resume(Rerun); if its only successor stops needing
+// it before a goroutine starts it, it was skipped (ErrSkipped, although
+// it ran), and the rerun Resume had accepted never happened (helper-49).
+func TestRerunOfANodeThatRanIsNotSkipped(t *testing.T) {
+	ex := &holdExec{}
+	a := New(WithExecutor(ex))
+	defer a.Close()
+	var calls atomic.Int32
+	gate := make(chan struct{})
+	nodeA := NewWrapper("a", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		if calls.Add(1) == 1 {
+			return 0, errBoom // pending
+		}
+		return 1, nil
+	}), 0).OnFailure(PolicySuspend)
+	nodeG := NewWrapper("g", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { <-gate; return 2, nil }), 0)
+	nodeB := NewWrapper("b", okWorker(), 0).Depend(nodeA, false).Depend(nodeG, false) // runs on the first success
+	r, err := a.Start(context.Background(), time.Minute, nodeA, nodeG)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return r.Report().Nodes[indexOf(r, "a")].Status == StatusPending }, 10*time.Second, time.Millisecond)
+	ex.hold.Store(true)                        // no goroutine for the rerun yet
+	require.NoError(t, r.Resume("a", Rerun())) // a: pending -> ready
+	close(gate)                                // g succeeds: b runs and releases a
+	require.Eventually(t, func() bool { return nodeB.State() == StateFinish }, 10*time.Second, time.Millisecond)
+	ex.release()
+	require.NoError(t, r.Wait(context.Background()))
+	assert.Equal(t, int32(2), calls.Load(), "a ran again, as Resume promised")
+	assert.Equal(t, ResultSuccess, nodeA.Result().State, "%v", nodeA.Result().Err)
+}
+
+// R3-2: 77db72f keeps a Rerun-ed node from being skipped only when its
+// started bit is set. A node its custom join suspended never started, so
+// once Resume(Rerun) has made it ready (and returned nil), the
+// short-circuit can still skip it before a goroutine starts it: the
+// accepted rerun never happens, as in TestRerunOfANodeThatRanIsNotSkipped.
+// TestRerunOfAJoinSuspendedNodeIsNotSkipped: once Resume(Rerun) has
+// accepted a node its custom join suspended (one that never started), it
+// is not skipped when its last successor stops needing it (helper-51).
+func TestRerunOfAJoinSuspendedNodeIsNotSkipped(t *testing.T) {
+	ex := &holdExec{}
+	a := New(WithExecutor(ex))
+	defer a.Close()
+	var calls atomic.Int32
+	gate := make(chan struct{})
+	p := NewWrapper("p", okWorker(), 0)
+	i := NewWrapper("i", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		calls.Add(1)
+		return 1, nil
+	}), 0).Depend(p, true).Join(CustomJoin(func([]Upstream) Decision { return DecideSuspend }))
+	g := NewWrapper("g", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { <-gate; return 2, nil }), 0)
+	s := NewWrapper("s", okWorker(), 0).Depend(i, false).Depend(g, false) // runs on the first success
+	r, err := a.Start(context.Background(), time.Minute, p, g)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return r.Report().Nodes[indexOf(r, "i")].Status == StatusPending }, 10*time.Second, time.Millisecond)
+	ex.hold.Store(true)
+	require.NoError(t, r.Resume("i", Rerun())) // accepted: i pending -> ready
+	close(gate)                                // g succeeds: s runs and releases i
+	require.Eventually(t, func() bool { return s.State() == StateFinish }, 10*time.Second, time.Millisecond)
+	ex.release()
+	require.NoError(t, r.Wait(context.Background()))
+	assert.Equal(t, int32(1), calls.Load(), "i ran, as Resume(Rerun) promised")
+	assert.Equal(t, ResultSuccess, i.Result().State, "%v", i.Result().Err)
+}
+
+// TestResumeAfterTheDeadlineBeforeTheSweep: a SucceedWith or FailWith
+// that comes after the deadline, while the sweep has not reached the
+// pending node yet, decided the node's result, where a worker returning
+// then ends as a timeout (helper-50). The node now ends as a timeout and
+// Resume returns ErrNotPending.
+func TestResumeAfterTheDeadlineBeforeTheSweep(t *testing.T) {
+	for _, how := range []Resumption{SucceedWith(7), FailWith(errBoom)} {
+		sweeping, resumed, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		a := New(WithHooks(&Hooks{OnNodeTimeout: func(_ context.Context, ev NodeEvent) {
+			if ev.ID == "s" {
+				once.Do(func() { close(sweeping) })
+				<-resumed // holds the sweep at s, before p
+			}
+		}}))
+		s := NewWrapper("s", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { <-release; return 0, nil }), 0)
+		q := NewWrapper("q", okWorker(), 0)
+		p := NewWrapper("p", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, errBoom }), 0).
+			Depend(q, true).OnFailure(PolicySuspend)
+		r, err := a.Start(context.Background(), 50*time.Millisecond, s, q)
+		require.NoError(t, err)
+		<-sweeping
+		rerr := r.Resume("p", how)
+		close(resumed)
+		werr := r.Wait(context.Background())
+		close(release)
+		require.NoError(t, a.Close())
+		require.ErrorIs(t, werr, context.DeadlineExceeded)
+		assert.ErrorIs(t, rerr, ErrNotPending)
+		assert.Equal(t, ResultTimeout, p.Result().State, "%v", p.Result().Err)
+	}
+}
+
+// holdSweepBeforeP starts s (a start node the sweep reaches first, whose
+// OnNodeTimeout hook holds the sweep until release is closed), q, and p
+// after q; p's worker fails once under PolicySuspend. It returns once p
+// is pending and the deadline has passed with the sweep held at s.
+func holdSweepBeforeP(t *testing.T, pw Worker[int, int]) (a *Async, r *Run, p *WorkerWrapper[int, int], release func()) {
+	sweeping, held, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var once, relOnce sync.Once
+	a = New(WithHooks(&Hooks{OnNodeTimeout: func(_ context.Context, ev NodeEvent) {
+		if ev.ID == "s" {
+			once.Do(func() { close(sweeping) })
+			<-held
+		}
+	}}))
+	s := NewWrapper("s", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { <-done; return 0, nil }), 0)
+	q := NewWrapper("q", okWorker(), 0)
+	p = NewWrapper("p", pw, 0).Depend(q, true).OnFailure(PolicySuspend)
+	r, err := a.Start(context.Background(), 100*time.Millisecond, s, q)
+	require.NoError(t, err)
+	<-sweeping
+	require.Equal(t, StatusPending, r.Report().Nodes[indexOf(r, "p")].Status)
+	return a, r, p, func() { relOnce.Do(func() { close(held); close(done) }) }
+}
+
+// TestLateRerunIsNotAcceptedSilently (helper-52): after the deadline, Resume(Rerun) still returns nil (the rerun
+// "is promised") though the worker never runs again and the node ends as
+// a timeout, while SucceedWith/FailWith in the same situation now return
+// ErrNotPending (dac8c32's contract: the run was stopped first).
+func TestLateRerunIsNotAcceptedSilently(t *testing.T) {
+	var calls atomic.Int32
+	_, r, p, release := holdSweepBeforeP(t, WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		calls.Add(1)
+		return 0, errBoom
+	}))
+	rerr := r.Resume("p", Rerun())
+	release()
+	requireEnds(t, r, "run never ended")
+	t.Logf("Resume(Rerun) = %v; p: %v, worker calls %d, report attempts %d", rerr, p.Result().State,
+		calls.Load(), r.Report().Nodes[indexOf(r, "p")].Attempts)
+	if rerr == nil {
+		assert.Equal(t, int32(2), calls.Load(), "Resume(Rerun) returned nil, but p's worker never ran again")
+	} else {
+		assert.ErrorIs(t, rerr, ErrNotPending)
+	}
+}
+
+// TestRerunThatEndsTheRunIsAccepted: Resume(Rerun) looked at the run's
+// context after handing the node to a goroutine, to tell whether the run
+// had been stopped first; but a rerun that succeeds can end the whole run
+// before that look, and the run's end cancels its context too. Resume then
+// returned ErrNotPending ("the run was stopped first") for a rerun that
+// ran and succeeded. It happened now and then on the Async's own pool
+// (TestSuspendAndResume/rerun failed about once in 20 runs under -race),
+// and every time with an executor that runs tasks on the caller.
+func TestRerunThatEndsTheRunIsAccepted(t *testing.T) {
+	inline := ExecutorFunc(func(task func()) error { task(); return nil })
+	for _, tc := range []struct {
+		name string
+		opts []Option
+		runs int
+	}{
+		{"own pool", nil, 200},
+		{"caller runs", []Option{WithExecutor(inline)}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAsync(t, tc.opts...)
+			for k := range tc.runs {
+				var calls atomic.Int32
+				sus := NewWrapper("sus", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+					if calls.Add(1) == 1 {
+						return 0, errBoom
+					}
+					return 5, nil
+				}), 0).OnFailure(PolicySuspend)
+				r, err := a.Start(context.Background(), 0, sus)
+				if err != nil {
+					t.Fatal(err)
+				}
+				<-r.Suspended()
+				if err := r.Resume("sus", Rerun()); err != nil {
+					r.Cancel()
+					t.Fatalf("run %d: Resume: %v; the rerun: %+v after %d calls", k, err, sus.Result(), calls.Load())
+				}
+				if err := r.Wait(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}

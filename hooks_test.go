@@ -1,0 +1,75 @@
+package asynctool
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestRunHookPanicNamesTheRun: a panic in OnRunStart or OnRunEnd, which
+// are called for the whole run, was reported as `callback OnRunStart of
+// node "" panicked`, as if an anonymous node's callback had panicked.
+func TestRunHookPanicNamesTheRun(t *testing.T) {
+	for _, method := range []string{"OnRunStart", "OnRunEnd"} {
+		h := &Hooks{}
+		if method == "OnRunStart" {
+			h.OnRunStart = func(context.Context, RunInfo) context.Context { panic("the tracer broke") }
+		} else {
+			h.OnRunEnd = func(context.Context, *Report) { panic("the tracer broke") }
+		}
+		a := newAsync(t, WithHooks(h))
+		err := a.BeginWork(context.Background(), time.Second, NewWrapper("x", okWorker(), 0))
+		var cpe *CallbackPanicError
+		if assert.ErrorAs(t, err, &cpe) {
+			assert.Equal(t, "", cpe.ID)
+			assert.Equal(t, method, cpe.Method)
+			assert.Equal(t, "asynctool: hook "+method+" of the run panicked: the tracer broke", cpe.Error())
+		}
+	}
+	cpe := &CallbackPanicError{ID: "", Method: "Result", Panic: &PanicError{Value: "x"}}
+	assert.Equal(t, `asynctool: callback Result of node "" panicked: x`, cpe.Error(), "an anonymous node's callback keeps its words")
+}
+
+// TestReturnWithTheSinkOnAPlan is the README's idiom for returning as soon
+// as the sink has ended while an optional branch still runs, on a plan
+// whose callbacks all runs share: cancel the run's parent context from an
+// OnNodeEnd hook installed for that run only with WithRunHooks.
+func TestReturnWithTheSinkOnAPlan(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		user := NewWrapper("user", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			time.Sleep(10 * time.Millisecond)
+			return 1, nil
+		}), 0)
+		recs := NewWrapper("recs", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			<-ctx.Done() // slower than the page can wait for
+			return 0, ctx.Err()
+		}), 0).ShortCircuit(false)
+		page := NewWrapper("page", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 2, nil }), 0).
+			Depend(user, true).Depend(recs, false)
+		pl, err := Compile(user, recs)
+		require.NoError(t, err)
+		for range 3 {
+			ctx, cancel := context.WithCancel(context.Background())
+			ctx = WithRunHooks(ctx, &Hooks{OnNodeEnd: func(_ context.Context, ev NodeEvent) {
+				if ev.ID == "page" {
+					cancel()
+				}
+			}})
+			began := time.Now()
+			r, err := a.StartPlan(ctx, pl, time.Minute)
+			require.NoError(t, err)
+			require.ErrorIs(t, r.Wait(context.Background()), context.Canceled)
+			assert.Equal(t, 10*time.Millisecond, time.Since(began), "returned with the sink, not at the deadline")
+			assert.Equal(t, 2, page.ResultIn(r).Value)
+			assert.Equal(t, ResultTimeout, recs.ResultIn(r).State)
+			r.Release()
+			cancel()
+		}
+	})
+}
