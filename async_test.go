@@ -491,7 +491,7 @@ func TestRunPlanErrorNamesRunPlan(t *testing.T) {
 // given to BeginWork or Compile, gets an error that says to run the plan
 // (helper-79's review: it said "build new wrappers for every run", about
 // a wrapper that never ran); given to Describe, one that names
-// Plan.Describe (TestH109DescribeOfAUsedGraphPointsToItsReport).
+// Plan.Describe (TestDescribeOfAUsedGraphPointsToItsReport).
 func TestCompiledWrapperInBeginWork(t *testing.T) {
 	w := NewWrapper("who", okWorker(), 0)
 	_, err := Compile(w)

@@ -72,28 +72,6 @@ func TestH109NamedJoinShowsItsIDsQuoted(t *testing.T) {
 	assert.Contains(t, rep.DOT(), `label="one\nnamed [\"a b\"] succeeded"`)
 }
 
-// TestH109DescribeOfAUsedGraphPointsToItsReport: Describe of a plan's
-// template, or of a graph that ran, was refused with BeginWork's advice
-// ("run the plan with RunPlan or StartPlan", "build new wrappers for
-// every run"), which does not describe anything. It names the call that
-// does.
-func TestH109DescribeOfAUsedGraphPointsToItsReport(t *testing.T) {
-	tpl := NewWrapper("tpl", okWorker(), 0)
-	pl, err := Compile(tpl)
-	require.NoError(t, err)
-	_, err = Describe(tpl)
-	require.ErrorIs(t, err, ErrReused)
-	assert.EqualError(t, err, `asynctool: wrapper already used in a run: node "tpl" belongs to a compiled Plan: Plan.Describe describes it`)
-	assert.Equal(t, "tpl", pl.Describe().Nodes[0].ID, "which it does")
-
-	ran := NewWrapper("ran", okWorker(), 0)
-	a := newAsync(t)
-	require.NoError(t, a.BeginWork(t.Context(), 0, ran))
-	_, err = Describe(ran)
-	require.ErrorIs(t, err, ErrReused)
-	assert.EqualError(t, err, `asynctool: wrapper already used in a run: node "ran" is part of a run: Run.Report describes it`)
-}
-
 // TestH109JoinNamingTheEmptyIDOfManyUpstreams: a join that names the
 // empty id of a node with several anonymous upstreams was accepted:
 // When("") and WhenResult("") then asked their condition about whichever

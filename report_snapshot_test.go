@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -44,3 +45,45 @@ func TestReportSnapshotAgreesOnAStart(t *testing.T) {
 		t.Fatal(s)
 	}
 }
+
+// TestSnapshotTraceOfATimedRun: a snapshot taken while a node starts
+// (its started bit set, its start time not yet written) made
+// WriteChromeTrace fail with "ran but the report has no times for it"
+// (helper-46); the report now shows such a node as not having run yet.
+func TestSnapshotTraceOfATimedRun(t *testing.T) {
+	a := New(WithTimings(true), WithMaxWorkers(4))
+	defer a.Close()
+	var failures, snapshots atomic.Int64
+	var firstErr atomic.Value
+	for round := 0; round < 300 && failures.Load() == 0; round++ {
+		quick := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, nil })
+		root := NewWrapper("root", quick, 0)
+		prev := root
+		for k := 0; k < 64; k++ {
+			n := NewWrapper("n"+string(rune('A'+k%26))+string(rune('a'+k/26)), quick, 0)
+			n.Depend(prev, true)
+			prev = n
+		}
+		run, err := a.Start(context.Background(), time.Minute, root)
+		require.NoError(t, err)
+		for {
+			select {
+			case <-run.Done():
+			default:
+				snapshots.Add(1)
+				rep := run.Report()
+				if err := rep.WriteChromeTrace(discard{}); err != nil {
+					failures.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+				}
+				continue
+			}
+			break
+		}
+	}
+	assert.Zero(t, failures.Load(), "of %d snapshots: %v", snapshots.Load(), firstErr.Load())
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }

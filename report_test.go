@@ -3,7 +3,9 @@ package asynctool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -230,4 +232,216 @@ func TestRunEndHookDuringSweep(t *testing.T) {
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.ErrorIs(t, *got.Load(), context.DeadlineExceeded)
 	}
+}
+
+// TestDescribeOfAUsedGraphPointsToItsReport: Describe of a plan's
+// template, or of a graph that ran, was refused with BeginWork's advice
+// ("run the plan with RunPlan or StartPlan", "build new wrappers for
+// every run"), which does not describe anything. It names the call that
+// does.
+func TestDescribeOfAUsedGraphPointsToItsReport(t *testing.T) {
+	tpl := NewWrapper("tpl", okWorker(), 0)
+	pl, err := Compile(tpl)
+	require.NoError(t, err)
+	_, err = Describe(tpl)
+	require.ErrorIs(t, err, ErrReused)
+	assert.EqualError(t, err, `asynctool: wrapper already used in a run: node "tpl" belongs to a compiled Plan: Plan.Describe describes it`)
+	assert.Equal(t, "tpl", pl.Describe().Nodes[0].ID, "which it does")
+
+	ran := NewWrapper("ran", okWorker(), 0)
+	a := newAsync(t)
+	require.NoError(t, a.BeginWork(t.Context(), 0, ran))
+	_, err = Describe(ran)
+	require.ErrorIs(t, err, ErrReused)
+	assert.EqualError(t, err, `asynctool: wrapper already used in a run: node "ran" is part of a run: Run.Report describes it`)
+}
+
+// Regression tests for the report and export defects of helper-40's
+// review.
+
+// reportIndex returns the index in run's report of the node with id.
+func reportIndex(t *testing.T, run *Run, id string) int {
+	t.Helper()
+	i, ok := run.p.lookup(id)
+	require.True(t, ok, "no node %q", id)
+	return int(i)
+}
+
+// TestStatusOptionalPendingUpstream guards StatusPending against pending
+// upstreams the node does not wait for: with a must dependency still
+// running and a pending optional one, the node was reported pending
+// although it ran, without any Resume, once the must one succeeded.
+func TestStatusOptionalPendingUpstream(t *testing.T) {
+	a := newAsync(t)
+	gate := make(chan struct{})
+	release := releaser(t, gate)
+	p := NewWrapper("p", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, errBoom }), 0).
+		OnFailure(PolicySuspend)
+	m := NewWrapper("m", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		<-gate
+		return 1, nil
+	}), 0)
+	n := NewWrapper("n", okWorker(), 0).Depend(m, true).Depend(p, false)
+	run, err := a.Start(context.Background(), 10*time.Second, p, m)
+	require.NoError(t, err)
+	pi, ni := reportIndex(t, run, "p"), reportIndex(t, run, "n")
+	require.Eventually(t, func() bool { return run.Report().Nodes[pi].Status == StatusPending }, 5*time.Second, time.Millisecond)
+	st := run.Report().Nodes[ni].Status
+	release()
+	<-run.Suspended()
+	assert.Equal(t, ResultSuccess, n.Result().State, "n never waited on p")
+	assert.Equal(t, StatusWaiting, st, "n waits on its must dependency m, not on the pending optional p")
+	require.NoError(t, run.Resume("p", FailWith(errBoom)))
+	requireEnds(t, run, "the run did not end once p was resumed")
+}
+
+// TestStatusAnyOfPendingUpstream checks the other side of StatusPending
+// for an any-of join: while another upstream may still succeed the node
+// is waiting; once that one failed, only a Resume of the pending
+// upstream can run it, and it is pending.
+func TestStatusAnyOfPendingUpstream(t *testing.T) {
+	a := newAsync(t)
+	gate := make(chan struct{})
+	release := releaser(t, gate)
+	var calls atomic.Int32
+	p := NewWrapper("p", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		if calls.Add(1) == 1 {
+			return 0, errBoom
+		}
+		return 1, nil
+	}), 0).OnFailure(PolicySuspend)
+	m := NewWrapper("m", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		<-gate
+		return 0, errBoom
+	}), 0)
+	n := NewWrapper("n", okWorker(), 0).Depend(m, false).Depend(p, false)
+	run, err := a.Start(context.Background(), 10*time.Second, p, m)
+	require.NoError(t, err)
+	pi, ni := reportIndex(t, run, "p"), reportIndex(t, run, "n")
+	require.Eventually(t, func() bool { return run.Report().Nodes[pi].Status == StatusPending }, 5*time.Second, time.Millisecond)
+	assert.Equal(t, StatusWaiting, run.Report().Nodes[ni].Status, "m may still succeed")
+	release()
+	<-run.Suspended()
+	assert.Equal(t, StatusPending, run.Report().Nodes[ni].Status, "m failed: n waits on p")
+	require.NoError(t, run.Resume("p", Rerun()))
+	require.NoError(t, run.Wait(context.Background()))
+	assert.Equal(t, ResultSuccess, n.Result().State)
+}
+
+// TestStatusPendingByJoin checks StatusPending's rule for each join, on
+// one snapshot: p is suspended and m still runs (it would succeed).
+func TestStatusPendingByJoin(t *testing.T) {
+	a := newAsync(t)
+	gate := make(chan struct{})
+	release := releaser(t, gate)
+	p := NewWrapper("p", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, errBoom }), 0).
+		OnFailure(PolicySuspend)
+	m := NewWrapper("m", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		<-gate
+		return 1, nil
+	}), 0)
+	want := map[string]Status{
+		"named m":    StatusWaiting, // p is not named
+		"named p":    StatusPending,
+		"all done":   StatusPending,
+		"at least 1": StatusWaiting, // m may meet it
+		"at least 2": StatusPending,
+		"custom":     StatusWaiting, // m has not ended
+	}
+	joins := map[string]Join{
+		"named m": NamedSucceeded("m"), "named p": NamedSucceeded("p"), "all done": AllDone(),
+		"at least 1": AtLeast(1), "at least 2": AtLeast(2),
+		"custom": CustomJoin(func([]Upstream) Decision { return DecideWait }),
+	}
+	for id, j := range joins {
+		NewWrapper(id, okWorker(), 0).Depend(m, false).Depend(p, false).Join(j)
+	}
+	run, err := a.Start(context.Background(), 10*time.Second, p, m)
+	require.NoError(t, err)
+	pi := reportIndex(t, run, "p")
+	require.Eventually(t, func() bool { return run.Report().Nodes[pi].Status == StatusPending }, 5*time.Second, time.Millisecond)
+	rep := run.Report()
+	release()
+	got := map[string]Status{}
+	for id := range want {
+		got[id] = rep.Nodes[reportIndex(t, run, id)].Status
+	}
+	assert.Equal(t, want, got)
+	<-run.Suspended()
+	require.NoError(t, run.Resume("p", FailWith(errBoom)))
+	requireEnds(t, run, "the run did not end once p was resumed")
+}
+
+// Regression tests for the sixteenth session's reviews (helpers 38-42).
+
+// TestRanNodeIsNotReportedSkipped: a node that ran and failed with an
+// error wrapping ErrSkipped (it returned the error of a skipped optional
+// upstream it read, as the README suggests reading one) was reported as
+// skipped, and so was its must successor: OnNodeSkip fired for both and
+// their reasons said no successor needed them.
+func TestRanNodeIsNotReportedSkipped(t *testing.T) {
+	var mu sync.Mutex
+	var skipped []string
+	a := newAsync(t, WithHooks(&Hooks{OnNodeSkip: func(_ context.Context, ev NodeEvent) {
+		mu.Lock()
+		skipped = append(skipped, ev.ID)
+		mu.Unlock()
+	}}))
+	one := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil })
+	gate := make(chan struct{})
+	release := releaser(t, gate)
+	must := NewWrapper("must", one, 0)
+	slow := NewWrapper("slow", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { <-gate; return 1, nil }), 0).
+		ShortCircuit(false) // runs whatever happens, so only opt can be skipped
+	opt := NewWrapper("opt", one, 0).Depend(slow, true) // not started while slow runs
+	page := NewWrapper("page", WorkerFunc[int, int](func(_ context.Context, _ int, all Wrappers) (int, error) {
+		defer release()
+		r, _ := ResultOf[int](all, "opt")
+		if r.State != ResultSuccess {
+			return 0, fmt.Errorf("page needs opt: %w", r.Err)
+		}
+		return 1, nil
+	}), 0).Depend(must, true).Depend(opt, false)
+	NewWrapper("sink", one, 0).Depend(page, true)
+
+	r, err := a.Start(context.Background(), time.Minute, must, slow)
+	require.NoError(t, err)
+	require.NoError(t, r.Wait(context.Background()))
+	require.ErrorIs(t, opt.Result().Err, ErrSkipped, "precondition: opt was short-circuited")
+	require.ErrorIs(t, page.Result().Err, ErrSkipped, "precondition: page's own error wraps it")
+
+	mu.Lock()
+	assert.Equal(t, []string{"opt"}, skipped, "only opt was short-circuited")
+	mu.Unlock()
+	reasons := map[string]string{}
+	for _, n := range r.Report().Nodes {
+		reasons[n.ID] = n.Reason
+		if n.ID == "page" {
+			assert.Equal(t, StatusFailed, n.Status)
+		}
+	}
+	assert.Equal(t, "worker failed", reasons["page"])
+	assert.Equal(t, `must upstream "page" failed`, reasons["sink"])
+}
+
+func TestConcurrentDescribe(t *testing.T) {
+	root := NewWrapper("root", okWorker(), 0)
+	for range 50 {
+		NewWrapper("", okWorker(), 0).Depend(root, true)
+	}
+	var wg sync.WaitGroup
+	var fails atomic.Int32
+	for range 8 {
+		wg.Go(func() {
+			for range 100 {
+				if _, err := Describe(root); err != nil {
+					fails.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	assert.Zero(t, fails.Load(), "concurrent Describe calls failed")
+	a := newAsync(t)
+	require.NoError(t, a.BeginWork(context.Background(), time.Minute, root), "Describe consumed nothing")
 }

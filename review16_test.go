@@ -2,8 +2,6 @@ package asynctool
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,58 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// Regression tests for the sixteenth session's reviews (helpers 38-42).
-
-// TestRanNodeIsNotReportedSkipped: a node that ran and failed with an
-// error wrapping ErrSkipped (it returned the error of a skipped optional
-// upstream it read, as the README suggests reading one) was reported as
-// skipped, and so was its must successor: OnNodeSkip fired for both and
-// their reasons said no successor needed them.
-func TestRanNodeIsNotReportedSkipped(t *testing.T) {
-	var mu sync.Mutex
-	var skipped []string
-	a := newAsync(t, WithHooks(&Hooks{OnNodeSkip: func(_ context.Context, ev NodeEvent) {
-		mu.Lock()
-		skipped = append(skipped, ev.ID)
-		mu.Unlock()
-	}}))
-	one := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil })
-	gate := make(chan struct{})
-	release := releaser(t, gate)
-	must := NewWrapper("must", one, 0)
-	slow := NewWrapper("slow", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { <-gate; return 1, nil }), 0).
-		ShortCircuit(false) // runs whatever happens, so only opt can be skipped
-	opt := NewWrapper("opt", one, 0).Depend(slow, true) // not started while slow runs
-	page := NewWrapper("page", WorkerFunc[int, int](func(_ context.Context, _ int, all Wrappers) (int, error) {
-		defer release()
-		r, _ := ResultOf[int](all, "opt")
-		if r.State != ResultSuccess {
-			return 0, fmt.Errorf("page needs opt: %w", r.Err)
-		}
-		return 1, nil
-	}), 0).Depend(must, true).Depend(opt, false)
-	NewWrapper("sink", one, 0).Depend(page, true)
-
-	r, err := a.Start(context.Background(), time.Minute, must, slow)
-	require.NoError(t, err)
-	require.NoError(t, r.Wait(context.Background()))
-	require.ErrorIs(t, opt.Result().Err, ErrSkipped, "precondition: opt was short-circuited")
-	require.ErrorIs(t, page.Result().Err, ErrSkipped, "precondition: page's own error wraps it")
-
-	mu.Lock()
-	assert.Equal(t, []string{"opt"}, skipped, "only opt was short-circuited")
-	mu.Unlock()
-	reasons := map[string]string{}
-	for _, n := range r.Report().Nodes {
-		reasons[n.ID] = n.Reason
-		if n.ID == "page" {
-			assert.Equal(t, StatusFailed, n.Status)
-		}
-	}
-	assert.Equal(t, "worker failed", reasons["page"])
-	assert.Equal(t, `must upstream "page" failed`, reasons["sink"])
-}
 
 // TestDeadlineEndsUnstartedNodesAsTimeouts: when the group deadline
 // passes, every node that has not ended ends as a timeout, as BeginWork's
@@ -132,72 +78,6 @@ func TestOptionalBranchReadiedWithItsSuccessorIsSkipped(t *testing.T) {
 		} else {
 			assert.Equal(t, int32(1), calls.Load(), "recs ran")
 		}
-	}
-}
-
-// TestSnapshotTraceOfATimedRun: a snapshot taken while a node starts
-// (its started bit set, its start time not yet written) made
-// WriteChromeTrace fail with "ran but the report has no times for it"
-// (helper-46); the report now shows such a node as not having run yet.
-func TestSnapshotTraceOfATimedRun(t *testing.T) {
-	a := New(WithTimings(true), WithMaxWorkers(4))
-	defer a.Close()
-	var failures, snapshots atomic.Int64
-	var firstErr atomic.Value
-	for round := 0; round < 300 && failures.Load() == 0; round++ {
-		quick := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, nil })
-		root := NewWrapper("root", quick, 0)
-		prev := root
-		for k := 0; k < 64; k++ {
-			n := NewWrapper("n"+string(rune('A'+k%26))+string(rune('a'+k/26)), quick, 0)
-			n.Depend(prev, true)
-			prev = n
-		}
-		run, err := a.Start(context.Background(), time.Minute, root)
-		require.NoError(t, err)
-		for {
-			select {
-			case <-run.Done():
-			default:
-				snapshots.Add(1)
-				rep := run.Report()
-				if err := rep.WriteChromeTrace(discard{}); err != nil {
-					failures.Add(1)
-					firstErr.CompareAndSwap(nil, err)
-				}
-				continue
-			}
-			break
-		}
-	}
-	assert.Zero(t, failures.Load(), "of %d snapshots: %v", snapshots.Load(), firstErr.Load())
-}
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }
-
-// TestFailedByResumeReason: a node that Resume ended with FailWith was
-// reported as "worker failed", although for a node its custom join
-// suspended no worker ran (helper-48).
-func TestFailedByResumeReason(t *testing.T) {
-	a := newAsync(t)
-	up := NewWrapper("up", okWorker(), 0)
-	NewWrapper("c", okWorker(), 0).Depend(up, true).Join(CustomJoin(func([]Upstream) Decision { return DecideSuspend }))
-	p := NewWrapper("p", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, errBoom }), 0).
-		OnFailure(PolicySuspend)
-	r, err := a.Start(context.Background(), time.Minute, up, p)
-	require.NoError(t, err)
-	<-r.Suspended()
-	no := errors.New("declined")
-	require.NoError(t, r.Resume("c", FailWith(no)))
-	require.NoError(t, r.Resume("p", FailWith(no)))
-	require.NoError(t, r.Wait(context.Background()))
-	rep := r.Report()
-	for _, id := range []string{"c", "p"} {
-		n := rep.Nodes[indexOf(r, id)]
-		assert.Equal(t, "failed by Resume", n.Reason, id)
-		assert.ErrorIs(t, n.Err, no, id)
 	}
 }
 

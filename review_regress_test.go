@@ -2,7 +2,6 @@ package asynctool
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -83,28 +82,6 @@ func TestUntimedRecycledRunHasNoStart(t *testing.T) {
 		require.True(t, r.Report().Start.IsZero())
 		r.Release()
 	}
-}
-
-func TestConcurrentDescribe(t *testing.T) {
-	root := NewWrapper("root", okWorker(), 0)
-	for range 50 {
-		NewWrapper("", okWorker(), 0).Depend(root, true)
-	}
-	var wg sync.WaitGroup
-	var fails atomic.Int32
-	for range 8 {
-		wg.Go(func() {
-			for range 100 {
-				if _, err := Describe(root); err != nil {
-					fails.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	assert.Zero(t, fails.Load(), "concurrent Describe calls failed")
-	a := newAsync(t)
-	require.NoError(t, a.BeginWork(context.Background(), time.Minute, root), "Describe consumed nothing")
 }
 
 // TestClaimedNodeStoppedBeforeItStarted: a goroutine that readies a node

@@ -99,7 +99,7 @@ const s20xHandDOT = `digraph asynctool {
 }
 `
 
-func TestS20XDOTDrawsSubReportsAsClusters(t *testing.T) {
+func TestDOTDrawsSubReportsAsClusters(t *testing.T) {
 	assert.Equal(t, s20xHandDOT, s20xHand().DOT())
 }
 
@@ -140,14 +140,14 @@ const s20xHandMermaid = `flowchart LR
   class n3 skipped
 `
 
-func TestS20XMermaidDrawsSubReportsAsSubgraphs(t *testing.T) {
+func TestMermaidDrawsSubReportsAsSubgraphs(t *testing.T) {
 	assert.Equal(t, s20xHandMermaid, s20xHand().Mermaid())
 }
 
-// TestS20XStaticStaysStatic: a static report's Sub is drawn plain, and so
+// TestSubPlanStaticReportStaysStatic: a static report's Sub is drawn plain, and so
 // is a Sub that is static in a report that is not (the node has not
 // started a sub-run).
-func TestS20XStaticStaysStatic(t *testing.T) {
+func TestSubPlanStaticReportStaysStatic(t *testing.T) {
 	pl, card := profilePlan(t)
 	user := NewWrapper("user", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 7, nil }), 0)
 	profileNode(pl, card).Depend(user, true)
@@ -202,10 +202,10 @@ func TestS20XStaticStaysStatic(t *testing.T) {
 	assert.NotContains(t, hand.Mermaid(), "==>")
 }
 
-// TestS20XEscapesSubIDs: a SubPlan node's id is escaped in its cluster's
+// TestSubPlanExportEscapesSubIDs: a SubPlan node's id is escaped in its cluster's
 // title as in node labels, and a sub-report's nodes are named by index
 // whatever their ids.
-func TestS20XEscapesSubIDs(t *testing.T) {
+func TestSubPlanExportEscapesSubIDs(t *testing.T) {
 	for _, tc := range []struct{ id, dot, mermaid string }{
 		{`a"b\c`, `"a\"b\\c"`, `"a#quot;b\c"`},
 		{"<b>&#1;`x`", `"<b>&amp;#1;` + "`x`" + `"`, `"#lt;b#gt;#amp;#35;1;#96;x#96;"`},
@@ -272,9 +272,9 @@ func s20xNested(t *testing.T) *Report {
 	return rep
 }
 
-// TestS20XNestedRunNames checks the names of a real run's sub-reports in
+// TestSubPlanNestedRunNames checks the names of a real run's sub-reports in
 // both graph formats: unique, valid, and never an outer node's.
-func TestS20XNestedRunNames(t *testing.T) {
+func TestSubPlanNestedRunNames(t *testing.T) {
 	rep := s20xNested(t)
 	dot, m := rep.DOT(), rep.Mermaid()
 	for _, want := range []string{
@@ -324,10 +324,10 @@ func needDot(t *testing.T) {
 	}
 }
 
-// TestS20XDOTRendersClusters feeds DOT with sub-reports to Graphviz and
+// TestSubPlanDOTRendersClusters feeds DOT with sub-reports to Graphviz and
 // reads the layout back: no warnings, and each cluster holds its SubPlan
 // node and the nodes of its Sub, and nothing else.
-func TestS20XDOTRendersClusters(t *testing.T) {
+func TestSubPlanDOTRendersClusters(t *testing.T) {
 	needDot(t)
 	static, err := Describe(func() Wrapper {
 		pl, card := profilePlan(t)
@@ -421,7 +421,7 @@ func s20xTrace(t *testing.T, rep *Report) (events []traceEvent, processes map[in
 	return events, processes, tracks
 }
 
-func TestS20XChromeTraceShowsSubRuns(t *testing.T) {
+func TestChromeTraceShowsSubRuns(t *testing.T) {
 	rep := s20xHand()
 	events, processes, tracks := s20xTrace(t, rep)
 	assert.Equal(t, map[int]string{1: "asynctool run", 2: "sub-run of profile", 3: "sub-run of profile/avatar"}, processes,
@@ -464,9 +464,9 @@ func TestS20XChromeTraceShowsSubRuns(t *testing.T) {
 	assert.Zero(t, buf.Len(), "nothing written")
 }
 
-// TestS20XChromeTraceOfANestedRun: in a real run, each sub-run's events
+// TestChromeTraceOfANestedRun: in a real run, each sub-run's events
 // fall within its SubPlan node's, at their real times.
-func TestS20XChromeTraceOfANestedRun(t *testing.T) {
+func TestChromeTraceOfANestedRun(t *testing.T) {
 	rep := s20xNested(t)
 	events, processes, _ := s20xTrace(t, rep)
 	assert.Equal(t, map[int]string{1: "asynctool run", 2: "sub-run of mid", 3: "sub-run of mid/in"}, processes)
@@ -483,10 +483,10 @@ func TestS20XChromeTraceOfANestedRun(t *testing.T) {
 	}, at)
 }
 
-// TestS20XCriticalPathStaysOuter: CriticalPath is the outer graph's; a
+// TestSubPlanCriticalPathStaysOuter: CriticalPath is the outer graph's; a
 // SubPlan node counts with its whole duration, and its Sub has a
 // critical path of its own.
-func TestS20XCriticalPathStaysOuter(t *testing.T) {
+func TestSubPlanCriticalPathStaysOuter(t *testing.T) {
 	rep := s20xHand()
 	assert.Equal(t, []int{0, 1, 2}, rep.CriticalPath(), "user, profile, page")
 	assert.Equal(t, []int{1, 2}, rep.Nodes[1].Sub.CriticalPath(), "avatar, card, inside profile")
@@ -496,10 +496,10 @@ func TestS20XCriticalPathStaysOuter(t *testing.T) {
 	assert.Equal(t, []int{1, 2}, nested.Nodes[1].Sub.Nodes[1].Sub.CriticalPath(), "b, c")
 }
 
-// TestS20XErrLeavesSubRunsToTheirReports: Report.Err joins the errors
+// TestSubPlanErrLeavesSubRunsToTheirReports: Report.Err joins the errors
 // of the run's own nodes; a SubPlan node's is what its Output decided,
 // and the errors of its sub-run's nodes are in its Sub's Err.
-func TestS20XErrLeavesSubRunsToTheirReports(t *testing.T) {
+func TestSubPlanErrLeavesSubRunsToTheirReports(t *testing.T) {
 	boom := errors.New("boom")
 	failing := NewWrapper("fails", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, boom }), 0)
 	ok := NewWrapper("ok", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 5, nil }), 0)
