@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -761,4 +762,224 @@ func TestWhenContinuedAnyUpstreamWithoutDefault(t *testing.T) {
 	require.NoError(t, a.BeginWork(context.Background(), 0, up))
 	assert.Equal(t, ResultSuccess, x.Result().State, "%v", x.Result().Err)
 	assert.Equal(t, int64(0), got.Load())
+}
+
+// Review of conditional branches (When, DecideSkip), helper-71.
+
+// TestWhenFailsAtOnceInAnyOrder: When is documented as AllSucceeded
+// with a condition, and AllSucceeded fails at the first failure, in any
+// declaration order. A When join on [slow, bad] waited for slow, listed
+// first, before looking at bad's failure: the node did not fail until
+// slow ended, and a pending (PolicySuspend) slow stalled the run.
+func TestWhenFailsAtOnceInAnyOrder(t *testing.T) {
+	for _, slowFirst := range []bool{true, false} {
+		t.Run(map[bool]string{true: "slow first", false: "slow last"}[slowFirst], func(t *testing.T) {
+			a := newAsync(t)
+			gate := make(chan struct{})
+			release := releaser(t, gate)
+			slow := NewWrapper("slow", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+				return gated(gate, 1)(ctx, Wrappers{})
+			}), 0)
+			bad := NewWrapper("bad", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, errBoom }), 0)
+			x := NewWrapper("x", okWorker(), 0)
+			if slowFirst {
+				x.Depend(slow, true).Depend(bad, true)
+			} else {
+				x.Depend(bad, true).Depend(slow, true)
+			}
+			x.Join(When("slow", func(int) bool { return true }))
+			run, err := a.Start(context.Background(), 0, slow, bad)
+			require.NoError(t, err)
+			assert.Eventually(t, func() bool { return x.State() == StateError }, 5*time.Second, time.Millisecond,
+				"x waited for slow although bad had failed")
+			release()
+			require.NoError(t, run.Wait(context.Background()))
+			var ue *UpstreamError
+			require.ErrorAs(t, x.Result().Err, &ue)
+			assert.Equal(t, "bad", ue.ID)
+		})
+	}
+}
+
+// TestWhenNotTakenAtOnceInAnyOrder: the same for an upstream not
+// taken, which makes the node not taken at once.
+func TestWhenNotTakenAtOnceInAnyOrder(t *testing.T) {
+	a := newAsync(t)
+	gate := make(chan struct{})
+	release := releaser(t, gate)
+	slow := NewWrapper("slow", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		return gated(gate, 1)(ctx, Wrappers{})
+	}), 0)
+	root := NewWrapper("root", okWorker(), 0)
+	no := NewWrapper("no", okWorker(), 0).Depend(root, true).Join(When("root", func(int) bool { return false }))
+	x := NewWrapper("x", okWorker(), 0).Depend(slow, true).Depend(no, true).Join(When("slow", func(int) bool { return true }))
+	run, err := a.Start(context.Background(), 0, slow, root)
+	require.NoError(t, err)
+	assert.Eventually(t, func() bool { return x.State() == StateError }, 5*time.Second, time.Millisecond,
+		"x waited for slow although no was not taken")
+	release()
+	require.NoError(t, run.Wait(context.Background()))
+	assert.Equal(t, ErrNotTaken, x.Result().Err)
+}
+
+// TestWhenFailsBesidePendingUpstream: an upstream suspended under
+// PolicySuspend, listed first, and another that fails: the When node
+// fails at once, as AllSucceeded's does, instead of becoming pending
+// with the run stalled on it.
+//
+// bad fails only once susp's worker has been called: had bad failed
+// first, x's failure would have skipped susp, a start node not started
+// yet that no successor needed any more (see ShortCircuit), and the run
+// would never have stalled.
+func TestWhenFailsBesidePendingUpstream(t *testing.T) {
+	for _, join := range []Join{AllSucceeded(), When("susp", func(int) bool { return true })} {
+		t.Run(join.String(), func(t *testing.T) {
+			a := newAsync(t)
+			suspCalled := make(chan struct{})
+			susp := NewWrapper("susp", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+				close(suspCalled) // called once: SucceedWith does not rerun it
+				return 0, errBoom
+			}), 0).OnFailure(PolicySuspend)
+			bad := NewWrapper("bad", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+				select {
+				case <-suspCalled: // susp started: it is no longer skipped
+				case <-ctx.Done():
+					return 0, ctx.Err()
+				}
+				time.Sleep(10 * time.Millisecond) // after susp is pending
+				return 0, errBoom
+			}), 0)
+			x := NewWrapper("x", okWorker(), 0).Depend(susp, true).Depend(bad, true).Join(join)
+			run, err := a.Start(context.Background(), time.Minute, susp, bad)
+			require.NoError(t, err)
+			select {
+			case <-run.Suspended():
+			case <-time.After(10 * time.Second):
+				t.Fatal("the run did not stall on susp")
+			}
+			assert.Equal(t, StateError, x.State(), "x waits on pending susp although bad failed")
+			require.NoError(t, run.Resume("susp", SucceedWith(1)))
+			require.NoError(t, run.Wait(context.Background()))
+			assert.ErrorIs(t, x.Result().Err, errBoom)
+		})
+	}
+}
+
+// TestWhenConditionGoexit: a condition that ends its goroutine with
+// runtime.Goexit fails the node with ErrGoexit, as a CustomJoin's fn
+// does, the run goes on, and the report does not blame the worker, which
+// never ran.
+func TestWhenConditionGoexit(t *testing.T) {
+	a := newAsync(t)
+	up := NewWrapper("up", okWorker(), 0)
+	x := NewWrapper("x", okWorker(), 0).Depend(up, true).Join(When("up", func(int) bool { runtime.Goexit(); return true }))
+	other := NewWrapper("other", okWorker(), 0).Depend(up, true)
+	after := NewWrapper("after", okWorker(), 0).Depend(x, false)
+	run, err := a.Start(context.Background(), time.Minute, up)
+	require.NoError(t, err)
+	requireEnds(t, run, "the run did not end after the condition's Goexit")
+	require.NoError(t, run.Wait(context.Background()))
+	assert.ErrorIs(t, x.Result().Err, ErrGoexit)
+	assert.Equal(t, ResultSuccess, other.Result().State)
+	assert.ErrorIs(t, after.Result().Err, ErrGoexit)
+	n := nodeReport(t, run.Report(), "x")
+	assert.False(t, n.Ran)
+	assert.Equal(t, StatusFailed, n.Status)
+	assert.NotContains(t, n.Reason, "worker", "the worker never ran")
+	assert.Contains(t, n.Reason, `when "up"`)
+}
+
+// TestFallbackConditionOfTheDocs: the fallback condition that
+// WhenResult's doc and the README give calls the backup when the primary
+// failed, and not when the primary was a branch not taken (helper-79's
+// review: with r.State != ResultSuccess, an empty cart was priced by
+// the backup).
+func TestFallbackConditionOfTheDocs(t *testing.T) {
+	fallback := func(r WorkResult[int]) bool { return r.Err != nil && !errors.Is(r.Err, ErrNotTaken) }
+	for _, tc := range []struct {
+		name       string
+		items      int
+		primaryErr error
+		want       ResultState
+	}{
+		{"primary failed", 2, errors.New("down"), ResultSuccess},
+		{"primary succeeded", 2, nil, ResultException},
+		{"primary not taken", 0, nil, ResultException},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := New()
+			defer a.Close()
+			cart := NewWrapper("cart", WorkerFunc[int, int](func(_ context.Context, n int, _ Wrappers) (int, error) { return n, nil }), tc.items)
+			primary := NewWrapper("primary", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 10, tc.primaryErr }), 0).
+				Depend(cart, true).Join(When("cart", func(n int) bool { return n > 0 }))
+			backup := NewWrapper("backup", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 11, nil }), 0).
+				Depend(primary, false).Join(WhenResult("primary", fallback))
+			require.NoError(t, a.BeginWork(context.Background(), time.Second, cart))
+			assert.Equal(t, tc.want, backup.Result().State, "%v", backup.Result().Err)
+			if tc.want != ResultSuccess {
+				assert.ErrorIs(t, backup.Result().Err, ErrNotTaken)
+			}
+		})
+	}
+}
+
+// Review of ResultFrom, WhenResult and asFailure, helper-72.
+
+// TestWhenResultOnAnInterfaceUpstreamThatFailed: a fallback whose
+// primary's result type is an interface (an any, as a generic adapter
+// or a durable node may have) and that fails without a default value
+// ends with a nil value. WhenResult[int]'s condition must be asked with
+// the zero int and the error, so that the backup runs; the node failed
+// with ErrResultType instead, in exactly the case a fallback is for.
+func TestWhenResultOnAnInterfaceUpstreamThatFailed(t *testing.T) {
+	a := newAsync(t)
+	primary := NewWrapper("primary", WorkerFunc[int, any](func(context.Context, int, Wrappers) (any, error) { return nil, errBoom }), 0)
+	var seen atomic.Pointer[WorkResult[int]]
+	backup := NewWrapper("backup", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 2, nil }), 0).
+		Depend(primary, false).
+		Join(WhenResult("primary", func(r WorkResult[int]) bool {
+			seen.Store(&r)
+			return r.State != ResultSuccess
+		}))
+	require.NoError(t, a.BeginWork(context.Background(), 0, primary))
+	assert.Equal(t, WorkResult[int]{Value: 2, State: ResultSuccess}, backup.Result())
+	r := seen.Load()
+	require.NotNil(t, r, "the condition was asked")
+	assert.Equal(t, WorkResult[int]{State: ResultException, Err: errBoom}, *r)
+
+	// A success whose value is not a T still fails the node.
+	a2 := newAsync(t)
+	up := NewWrapper("up", WorkerFunc[int, any](func(context.Context, int, Wrappers) (any, error) { return nil, nil }), 0)
+	x := NewWrapper("x", okWorker(), 0).Depend(up, true).Join(WhenResult("up", func(WorkResult[int]) bool { return true }))
+	require.NoError(t, a2.BeginWork(context.Background(), 0, up))
+	assert.ErrorIs(t, x.Result().Err, ErrResultType)
+}
+
+// TestWhenResultNotTakenReason: a WhenResult join looks at one
+// upstream's result and does not propagate another's not being taken
+// (it runs whatever its upstreams did, as AllDone). When its condition
+// said no and the last upstream to end was a branch not taken, the
+// report said "upstream "other" was not taken", which is not why the node
+// was not taken: its condition on "primary" decided.
+func TestWhenResultNotTakenReason(t *testing.T) {
+	a := newAsync(t)
+	gate := make(chan struct{})
+	release := releaser(t, gate)
+	flag := NewWrapper("flag", WorkerFunc[int, bool](func(context.Context, int, Wrappers) (bool, error) {
+		<-gate
+		return false, nil
+	}), 0)
+	other := NewWrapper("other", okWorker(), 0).Depend(flag, true).Join(When("flag", func(on bool) bool { return on }))
+	primary := NewWrapper("primary", okWorker(), 0)
+	x := NewWrapper("x", okWorker(), 0).Depend(primary, true).Depend(other, true).
+		Join(WhenResult("primary", func(r WorkResult[int]) bool { return r.State != ResultSuccess }))
+	run, err := a.Start(context.Background(), 0, flag, primary)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return primary.State() == StateFinish }, 10*time.Second, time.Millisecond)
+	release()
+	require.NoError(t, run.Wait(context.Background()))
+	require.Equal(t, ErrNotTaken, x.Result().Err)
+	n := nodeReport(t, run.Report(), "x")
+	assert.Equal(t, "other", n.DecidedBy)
+	assert.Equal(t, `not taken: join when result of "primary" decided so`, n.Reason)
 }

@@ -2,7 +2,6 @@ package asynctool
 
 import (
 	"context"
-	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -12,40 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// TestS20NFallbackConditionOfTheDocs: the fallback condition that
-// WhenResult's doc and the README give calls the backup when the primary
-// failed, and not when the primary was a branch not taken (helper-79's
-// review: with r.State != ResultSuccess, an empty cart was priced by
-// the backup).
-func TestS20NFallbackConditionOfTheDocs(t *testing.T) {
-	fallback := func(r WorkResult[int]) bool { return r.Err != nil && !errors.Is(r.Err, ErrNotTaken) }
-	for _, tc := range []struct {
-		name       string
-		items      int
-		primaryErr error
-		want       ResultState
-	}{
-		{"primary failed", 2, errors.New("down"), ResultSuccess},
-		{"primary succeeded", 2, nil, ResultException},
-		{"primary not taken", 0, nil, ResultException},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			a := New()
-			defer a.Close()
-			cart := NewWrapper("cart", WorkerFunc[int, int](func(_ context.Context, n int, _ Wrappers) (int, error) { return n, nil }), tc.items)
-			primary := NewWrapper("primary", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 10, tc.primaryErr }), 0).
-				Depend(cart, true).Join(When("cart", func(n int) bool { return n > 0 }))
-			backup := NewWrapper("backup", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 11, nil }), 0).
-				Depend(primary, false).Join(WhenResult("primary", fallback))
-			require.NoError(t, a.BeginWork(context.Background(), time.Second, cart))
-			assert.Equal(t, tc.want, backup.Result().State, "%v", backup.Result().Err)
-			if tc.want != ResultSuccess {
-				assert.ErrorIs(t, backup.Result().Err, ErrNotTaken)
-			}
-		})
-	}
-}
 
 // whoKey carries the caller's name to a plan's worker.
 type whoKey struct{}

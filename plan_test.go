@@ -239,3 +239,69 @@ func TestNilAndZeroPlanAreEmpty(t *testing.T) {
 		assert.NotPanics(t, func() { _ = rep.DOT(); _ = rep.Mermaid(); _ = rep.String(); _ = rep.CriticalPath() })
 	}
 }
+
+// TestCycleErrorQuotesIDs: a cycle's path was its ids joined with
+// " -> " as they are, so a cycle of anonymous nodes read "dependency
+// cycle:  ->  -> ", and one through an id holding " -> " could not be
+// told from a longer cycle. Ids are quoted, as in every other
+// GraphError (`"a" -> "b"` of a conflicting edge).
+func TestCycleErrorQuotesIDs(t *testing.T) {
+	n := func(id string) *WorkerWrapper[int, int] { return NewWrapper(id, okWorker(), 0) }
+	tests := []struct {
+		name  string
+		build func() Wrapper
+		msg   string
+		nodes []string
+	}{
+		{"anonymous", func() Wrapper {
+			s, b, c := n("s"), n(""), n("")
+			b.Depend(s, true)
+			c.Depend(b, true)
+			b.Depend(c, true)
+			return s
+		}, `asynctool: dependency cycle: "" -> "" -> ""`, []string{"", "", ""}},
+		{"arrow in an id", func() Wrapper {
+			x, y := n("x -> y"), n("y")
+			y.Depend(x, true)
+			x.Depend(y, true)
+			return x
+		}, `asynctool: dependency cycle: "x -> y" -> "y" -> "x -> y"`, []string{"x -> y", "y", "x -> y"}},
+		{"self", func() Wrapper { a := n("a"); a.Depend(a, false); return a }, `asynctool: dependency cycle: "a" -> "a"`, []string{"a", "a"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Describe(tt.build())
+			require.ErrorIs(t, err, ErrCycle)
+			assert.EqualError(t, err, tt.msg)
+			var ge *GraphError
+			require.ErrorAs(t, err, &ge)
+			assert.Equal(t, tt.nodes, ge.Nodes)
+		})
+	}
+}
+
+// TestEdgeToAPlansNodeNamesThePlan: an edge declared to or from a
+// node compiled into a Plan was refused saying that node "was used in a
+// run", which it never was, with no word of how to use a plan inside
+// another graph. It says the node belongs to a compiled Plan, and names
+// SubPlan.
+func TestEdgeToAPlansNodeNamesThePlan(t *testing.T) {
+	tpl := NewWrapper("tpl", okWorker(), 0)
+	_, err := Compile(tpl)
+	require.NoError(t, err)
+	for _, link := range []func(f *WorkerWrapper[int, int]){
+		func(f *WorkerWrapper[int, int]) { f.Depend(tpl, true) },
+		func(f *WorkerWrapper[int, int]) { tpl.Next(f, true) },
+	} {
+		f := NewWrapper("fresh", okWorker(), 0)
+		link(f)
+		_, err := Describe(f)
+		require.ErrorIs(t, err, ErrReused)
+		assert.ErrorContains(t, err, `linking "tpl" -> "fresh": "tpl" belongs to a compiled Plan (a SubPlan node runs a plan inside another graph)`)
+	}
+	ran := NewWrapper("ran", okWorker(), 0)
+	require.NoError(t, newAsync(t).BeginWork(t.Context(), 0, ran))
+	f := NewWrapper("fresh", okWorker(), 0).Depend(ran, true)
+	_, err = Describe(f)
+	assert.ErrorContains(t, err, `Depend linking "ran" -> "fresh": "ran" was used in a run`)
+}

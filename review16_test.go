@@ -55,32 +55,6 @@ func TestDeadlineEndsUnstartedNodesAsTimeouts(t *testing.T) {
 	})
 }
 
-// TestOptionalBranchReadiedWithItsSuccessorIsSkipped pins down what the
-// README says of the enrichment shape user → recs -.-> page ← user: the
-// end of user readies recs and completes page's must dependencies in one
-// step, so recs, not started, is skipped, unless ShortCircuit(false).
-func TestOptionalBranchReadiedWithItsSuccessorIsSkipped(t *testing.T) {
-	for _, short := range []bool{true, false} {
-		a := newAsync(t)
-		one := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil })
-		var calls atomic.Int32
-		user := NewWrapper("user", one, 0)
-		recs := NewWrapper("recs", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-			calls.Add(1)
-			return 2, nil
-		}), 0).Depend(user, true).ShortCircuit(short)
-		page := NewWrapper("page", one, 0).Depend(user, true).Depend(recs, false)
-		require.NoError(t, a.BeginWork(context.Background(), time.Minute, user))
-		assert.Equal(t, ResultSuccess, page.Result().State)
-		if short {
-			assert.Zero(t, calls.Load(), "recs was skipped")
-			assert.ErrorIs(t, recs.Result().Err, ErrSkipped)
-		} else {
-			assert.Equal(t, int32(1), calls.Load(), "recs ran")
-		}
-	}
-}
-
 // R3-1b: the same gap for the deadline, which ef35ccc set out to fix:
 // a worker that returns at the deadline ends as a timeout and fails its
 // successor before the sweep has set r.stopped; the successor's release

@@ -116,34 +116,6 @@ func TestClaimedNodeStoppedBeforeItStarted(t *testing.T) {
 	})
 }
 
-// TestSlowCustomJoinDoesNotHoldTheSweep: a custom join runs under its
-// node's join lock; the sweep, which locks the node's timers, must not
-// wait for it. A node the sweep ends at the deadline gets its Result
-// callback then, and the run ends when the join returns (like a Result
-// callback, the join is part of its upstream's end, which the run waits
-// for). Before the two locks were split, the sweep waited on the join
-// (under synctest: forever, as a mutex wait is not durably blocked).
-func TestSlowCustomJoinDoesNotHoldTheSweep(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		a := New()
-		defer a.Close()
-		t0 := time.Now()
-		var swept time.Duration
-		up := NewWrapper("up", okWorker(), 0)
-		NewWrapper("slowjoin", okWorker(), 0).Depend(up, true).
-			Join(CustomJoin(func([]Upstream) Decision { time.Sleep(5 * time.Second); return DecideRun }))
-		waiter := NewWrapper("waiter", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
-			<-ctx.Done()
-			return 0, ctx.Err()
-		}), 0).Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) { swept = time.Since(t0) }))
-		err := a.BeginWork(context.Background(), time.Second, up, waiter)
-		require.ErrorIs(t, err, context.DeadlineExceeded)
-		assert.Equal(t, time.Second, swept, "the sweep ended waiter at the deadline")
-		assert.Equal(t, 5*time.Second, time.Since(t0), "the run waited for the join")
-		assert.Equal(t, ResultTimeout, waiter.Result().State)
-	})
-}
-
 // TestClaimedNodeCanBeSkipped: the node a goroutine claims (see
 // worklist.claim) is still skipped by the short-circuit rule when the
 // same goroutine then finds that no successor needs it. p's edges are

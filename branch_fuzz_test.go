@@ -51,12 +51,14 @@ func (c s19fCat) String() string {
 	return [...]string{"ok", "continue", "fail", "not taken", "failed by upstream", "skipped"}[c]
 }
 
-func (c s19fCat) okish() bool  { return c == s19fOK || c == s19fContinue }
+func (c s19fCat) okish() bool { return c == s19fOK || c == s19fContinue }
+
 func (c s19fCat) failed() bool { return c == s19fFail || c == s19fUpFail }
 
 type s19fSet uint8
 
 func (s s19fSet) has(c s19fCat) bool { return s&(1<<c) != 0 }
+
 func s19fOne(cs ...s19fCat) s19fSet {
 	var s s19fSet
 	for _, c := range cs {
@@ -259,8 +261,10 @@ func s19fID(i int) string { return fmt.Sprint("n", i) }
 
 // s19fValue and s19fDefault are node i's value when it succeeds and its
 // default value.
-func s19fValue(i int) int  { return 100 + i }
+func s19fValue(i int) int { return 100 + i }
+
 func s19fDefVal(i int) int { return -(100 + i) }
+
 func s19fWhenPred(pred, v int) bool {
 	return [...]bool{true, false, v > 0, v < 0}[pred]
 }
@@ -474,6 +478,7 @@ type s19fCallback struct {
 }
 
 func (c s19fCallback) Begin() { c.begins.Add(1) }
+
 func (c s19fCallback) Result(_ bool, _ int, r WorkResult[int]) {
 	c.results.Add(1)
 	c.last.Store(&r)
@@ -798,13 +803,13 @@ func (g *s19fGraph) check(seen *[s19fKinds][6]atomic.Int32) (err error, ambiguou
 	return c.err, int(c.ambiguous.Load())
 }
 
-// FuzzS19FBranches decodes a graph of random joins (the default with
+// FuzzBranches decodes a graph of random joins (the default with
 // random must and optional edges, AllSucceeded, AllDone, AnySucceeded,
 // AtLeast, NamedSucceeded, When, WhenResult and a custom join that runs,
 // skips or fails by a rule) and worker outcomes from its input, runs it
 // on a pool of 1 to 4 goroutines once as a single-use run and a few
 // times concurrently as a plan, and checks every node against the model.
-func FuzzS19FBranches(f *testing.F) {
+func FuzzBranches(f *testing.F) {
 	rng := rand.New(rand.NewPCG(19, 73))
 	for range 16 {
 		b := make([]byte, 20+rng.IntN(200))
@@ -821,9 +826,9 @@ func FuzzS19FBranches(f *testing.F) {
 	})
 }
 
-// TestS19FBranchesRandom runs a fixed sample of FuzzS19FBranches's space
+// TestBranchesRandom runs a fixed sample of FuzzBranches's space
 // on every test run.
-func TestS19FBranchesRandom(t *testing.T) {
+func TestBranchesRandom(t *testing.T) {
 	rng := rand.New(rand.NewPCG(19, 19))
 	graphs := 600
 	if testing.Short() {

@@ -10,16 +10,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
-
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // Randomized invariants of WorkerWrapper.EndsRun, helper s20-fuzz.
 //
-// A graph of 1 to 16 nodes with random joins (those of FuzzS19FBranches,
+// A graph of 1 to 16 nodes with random joins (those of FuzzBranches,
 // built by its makeJoin), workers that succeed, fail, fail under
 // PolicyContinue, fail once then succeed, or block until their context
 // ends, a few under PolicyEnd, random Timeouts and RetryPolicies and a
@@ -153,7 +149,7 @@ func s20eDecode(data []byte) *s20eGraph {
 		d := g.deps[j]
 		jn := &g.join[j]
 		// The default, AllDone, AnySucceeded, AtLeast and When two times in
-		// three, every kind of FuzzS19FBranches's the other time.
+		// three, every kind of FuzzBranches's the other time.
 		if s.next(3) != 0 {
 			jn.kind = [...]s19fJoinKind{s19fDefault, s19fAllDone, s19fAny, s19fAtLeast, s19fWhen}[s.next(5)]
 		} else {
@@ -322,7 +318,7 @@ func (g *s20eGraph) build(bad func(string, ...any)) *s20eBuilt {
 		case len(g.deps[j]) == 0:
 		case g.join[j].kind == s19fWhenResult:
 			// Its condition sees any result, the run's stops included
-			// (makeJoin's expects the results of FuzzS19FBranches's
+			// (makeJoin's expects the results of FuzzBranches's
 			// model).
 			on, mask := g.join[j].on, g.join[j].pred
 			w.Join(WhenResult(s19fID(on), func(r WorkResult[int]) bool {
@@ -754,11 +750,11 @@ func (g *s20eGraph) check(st *s20eStats) error {
 	return c.err
 }
 
-// FuzzS20EEndsRun decodes a graph with nodes marked EndsRun from its
+// FuzzEndsRun decodes a graph with nodes marked EndsRun from its
 // input (see the comment at the top), runs it once as a single-use run
 // and a few times as runs of a plan, concurrently, and checks the
 // invariants of EndsRun that hold whatever the timing.
-func FuzzS20EEndsRun(f *testing.F) {
+func FuzzEndsRun(f *testing.F) {
 	rng := rand.New(rand.NewPCG(20, 5))
 	for range 16 {
 		b := make([]byte, 20+rng.IntN(200))
@@ -776,9 +772,9 @@ func FuzzS20EEndsRun(f *testing.F) {
 	})
 }
 
-// TestS20EEndsRunRandom runs a fixed sample of FuzzS20EEndsRun's space on
+// TestEndsRunRandom runs a fixed sample of FuzzEndsRun's space on
 // every test run, eight graphs at a time.
-func TestS20EEndsRunRandom(t *testing.T) {
+func TestEndsRunRandom(t *testing.T) {
 	rng := rand.New(rand.NewPCG(20, 20))
 	graphs := 400
 	if testing.Short() {
@@ -823,74 +819,4 @@ func TestS20EEndsRunRandom(t *testing.T) {
 	}
 	t.Logf("%d graphs (%d nodes, %d with a blocking worker that may hold the run): %d runs, %d ended early (%d nodes stopped, the run named the last marked node %d times), %d by the deadline, %d by a PolicyEnd node, %d normally; %d attempts started with their context done, %d reports with an attempt more or less than the worker's calls",
 		graphs, nodes.Load(), holding.Load(), st.runs.Load(), st.early.Load(), st.stopped.Load(), st.markedLast.Load(), st.deadline.Load(), st.policyEnd.Load(), st.normal.Load(), st.lateStarts.Load(), st.reportSkew.Load())
-}
-
-// s20eSlowDefault is a worker that fails; its DefaultValue, which the
-// engine calls as the node ends, first lets the marked node "page" end
-// (the run ends with it), then takes a while: the node's PolicyEnd comes
-// after the run ended.
-type s20eSlowDefault struct{ release chan struct{} }
-
-func (w s20eSlowDefault) Action(context.Context, int, Wrappers) (int, error) { return 0, errBoom }
-func (w s20eSlowDefault) DefaultValue() int {
-	select {
-	case <-w.release:
-	default:
-		close(w.release)
-	}
-	time.Sleep(50 * time.Millisecond)
-	return -1
-}
-
-// TestS20EPolicyEndAfterTheRunEnded: a node under PolicyEnd whose failure
-// is settled after the run ended with its marked node stops nothing (the
-// run's end stopped slow, with ErrRunEnded), so the run's error is nil,
-// as EndsRun says; it was the failing node's EndError, which names a
-// node that ended no other.
-func TestS20EPolicyEndAfterTheRunEnded(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		a := New()
-		defer a.Close()
-		release := make(chan struct{})
-		critical := NewWrapper[int, int]("critical", s20eSlowDefault{release}, 0).OnFailure(PolicyEnd)
-		page := NewWrapper("page", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-			<-release
-			return 1, nil
-		}), 0).EndsRun()
-		slow := NewWrapper("slow", endsSleeper(time.Hour, 2), 0)
-		run, err := a.Start(context.Background(), time.Minute, critical, page, slow)
-		require.NoError(t, err)
-		err = run.Wait(context.Background())
-		require.ErrorIs(t, slow.ResultIn(run).Err, ErrRunEnded, "the run ended with page")
-		assert.NoError(t, err)
-		assert.Nil(t, run.Report().RunErr)
-		assert.Equal(t, WorkResult[int]{State: ResultException, Value: -1, Err: errBoom}, critical.ResultIn(run), "its own failure")
-		assert.Equal(t, WorkResult[int]{State: ResultSuccess, Value: 1}, page.ResultIn(run))
-	})
-}
-
-// TestS20EMarkedNodeUnderPolicyEnd: a marked node that fails under
-// PolicyEnd and is the last marked one to end ends the run with its
-// EndError: every node it stops has that error, none ErrRunEnded.
-func TestS20EMarkedNodeUnderPolicyEnd(t *testing.T) {
-	for range 200 {
-		a := New(WithMaxWorkers(4))
-		page := NewWrapper("page", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-			return 0, errBoom
-		}), 0).OnFailure(PolicyEnd).EndsRun()
-		starts := []Wrapper{page}
-		for i := range 4 {
-			starts = append(starts, NewWrapper(fmt.Sprint("slow", i), endsSleeper(time.Hour, 2), 0))
-		}
-		err := a.BeginWork(context.Background(), time.Minute, starts...)
-		var ee *EndError
-		require.ErrorAs(t, err, &ee)
-		require.Equal(t, "page", ee.ID)
-		for _, w := range starts[1:] {
-			r := w.(*WorkerWrapper[int, int]).Result()
-			require.ErrorAs(t, r.Err, &ee, "%s", w.ID())
-			require.NotErrorIs(t, r.Err, ErrRunEnded, "%s", w.ID())
-		}
-		a.Close()
-	}
 }

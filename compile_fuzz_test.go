@@ -383,11 +383,11 @@ func (g *s18gGraph) check(t *testing.T) {
 	}
 }
 
-// FuzzS18GCompile compares Compile's and Describe's verdicts on random
+// FuzzCompile compares Compile's and Describe's verdicts on random
 // small graphs (cycles, duplicates, unreachable and conflicting edges,
 // nil workers and wrappers, joins with bad parameters) with a reference
 // model, and runs the graphs they accept.
-func FuzzS18GCompile(f *testing.F) {
+func FuzzCompile(f *testing.F) {
 	f.Add([]byte{3, 1, 2, 3, 0, 0, 0, 3, 0, 1, 1, 2, 2, 0, 1, 0})
 	f.Add([]byte{5, 0x81, 0x81, 0, 0, 0, 5, 0x55, 0, 0, 0, 4, 0, 1, 1, 2, 2, 3, 3, 4, 1, 0})
 	f.Add([]byte{4, 0, 0, 0, 0, 0, 0, 0x54, 0, 3, 0, 3, 1, 3, 2, 3, 3, 0})
