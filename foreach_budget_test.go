@@ -3,6 +3,8 @@ package asynctool
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -403,5 +405,715 @@ func TestForEachBudgetStopsItemsUnderPolicyContinueAsDone(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// budgetItems is a ForEach of n items whose item i returns i after
+// 10ms+40ms*i, or its context's error.
+func budgetItems(n int, budget time.Duration) ForEach[int, int, int] {
+	f := sleepItems(n, 0, 0, &gauge{})
+	f.Worker = WorkerFunc[int, int](func(ctx context.Context, i int, _ Wrappers) (int, error) {
+		select {
+		case <-time.After(time.Duration(10+40*i) * time.Millisecond):
+			return i, nil
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	})
+	f.Budget = budget
+	return f
+}
+
+// An item suspended (PolicySuspend) while another still works is not
+// hidden by the Budget that later stops the sub-run: the node fails, as
+// it does without a Budget once the other item ends, naming the item and
+// its failure. Before the fix the node succeeded, the suspended item
+// reported as stopped by the Budget and its failure lost.
+func TestBudgetDoesNotHideASuspendedItem(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		f := budgetItems(2, 30*time.Millisecond)
+		worker := f.Worker
+		f.Worker = WorkerFunc[int, int](func(ctx context.Context, i int, all Wrappers) (int, error) {
+			if i == 0 {
+				return 0, errors.New("needs a human")
+			}
+			return worker.Action(ctx, i+10, all) // 450ms, past the Budget
+		})
+		f.Node = func(i int, _ int, n *WorkerWrapper[int, int]) {
+			if i == 0 {
+				n.OnFailure(PolicySuspend)
+			}
+		}
+		each := NewWrapper("each", f, 0)
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
+		err := each.Result().Err
+		require.Error(t, err, "the suspended item fails the node")
+		assert.ErrorContains(t, err, `suspended at node "0"`)
+		assert.ErrorContains(t, err, "needs a human")
+	})
+}
+
+// The same for a custom join that answered DecideSuspend before the
+// Budget ran out.
+func TestBudgetDoesNotHideASuspendedJoin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		f := budgetItems(2, 100*time.Millisecond)
+		f.Worker = WorkerFunc[int, int](func(ctx context.Context, i int, _ Wrappers) (int, error) {
+			select {
+			case <-time.After(time.Duration(10+990*i) * time.Millisecond): // 10ms, 1s
+				return i, nil
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		})
+		f.Join = CustomJoin(func(ups []Upstream) Decision {
+			for _, u := range ups {
+				if u.OK {
+					return DecideSuspend // a person decides
+				}
+			}
+			return DecideWait
+		})
+		each := NewWrapper("each", f, 0)
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
+		err := each.Result().Err
+		require.Error(t, err, "the suspended join fails the node")
+		assert.ErrorContains(t, err, `suspended at node "join"`)
+	})
+}
+
+// AllDone never fails the node: with a Budget, it runs once the Budget
+// has ended the items that had not ended, as the zero Join succeeds.
+// Before the fix the sweep stopped the join it had just readied, and the
+// node failed with "ForEach's join (all done): ... Budget of 30ms ran
+// out".
+func TestBudgetWithAllDoneSucceeds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		f := budgetItems(3, 30*time.Millisecond) // item 0 at 10ms, 1 and 2 past the Budget
+		f.Join = AllDone()
+		each := NewWrapper("each", f, 0)
+		start := time.Now()
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
+		assert.Equal(t, 30*time.Millisecond, time.Since(start))
+		res := each.Result()
+		require.NoError(t, res.Err)
+		require.Len(t, res.Value, 3)
+		assert.Equal(t, ResultSuccess, res.Value[0].State)
+		for _, r := range res.Value[1:] {
+			var be *BudgetError
+			assert.ErrorAs(t, r.Err, &be)
+		}
+	})
+}
+
+// A custom join that decides to run from the items as the Budget left
+// them runs too: before the fix its decision was dropped and the node
+// failed naming the Budget. The items' workers ignore their context, so
+// that the stop ends each of them before it reaches the join; workers
+// that return on ctx.Done(), whose items may end after the stop ended
+// the join, are TestForEachBudgetCustomJoinSeesItemsEndedAtTheBudget's.
+func TestBudgetWithACustomJoinThatRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		f := budgetItems(3, 30*time.Millisecond)
+		f.Worker = WorkerFunc[int, int](func(_ context.Context, i int, _ Wrappers) (int, error) {
+			time.Sleep(time.Duration(10+40*i) * time.Millisecond) // 10ms, then past the Budget
+			return i, nil
+		})
+		f.Join = CustomJoin(func(ups []Upstream) Decision {
+			for _, u := range ups {
+				if !u.Ended {
+					return DecideWait
+				}
+			}
+			return DecideRun // whatever arrived
+		})
+		each := NewWrapper("each", f, 0)
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
+		require.NoError(t, each.Result().Err)
+		assert.Len(t, each.Result().Value, 3)
+	})
+}
+
+// A join that had not decided when the Budget ran out, and that the
+// items as it left them do not satisfy, still fails the node naming the
+// Budget (AllSucceeded; and a custom join still waiting).
+func TestBudgetWithAnUndecidedJoinFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		f := budgetItems(3, 30*time.Millisecond)
+		f.Join = CustomJoin(func([]Upstream) Decision { return DecideWait })
+		each := NewWrapper("each", f, 0)
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
+		err := each.Result().Err
+		assert.ErrorContains(t, err, "ForEach's join (custom)")
+		f.Join = AllSucceeded()
+		all := NewWrapper("all", f, 0)
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, all))
+		var be *BudgetError
+		assert.ErrorAs(t, all.Result().Err, &be)
+	})
+}
+
+// Session 23 review of 3d9beab (a ForEach.Budget stop counts an item
+// under PolicyContinue as done) and f130939 (a ForEach's static shape in
+// reports).
+
+// s23Item is how one item of s23Each behaves: it returns i*10 after d,
+// or fails after d if fail is set; it returns ctx.Err() if its context
+// ends first. policy is its failure policy (0 leaves it alone).
+type s23Item struct {
+	d      time.Duration
+	fail   bool
+	policy FailurePolicy
+}
+
+// s23Each is a ForEach over items, each item's node recorded in nodes
+// (sized by the call) with Default(-1) and its policy.
+func s23Each(items []s23Item, nodes []*WorkerWrapper[int, int]) ForEach[int, int, int] {
+	return ForEach[int, int, int]{
+		Items: func(context.Context, int, Wrappers) ([]int, error) {
+			idx := make([]int, len(items))
+			for i := range idx {
+				idx[i] = i
+			}
+			return idx, nil
+		},
+		Worker: WorkerFunc[int, int](func(ctx context.Context, i int, _ Wrappers) (int, error) {
+			select {
+			case <-time.After(items[i].d):
+				if items[i].fail {
+					return 0, fmt.Errorf("item %d failed", i)
+				}
+				return i * 10, nil
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		}),
+		Node: func(i int, _ int, n *WorkerWrapper[int, int]) {
+			n.Default(-1)
+			if items[i].policy != 0 {
+				n.OnFailure(items[i].policy)
+			}
+			if nodes != nil {
+				nodes[i] = n
+			}
+		},
+	}
+}
+
+// s23Continued reports whether item n, whose sub-run has ended, was
+// marked as done under PolicyContinue.
+func s23Continued(n *WorkerWrapper[int, int]) bool {
+	r := n.singleRun()
+	if r == nil {
+		return false
+	}
+	return r.nodes[n.idx].continued.Load()
+}
+
+// s23Recorder is a custom join that waits for every item and records
+// what it saw of them (ID -> OK), then answers DecideRun.
+type s23Recorder struct {
+	mu  sync.Mutex
+	saw map[string]bool
+}
+
+func (rec *s23Recorder) join() Join {
+	return onceAllEnded(func(ups []Upstream) Decision {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		rec.saw = map[string]bool{}
+		for _, u := range ups {
+			rec.saw[u.ID] = u.OK
+		}
+		return DecideRun
+	})
+}
+
+func (rec *s23Recorder) ok() map[string]bool {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return rec.saw
+}
+
+// The stopped items keep their default and the Budget's error in the
+// node's result and in the report, all with the one *BudgetError; only
+// they (and an item that failed on its own) are marked as done under
+// PolicyContinue, the one kept back by the Limit included; the node and
+// its join succeed. Under Limit 2: 0 and 1 start at once, 0 ends at
+// 10ms, 2 starts then and fails at 30ms, 3 starts then; at 50ms the
+// Budget stops 1 and 3, and 4 never starts.
+func TestBudgetContinueKeepsDefaultsAndBudgetError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		nodes := make([]*WorkerWrapper[int, int], 5)
+		items := []s23Item{
+			{d: 10 * time.Millisecond, policy: PolicyContinue},
+			{d: time.Second, policy: PolicyContinue},                       // stopped
+			{d: 20 * time.Millisecond, fail: true, policy: PolicyContinue}, // fails on its own: continued anyway
+			{d: time.Second, policy: PolicyContinue},                       // stopped
+			{d: time.Second, policy: PolicyContinue},                       // kept back by the Limit, never starts
+		}
+		f := s23Each(items, nodes)
+		f.Limit = 2
+		f.Budget = 50 * time.Millisecond
+		f.Join = AllSucceeded()
+		each := NewWrapper("each", f, 0)
+		run, err := a.Start(context.Background(), time.Minute, each)
+		require.NoError(t, err)
+		require.NoError(t, run.Wait(context.Background()))
+		synctest.Wait()
+		res := each.Result()
+		require.NoError(t, res.Err)
+		require.Len(t, res.Value, 5)
+		assert.Equal(t, 0, res.Value[0].Value)
+		assert.Equal(t, -1, res.Value[2].Value)
+		assert.EqualError(t, res.Value[2].Err, "item 2 failed")
+		stopped := []int{1, 3, 4}
+		var first *BudgetError
+		for _, i := range stopped {
+			r := res.Value[i]
+			assert.Equal(t, -1, r.Value, "item %d", i)
+			assert.Equal(t, ResultTimeout, r.State, "item %d", i)
+			var be *BudgetError
+			require.ErrorAs(t, r.Err, &be, "item %d", i)
+			if first == nil {
+				first = be
+			}
+			assert.Same(t, first, be, "one BudgetError for the sub-run")
+			assert.Equal(t, 50*time.Millisecond, be.Budget)
+		}
+		var done []bool
+		for _, n := range nodes {
+			done = append(done, s23Continued(n))
+		}
+		assert.Equal(t, []bool{false, true, true, true, true}, done)
+
+		rep := run.Report()
+		assert.Equal(t, StatusSucceeded, rep.Nodes[0].Status)
+		sub := rep.Nodes[0].Sub
+		require.NotNil(t, sub)
+		require.Len(t, sub.Nodes, 6)
+		for _, i := range stopped {
+			assert.Equal(t, StatusTimedOut, sub.Nodes[i].Status, "item %d", i)
+			assert.Equal(t, -1, sub.Nodes[i].Value, "item %d", i)
+			var be *BudgetError
+			assert.ErrorAs(t, sub.Nodes[i].Err, &be, "item %d", i)
+		}
+		assert.True(t, sub.Nodes[1].Ran)
+		assert.True(t, sub.Nodes[3].Ran)
+		assert.False(t, sub.Nodes[4].Ran)
+		assert.Equal(t, "join", sub.Nodes[5].ID)
+		var be *BudgetError
+		assert.ErrorAs(t, sub.Nodes[5].Err, &be, "the join was stopped after it decided")
+		assert.Equal(t, StatusTimedOut, sub.Nodes[5].Status)
+		assert.Contains(t, []string{"1", "3", "4"}, sub.Nodes[5].DecidedBy, "a stopped item's end decided the join")
+		assert.NoError(t, rep.Err(), "the node's error is its Join's; the sub-run's are in Sub.Err")
+		assert.Error(t, sub.Err())
+	})
+}
+
+// Each stop that is not the Budget's leaves items under PolicyContinue
+// not done: the run's deadline, a Cancel of the outer run, the node's
+// own Timeout, a RetryPolicy's AttemptTimeout, all before the Budget.
+// The custom join (asked once every item ended) sees them not OK, and
+// the items' errors are not the BudgetError.
+func TestOtherStopsAreNotTheBudget(t *testing.T) {
+	cases := []struct {
+		name    string
+		setup   func(w *WorkerWrapper[int, []WorkResult[int]])
+		timeout time.Duration
+		cancel  bool
+	}{
+		{name: "run deadline", timeout: 40 * time.Millisecond},
+		{name: "cancel", timeout: time.Minute, cancel: true},
+		{name: "node timeout", timeout: time.Minute, setup: func(w *WorkerWrapper[int, []WorkResult[int]]) { w.Timeout(40 * time.Millisecond) }},
+		{name: "attempt timeout", timeout: time.Minute, setup: func(w *WorkerWrapper[int, []WorkResult[int]]) {
+			w.Retry(RetryPolicy{Attempts: 1, AttemptTimeout: 40 * time.Millisecond})
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := New()
+				defer a.Close()
+				nodes := make([]*WorkerWrapper[int, int], 3)
+				f := s23Each([]s23Item{
+					{d: 10 * time.Millisecond, policy: PolicyContinue},
+					{d: time.Second, policy: PolicyContinue},
+					{d: time.Second, policy: PolicyContinue},
+				}, nodes)
+				f.Budget = 100 * time.Millisecond
+				var rec s23Recorder
+				f.Join = rec.join()
+				each := NewWrapper("each", f, 0)
+				if c.setup != nil {
+					c.setup(each)
+				}
+				run, err := a.Start(context.Background(), c.timeout, each)
+				require.NoError(t, err)
+				if c.cancel {
+					time.Sleep(40 * time.Millisecond)
+					run.Cancel()
+				}
+				_ = run.Wait(context.Background())
+				synctest.Wait() // the sub-run's sweep
+				assert.Equal(t, map[string]bool{"0": true, "1": false, "2": false}, rec.ok())
+				for _, i := range []int{1, 2} {
+					assert.False(t, s23Continued(nodes[i]), "item %d", i)
+					var be *BudgetError
+					r := nodes[i].Result()
+					assert.False(t, errors.As(r.Err, &be), "item %d: %v", i, r.Err)
+				}
+				var be *BudgetError
+				assert.False(t, errors.As(each.Result().Err, &be), "%v", each.Result().Err)
+			})
+		})
+	}
+}
+
+// An item under PolicyEnd that fails ends the sub-run before the Budget:
+// the items it stopped are not done, and the node fails with the
+// EndError. An item under PolicyEnd that the Budget stops does not end
+// the run (PolicyEnd answers the node's own failure, and the Budget is
+// no failure of it): the node goes on.
+func TestPolicyEndAndTheBudget(t *testing.T) {
+	t.Run("end before the budget", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := New()
+			defer a.Close()
+			nodes := make([]*WorkerWrapper[int, int], 3)
+			f := s23Each([]s23Item{
+				{d: 10 * time.Millisecond, fail: true, policy: PolicyEnd},
+				{d: time.Second, policy: PolicyContinue},
+				{d: time.Second, policy: PolicyContinue},
+			}, nodes)
+			f.Budget = 50 * time.Millisecond
+			f.Join = AllSucceeded()
+			each := NewWrapper("each", f, 0)
+			require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
+			synctest.Wait()
+			var ee *EndError
+			require.ErrorAs(t, each.Result().Err, &ee)
+			assert.Equal(t, "0", ee.ID)
+			for _, i := range []int{1, 2} {
+				assert.False(t, s23Continued(nodes[i]), "item %d", i)
+				assert.ErrorAs(t, nodes[i].Result().Err, &ee, "item %d", i)
+			}
+		})
+	})
+	t.Run("budget stops a PolicyEnd item", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := New()
+			defer a.Close()
+			nodes := make([]*WorkerWrapper[int, int], 3)
+			f := s23Each([]s23Item{
+				{d: 10 * time.Millisecond, policy: PolicyContinue},
+				{d: time.Second, policy: PolicyEnd},
+				{d: time.Second, policy: PolicyContinue},
+			}, nodes)
+			f.Budget = 50 * time.Millisecond
+			f.Join = AllDone()
+			each := NewWrapper("each", f, 0)
+			require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
+			synctest.Wait()
+			require.NoError(t, each.Result().Err)
+			assert.False(t, s23Continued(nodes[1]))
+			assert.True(t, s23Continued(nodes[2]))
+			var be *BudgetError
+			assert.ErrorAs(t, nodes[1].Result().Err, &be)
+		})
+	})
+}
+
+// A join that runs (EndsRun) before the Budget stops the other items
+// with ErrRunEnded: they are not marked done, and the node succeeds.
+func TestJoinEndsTheRunBeforeTheBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		nodes := make([]*WorkerWrapper[int, int], 3)
+		f := s23Each([]s23Item{
+			{d: 10 * time.Millisecond, policy: PolicyContinue},
+			{d: time.Second, policy: PolicyContinue},
+			{d: time.Second, policy: PolicyContinue},
+		}, nodes)
+		f.Budget = 50 * time.Millisecond
+		f.Join = AnySucceeded()
+		each := NewWrapper("each", f, 0)
+		start := time.Now()
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
+		assert.Equal(t, 10*time.Millisecond, time.Since(start))
+		synctest.Wait()
+		require.NoError(t, each.Result().Err)
+		for _, i := range []int{1, 2} {
+			assert.False(t, s23Continued(nodes[i]), "item %d", i)
+			assert.ErrorIs(t, nodes[i].Result().Err, ErrRunEnded, "item %d", i)
+		}
+	})
+}
+
+// A ForEach whose items are ForEach nodes, each level under a Budget.
+// The outer Budget running out first stops the inner items with the
+// outer BudgetError, which is not the inner run's: the inner items are
+// not done and the inner node fails, while the outer item (PolicyContinue)
+// counts as done. The inner Budget running out first marks the inner
+// items done, and every level succeeds.
+func TestNestedForEachBudgets(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		outer, inner time.Duration
+	}{
+		{"outer first", 30 * time.Millisecond, time.Minute},
+		{"inner first", time.Minute, 30 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := New()
+				defer a.Close()
+				var mu sync.Mutex
+				var inner [][]*WorkerWrapper[int, int]
+				var recs []*s23Recorder
+				innerEach := ForEach[int, int, []WorkResult[int]]{
+					Items: func(context.Context, int, Wrappers) ([]int, error) { return []int{0, 1}, nil },
+					Worker: WorkerFunc[int, []WorkResult[int]](func(ctx context.Context, _ int, all Wrappers) ([]WorkResult[int], error) {
+						nodes := make([]*WorkerWrapper[int, int], 2)
+						f := s23Each([]s23Item{
+							{d: 10 * time.Millisecond, policy: PolicyContinue},
+							{d: time.Hour, policy: PolicyContinue},
+						}, nodes)
+						f.Budget = c.inner
+						rec := &s23Recorder{}
+						f.Join = rec.join()
+						mu.Lock()
+						inner, recs = append(inner, nodes), append(recs, rec)
+						mu.Unlock()
+						return f.Action(ctx, 0, all)
+					}),
+					Node: func(_ int, _ int, n *WorkerWrapper[int, []WorkResult[int]]) {
+						n.OnFailure(PolicyContinue)
+					},
+					Budget: c.outer,
+					Join:   AllSucceeded(),
+				}
+				outer := NewWrapper("outer", innerEach, 0)
+				require.NoError(t, a.BeginWork(context.Background(), time.Hour, outer))
+				synctest.Wait()
+				res := outer.Result()
+				require.NoError(t, res.Err)
+				require.Len(t, res.Value, 2)
+				require.Len(t, inner, 2)
+				for k := range inner {
+					r := res.Value[k]
+					assert.Equal(t, map[string]bool{"0": true, "1": c.name == "inner first"}, recs[k].ok(), "outer item %d", k)
+					assert.Equal(t, c.name == "inner first", s23Continued(inner[k][1]), "outer item %d", k)
+					var be *BudgetError
+					if c.name == "outer first" {
+						require.ErrorAs(t, r.Err, &be, "outer item %d", k)
+						assert.Equal(t, c.outer, be.Budget)
+						require.ErrorAs(t, inner[k][1].Result().Err, &be)
+						assert.Equal(t, c.outer, be.Budget, "the inner item was stopped by the outer Budget")
+					} else {
+						require.NoError(t, r.Err, "outer item %d", k)
+						require.Len(t, r.Value, 2)
+						require.ErrorAs(t, r.Value[1].Err, &be)
+						assert.Equal(t, c.inner, be.Budget)
+					}
+				}
+			})
+		})
+	}
+}
+
+// Items that depend on other items (a Depend made in Node): an item
+// under PolicyContinue whose upstream item the Budget stopped is kept
+// from starting by the Budget, and counts as done, whatever the
+// upstream's policy; without the Budget (the upstream failing on its
+// own, PolicyFail), it fails with the UpstreamError and is not done.
+func TestItemsDependingOnItems(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		upPolicy   FailurePolicy
+		upFails    bool
+		wantDone   bool
+		wantBudget bool
+	}{
+		{"upstream continue, stopped", PolicyContinue, false, true, true},
+		{"upstream fail, stopped", PolicyFail, false, true, true},
+		{"upstream fail, failed", PolicyFail, true, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := New()
+				defer a.Close()
+				nodes := make([]*WorkerWrapper[int, int], 3)
+				d := time.Second
+				if c.upFails {
+					d = 10 * time.Millisecond
+				}
+				items := []s23Item{
+					{d: d, fail: c.upFails, policy: c.upPolicy},
+					{d: 10 * time.Millisecond, policy: PolicyContinue}, // after item 0
+					{d: 10 * time.Millisecond, policy: PolicyContinue},
+				}
+				f := s23Each(items, nodes)
+				node := f.Node
+				f.Node = func(i int, item int, n *WorkerWrapper[int, int]) {
+					node(i, item, n)
+					if i == 1 {
+						n.Depend(nodes[0], true)
+					}
+				}
+				f.Budget = 50 * time.Millisecond
+				var rec s23Recorder
+				f.Join = rec.join()
+				each := NewWrapper("each", f, 0)
+				require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
+				synctest.Wait()
+				require.NoError(t, each.Result().Err)
+				r1 := nodes[1].Result()
+				assert.Equal(t, c.wantDone, s23Continued(nodes[1]), "item 1: %v", r1.Err)
+				assert.Equal(t, c.wantDone, rec.ok()["1"])
+				var be *BudgetError
+				assert.Equal(t, c.wantBudget, errors.As(r1.Err, &be), "item 1: %v", r1.Err)
+				assert.Equal(t, -1, r1.Value)
+			})
+		})
+	}
+}
+
+// The built-in joins count an item the Budget stopped under
+// PolicyContinue as a success, as they count one its own Timeout ended:
+// AnySucceeded and AtLeast are met by stopped items alone (item 0 fails
+// on its own under PolicyFail), and When's condition gets the stopped
+// item's default.
+func TestCountingJoinsCountStoppedItemsAsSuccesses(t *testing.T) {
+	failing := []s23Item{
+		{d: 10 * time.Millisecond, fail: true, policy: PolicyFail},
+		{d: time.Second, policy: PolicyContinue},
+		{d: time.Second, policy: PolicyContinue},
+	}
+	succeeding := []s23Item{
+		{d: 10 * time.Millisecond},
+		{d: time.Second, policy: PolicyContinue},
+		{d: time.Second, policy: PolicyContinue},
+	}
+	var got []int
+	var mu sync.Mutex
+	for _, c := range []struct {
+		items []s23Item
+		join  Join
+		ok    bool
+	}{
+		{failing, AnySucceeded(), true},
+		{failing, AtLeast(2), true},
+		{failing, AtLeast(3), false},
+		{failing, AllSucceeded(), false},
+		{succeeding, AllSucceeded(), true},
+		{succeeding, When("1", func(v int) bool { mu.Lock(); got = append(got, v); mu.Unlock(); return true }), true},
+		{succeeding, When("1", func(v int) bool { return false }), false},
+	} {
+		t.Run(c.join.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := New()
+				defer a.Close()
+				f := s23Each(c.items, nil)
+				f.Budget = 50 * time.Millisecond
+				f.Join = c.join
+				each := NewWrapper("each", f, 0)
+				require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
+				synctest.Wait()
+				err := each.Result().Err
+				if c.ok {
+					require.NoError(t, err)
+					return
+				}
+				require.Error(t, err)
+			})
+		})
+	}
+	assert.Equal(t, []int{-1}, got, "When's condition got the stopped item's default")
+}
+
+// An item under PolicyContinue with a RetryPolicy, stopped by the Budget
+// in its fourth attempt (10ms each, 5ms apart), counts as done with the
+// Budget's error, not its last failed attempt's.
+func TestBudgetStoppedItemInARetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		nodes := make([]*WorkerWrapper[int, int], 2)
+		f := s23Each([]s23Item{
+			{d: 10 * time.Millisecond, policy: PolicyContinue},
+			{d: 10 * time.Millisecond, fail: true, policy: PolicyContinue},
+		}, nodes)
+		node := f.Node
+		f.Node = func(i int, item int, n *WorkerWrapper[int, int]) {
+			node(i, item, n)
+			if i == 1 {
+				n.Retry(RetryPolicy{Attempts: 5, Backoff: func(int) time.Duration { return 5 * time.Millisecond }})
+			}
+		}
+		f.Budget = 50 * time.Millisecond
+		f.Join = AllSucceeded()
+		each := NewWrapper("each", f, 0)
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
+		synctest.Wait()
+		require.NoError(t, each.Result().Err)
+		assert.True(t, s23Continued(nodes[1]))
+		var be *BudgetError
+		assert.ErrorAs(t, nodes[1].Result().Err, &be)
+	})
+}
+
+// The rule holds for each of the ways an item ends as the Budget runs
+// out, run many times: the worker returns on ctx.Done (before or after
+// the sweep reaches it), the worker ignores its context (the sweep ends
+// it), the item has not started (Limit).
+func TestBudgetContinueRacingEnds(t *testing.T) {
+	for range 50 {
+		synctest.Test(t, func(t *testing.T) {
+			a := New()
+			defer a.Close()
+			nodes := make([]*WorkerWrapper[int, int], 4)
+			f := s23Each([]s23Item{
+				{d: 30 * time.Millisecond, policy: PolicyContinue}, // ends at the Budget's instant
+				{d: time.Second, policy: PolicyContinue},
+				{d: time.Second, policy: PolicyContinue},
+				{d: time.Second, policy: PolicyContinue},
+			}, nodes)
+			worker := f.Worker
+			f.Worker = WorkerFunc[int, int](func(ctx context.Context, i int, all Wrappers) (int, error) {
+				if i == 2 {
+					time.Sleep(time.Second) // ignores its context
+					return 20, nil
+				}
+				return worker.Action(ctx, i, all)
+			})
+			f.Limit = 3
+			f.Budget = 30 * time.Millisecond
+			f.Join = AllSucceeded()
+			each := NewWrapper("each", f, 0)
+			require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
+			require.NoError(t, each.Result().Err)
+			synctest.Wait()
+			for i := 1; i < 4; i++ {
+				assert.True(t, s23Continued(nodes[i]), "item %d", i)
+			}
+			time.Sleep(2 * time.Second) // let item 2's worker return
+		})
+		if t.Failed() {
+			return
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -210,5 +211,115 @@ func TestHedgedInAGraph(t *testing.T) {
 			_, err = tc.w.Action(context.Background(), 0, Wrappers{})
 			assert.ErrorIs(t, err, tc.target, "called directly, it says so too")
 		})
+	}
+}
+
+// TestHedgedUnboundedAttempts checks that a hedge whose attempts bound
+// is only a ceiling (math.MaxInt: hedge until the deadline) works, and
+// that the worker's memory does not grow with attempts: only the calls
+// that started need room for their outcome.
+func TestHedgedUnboundedAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &replica{took: []time.Duration{time.Hour, time.Hour, 5 * time.Millisecond}}
+		v, err := Hedged[int, int](r, 10*time.Millisecond, math.MaxInt).Action(context.Background(), 0, Wrappers{})
+		require.NoError(t, err)
+		assert.Equal(t, 103, v)
+		assert.Equal(t, 3, r.calls)
+		assert.ElementsMatch(t, []int{1, 2}, r.cancelled)
+	})
+
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	v, err := Hedged(okWorker(), time.Hour, 1<<20).Action(context.Background(), 0, Wrappers{})
+	runtime.ReadMemStats(&after)
+	require.NoError(t, err)
+	assert.Equal(t, 1, v)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<10), "a call that answers at once costs no buffer for a million")
+}
+
+// TestHedgedNestedProblem checks that Compile sees a bad Hedged worker
+// inside another Hedged, as it sees one at the top: the node could never
+// succeed, and the doc promises it is rejected before anything runs.
+func TestHedgedNestedProblem(t *testing.T) {
+	for _, tc := range []struct {
+		inner  Worker[int, int]
+		target error
+		msg    string
+	}{
+		{Hedged[int, int](nil, time.Millisecond, 2), ErrNilWorker, "nil worker"},
+		{Hedged[int, int](WorkerFunc[int, int](nil), time.Millisecond, 2), ErrNilWorker, "nil WorkerFunc"},
+		{Hedged(okWorker(), time.Millisecond, 0), ErrBadRetry, "0 attempts"},
+		{Hedged(okWorker(), -time.Millisecond, 2), ErrBadRetry, "negative delay"},
+	} {
+		_, err := Compile(NewWrapper("h", Hedged(tc.inner, time.Millisecond, 2), 0))
+		require.ErrorIs(t, err, tc.target)
+		assert.Contains(t, err.Error(), `node "h": `)
+		assert.Contains(t, err.Error(), tc.msg)
+	}
+	_, err := Compile(NewWrapper("h", Hedged(Hedged(okWorker(), time.Millisecond, 2), 0, 3), 0))
+	require.NoError(t, err, "a good hedge of a good hedge")
+}
+
+// TestHedgedNoCallAfterContextEnds checks that once the worker's
+// context ended, the hedge timer starts no further call, also while the
+// calls already running ignore the context: a call started then is an
+// RPC sent after the caller gave up, and the worker would wait for it.
+func TestHedgedNoCallAfterContextEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls atomic.Int32
+		deaf := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			calls.Add(1)
+			time.Sleep(30 * time.Millisecond) // ignores its context
+			return 0, errBoom
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := Hedged(deaf, 10*time.Millisecond, 3).Action(ctx, 0, Wrappers{})
+		assert.ErrorIs(t, err, errBoom)
+		assert.Equal(t, int32(2), calls.Load(), "the call due at 20ms, after the context ended at 15ms, never started")
+		assert.Equal(t, 40*time.Millisecond, time.Since(start), "the second call, started at 10ms, returned at 40ms")
+	})
+}
+
+// TestHedgedForEachReportShowsTheWinner: a Hedged ForEach whose first
+// call wins, after the hedge started a second one, returns the first
+// call's items, and its report should show the first call's sub-run. It
+// shows the last one started (the documented rule for SubPlan, "each call
+// of a Hedged worker is a sub-run of its own ... Report shows the last one
+// started"): the loser's, cancelled, so the node "succeeded" with item 0's
+// value while its Sub says item 0 "timed out (context canceled)".
+func TestHedgedForEachReportShowsTheWinner(t *testing.T) {
+	a := newAsync(t)
+	var calls atomic.Int32
+	fe := ForEach[int, int, int]{
+		Items:  func(context.Context, int, Wrappers) ([]int, error) { return []int{int(calls.Add(1))}, nil },
+		Worker: firstCallWins(10 * time.Millisecond),
+	}
+	each := NewWrapper("each", Hedged[int, []WorkResult[int]](fe, 5*time.Millisecond, 2), 0)
+	run, err := a.Start(context.Background(), time.Minute, each)
+	require.NoError(t, err)
+	require.NoError(t, run.Wait(context.Background()))
+	require.Equal(t, 1, each.Result().Value[0].Value, "the first call won")
+	sub := subNode(t, run.Report(), "each").Sub
+	require.NotNil(t, sub)
+	assert.Equal(t, StatusSucceeded, sub.Nodes[0].Status, "the report shows the sub-run whose items the node returned:\n%v", sub)
+}
+
+// firstCallWins is the worker of an item whose param is the number of the
+// hedged call that made it: call 1's returns 1 after first, the hedge's
+// (call 2) only when cancelled.
+func firstCallWins(first time.Duration) WorkerFunc[int, int] {
+	return func(ctx context.Context, call int, _ Wrappers) (int, error) {
+		d := first
+		if call == 2 {
+			d = time.Minute
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(d):
+		}
+		return call, nil
 	}
 }

@@ -15,7 +15,7 @@ import (
 // the callback runs on a goroutine of the sub-run, not on its sweep, and
 // Report waited for the sub-run's Done, which waits for that callback.
 // Report and Close hung for good (helper-100 found it: on a loaded
-// machine TestS21FReportFromAStoppedItemsCallback's items took this path
+// machine TestForEachReportFromAStoppedItemsCallback's items took this path
 // and the suite hung). Under synctest such a hang is a deadlock the
 // bubble reports. The report shows the sub-run as the sweep left it:
 // every item ended.

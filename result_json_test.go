@@ -5,6 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,4 +137,221 @@ func TestWorkResultWithANilPointerErrorEncodes(t *testing.T) {
 	b, err := json.Marshal(r)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"Value":0,"State":3,"Err":{"Text":"<nil>"}}`, string(b))
+}
+
+// s23qCents encodes itself through pointer receivers, as many types do
+// (*big.Int, for one): encoding/json calls them on an addressable value
+// only.
+type s23qCents struct{ n int }
+
+func (c *s23qCents) MarshalJSON() ([]byte, error) { return json.Marshal(fmt.Sprintf("%d cents", c.n)) }
+
+func (c *s23qCents) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	_, err := fmt.Sscanf(s, "%d cents", &c.n)
+	return err
+}
+
+// TestValueWithPointerMarshalerRoundTrips: a result's Value encodes
+// with its own pointer-receiver MarshalJSON, as it did in a slice before
+// WorkResult had a MarshalJSON; MarshalJSON encoded its copy by value,
+// so encoding/json wrote the value's fields ({}) and the decode failed.
+func TestValueWithPointerMarshalerRoundTrips(t *testing.T) {
+	items := []WorkResult[s23qCents]{
+		{Value: s23qCents{250}, State: ResultSuccess},
+		{Value: s23qCents{-1}, State: ResultException, Err: errors.New("no price")},
+	}
+	b, err := json.Marshal(&items)
+	require.NoError(t, err)
+	assert.JSONEq(t, `[{"Value":"250 cents","State":1,"Err":null},{"Value":"-1 cents","State":3,"Err":{"Text":"no price"}}]`, string(b))
+	var back []WorkResult[s23qCents]
+	require.NoError(t, json.Unmarshal(b, &back), "%s", b)
+	assert.Equal(t, 250, back[0].Value.n)
+	assert.Equal(t, -1, back[1].Value.n)
+
+	one, err := json.Marshal(items[0]) // not addressable: MarshalJSON's copy is
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"Value":"250 cents","State":1,"Err":null}`, string(one))
+	nested, err := json.Marshal(WorkResult[WorkResult[s23qCents]]{Value: items[0]})
+	require.NoError(t, err)
+	assert.Contains(t, string(nested), `"250 cents"`)
+	// In a map, whose values are never addressable, and in a struct
+	// passed by value.
+	m := map[string]WorkResult[s23qCents]{"a": items[0]}
+	b, err = json.Marshal(m)
+	require.NoError(t, err)
+	var mback map[string]WorkResult[s23qCents]
+	require.NoError(t, json.Unmarshal(b, &mback), "%s", b)
+	assert.Equal(t, 250, mback["a"].Value.n)
+	b, err = json.Marshal(struct{ R WorkResult[s23qCents] }{items[0]})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"R":{"Value":"250 cents","State":1,"Err":null}}`, string(b))
+}
+
+// TestNullLeavesAResultAsItIs: JSON null decodes into a WorkResult as
+// into any struct, leaving it as it is (encoding/json's convention for an
+// UnmarshalJSON); it zeroed it.
+func TestNullLeavesAResultAsItIs(t *testing.T) {
+	r := WorkResult[int]{Value: 5, State: ResultSuccess}
+	require.NoError(t, json.Unmarshal([]byte("null"), &r))
+	assert.Equal(t, WorkResult[int]{Value: 5, State: ResultSuccess}, r)
+	var s struct{ R WorkResult[int] }
+	s.R = r
+	require.NoError(t, json.Unmarshal([]byte(`{"R":null}`), &s))
+	assert.Equal(t, r, s.R)
+	// A decode that is not null replaces all of it, Err included.
+	r.Err = ErrSkipped
+	require.NoError(t, json.Unmarshal([]byte(`{"State":2}`), &r))
+	assert.Equal(t, WorkResult[int]{State: ResultTimeout}, r)
+}
+
+// TestAStructEmbeddingAWorkResultEncodesAsIt documents what the
+// MarshalJSON doc says: a struct embedding a WorkResult encodes as the
+// WorkResult alone (its methods are promoted), as one embedding a
+// time.Time does. Before WorkResult had them, its fields were inlined
+// beside the struct's own.
+func TestAStructEmbeddingAWorkResultEncodesAsIt(t *testing.T) {
+	type priced struct {
+		WorkResult[int]
+		SKU string
+	}
+	b, err := json.Marshal(priced{WorkResult: WorkResult[int]{Value: 3, State: ResultSuccess}, SKU: "sku-7"})
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), "sku-7")
+	type named struct {
+		Result WorkResult[int]
+		SKU    string
+	}
+	b, err = json.Marshal(named{Result: WorkResult[int]{Value: 3, State: ResultSuccess}, SKU: "sku-7"})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"Result":{"Value":3,"State":1,"Err":null},"SKU":"sku-7"}`, string(b))
+}
+
+// TestEveryExportedSentinelIsStored: a StoredError keeps its match
+// with every sentinel error of the package (an item's error can wrap any
+// of them: a SubGraph's *GraphError, a worker's ErrUnknownID from
+// ResultOf or ErrPoolFull from a Pool), each under its own name; it kept
+// only eleven, so that errors.Is(err, ErrDuplicateID) held on the first
+// attempt and not on a replay.
+func TestEveryExportedSentinelIsStored(t *testing.T) {
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, ".", func(fi fs.FileInfo) bool {
+		return !strings.HasSuffix(fi.Name(), "_test.go")
+	}, 0)
+	require.NoError(t, err)
+	want := map[string]string{} // name -> message, from the source
+	for _, f := range pkgs["asynctool"].Files {
+		ast.Inspect(f, func(n ast.Node) bool {
+			vs, ok := n.(*ast.ValueSpec)
+			if !ok {
+				return true
+			}
+			for k, id := range vs.Names {
+				if !id.IsExported() || !strings.HasPrefix(id.Name, "Err") || k >= len(vs.Values) {
+					continue
+				}
+				call, ok := vs.Values[k].(*ast.CallExpr)
+				if !ok || len(call.Args) != 1 {
+					continue
+				}
+				if sel, ok := call.Fun.(*ast.SelectorExpr); !ok || sel.Sel.Name != "New" {
+					continue
+				}
+				lit, ok := call.Args[0].(*ast.BasicLit)
+				if !ok {
+					continue
+				}
+				msg, err := strconv.Unquote(lit.Value)
+				require.NoError(t, err)
+				want["asynctool."+id.Name] = msg
+			}
+			return true
+		})
+	}
+	require.Greater(t, len(want), 30)
+	got := map[string]string{}
+	for _, s := range storedSentinels {
+		got[s.name] = s.err.Error()
+	}
+	for name, msg := range want {
+		assert.Equal(t, msg, got[name], "%s is not stored under its name", name)
+	}
+	for _, s := range storedSentinels {
+		if strings.HasPrefix(s.name, "asynctool.") {
+			assert.Contains(t, want, s.name)
+		}
+		// Each comes back matching itself and nothing else.
+		var back WorkResult[int]
+		b, err := json.Marshal(WorkResult[int]{Err: fmt.Errorf("x: %w", s.err)})
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, &back))
+		for _, o := range storedSentinels {
+			assert.Equal(t, o.err == s.err, errors.Is(back.Err, o.err), "%s stored, %s asked", s.name, o.name)
+		}
+	}
+}
+
+// TestForEachOfSubGraphsKeepsTheirGraphErrors: an item whose
+// SubGraph builds a graph that does not compile fails with a *GraphError;
+// its result, through JSON, still matches the sentinel.
+func TestForEachOfSubGraphsKeepsTheirGraphErrors(t *testing.T) {
+	a := New()
+	defer a.Close()
+	each := NewWrapper("each", ForEach[int, int, int]{
+		Items: func(context.Context, int, Wrappers) ([]int, error) { return []int{0, 1}, nil },
+		Worker: SubGraph[int, int]{Build: func(_ context.Context, i int, _ Wrappers) (Built[int], error) {
+			x := NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil }), 0)
+			y := NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil }), 0)
+			starts := []Wrapper{x}
+			if i == 1 {
+				starts = append(starts, y) // a duplicate id
+			}
+			return Built[int]{Starts: starts, Output: func() (int, error) { return x.Result().Value, nil }}, nil
+		}},
+	}, 0)
+	require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
+	res := each.Result()
+	require.NoError(t, res.Err)
+	require.ErrorIs(t, res.Value[1].Err, ErrDuplicateID)
+	b, err := json.Marshal(res.Value)
+	require.NoError(t, err)
+	var back []WorkResult[int]
+	require.NoError(t, json.Unmarshal(b, &back))
+	assert.EqualError(t, back[1].Err, res.Value[1].Err.Error())
+	assert.ErrorIs(t, back[1].Err, ErrDuplicateID)
+}
+
+// TestStoredSentinelsAreKnownByName: a name stored by an older
+// version, or one this version does not know, matches nothing.
+func TestStoredSentinelsAreKnownByName(t *testing.T) {
+	names := make([]string, 0, len(storedSentinels))
+	for _, s := range storedSentinels {
+		names = append(names, s.name)
+	}
+	assert.Len(t, slices.Compact(slices.Sorted(slices.Values(names))), len(names), "no name twice")
+	e := &StoredError{Text: "x", Matches: []string{"asynctool.ErrFromTheFuture"}}
+	for _, s := range storedSentinels {
+		assert.NotErrorIs(t, e, s.err)
+	}
+}
+
+// TestANULInAMessageIsStoredAsFFFD: a NUL in an error's message,
+// which JSON writes as \u0000 and PostgreSQL's jsonb refuses, is stored
+// as U+FFFD, as bytes that are not UTF-8 are; nothing else changes.
+func TestANULInAMessageIsStoredAsFFFD(t *testing.T) {
+	for _, err := range []error{
+		fmt.Errorf("reply %s: %w", "\x00ok", ErrJoinFailed),
+		&StoredError{Text: "\x00", Matches: []string{"asynctool.ErrJoinFailed"}},
+	} {
+		b, e := json.Marshal(WorkResult[int]{State: ResultException, Err: err})
+		require.NoError(t, e)
+		assert.NotContains(t, string(b), `\u0000`)
+		var back WorkResult[int]
+		require.NoError(t, json.Unmarshal(b, &back))
+		assert.Equal(t, strings.ReplaceAll(err.Error(), "\x00", "\uFFFD"), back.Err.Error())
+		assert.ErrorIs(t, back.Err, ErrJoinFailed)
+	}
 }

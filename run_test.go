@@ -2,8 +2,10 @@ package asynctool
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -441,5 +443,320 @@ func TestWaitOnAnEndedRunIgnoresADoneContext(t *testing.T) {
 	cancel()
 	for range 200 {
 		require.NoError(t, run.Wait(done))
+	}
+}
+
+// TestReleaseOfAPendingRunEndsIt releases a run of a plan whose node is
+// pending and which has no deadline, before the run ended. Once released
+// the handle, the only way to Resume or Cancel the run, reaches nothing,
+// so the run must end there: before, it stayed pending for ever and
+// Async.Close, which waits for runs still open, never returned.
+func TestReleaseOfAPendingRunEndsIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		x := NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			return 0, errors.New("needs a look")
+		}), 0).OnFailure(PolicySuspend)
+		pl, err := Compile(x)
+		require.NoError(t, err)
+		run, err := a.StartPlan(context.Background(), pl, 0)
+		require.NoError(t, err)
+		<-run.Suspended()
+		run.Release()
+		select {
+		case <-run.Done():
+		case <-time.After(time.Hour):
+			t.Fatal("the released run is still pending")
+		}
+		closed := make(chan struct{})
+		go func() { a.Close(); close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(time.Hour):
+			t.Fatal("Close waits for a released run that nothing can reach")
+		}
+	})
+}
+
+// TestReleaseBeforeTheEndCancelsTheRun releases a run of a plan while its
+// worker runs: the worker's context is cancelled, as by Run.Cancel, and
+// the next run of the plan gets a fresh state once the first has ended.
+func TestReleaseBeforeTheEndCancelsTheRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		var sawCancel bool
+		x := NewWrapper("x", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			select {
+			case <-ctx.Done():
+				sawCancel = errors.Is(context.Cause(ctx), context.Canceled)
+				return 0, ctx.Err()
+			case <-time.After(time.Minute):
+				return 1, nil
+			}
+		}), 0)
+		pl, err := Compile(x)
+		require.NoError(t, err)
+		run, err := a.StartPlan(context.Background(), pl, time.Hour)
+		require.NoError(t, err)
+		synctest.Wait() // x is running
+		start := time.Now()
+		run.Release()
+		<-run.Done()
+		synctest.Wait() // the worker has returned
+		assert.Zero(t, time.Since(start), "the run ended at once")
+		assert.True(t, sawCancel, "the worker's context was cancelled")
+		assert.Equal(t, WorkResult[int]{}, x.ResultIn(run), "a released run shows no result")
+
+		run2, err := a.RunPlan(context.Background(), pl, time.Hour)
+		assert.NoError(t, err, "the next run is not cancelled")
+		assert.Equal(t, WorkResult[int]{Value: 1, State: ResultSuccess}, x.ResultIn(run2))
+		run2.Release()
+	})
+}
+
+// whoKey carries the caller's name to a plan's worker.
+type whoKey struct{}
+
+// TestStaleRunHandle: a run's handle kept after Release never shows
+// another request's run, and a second Release does nothing (helper-79's
+// review: the *Run itself was recycled, so a second Release dropped the
+// next request's reference and ResultIn read its data).
+func TestStaleRunHandle(t *testing.T) {
+	a := New()
+	defer a.Close()
+	who := NewWrapper("who", WorkerFunc[int, string](func(ctx context.Context, _ int, _ Wrappers) (string, error) {
+		return ctx.Value(whoKey{}).(string), nil
+	}), 0)
+	pl, err := Compile(who)
+	require.NoError(t, err)
+	as := func(name string) context.Context { return context.WithValue(context.Background(), whoKey{}, name) }
+
+	alice, err := a.RunPlan(as("alice"), pl, time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, "alice", who.ResultIn(alice).Value)
+	alice.Release()
+	bob, err := a.RunPlan(as("bob"), pl, time.Second)
+	require.NoError(t, err)
+	assert.NotSame(t, alice, bob)
+	assert.Zero(t, who.ResultIn(alice), "a released run shows no result, not bob's")
+	assert.Empty(t, alice.Report().Nodes)
+	assert.ErrorContains(t, alice.Resume("who", Rerun()), "released run")
+	alice.Release() // a second Release of alice's handle
+	carol, err := a.RunPlan(as("carol"), pl, time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, "bob", who.ResultIn(bob).Value, "bob's run is still bob's")
+	assert.Equal(t, "carol", who.ResultIn(carol).Value)
+	bob.Release()
+	carol.Release()
+}
+
+// TestDoubleReleaseUnderLoad: with one request in ten releasing its
+// run twice (early, and again deferred), every request reads its own
+// result, race-free.
+func TestDoubleReleaseUnderLoad(t *testing.T) {
+	a := New()
+	defer a.Close()
+	who := NewWrapper("who", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		return ctx.Value(whoKey{}).(int), nil
+	}), 0)
+	pl, err := Compile(who)
+	require.NoError(t, err)
+	var wrong atomic.Int32
+	var wg sync.WaitGroup
+	for k := range 2000 {
+		wg.Go(func() {
+			run, err := a.RunPlan(context.WithValue(context.Background(), whoKey{}, k), pl, time.Minute)
+			if err != nil {
+				wrong.Add(1)
+				return
+			}
+			defer run.Release()
+			if k%10 == 0 {
+				run.Release() // early, and again deferred
+				return
+			}
+			runtime.Gosched()
+			if who.ResultIn(run).Value != k {
+				wrong.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	assert.Zero(t, wrong.Load(), "requests that read another request's result")
+}
+
+// TestDeadlineEndsUnstartedNodesAsTimeouts: when the group deadline
+// passes, every node that has not ended ends as a timeout, as BeginWork's
+// doc says. The sweep's end of one node released the unstarted upstreams
+// of a successor it failed, and the short-circuit rule skipped them
+// (helper-48 hit it under load: cart and recs ended as skipped, with
+// OnNodeSkip instead of OnNodeTimeout).
+func TestDeadlineEndsUnstartedNodesAsTimeouts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var skips, timeouts []string
+		// A saturated pool: every node waits a second for a goroutine.
+		slow := ExecutorFunc(func(task func()) error {
+			go func() { time.Sleep(time.Second); task() }()
+			return nil
+		})
+		a := New(WithExecutor(slow), WithHooks(&Hooks{
+			OnNodeSkip: func(_ context.Context, ev NodeEvent) {
+				mu.Lock()
+				skips = append(skips, ev.ID)
+				mu.Unlock()
+			},
+			OnNodeTimeout: func(_ context.Context, ev NodeEvent) {
+				mu.Lock()
+				timeouts = append(timeouts, ev.ID)
+				mu.Unlock()
+			},
+		}))
+		defer a.Close()
+		one := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil })
+		user, cart, recs := NewWrapper("user", one, 0), NewWrapper("cart", one, 0), NewWrapper("recs", one, 0)
+		page := NewWrapper("page", one, 0).Depend(user, true).Depend(cart, true).Depend(recs, false)
+		err := a.BeginWork(context.Background(), 100*time.Millisecond, user, cart, recs)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		for _, w := range []*WorkerWrapper[int, int]{user, cart, recs, page} {
+			assert.Equal(t, ResultTimeout, w.Result().State, "%s: %v", w, w.Result().Err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Empty(t, skips)
+		assert.ElementsMatch(t, []string{"user", "cart", "recs", "page"}, timeouts)
+	})
+}
+
+// R3-1b: the same gap for the deadline, which ef35ccc set out to fix:
+// a worker that returns at the deadline ends as a timeout and fails its
+// successor before the sweep has set r.stopped; the successor's release
+// skips the unstarted upstream x (and could skip its chain), which
+// should end as a timeout ("nodes that had not started end as
+// timeouts").
+// TestDeadlineSkipsNothingBeforeTheSweepStarts: a worker that returns
+// at the deadline fails its successor before the sweep has started; the
+// successor's unstarted upstream must still end as a timeout, not as
+// skipped (helper-51: ef35ccc checked only the sweep's flag).
+func TestDeadlineSkipsNothingBeforeTheSweepStarts(t *testing.T) {
+	var skipped atomic.Int32
+	a := New(WithHooks(&Hooks{OnNodeSkip: func(context.Context, NodeEvent) { skipped.Add(1) }}))
+	defer a.Close()
+	bad := 0
+	const runs = 200
+	for range runs {
+		y := NewWrapper("y", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			<-ctx.Done()
+			return 0, ctx.Err()
+		}), 0)
+		g := NewWrapper("g", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			<-ctx.Done()
+			time.Sleep(time.Millisecond) // x stays unstarted until the sweep
+			return 0, ctx.Err()
+		}), 0)
+		x := NewWrapper("x", okWorker(), 0).Depend(g, true)
+		NewWrapper("s", okWorker(), 0).Depend(y, true).Depend(x, true)
+		err := a.BeginWork(context.Background(), 2*time.Millisecond, y, g)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		if x.Result().State != ResultTimeout {
+			bad++
+		}
+	}
+	assert.Zero(t, bad, "x not a timeout in %d of %d runs (OnNodeSkip fired %d times)", bad, runs, skipped.Load())
+}
+
+// TestDoubleReleaseWaitsForALateWorker: Release drops the owner's
+// reference to a plan's run, and a worker that outlived the deadline
+// holds another, so the run is recycled only once that worker returns. A
+// second Release of the same run (a deferred Release after an explicit
+// one) dropped the worker's reference instead: the run was recycled, and
+// handed to the plan's next run, while the late worker still used it.
+// Release now does nothing the second time.
+func TestDoubleReleaseWaitsForALateWorker(t *testing.T) {
+	a := New()
+	gate, started := make(chan struct{}), make(chan struct{})
+	late := NewWrapper("late", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		close(started)
+		<-gate // ignores its ctx
+		return 1, nil
+	}), 0)
+	pl, err := Compile(late)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := a.StartPlan(context.Background(), pl, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	r.Cancel()
+	if err := r.Wait(context.Background()); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait: %v", err)
+	}
+	// Done is closed just before the sweep lets go of its reference:
+	// wait for that, leaving the owner's and the late worker's.
+	for k := 0; r.refs.Load() != 2; k++ {
+		if k == 10000 {
+			t.Fatalf("the run holds %d references, want 2", r.refs.Load())
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	r.Release()
+	r.Release()
+	if n := r.refs.Load(); n != 1 {
+		// The late worker would return into a recycled run: leave it
+		// blocked (goleak reports it too).
+		t.Fatalf("after two Releases the run has %d references; want 1, the late worker's", n)
+	}
+	close(gate)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCancelRacingRelease: a Run's methods are safe for concurrent
+// use, so a Cancel (from a watchdog, say) racing the owner's Release of
+// the same handle must neither read the state's fields as they are
+// recycled (a data race, or a call of the nil cancel) nor cancel the next
+// run of the plan that reuses the state; nor may a second Release of the
+// handle, at the same time, release that next run.
+func TestCancelRacingRelease(t *testing.T) {
+	a := New()
+	defer a.Close()
+	n := NewWrapper("n", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil }), 0)
+	pl, err := Compile(n)
+	require.NoError(t, err)
+	for range 2000 {
+		run, err := a.RunPlan(context.Background(), pl, time.Minute)
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		wg.Go(run.Cancel)
+		wg.Go(func() { _ = run.Report() })
+		wg.Go(func() { _ = n.ResultIn(run) })
+		wg.Go(run.Release) // released twice at once: once only
+		run.Release()
+		next, err := a.StartPlan(context.Background(), pl, time.Minute)
+		require.NoError(t, err)
+		wg.Wait()
+		require.NoError(t, next.Wait(context.Background()), "the next run was not cancelled by the stale handle")
+		assert.Equal(t, 1, n.ResultIn(next).Value)
+		next.Release()
+	}
+}
+
+func TestUntimedRecycledRunHasNoStart(t *testing.T) {
+	pl, err := Compile(NewWrapper("w", okWorker(), 0))
+	require.NoError(t, err)
+	timed := newAsync(t, WithTimings(true))
+	plain := newAsync(t)
+	r, err := timed.RunPlan(context.Background(), pl, 0)
+	require.NoError(t, err)
+	r.Release()
+	for range 20 {
+		r, err = plain.RunPlan(context.Background(), pl, 0)
+		require.NoError(t, err)
+		require.True(t, r.Report().Start.IsZero())
+		r.Release()
 	}
 }

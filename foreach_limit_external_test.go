@@ -56,7 +56,7 @@ func n22List(_ context.Context, p []int, _ asynctool.Wrappers) ([]int, error) { 
 // the most at once is min(Limit, items). (The order in which they start
 // is not checked: with a pool larger than Limit, an item sometimes starts
 // after later ones, see the newcomer22 report.)
-func TestNewcomer22LimitStartsEachItemAsAnotherEnds(t *testing.T) {
+func TestLimitStartsEachItemAsAnotherEnds(t *testing.T) {
 	dur := func(i int) time.Duration { return time.Duration(10+(i*7)%13) * time.Millisecond }
 	const items = 12
 	for _, limit := range []int{1, 2, 3, 5, 11, 20} {
@@ -118,7 +118,7 @@ func TestNewcomer22LimitStartsEachItemAsAnotherEnds(t *testing.T) {
 
 // "No goroutine waits for a turn": 1,000 more items kept back by Limit 2
 // add no goroutine.
-func TestNewcomer22LimitKeepsNoGoroutinePerItemKeptBack(t *testing.T) {
+func TestLimitKeepsNoGoroutinePerItemKeptBack(t *testing.T) {
 	extra := func(items int) int {
 		a := asynctool.New(asynctool.WithMaxWorkers(64))
 		defer a.Close()
@@ -168,7 +168,7 @@ func TestNewcomer22LimitKeepsNoGoroutinePerItemKeptBack(t *testing.T) {
 // item 0 fails once, backs off 10ms and retries until its 50ms Timeout;
 // item 1 starts only when item 0 has ended, and item 3, started at 110ms,
 // is not timed out by its 50ms Timeout.
-func TestNewcomer22LimitSlotHeldThroughBackoffAndTimeoutFromStart(t *testing.T) {
+func TestLimitSlotHeldThroughBackoffAndTimeoutFromStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var attempts [4]atomic.Int32
 		var mu sync.Mutex
@@ -214,7 +214,7 @@ func TestNewcomer22LimitSlotHeldThroughBackoffAndTimeoutFromStart(t *testing.T) 
 // "A worker that ignores its context and goes on after its item ended
 // (its Timeout, the run's end) no longer counts": with Limit 1, item 0
 // sleeps a second past its 20ms Timeout, and item 1 starts at 20ms.
-func TestNewcomer22LimitWorkerIgnoringCtxNoLongerCounts(t *testing.T) {
+func TestLimitWorkerIgnoringCtxNoLongerCounts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		starts := map[int]time.Duration{}
@@ -248,7 +248,7 @@ func TestNewcomer22LimitWorkerIgnoringCtxNoLongerCounts(t *testing.T) {
 // "With 0, only the pool bounds the calls; a negative Limit is refused by
 // Compile and BeginWork (ErrBadLimit)", and by Start, whose error names
 // the node and the Limit.
-func TestNewcomer22LimitZeroAndNegative(t *testing.T) {
+func TestLimitZeroAndNegative(t *testing.T) {
 	mk := func(limit int, g *n22Gauge, release chan struct{}) *asynctool.WorkerWrapper[[]int, []asynctool.WorkResult[int]] {
 		return asynctool.NewWrapper("fan", asynctool.ForEach[[]int, int, int]{
 			Items: n22List,
@@ -288,7 +288,7 @@ func TestNewcomer22LimitZeroAndNegative(t *testing.T) {
 
 // Limit with WithMaxWorkers both smaller and larger: the most at once is
 // the smaller of the two, and every item runs.
-func TestNewcomer22LimitWithPoolSmallerAndLarger(t *testing.T) {
+func TestLimitWithPoolSmallerAndLarger(t *testing.T) {
 	for _, mw := range []int{1, 2, 3, 16} {
 		for _, limit := range []int{1, 2, 4} {
 			t.Run(fmt.Sprintf("workers%d_limit%d", mw, limit), func(t *testing.T) {
@@ -330,7 +330,7 @@ type n22GaugeKey struct{}
 
 // A compiled plan with a Limit run from 100 goroutines at once: each run
 // keeps its own bound and gets its own results.
-func TestNewcomer22LimitPlanFrom100Goroutines(t *testing.T) {
+func TestLimitPlanFrom100Goroutines(t *testing.T) {
 	a := asynctool.New(asynctool.WithMaxWorkers(400))
 	defer a.Close()
 	n := asynctool.NewWrapper("fan", asynctool.ForEach[[]int, int, int]{
@@ -398,7 +398,7 @@ func TestNewcomer22LimitPlanFrom100Goroutines(t *testing.T) {
 // item, whose error the node's wraps; the items kept back never start,
 // and each ends skipped or stopped (the docs' two outcomes); with
 // AnySucceeded, the node returns at the first success.
-func TestNewcomer22LimitJoinLeavesItemsKeptBackUnstarted(t *testing.T) {
+func TestLimitJoinLeavesItemsKeptBackUnstarted(t *testing.T) {
 	boom := errors.New("sku 3: no price")
 	for _, tc := range []struct {
 		join    asynctool.Join
@@ -462,7 +462,7 @@ func TestNewcomer22LimitJoinLeavesItemsKeptBackUnstarted(t *testing.T) {
 
 // The group deadline with a Limit: the items kept back never start and
 // they end timed out; the items that waited for a slot show the wait.
-func TestNewcomer22LimitDeadlineReportsItemsKeptBack(t *testing.T) {
+func TestLimitDeadlineReportsItemsKeptBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := asynctool.NewWrapper("fan", asynctool.ForEach[[]int, int, int]{
 			Items: n22List,
@@ -506,7 +506,7 @@ func TestNewcomer22LimitDeadlineReportsItemsKeptBack(t *testing.T) {
 // 5–20ms with a 50ms Timeout and one retry, under a 300ms group deadline,
 // AllSucceeded. It prices every SKU well in time; when one SKU cannot be
 // priced, the node's error names that SKU and wraps the service's error.
-func TestNewcomer22LimitOrderPage(t *testing.T) {
+func TestLimitOrderPage(t *testing.T) {
 	skus := make([]string, 50)
 	for i := range skus {
 		skus[i] = fmt.Sprintf("SKU-%03d", i)

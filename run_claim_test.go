@@ -68,22 +68,6 @@ func TestRunWaitsForACustomJoinWhileItsClaimedSiblingEnds(t *testing.T) {
 	})
 }
 
-func TestUntimedRecycledRunHasNoStart(t *testing.T) {
-	pl, err := Compile(NewWrapper("w", okWorker(), 0))
-	require.NoError(t, err)
-	timed := newAsync(t, WithTimings(true))
-	plain := newAsync(t)
-	r, err := timed.RunPlan(context.Background(), pl, 0)
-	require.NoError(t, err)
-	r.Release()
-	for range 20 {
-		r, err = plain.RunPlan(context.Background(), pl, 0)
-		require.NoError(t, err)
-		require.True(t, r.Report().Start.IsZero())
-		r.Release()
-	}
-}
-
 // TestClaimedNodeStoppedBeforeItStarted: a goroutine that readies a node
 // claims it to run next, but hands it back before user code runs ahead of
 // it. Here the node's readying skips an optional upstream whose Result
