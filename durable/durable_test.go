@@ -840,3 +840,364 @@ func TestSuccessRule(t *testing.T) {
 		})
 	}
 }
+
+// Review of the durable module as a newcomer adopting it, helper-106.
+
+// TestNilWorkerFailsTheJobBeforeAnyNodeRuns checks, through River,
+// that the attempt of a graph with a checkpointed node that cannot run
+// fails before any node runs, its error, stored in the job's row, saying
+// why: a nil worker (naming the node), or the empty id, where such a
+// node failed only when its turn came, after the nodes before it.
+func TestNilWorkerFailsTheJobBeforeAnyNodeRuns(t *testing.T) {
+	for want, node := range map[string]func(cp *Checkpoint, o asynctool.Wrapper){
+		`nil worker: node "n"`: func(cp *Checkpoint, o asynctool.Wrapper) {
+			var f asynctool.WorkerFunc[int, int]
+			Node(cp, "n", f, 0).Depend(o, true)
+		},
+		"a checkpointed node (Node) needs an id": func(cp *Checkpoint, o asynctool.Wrapper) {
+			var runs atomic.Int32
+			intNode(cp, "", &runs, nil).Depend(o, true)
+		},
+	} {
+		var other atomic.Int32
+		evs := runJob(t, 1, 5*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+			o := intNode(cp, "other", &other, nil)
+			node(cp, o)
+			return []asynctool.Wrapper{o}, nil
+		})
+		require.Len(t, evs, 1, want)
+		require.Len(t, evs[0].Job.Errors, 1, want)
+		assert.Contains(t, evs[0].Job.Errors[0].Error, want)
+		assert.Zero(t, other.Load(), want)
+	}
+}
+
+// TestRefusedWorkersAreGraphErrors checks that a checkpointed node
+// whose worker asynctool refuses before a run (nil; and as ForEach's and
+// Hedged's docs say, ErrNilWorker, ErrBadLimit) is refused the same way in a
+// durable graph: before any node runs, with a *asynctool.GraphError.
+// Wrapped by Node, such a worker was hidden from asynctool's checks,
+// and the node failed only when it ran, after the rest of the graph.
+func TestRefusedWorkersAreGraphErrors(t *testing.T) {
+	items := func(context.Context, int, asynctool.Wrappers) ([]int, error) { return []int{1}, nil }
+	each := asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) { return 1, nil })
+	var nilFunc asynctool.WorkerFunc[int, int]
+	for name, tc := range map[string]struct {
+		make func(cp *Checkpoint) asynctool.Wrapper
+		want error
+	}{
+		// Before, a nil Worker failed only when the node ran, and a nil
+		// WorkerFunc panicked with a nil dereference that named nothing.
+		"nil Worker": {func(cp *Checkpoint) asynctool.Wrapper {
+			return Node[int, int](cp, "n", nil, 0)
+		}, asynctool.ErrNilWorker},
+		"nil WorkerFunc": {func(cp *Checkpoint) asynctool.Wrapper {
+			return Node(cp, "n", asynctool.Worker[int, int](nilFunc), 0)
+		}, asynctool.ErrNilWorker},
+		"ForEach without a Worker": {func(cp *Checkpoint) asynctool.Wrapper {
+			return Node[int, []asynctool.WorkResult[int]](cp, "n", asynctool.ForEach[int, int, int]{Items: items}, 0)
+		}, asynctool.ErrNilWorker},
+		"ForEach with a negative Limit": {func(cp *Checkpoint) asynctool.Wrapper {
+			return Node[int, []asynctool.WorkResult[int]](cp, "n", asynctool.ForEach[int, int, int]{Items: items, Worker: each, Limit: -1}, 0)
+		}, asynctool.ErrBadLimit},
+		"Hedged of nil": {func(cp *Checkpoint) asynctool.Wrapper {
+			return Node(cp, "n", asynctool.Hedged[int, int](nil, time.Millisecond, 2), 0)
+		}, asynctool.ErrNilWorker},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var other atomic.Int32
+			cp := newCheckpoint(nil)
+			o := intNode(cp, "other", &other, nil)
+			n := tc.make(cp)
+			// n after o, so that o would run first if the run started.
+			switch n := n.(type) {
+			case *asynctool.WorkerWrapper[int, int]:
+				n.Depend(o, true)
+			case *asynctool.WorkerWrapper[int, []asynctool.WorkResult[int]]:
+				n.Depend(o, true)
+			}
+			err := newAsync(t).BeginWork(context.Background(), time.Second, o)
+			var ge *asynctool.GraphError
+			require.ErrorAs(t, err, &ge)
+			assert.ErrorIs(t, err, tc.want)
+			assert.ErrorContains(t, err, `"n"`)
+			assert.Zero(t, other.Load(), "no node runs")
+		})
+	}
+}
+
+// Regression tests for helper-41's review of the durable module.
+
+// suspendingOn builds a → s, s checkpointed under PolicySuspend, whose
+// worker fails with first(n) on its nth run (n from 1) and succeeds once
+// first returns nil.
+func suspendingOn(s *atomic.Int32, first func(n int32) error) BuildFunc[sumArgs] {
+	var a atomic.Int32
+	return func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		na := intNode(cp, "a", &a, nil)
+		Node(cp, "s", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			return 1, first(s.Add(1))
+		}), 0).Depend(na, true).OnFailure(asynctool.PolicySuspend)
+		return []asynctool.Wrapper{na}, nil
+	}
+}
+
+// TestSuspendedNodeSnoozeStillParks guards the package doc's rule that a
+// suspension outranks a snooze when the snooze comes from the suspended
+// node itself: SuspendedError must not unwrap to its JobSnoozeError, or
+// River, which looks for a snooze before a cancellation, snoozes the job
+// and the suspended node runs again with nobody having looked at it.
+func TestSuspendedNodeSnoozeStillParks(t *testing.T) {
+	var s atomic.Int32
+	build := suspendingOn(&s, func(n int32) error {
+		if n == 1 {
+			return river.JobSnooze(time.Millisecond)
+		}
+		return nil
+	})
+	workers := river.NewWorkers()
+	river.AddWorker(workers, mustWorker(t, newAsync(t), time.Minute, build))
+	client := newClient(t, riversqlite.New(openSQLite(t)), workers)
+	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobCancelled, river.EventKindJobFailed, river.EventKindJobSnoozed)
+	defer cancel()
+	_, err := client.Insert(context.Background(), sumArgs{Base: 1}, nil)
+	require.NoError(t, err)
+	ev := waitFor(t, events, 1)[0]
+	assert.Equal(t, river.EventKindJobCancelled, ev.Kind, "the suspension parks the job")
+	time.Sleep(500 * time.Millisecond) // a snoozed job would have run again by now
+	assert.Equal(t, int32(1), s.Load(), "nobody resumed the job: s must not run again")
+}
+
+// TestSuspendedNodeCancelIsNotParked guards the package doc's rule that a
+// river.JobCancel outranks the suspension even when the suspended node
+// itself returned it: the job is cancelled, not parked, so Resume
+// refuses it.
+func TestSuspendedNodeCancelIsNotParked(t *testing.T) {
+	var s atomic.Int32
+	client, id, _ := runParked(t, suspendingOn(&s, func(int32) error {
+		return river.JobCancel(errors.New("order withdrawn"))
+	}))
+	row, err := client.JobGet(context.Background(), id)
+	require.NoError(t, err)
+	assert.Contains(t, row.Errors[len(row.Errors)-1].Error, "order withdrawn")
+	assert.NotContains(t, row.Errors[len(row.Errors)-1].Error, "suspended", "not a park")
+	_, err = Resume(context.Background(), client, id, nil)
+	assert.ErrorIs(t, err, ErrNotParked, "the job was cancelled by a node, not parked")
+}
+
+// TestJobRetryThenCancelIsNotParked guards Resume's rule that a job is
+// parked only if its last attempt parked it: after a Client.JobRetry of a
+// parked job, an attempt whose BuildFunc cancels the job stores no
+// checkpoint, so the row keeps the park mark of the attempt before; the
+// mark names its attempt, and Resume refuses the job.
+func TestJobRetryThenCancelIsNotParked(t *testing.T) {
+	var s atomic.Int32
+	var approved, cancelled atomic.Bool
+	inner := gatedApproval(&s, &approved, func(int32) error { return nil })
+	client, id, events := runParked(t, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		if cancelled.Load() {
+			return nil, river.JobCancel(errors.New("order deleted"))
+		}
+		return inner(ctx, job, cp)
+	})
+	cancelled.Store(true)
+	_, err := client.JobRetry(context.Background(), id)
+	require.NoError(t, err)
+	ev := untilParkedOrDone(t, events)
+	require.Equal(t, river.EventKindJobCancelled, ev.Kind)
+	require.Contains(t, ev.Job.Errors[len(ev.Job.Errors)-1].Error, "order deleted")
+	_, err = Resume(context.Background(), client, id, nil)
+	assert.ErrorIs(t, err, ErrNotParked, "the last attempt cancelled the job for another reason")
+}
+
+// TestSuspendedSnoozeAndACancelElsewhere: a suspended node's snooze must
+// not override another node's river.JobCancel: the job is cancelled, and
+// the suspended node does not run again (helper-47: the GraphFailedError
+// carried the snooze, which River obeys first).
+func TestSuspendedSnoozeAndACancelElsewhere(t *testing.T) {
+	var s atomic.Int32
+	build := func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		x := asynctool.NewWrapper("x", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			return 0, river.JobCancel(errors.New("order withdrawn"))
+		}), 0)
+		ns := Node(cp, "s", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			s.Add(1)
+			return 0, river.JobSnooze(time.Millisecond)
+		}), 0).OnFailure(asynctool.PolicySuspend)
+		return []asynctool.Wrapper{x, ns}, nil
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, mustWorker(t, newAsync(t), time.Minute, build))
+	client := newClient(t, riversqlite.New(openSQLite(t)), workers)
+	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobCancelled, river.EventKindJobFailed, river.EventKindJobSnoozed)
+	defer cancel()
+	_, err := client.Insert(context.Background(), sumArgs{Base: 1}, nil)
+	require.NoError(t, err)
+	ev := waitFor(t, events, 1)[0]
+	assert.Equal(t, river.EventKindJobCancelled, ev.Kind, "x's JobCancel must cancel the job")
+	time.Sleep(300 * time.Millisecond)
+	assert.Equal(t, int32(1), s.Load(), "s must not run again")
+}
+
+// slowInt is an int whose first decoding takes a while, standing for a
+// deadline that passes between the stall and await's replay.
+type slowInt struct{ V int }
+
+var slowDecodes atomic.Int32
+
+func (s *slowInt) UnmarshalJSON(b []byte) error {
+	if slowDecodes.Add(1) == 1 {
+		time.Sleep(600 * time.Millisecond)
+	}
+	return json.Unmarshal(b, &s.V)
+}
+
+func (s slowInt) MarshalJSON() ([]byte, error) { return json.Marshal(s.V) }
+
+// TestDeadlineDuringReplayDoesNotPark: when the group deadline passes
+// while an attempt replays a decided value into a node its custom join
+// suspended, the attempt fails (River retries it) rather than parking the
+// job again, as a person already decided the node (helper-47).
+func TestDeadlineDuringReplayDoesNotPark(t *testing.T) {
+	slowDecodes.Store(0)
+	var got atomic.Int64
+	build := func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		up := asynctool.NewWrapper("up", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			return 0, errors.New("down")
+		}), 0)
+		nc := Node(cp, "c", asynctool.WorkerFunc[int, slowInt](func(context.Context, int, asynctool.Wrappers) (slowInt, error) {
+			return slowInt{1}, nil
+		}), 0).Depend(up, true).Join(asynctool.CustomJoin(func(ups []asynctool.Upstream) asynctool.Decision {
+			if !ups[0].OK {
+				return asynctool.DecideSuspend
+			}
+			return asynctool.DecideRun
+		}))
+		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+			r, err := asynctool.ResultOf[slowInt](all, "c")
+			got.Store(int64(r.Value.V))
+			return r.Value.V, err
+		}), 0).Depend(nc, true)
+		return []asynctool.Wrapper{up}, nil
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, mustWorker(t, newAsync(t), 200*time.Millisecond, build))
+	client := newClient(t, riversqlite.New(openSQLite(t)), workers)
+	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobCancelled, river.EventKindJobFailed, river.EventKindJobSnoozed)
+	defer cancel()
+	res, err := client.Insert(context.Background(), sumArgs{Base: 1}, nil)
+	require.NoError(t, err)
+	require.Equal(t, river.EventKindJobCancelled, waitFor(t, events, 1)[0].Kind, "parked on c")
+	_, err = Resume(context.Background(), client, res.Job.ID, map[string]any{"c": 5})
+	require.NoError(t, err)
+	ev := untilParkedOrDone(t, events)
+	if !assert.Equal(t, river.EventKindJobCompleted, ev.Kind, "c was decided; the deadline must retry, not park") {
+		t.Logf("last error: %s", ev.Job.Errors[len(ev.Job.Errors)-1].Error)
+	}
+}
+
+// TestCancelOutranksASnoozeElsewhere is
+// TestSuspendedSnoozeAndACancelElsewhere without the suspension: one
+// node asks River to cancel the job, another to snooze it. River obeys a
+// snooze anywhere in the error before it looks for a cancellation, so
+// the GraphFailedError must not carry the snooze beside the cancellation:
+// it did, and the job was snoozed on every attempt, x's JobCancel never
+// obeyed, s running again each time (a snooze consumes no attempt, so
+// for ever).
+func TestCancelOutranksASnoozeElsewhere(t *testing.T) {
+	var s atomic.Int32
+	build := func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		x := asynctool.NewWrapper("x", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			return 0, river.JobCancel(errors.New("order withdrawn"))
+		}), 0)
+		ns := Node(cp, "s", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			s.Add(1)
+			return 0, fmt.Errorf("stock service busy: %w", river.JobSnooze(time.Millisecond))
+		}), 0)
+		return []asynctool.Wrapper{x, ns}, nil
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, mustWorker(t, newAsync(t), time.Minute, build))
+	client := newClient(t, riversqlite.New(openSQLite(t)), workers)
+	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobCancelled, river.EventKindJobFailed, river.EventKindJobSnoozed)
+	defer cancel()
+	_, err := client.Insert(context.Background(), sumArgs{Base: 1}, nil)
+	require.NoError(t, err)
+	ev := waitFor(t, events, 1)[0]
+	assert.Equal(t, river.EventKindJobCancelled, ev.Kind, "x's JobCancel must cancel the job")
+	time.Sleep(300 * time.Millisecond)
+	assert.Equal(t, int32(1), s.Load(), "s must not run again")
+}
+
+// TestGraphFailedErrorUnwrapLeavesOutSnoozes: a GraphFailedError leaves out the nodes'
+// snoozes only when a node asked for a cancellation.
+func TestGraphFailedErrorUnwrapLeavesOutSnoozes(t *testing.T) {
+	snooze := river.JobSnooze(time.Second)
+	cancelErr := river.JobCancel(errors.New("withdrawn"))
+	var snoozeErr *rivertype.JobSnoozeError
+	e := &GraphFailedError{Failed: []NodeFailure{{ID: "s", Err: snooze}}}
+	assert.ErrorAs(t, e, &snoozeErr, "a snooze alone reaches River")
+	e.Failed = append(e.Failed, NodeFailure{ID: "x", Err: cancelErr})
+	assert.False(t, errors.As(e, &snoozeErr), "a cancellation outranks it")
+	assert.ErrorIs(t, e, cancelErr)
+	assert.Contains(t, e.Error(), "JobSnoozeError", "the text still names every node's error")
+}
+
+// TestGraphFailedErrorUnwrapOneErrorAskingBoth checks a node error that
+// asks River both to cancel and to snooze the job (errors.Join of the
+// two): it used to be left out of Unwrap whole, so that River saw
+// neither and retried the job as an ordinary failure; its cancellation
+// now reaches River, and its snooze does not.
+func TestGraphFailedErrorUnwrapOneErrorAskingBoth(t *testing.T) {
+	both := errors.Join(river.JobCancel(errors.New("withdrawn")), river.JobSnooze(time.Second))
+	e := &GraphFailedError{Failed: []NodeFailure{{ID: "x", Err: both}}}
+	var cancelErr *rivertype.JobCancelError
+	var snoozeErr *rivertype.JobSnoozeError
+	assert.ErrorAs(t, e, &cancelErr, "the cancellation reaches River")
+	assert.False(t, errors.As(e, &snoozeErr), "the snooze does not")
+}
+
+// Regression tests for the eighteenth review of the durable module: result
+// types a checkpoint cannot give back, nil Resume values, and the run's
+// error when River's ctx has ended.
+
+// shortRiverTimeout is a Worker whose River job timeout is 100ms, whatever
+// the graph's deadline.
+type shortRiverTimeout struct{ *Worker[sumArgs] }
+
+func (shortRiverTimeout) Timeout(*river.Job[sumArgs]) time.Duration { return 100 * time.Millisecond }
+
+// TestCallbackPanicSurvivesRiversTimeout guards the attempt's error
+// when River's ctx ends while the run is still ending: the run's error,
+// with the callback panic in it, must be waited for, not replaced by
+// ctx.Err(). Here a node suspends, the attempt cancels the run to park
+// the job, and the node's OnNodeEnd hook, called as the cancellation ends
+// the node, outlasts River's timeout and then panics. Run.Wait(ctx)
+// returned ctx.Err() at once, and the attempt failed without the panic.
+func TestCallbackPanicSurvivesRiversTimeout(t *testing.T) {
+	riverDone := make(chan (<-chan struct{}), 1)
+	async := asynctool.New(asynctool.WithHooks(&asynctool.Hooks{
+		OnNodeEnd: func(_ context.Context, ev asynctool.NodeEvent) {
+			if ev.ID != "approve" {
+				return
+			}
+			<-<-riverDone
+			time.Sleep(300 * time.Millisecond) // the attempt, without waiting for the run, is gone by now
+			panic("the audit hook broke")
+		},
+	}))
+	t.Cleanup(func() { async.Close() })
+	build := func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		riverDone <- ctx.Done()
+		approve := Node(cp, "approve", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			return 0, errors.New("needs a person")
+		}), 0).OnFailure(asynctool.PolicySuspend)
+		return []asynctool.Wrapper{approve}, nil
+	}
+	events := runWorkerAs(t, shortRiverTimeout{mustWorker(t, async, 0, build)}, 1)
+	require.Len(t, events, 1)
+	ev := events[0]
+	require.Equal(t, rivertype.JobStateDiscarded, ev.Job.State, "River's timeout ended the attempt: no park")
+	require.NotEmpty(t, ev.Job.Errors)
+	assert.Contains(t, ev.Job.Errors[len(ev.Job.Errors)-1].Error, `callback OnNodeEnd of node "approve" panicked: the audit hook broke`)
+}

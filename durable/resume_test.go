@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -302,4 +303,96 @@ func TestParkMarkIsNoResult(t *testing.T) {
 	assert.False(t, cp.Has(""))
 	assert.True(t, cp.Has("s"))
 	assert.True(t, cp.decided["s"])
+}
+
+// TestResumeRefusesANilContextOrClient checks that Resume, which
+// returns errors, returns one for a nil ctx or client, where it panicked
+// with a nil dereference.
+func TestResumeRefusesANilContextOrClient(t *testing.T) {
+	var (
+		ctx    context.Context
+		client *river.Client[*sql.Tx]
+	)
+	require.NotPanics(t, func() {
+		_, err := Resume(ctx, client, 7, nil)
+		assert.ErrorIs(t, err, asynctool.ErrNilContext)
+		_, err = Resume(context.Background(), client, 7, nil)
+		assert.ErrorContains(t, err, "durable: Resume of job 7 with a nil *river.Client")
+	})
+}
+
+// TestUndecodableResumeValueNamesTheType checks that the error of a
+// value Resume gave that does not decode names the node's result type
+// when that type is an interface, where %T of its zero value printed
+// "<nil>".
+func TestUndecodableResumeValueNamesTheType(t *testing.T) {
+	cp := newCheckpoint(map[string]json.RawMessage{"n": json.RawMessage(`"x"`)})
+	cp.decided = map[string]bool{"n": true}
+	_, err := (&checkpointed[int, fmt.Stringer]{cp: cp, id: "n"}).decodeSaved(cp.saved["n"])
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `node "n": the value Resume gave does not decode into fmt.Stringer`)
+	_, err = (&checkpointed[int, int]{cp: cp, id: "n"}).decodeSaved(cp.saved["n"])
+	assert.ErrorContains(t, err, "does not decode into int")
+}
+
+// joinSuspended builds up (failing, not checkpointed) → c (checkpointed,
+// suspended by its custom join while up has failed) → sink, which
+// records the value it read from c; c's worker counts its runs.
+func joinSuspended(c *atomic.Int32, got *atomic.Int64) BuildFunc[sumArgs] {
+	return func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		up := asynctool.NewWrapper("up", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			return 0, errors.New("the partner's API is down")
+		}), 0)
+		nc := Node(cp, "c", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			c.Add(1)
+			return 1, nil
+		}), 0).Depend(up, true).Join(asynctool.CustomJoin(func(ups []asynctool.Upstream) asynctool.Decision {
+			if !ups[0].OK {
+				return asynctool.DecideSuspend // a person decides
+			}
+			return asynctool.DecideRun
+		}))
+		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+			r, err := asynctool.ResultOf[int](all, "c")
+			got.Store(int64(r.Value))
+			return r.Value, err
+		}), 0).Depend(nc, true)
+		return []asynctool.Wrapper{up}, nil
+	}
+}
+
+// TestResumeDecidesANodeACustomJoinSuspended guards Resume's promise to
+// decide a suspended node's result for a node a custom join suspended
+// (DecideSuspend): the join, asked again on the next attempt, suspends
+// the node again and never lets its Action, which replays the value, run;
+// the attempt must end the node with the value itself, or the job parks
+// again on every Resume. A value that does not decode parks the job
+// again, with the decoding error, and the worker does not run.
+func TestResumeDecidesANodeACustomJoinSuspended(t *testing.T) {
+	t.Run("value", func(t *testing.T) {
+		var c atomic.Int32
+		var got atomic.Int64
+		client, id, events := runParked(t, joinSuspended(&c, &got))
+		_, err := Resume(context.Background(), client, id, map[string]any{"c": 5})
+		require.NoError(t, err)
+		ev := untilParkedOrDone(t, events)
+		assert.Equal(t, river.EventKindJobCompleted, ev.Kind, "c was decided by Resume; errors: %v", ev.Job.Errors)
+		assert.Equal(t, int64(5), got.Load())
+		assert.Zero(t, c.Load(), "c's worker never ran")
+	})
+	t.Run("value that does not decode", func(t *testing.T) {
+		var c atomic.Int32
+		var got atomic.Int64
+		client, id, events := runParked(t, joinSuspended(&c, &got))
+		_, err := Resume(context.Background(), client, id, map[string]any{"c": "five"})
+		require.NoError(t, err)
+		ev := untilParkedOrDone(t, events)
+		require.Equal(t, river.EventKindJobCancelled, ev.Kind, "parked again")
+		assert.Contains(t, ev.Job.Errors[len(ev.Job.Errors)-1].Error, `suspended at "c" (durable: node "c": the value Resume gave does not decode into int`)
+		assert.Zero(t, c.Load(), "c's worker never ran")
+		_, err = Resume(context.Background(), client, id, map[string]any{"c": 6})
+		require.NoError(t, err, "still resumable")
+		require.Equal(t, river.EventKindJobCompleted, untilParkedOrDone(t, events).Kind)
+		assert.Equal(t, int64(6), got.Load())
+	})
 }

@@ -2,9 +2,12 @@ package durable
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"math/big"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,6 +22,189 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
+
+// notUTF8 is a result whose JSON holds a byte that is not UTF-8: 0xe9,
+// "é" in Latin-1. encoding/json keeps a json.RawMessage's bytes as they
+// are, and so decodes them back, but PostgreSQL refuses them in any text,
+// jsonb included.
+var notUTF8 = json.RawMessage("{\"name\":\"caf\xe9\"}")
+
+// TestNotUTF8DoesNotWedgeTheJobOnPostgres: PostgreSQL refused River's
+// update that records the attempt, whose checkpoint held notUTF8, and the
+// job stayed running until River's rescuer (and the client's Stop waited
+// for it), as with \u0000 (TestNulResultDoesNotWedgeTheJobOnPostgres).
+func TestNotUTF8DoesNotWedgeTheJobOnPostgres(t *testing.T) {
+	requireFailsOnPostgres(t, resultThenFailure(notUTF8), ErrUnstorableJSON)
+}
+
+// TestNotUTF8FailsTheNode: on SQLite, which stores such bytes, the
+// node fails all the same, with ErrUnstorableJSON, and Resume refuses
+// such a value, so that a job behaves the same on both databases.
+func TestNotUTF8FailsTheNode(t *testing.T) {
+	_, err := checkpointJSON(notUTF8)
+	require.ErrorIs(t, err, ErrUnstorableJSON)
+
+	var a, s atomic.Int32
+	var approved atomic.Bool
+	var got atomic.Int64
+	client, id, _ := parkApproval(t, &a, &s, &approved, &got)
+	_, err = Resume(context.Background(), client, id, map[string]any{"s": json.RawMessage("\"\xff\"")})
+	require.ErrorIs(t, err, ErrUnstorableJSON)
+	assert.Contains(t, err.Error(), `node "s"`)
+	_, err = Resume(context.Background(), client, id, map[string]any{"s": 7})
+	assert.NoError(t, err, "still parked")
+}
+
+// TestUnstorableIDInASubGraphFailsTheNode is
+// TestUnstorableIDInASubGraphOnPostgres on SQLite, which could store the id:
+// the node fails all the same, so that a job behaves the same on both
+// databases, and its worker does not run.
+func TestUnstorableIDInASubGraphFailsTheNode(t *testing.T) {
+	var runs atomic.Int32
+	evs := runJob(t, 1, 10*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		return []asynctool.Wrapper{asynctool.NewWrapper("sub", asynctool.SubGraph[int, int]{Build: func(context.Context, int, asynctool.Wrappers) (asynctool.Built[int], error) {
+			f := intNode(cp, "fetch\xff", &runs, nil)
+			return asynctool.Built[int]{Starts: []asynctool.Wrapper{f}, Output: func() (int, error) {
+				r := f.Result()
+				return r.Value, r.Err
+			}}, nil
+		}}, 0)}, nil
+	})
+	require.Len(t, evs, 1)
+	assert.Equal(t, rivertype.JobStateDiscarded, evs[0].Job.State)
+	assert.Contains(t, evs[0].Job.Errors[0].Error, ErrUnstorableID.Error())
+	assert.Zero(t, runs.Load())
+}
+
+// resultThenFailure builds a → b, a checkpointed and returning v, b
+// failing: the attempt fails and stores a's result, if a succeeded.
+func resultThenFailure[R any](v R) BuildFunc[sumArgs] {
+	return func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		a := Node(cp, "a", asynctool.WorkerFunc[int, R](func(context.Context, int, asynctool.Wrappers) (R, error) {
+			return v, nil
+		}), 0)
+		asynctool.NewWrapper("b", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			return 0, errors.New("b is down")
+		}), 0).Depend(a, true)
+		return []asynctool.Wrapper{a}, nil
+	}
+}
+
+// nulResult is a result with a NUL character.
+var nulResult = resultThenFailure("raw\x00bytes")
+
+// requireFailsOnPostgres runs build's job once on PostgreSQL and requires
+// its attempt to be recorded as failed with want (ErrUnstorableJSON,
+// ErrUnstorableID), not left running because PostgreSQL refused the
+// update that records it.
+func requireFailsOnPostgres(t *testing.T, build BuildFunc[sumArgs], want error) {
+	t.Helper()
+	url, schema := pgSchema(t)
+	workers := river.NewWorkers()
+	river.AddWorker(workers, mustWorker(t, newAsync(t), 5*time.Second, build))
+	client := newClientIn[pgx.Tx](t, riverpgxv5.New(newPool(t, url)), schema, workers, retryNow{})
+	events, cancel := client.Subscribe(river.EventKindJobFailed, river.EventKindJobCompleted, river.EventKindJobCancelled)
+	defer cancel()
+	res, err := client.Insert(context.Background(), sumArgs{Base: 1}, &river.InsertOpts{MaxAttempts: 1})
+	require.NoError(t, err)
+	select {
+	case ev := <-events:
+		require.Equal(t, river.EventKindJobFailed, ev.Kind)
+		assert.Contains(t, ev.Job.Errors[len(ev.Job.Errors)-1].Error, want.Error())
+	case <-time.After(30 * time.Second):
+		row, err := client.JobGet(context.Background(), res.Job.ID)
+		require.NoError(t, err)
+		// Let the cleanup's Stop finish: cancel the wedged job's row by hand.
+		_, _ = client.JobCancel(context.Background(), res.Job.ID)
+		t.Fatalf("the failed attempt was never recorded: after 30 s the job is %s (attempt %d)", row.State, row.Attempt)
+	}
+}
+
+// TestNulResultFailsTheNode guards Node's promise that a result that
+// cannot be checkpointed fails the node, for a result whose JSON holds
+// \u0000, which PostgreSQL's jsonb cannot store: on SQLite, which could
+// store it, the node fails all the same, with ErrUnstorableJSON, so that a job
+// behaves the same on both databases.
+func TestNulResultFailsTheNode(t *testing.T) {
+	events := runJob(t, 1, time.Minute, nulResult)
+	require.Len(t, events, 1)
+	ev := events[0]
+	require.Equal(t, rivertype.JobStateDiscarded, ev.Job.State)
+	msg := ev.Job.Errors[len(ev.Job.Errors)-1].Error
+	assert.Contains(t, msg, `"a" failed (durable: node "a": result cannot be checkpointed: `+ErrUnstorableJSON.Error())
+	assert.NotContains(t, msg, "b is down", "b never ran: its upstream failed")
+}
+
+// TestJSONBRejects checks the scan for what jsonb refuses in encoded
+// JSON: \u0000 and unpaired surrogate escapes. A NUL
+// character anywhere in a string, keys included, is found; a backslash
+// followed by the text u0000 is not one, nor are other escapes.
+func TestJSONBRejects(t *testing.T) {
+	for _, tc := range []struct {
+		v    any
+		want bool
+	}{
+		{"raw\x00bytes", true},
+		{"\x00", true},
+		{map[string]int{"k\x00": 1}, true},
+		{[]string{"ok", "\\\x00"}, true}, // a backslash, then a NUL
+		{`\u0000`, false},                // a backslash and the text u0000
+		{`\\u0000`, false},
+		{"\x01\u2028\t\"", false},
+		{[]byte("raw\x00bytes"), false}, // base64
+		{42, false},
+		{"caf\U0001F600", false}, // json.Marshal writes the emoji as UTF-8
+		{json.RawMessage(`"\ud83d\ude00"`), false},
+		{json.RawMessage(`"\ud83d"`), true}, // a high surrogate alone
+		{json.RawMessage(`"\ude00"`), true}, // a low surrogate alone
+		{json.RawMessage(`"\ud83d\u0041"`), true},
+		{json.RawMessage(`"\ud83dx\ude00"`), true},
+		{json.RawMessage(`"\\ud83d"`), false}, // a backslash and the text ud83d
+		{json.RawMessage(`"\\\u0000"`), true}, // a backslash, then a NUL
+		{json.RawMessage(`{"\u0000":1}`), true},
+	} {
+		raw, err := json.Marshal(tc.v)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, jsonbRejects(raw), "%s", raw)
+		_, err = checkpointJSON(tc.v)
+		if tc.want {
+			assert.ErrorIs(t, err, ErrUnstorableJSON, "%s", raw)
+		} else {
+			assert.NoError(t, err, "%s", raw)
+		}
+	}
+}
+
+// TestResumeRefusesANulValue guards Resume's check that a value's JSON
+// holds no \u0000, which would make PostgreSQL reject the checkpoint:
+// Resume refuses it, and the job stays parked.
+func TestResumeRefusesANulValue(t *testing.T) {
+	var a, s atomic.Int32
+	var approved atomic.Bool
+	var got atomic.Int64
+	client, id, _ := parkApproval(t, &a, &s, &approved, &got)
+	_, err := Resume(context.Background(), client, id, map[string]any{"s": "ok\x00"})
+	require.ErrorIs(t, err, ErrUnstorableJSON)
+	assert.Contains(t, err.Error(), `node "s"`)
+	_, err = Resume(context.Background(), client, id, map[string]any{"s": 7})
+	assert.NoError(t, err, "still parked")
+}
+
+// TestNulResultDoesNotWedgeTheJobOnPostgres is TestNulResultFailsTheNode
+// on PostgreSQL, where the fault showed: the checkpoint of the failed
+// attempt held "\u0000", jsonb rejected River's update that records the
+// attempt, and the job stayed running until River's rescuer (an hour by
+// default), which also kept the client's Stop waiting.
+func TestNulResultDoesNotWedgeTheJobOnPostgres(t *testing.T) {
+	requireFailsOnPostgres(t, nulResult, ErrUnstorableJSON)
+}
+
+// TestLoneSurrogateDoesNotWedgeTheJobOnPostgres: jsonb refuses an
+// unpaired surrogate escape as it refuses \u0000, so such a result must
+// fail its node, not leave the job running (helper-47).
+func TestLoneSurrogateDoesNotWedgeTheJobOnPostgres(t *testing.T) {
+	requireFailsOnPostgres(t, resultThenFailure(json.RawMessage(`{"name":"caf\ud83d"}`)), ErrUnstorableJSON)
+}
 
 // Regression tests for the user text (node ids, error messages, panic
 // values) that reaches a job's row: PostgreSQL's jsonb, where River keeps
@@ -187,7 +373,7 @@ func TestBuildPanicTextIsStorable(t *testing.T) {
 	ev := waitFor(t, events, 1)[0]
 	rec := ev.Job.Errors[len(ev.Job.Errors)-1]
 	assert.Equal(t, "bad\uFFFDinput", rec.Error)
-	assert.Contains(t, rec.Trace, "review17_test.go", "the trace shows the BuildFunc's panic")
+	assert.Contains(t, rec.Trace, "storable_test.go", "the trace shows the BuildFunc's panic")
 	var p *StorablePanic
 	require.IsType(t, p, handler.got.Load())
 	p = handler.got.Load().(*StorablePanic)
@@ -326,4 +512,104 @@ func TestNULsDoNotWedgeJobsOnPostgres(t *testing.T) {
 		assert.Contains(t, lastError(t, ev), ErrUnstorableID.Error())
 		assert.Zero(t, runs.Load())
 	})
+}
+
+// numericCases are JSON numbers around the limits of PostgreSQL's
+// numeric, each with whether jsonb refuses it (checked against
+// PostgreSQL 15 by TestNumericRangeMatchesPostgres).
+var numericCases = []struct {
+	num  string
+	over bool
+}{
+	{"0", false},
+	{"-0", false},
+	{"1.7976931348623157e+308", false}, // the largest float64
+	{"5e-324", false},                  // the smallest
+	{"-9223372036854775808", false},
+	{"1e131071", false},
+	{"1e131072", true},
+	{"-1E131072", true},
+	{"1e+131072", true},
+	{"10e131070", false},
+	{"10e131071", true},
+	{"0.1e131072", false},
+	{"0.1e131073", true},
+	{"1" + strings.Repeat("0", 131071), false},
+	{"1" + strings.Repeat("0", 131072), true},
+	{"1e200000", true},
+	{"1e-16383", false},
+	{"1e-16384", true},
+	{"1.5e-16382", false},
+	{"1.5e-16383", true},
+	{"0.00012e-16378", false},
+	{"0.00012e-16379", true},
+	{"0." + strings.Repeat("0", 16383), false},
+	{"0." + strings.Repeat("0", 16384), true},
+	{"0e-16383", false},
+	{"0e-16384", true},
+	{"0e1073741822", false},
+	{"0e1073741823", true},
+	{"1." + strings.Repeat("0", 16383) + "e131071", false},
+	{"1e99999999999999999999999", true},
+}
+
+// TestNumericRange guards the check of what jsonb refuses for numbers
+// out of the range of PostgreSQL's numeric, which encoding/json writes
+// for a json.Number, a json.RawMessage or a *big.Int, though never for a
+// float or an integer: the check finds such a number anywhere outside a
+// string, and nothing in a string.
+func TestNumericRange(t *testing.T) {
+	for _, tc := range numericCases {
+		assert.Equal(t, tc.over, numericOverflows(tc.num), "%.40s", tc.num)
+		for _, v := range []any{json.Number(tc.num), []any{1, map[string]any{"k": json.Number(tc.num)}}} {
+			raw, err := json.Marshal(v)
+			require.NoError(t, err)
+			assert.Equal(t, tc.over, jsonbRejects(raw), "%.40s", raw)
+		}
+		raw, err := json.Marshal(tc.num) // a string
+		require.NoError(t, err)
+		assert.False(t, jsonbRejects(raw), "%.40s", raw)
+	}
+	huge := new(big.Int).Exp(big.NewInt(10), big.NewInt(131072), nil)
+	_, err := checkpointJSON(huge)
+	assert.ErrorIs(t, err, ErrUnstorableJSON, "a *big.Int of 131073 digits")
+	_, err = checkpointJSON(map[string]any{"max": math.MaxFloat64, "min": math.SmallestNonzeroFloat64, "u": uint64(math.MaxUint64), "s": "1e200000"})
+	assert.NoError(t, err)
+}
+
+// TestNumericRangeMatchesPostgres checks numericCases against
+// PostgreSQL's jsonb itself.
+func TestNumericRangeMatchesPostgres(t *testing.T) {
+	url, _ := pgSchema(t)
+	pool := newPool(t, url)
+	for _, tc := range numericCases {
+		var n int
+		err := pool.QueryRow(context.Background(), "SELECT length($1::text::jsonb::text)", "["+tc.num+"]").Scan(&n)
+		if tc.over {
+			assert.ErrorContains(t, err, "value overflows numeric format", "%.40s", tc.num)
+		} else {
+			assert.NoError(t, err, "%.40s", tc.num)
+		}
+	}
+}
+
+// TestHugeNumberDoesNotWedgeTheJobOnPostgres: jsonb refuses a number
+// out of the range of PostgreSQL's numeric as it refuses \u0000, so such
+// a result must fail its node, not leave the job running until River's
+// rescuer (with every job whose end the same client recorded with it).
+func TestHugeNumberDoesNotWedgeTheJobOnPostgres(t *testing.T) {
+	requireFailsOnPostgres(t, resultThenFailure(json.Number("1e200000")), ErrUnstorableJSON)
+}
+
+// TestResumeRefusesAHugeNumber: Resume refuses a value that jsonb
+// cannot store, and the job stays parked.
+func TestResumeRefusesAHugeNumber(t *testing.T) {
+	var a, s atomic.Int32
+	var approved atomic.Bool
+	var got atomic.Int64
+	client, id, _ := parkApproval(t, &a, &s, &approved, &got)
+	_, err := Resume(context.Background(), client, id, map[string]any{"s": json.Number("1e-20000")})
+	require.ErrorIs(t, err, ErrUnstorableJSON)
+	_, err = Resume(context.Background(), client, id, map[string]any{"s": 7})
+	assert.NoError(t, err, "still parked")
 }

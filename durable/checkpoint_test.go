@@ -19,49 +19,192 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Regression tests for the eighteenth review of the durable module: result
-// types a checkpoint cannot give back, nil Resume values, and the run's
-// error when River's ctx has ended.
+// TestNilCheckpointFailsTheNode checks that a node made with a nil
+// *Checkpoint fails with an error that says so, where Node panicked with
+// a nil dereference.
+func TestNilCheckpointFailsTheNode(t *testing.T) {
+	var runs atomic.Int32
+	var n *asynctool.WorkerWrapper[int, int]
+	require.NotPanics(t, func() { n = intNode(nil, "n", &runs, nil) })
+	require.NoError(t, newAsync(t).BeginWork(context.Background(), time.Second, n))
+	r := n.Result()
+	assert.Equal(t, asynctool.ResultException, r.State)
+	require.Error(t, r.Err)
+	assert.Contains(t, r.Err.Error(), `node "n" was made with a nil *Checkpoint`)
+	assert.Zero(t, runs.Load())
+	assert.False(t, errors.Is(r.Err, asynctool.ErrNilWorker))
+}
 
-// shortRiverTimeout is a Worker whose River job timeout is 100ms, whatever
-// the graph's deadline.
-type shortRiverTimeout struct{ *Worker[sumArgs] }
-
-func (shortRiverTimeout) Timeout(*river.Job[sumArgs]) time.Duration { return 100 * time.Millisecond }
-
-// TestS18RCallbackPanicSurvivesRiversTimeout guards the attempt's error
-// when River's ctx ends while the run is still ending: the run's error,
-// with the callback panic in it, must be waited for, not replaced by
-// ctx.Err(). Here a node suspends, the attempt cancels the run to park
-// the job, and the node's OnNodeEnd hook, called as the cancellation ends
-// the node, outlasts River's timeout and then panics. Run.Wait(ctx)
-// returned ctx.Err() at once, and the attempt failed without the panic.
-func TestS18RCallbackPanicSurvivesRiversTimeout(t *testing.T) {
-	riverDone := make(chan (<-chan struct{}), 1)
-	async := asynctool.New(asynctool.WithHooks(&asynctool.Hooks{
-		OnNodeEnd: func(_ context.Context, ev asynctool.NodeEvent) {
-			if ev.ID != "approve" {
-				return
-			}
-			<-<-riverDone
-			time.Sleep(300 * time.Millisecond) // the attempt, without waiting for the run, is gone by now
-			panic("the audit hook broke")
-		},
-	}))
-	t.Cleanup(func() { async.Close() })
-	build := func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
-		riverDone <- ctx.Done()
-		approve := Node(cp, "approve", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
-			return 0, errors.New("needs a person")
-		}), 0).OnFailure(asynctool.PolicySuspend)
-		return []asynctool.Wrapper{approve}, nil
+// TestWhatAReplayShows pins two things Node's doc says of a replayed
+// node. A struct result's unexported fields: JSON does not hold them, so
+// the retry's replay gives them their zero values, without an error. And
+// to asynctool's hooks (and so to the otel module's spans, whose
+// asynctool.node.ran is an Attempt above 0) the replayed node ran once
+// and succeeded, as the worker asynctool calls is Node's.
+func TestWhatAReplayShows(t *testing.T) {
+	type quote struct {
+		Price int
+		cost  int
 	}
-	events := runWorkerAs(t, shortRiverTimeout{mustWorker(t, async, 0, build)}, 1)
-	require.Len(t, events, 1)
-	ev := events[0]
-	require.Equal(t, rivertype.JobStateDiscarded, ev.Job.State, "River's timeout ended the attempt: no park")
-	require.NotEmpty(t, ev.Job.Errors)
-	assert.Contains(t, ev.Job.Errors[len(ev.Job.Errors)-1].Error, `callback OnNodeEnd of node "approve" panicked: the audit hook broke`)
+	var runs atomic.Int32
+	var mu sync.Mutex
+	var saw []quote
+	var ends []asynctool.NodeEvent // q's OnNodeEnd, one per job attempt
+	a := asynctool.New(asynctool.WithHooks(&asynctool.Hooks{OnNodeEnd: func(_ context.Context, ev asynctool.NodeEvent) {
+		if ev.ID == "q" {
+			mu.Lock()
+			ends = append(ends, ev)
+			mu.Unlock()
+		}
+	}}))
+	t.Cleanup(func() { a.Close() })
+	evs := runWorker(t, openSQLite(t), mustWorker(t, a, 5*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		q := Node(cp, "q", asynctool.WorkerFunc[int, quote](func(context.Context, int, asynctool.Wrappers) (quote, error) {
+			runs.Add(1)
+			return quote{Price: 5, cost: 3}, nil
+		}), 0)
+		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+			r, err := q.ResultFrom(all)
+			mu.Lock()
+			saw = append(saw, r.Value)
+			mu.Unlock()
+			if job.Attempt == 1 {
+				return 0, errors.New("once")
+			}
+			return 0, err
+		}), 0).Depend(q, true)
+		return []asynctool.Wrapper{q}, nil
+	}), sumArgs{Base: 1}, 2)
+	require.Len(t, evs, 2)
+	assert.Equal(t, river.EventKindJobCompleted, evs[1].Kind)
+	assert.Equal(t, int32(1), runs.Load(), "the worker ran on the first attempt only")
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []quote{{Price: 5, cost: 3}, {Price: 5}}, saw)
+	require.Len(t, ends, 2)
+	for k, ev := range ends {
+		assert.Equal(t, 1, ev.Attempt, "job attempt %d", k+1)
+		assert.Equal(t, asynctool.ResultSuccess, ev.Result, "job attempt %d", k+1)
+	}
+}
+
+// TestCheckpointedNodesInSubGraphs: a SubGraph's Build may make
+// checkpointed nodes while the run goes on, and their ids key the job's
+// one checkpoint, whereas asynctool checks ids only within each graph:
+// with one id ("fetch") in two sub-graphs, the second node succeeded
+// with the first one's result without calling its worker, in the first
+// attempt already, and the sink read "LL" or "RR" (it now fails: see
+// TestNodesSharingAnIDInTwoSubGraphsFail). Ids prefixed with the
+// outer node's, as Node's doc says, keep each node's own result: each
+// worker runs once, and the retry replays "L" and "R".
+func TestCheckpointedNodesInSubGraphs(t *testing.T) {
+	var left, right atomic.Int32
+	var seen []string
+	var mu sync.Mutex
+	sub := func(cp *Checkpoint, outer, v string, runs *atomic.Int32) asynctool.SubGraph[int, string] {
+		return asynctool.SubGraph[int, string]{Build: func(context.Context, int, asynctool.Wrappers) (asynctool.Built[string], error) {
+			f := Node(cp, outer+"/fetch", asynctool.WorkerFunc[int, string](func(context.Context, int, asynctool.Wrappers) (string, error) {
+				runs.Add(1)
+				return v, nil
+			}), 0)
+			return asynctool.Built[string]{Starts: []asynctool.Wrapper{f}, Output: func() (string, error) {
+				r := f.Result()
+				return r.Value, r.Err
+			}}, nil
+		}}
+	}
+	evs := runJob(t, 3, 10*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		l := asynctool.NewWrapper("left", sub(cp, "left", "L", &left), 0)
+		r := asynctool.NewWrapper("right", sub(cp, "right", "R", &right), 0)
+		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+			lv, _ := asynctool.ResultOf[string](all, "left")
+			rv, _ := asynctool.ResultOf[string](all, "right")
+			mu.Lock()
+			seen = append(seen, lv.Value+rv.Value)
+			mu.Unlock()
+			if job.Attempt == 1 {
+				return 0, errors.New("the sink fails the first attempt")
+			}
+			return 0, nil
+		}), 0).Depend(l, true).Depend(r, true)
+		return []asynctool.Wrapper{l, r}, nil
+	})
+	require.Len(t, evs, 2)
+	assert.Equal(t, river.EventKindJobCompleted, evs[1].Kind)
+	assert.Equal(t, []string{"LR", "LR"}, seen)
+	assert.Equal(t, int32(1), left.Load(), "replayed on the retry")
+	assert.Equal(t, int32(1), right.Load(), "replayed on the retry")
+}
+
+// Regression tests for the eighteenth review of the durable module.
+
+// cents is a result type whose JSON methods have pointer receivers, as
+// many hand-written ones do: encoding/json uses them only through a
+// pointer (or an addressable value).
+type cents struct{ n int64 }
+
+func (c *cents) MarshalJSON() ([]byte, error) { return json.Marshal(c.n) }
+
+func (c *cents) UnmarshalJSON(b []byte) error { return json.Unmarshal(b, &c.n) }
+
+// TestPointerMarshalerRoundTrips guards Node's promise that a retry
+// replays a checkpointed result instead of calling its worker again, for
+// a result type whose MarshalJSON has a pointer receiver: the checkpoint
+// must be encoded as Action decodes it, through a pointer. Encoded as a
+// value, the result was stored as {} (its fields are unexported), did not
+// decode on the retry, and the worker (a charge) ran again.
+func TestPointerMarshalerRoundTrips(t *testing.T) {
+	var charges atomic.Int32
+	var got atomic.Int64
+	build := func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		charge := Node(cp, "charge", asynctool.WorkerFunc[int, cents](func(context.Context, int, asynctool.Wrappers) (cents, error) {
+			charges.Add(1)
+			return cents{n: 500}, nil
+		}), 0)
+		asynctool.NewWrapper("receipt", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+			if job.Attempt == 1 {
+				return 0, errors.New("the mailer is down")
+			}
+			r, err := asynctool.ResultOf[cents](all, "charge")
+			got.Store(r.Value.n)
+			return 0, err
+		}), 0).Depend(charge, true)
+		return []asynctool.Wrapper{charge}, nil
+	}
+	events := runJob(t, 3, time.Minute, build)
+	require.Len(t, events, 2)
+	require.Equal(t, river.EventKindJobCompleted, events[1].Kind)
+	assert.Equal(t, rivertype.JobStateCompleted, events[1].Job.State)
+	assert.Equal(t, int32(1), charges.Load(), "the retry replays the charge")
+	assert.Equal(t, int64(500), got.Load())
+}
+
+// TestResumeValueWithPointerMarshaler is
+// TestPointerMarshalerRoundTrips for a value Resume gives: Resume
+// encodes it as the node's replay decodes it, through a pointer, so the
+// node gets the value given instead of failing to decode {}.
+func TestResumeValueWithPointerMarshaler(t *testing.T) {
+	var approvals atomic.Int32
+	var got atomic.Int64
+	build := func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		amount := Node(cp, "amount", asynctool.WorkerFunc[int, cents](func(context.Context, int, asynctool.Wrappers) (cents, error) {
+			approvals.Add(1)
+			return cents{}, errors.New("needs a manager")
+		}), 0).OnFailure(asynctool.PolicySuspend)
+		asynctool.NewWrapper("pay", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+			r, err := asynctool.ResultOf[cents](all, "amount")
+			got.Store(r.Value.n)
+			return 0, err
+		}), 0).Depend(amount, true)
+		return []asynctool.Wrapper{amount}, nil
+	}
+	client, id, events := runParked(t, build)
+	_, err := Resume(context.Background(), client, id, map[string]any{"amount": cents{n: 700}})
+	require.NoError(t, err)
+	ev := untilParkedOrDone(t, events)
+	require.Equal(t, river.EventKindJobCompleted, ev.Kind, "errors: %v", ev.Job.Errors)
+	assert.Equal(t, int32(1), approvals.Load(), "the node was replayed with the value given")
+	assert.Equal(t, int64(700), got.Load())
 }
 
 // runWorkerAs is runWorker for any river.Worker of sumArgs.
@@ -127,14 +270,14 @@ func typeJob[R any](t *testing.T, want R) (evs []*river.Event, runs int32, got R
 	return evs, calls.Load(), got
 }
 
-// TestS18RResultsThatDoNotComeBackFailTheNode guards the checkpoint
+// TestResultsThatDoNotComeBackFailTheNode guards the checkpoint
 // against results it cannot give back. An interface type with methods
 // never decodes from JSON, so such a node fails every attempt before any
 // node runs; a result that does not decode back (a struct whose field of
 // an interface type with methods holds a value) fails its node as it is
 // checkpointed. Before, the stored JSON did not decode on the retry, and
 // the worker ran again on every attempt, its checkpoint unused.
-func TestS18RResultsThatDoNotComeBackFailTheNode(t *testing.T) {
+func TestResultsThatDoNotComeBackFailTheNode(t *testing.T) {
 	lastErr := func(ev *river.Event) string { return ev.Job.Errors[len(ev.Job.Errors)-1].Error }
 	t.Run("error type", func(t *testing.T) {
 		evs, runs, _ := typeJob[error](t, errors.New("declined"))
@@ -163,13 +306,13 @@ func TestS18RResultsThatDoNotComeBackFailTheNode(t *testing.T) {
 	})
 }
 
-// TestS18RResultsThatComeBackAreReplayed checks what the checkpoint
+// TestResultsThatComeBackAreReplayed checks what the checkpoint
 // gives back, and that the worker is not called again for it: results
 // with interfaces that decode (an any, a map[string]any, a nil field of
 // an interface type with methods) come back with JSON's own types, as
 // encoding/json gives them; types that decode themselves come back as
 // they decode.
-func TestS18RResultsThatComeBackAreReplayed(t *testing.T) {
+func TestResultsThatComeBackAreReplayed(t *testing.T) {
 	replayed := func(t *testing.T, runs int32, evs []*river.Event) {
 		t.Helper()
 		require.Len(t, evs, 2)
@@ -211,14 +354,14 @@ func (s selfDecoding) MarshalJSON() ([]byte, error) { return json.Marshal(s.v) }
 
 func (s *selfDecoding) UnmarshalJSON(b []byte) error { return json.Unmarshal(b, &s.v) }
 
-// TestS18RResumeRefusesNilForANodeThatCannotBeNil guards Resume against
+// TestResumeRefusesNilForANodeThatCannotBeNil guards Resume against
 // a nil value for a node whose result type cannot be nil (an int): stored
 // as JSON null, it decoded into the int as 0, and the sink went on with a
 // value nobody gave, where asynctool.SucceedWith(nil) is an error within
 // one process. The graph that parked the job knows which nodes cannot be
 // nil, so Resume refuses such a value at once, with ErrNilValue, and
 // writes nothing: the job stays parked, and a real value resumes it.
-func TestS18RResumeRefusesNilForANodeThatCannotBeNil(t *testing.T) {
+func TestResumeRefusesNilForANodeThatCannotBeNil(t *testing.T) {
 	var a, s atomic.Int32
 	var approved atomic.Bool
 	var got atomic.Int64
@@ -279,7 +422,7 @@ func nilGraph[R any](s *atomic.Int32, read func(all asynctool.Wrappers) error) B
 	}
 }
 
-// TestS18RNilValueForANodeThatCannotBeNil guards the replay of a nil
+// TestNilValueForANodeThatCannotBeNil guards the replay of a nil
 // value Resume gave, where the node's result type is known: Resume took
 // nil for s, a *int in the graph that parked the job, but later
 // attempts' s is an int. JSON null decoded into the int as 0, and the
@@ -287,7 +430,7 @@ func nilGraph[R any](s *atomic.Int32, read func(all asynctool.Wrappers) error) B
 // is under PolicySuspend) and its worker does not run. The value stays
 // nil through an attempt that fails before s (the gate) and through a
 // Resume without values, until a Resume gives s a value.
-func TestS18RNilValueForANodeThatCannotBeNil(t *testing.T) {
+func TestNilValueForANodeThatCannotBeNil(t *testing.T) {
 	var s atomic.Int32
 	var reads atomic.Int32
 	var got atomic.Int64
@@ -321,9 +464,9 @@ func TestS18RNilValueForANodeThatCannotBeNil(t *testing.T) {
 	assert.Equal(t, int32(1), s.Load())
 }
 
-// TestS18RNilValueForAPointerNode checks that a nil value is a value for
+// TestNilValueForAPointerNode checks that a nil value is a value for
 // a node whose result type can be nil: the node replays nil.
-func TestS18RNilValueForAPointerNode(t *testing.T) {
+func TestNilValueForAPointerNode(t *testing.T) {
 	var s atomic.Int32
 	var isNil atomic.Bool
 	client, id, events := runParked(t, nilGraph[*int](&s, func(all asynctool.Wrappers) error {

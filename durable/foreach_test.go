@@ -16,12 +16,109 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// eachGraph builds a checkpointed ForEach node "each" over the items 1, 2,
+// 3, whose item 2 fails while failing says so, before a sink that needs
+// each.
+func eachGraph(calls *atomic.Int32, failing *atomic.Bool, join asynctool.Join) BuildFunc[sumArgs] {
+	return func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		each := Node(cp, "each", asynctool.ForEach[int, int, int]{
+			Items: func(context.Context, int, asynctool.Wrappers) ([]int, error) { return []int{1, 2, 3}, nil },
+			Worker: asynctool.WorkerFunc[int, int](func(_ context.Context, i int, _ asynctool.Wrappers) (int, error) {
+				calls.Add(1)
+				if i == 2 && failing.Load() {
+					return 0, errors.New("item 2 is down")
+				}
+				return i * 10, nil
+			}),
+			Join: join,
+		}, 0)
+		Node(cp, "sink", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+			r, err := asynctool.ResultOf[[]asynctool.WorkResult[int]](all, "each")
+			return len(r.Value), err
+		}), 0).Depend(each, true)
+		return []asynctool.Wrapper{each}, nil
+	}
+}
+
+// gateDownOnce is a checkpointed node "gate" that fails the first
+// attempt (its first call) and succeeds after, so that the job's retry
+// replays the nodes checkpointed on the first.
+func gateDownOnce(cp *Checkpoint, runs *atomic.Int32) *asynctool.WorkerWrapper[int, int] {
+	return Node(cp, "gate", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+		if runs.Add(1) == 1 {
+			return 0, errors.New("gate is down")
+		}
+		return 1, nil
+	}), 0)
+}
+
+// TestForEachWithAllItemsSucceededIsCheckpointed: a checkpointed
+// ForEach node whose items all succeeded stores its []WorkResult (each
+// Err nil), and the retry of an attempt that failed elsewhere replays it
+// without calling an item again.
+func TestForEachWithAllItemsSucceededIsCheckpointed(t *testing.T) {
+	var calls, gateRuns atomic.Int32
+	var failing atomic.Bool
+	build := func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		starts, err := eachGraph(&calls, &failing, asynctool.Join{})(ctx, job, cp)
+		gate := gateDownOnce(cp, &gateRuns)
+		return append(starts, gate), err
+	}
+	evs := runJob(t, 3, 10*time.Second, build)
+	require.Len(t, evs, 2)
+	assert.Equal(t, river.EventKindJobFailed, evs[0].Kind)
+	assert.Equal(t, river.EventKindJobCompleted, evs[1].Kind)
+	assert.Equal(t, int32(3), calls.Load(), "the retry replayed each")
+}
+
+// TestForEachWithAFailedItemIsCheckpointed: a checkpointed ForEach
+// node one of whose items failed stores its []WorkResult, the failed
+// item's Err as the message and the errors it matched
+// (asynctool.WorkResult's MarshalJSON), and the retry of an attempt that
+// failed elsewhere replays it without calling an item again; the sink
+// reads the item's error back as an *asynctool.StoredError. Before the
+// twenty-third session the error encoded as {} and did not decode back,
+// so the checkpoint failed the node and every retry ran every item again.
+func TestForEachWithAFailedItemIsCheckpointed(t *testing.T) {
+	var calls, gateRuns atomic.Int32
+	var failing atomic.Bool
+	failing.Store(true)
+	var seen atomic.Value // the sink's view of item 2's error, on each attempt
+	build := func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		starts, err := eachGraph(&calls, &failing, asynctool.Join{})(ctx, job, cp)
+		gate := gateDownOnce(cp, &gateRuns)
+		look := asynctool.NewWrapper("look", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+			r, err := asynctool.ResultOf[[]asynctool.WorkResult[int]](all, "each")
+			if err == nil && len(r.Value) == 3 {
+				seen.Store(r.Value[1])
+			}
+			return 0, err
+		}), 0)
+		for _, s := range starts {
+			look.Depend(s, true)
+		}
+		return append(starts, gate), err
+	}
+	evs := runJob(t, 3, 10*time.Second, build)
+	require.Len(t, evs, 2)
+	assert.Equal(t, river.EventKindJobFailed, evs[0].Kind)
+	assert.Equal(t, river.EventKindJobCompleted, evs[1].Kind)
+	assert.Equal(t, int32(3), calls.Load(), "the retry replayed each, failed item included")
+	item, ok := seen.Load().(asynctool.WorkResult[int])
+	require.True(t, ok)
+	assert.Equal(t, asynctool.ResultException, item.State)
+	assert.EqualError(t, item.Err, "item 2 is down")
+	var stored *asynctool.StoredError
+	assert.ErrorAs(t, item.Err, &stored, "the replayed error is the stored one")
+}
+
 // s23qCents is an item's value whose JSON methods have pointer receivers,
 // as many types' do (*big.Int's, for one): encoding/json calls them on an
 // addressable value only.
 type s23qCents struct{ n int }
 
 func (c *s23qCents) MarshalJSON() ([]byte, error) { return json.Marshal(fmt.Sprintf("%d cents", c.n)) }
+
 func (c *s23qCents) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
@@ -31,13 +128,13 @@ func (c *s23qCents) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// TestS23QForEachOfAPointerMarshalerIsCheckpointed: a ForEach whose items'
+// TestForEachOfAPointerMarshalerIsCheckpointed: a ForEach whose items'
 // values encode themselves through a pointer receiver is checkpointed and
 // replayed, as a plain node of that type is. WorkResult's MarshalJSON
 // encoded its copy of the value by value, so encoding/json wrote the
 // value's fields ({}), which the value's UnmarshalJSON refused: the node
 // failed at its checkpoint (ErrUndecodableResult) on every attempt.
-func TestS23QForEachOfAPointerMarshalerIsCheckpointed(t *testing.T) {
+func TestForEachOfAPointerMarshalerIsCheckpointed(t *testing.T) {
 	var calls, gateRuns atomic.Int32
 	var got atomic.Value
 	build := func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
@@ -95,14 +192,14 @@ func s23qSee(rs []asynctool.WorkResult[int]) []s23qItem {
 	return out
 }
 
-// TestS23QReplayedForEachLooksTheSame: a downstream node that is not
+// TestReplayedForEachLooksTheSame: a downstream node that is not
 // checkpointed runs on every attempt; on the retry, which replays the two
 // ForEach nodes, it sees each item as it did on the first attempt (value,
 // state, message, and the errors it matches): an item its Budget stopped
 // (a timeout, context.DeadlineExceeded), an item that failed, and the
 // items a join that decided early stopped or kept from starting
 // (ErrSkipped, ErrRunEnded).
-func TestS23QReplayedForEachLooksTheSame(t *testing.T) {
+func TestReplayedForEachLooksTheSame(t *testing.T) {
 	var calls, gateRuns atomic.Int32
 	var mu sync.Mutex
 	var seen [][2][]s23qItem // per attempt: budgeted, joined
@@ -164,13 +261,13 @@ func TestS23QReplayedForEachLooksTheSame(t *testing.T) {
 	assert.Equal(t, -1, seen[0][0][2].Value)
 }
 
-// TestS23QForEachWithANULInAnItemsErrorIsCheckpointed: an item's error
+// TestForEachWithANULInAnItemsErrorIsCheckpointed: an item's error
 // whose message holds a NUL character (bytes of a reply quoted with %s)
 // is stored with U+FFFD in its place, as the Worker stores a NUL in the
 // job's error: PostgreSQL's jsonb refuses \u0000, and the node failed
 // with ErrUnstorableJSON at its checkpoint, so that every retry ran every
 // item again, as before asynctool.WorkResult had a MarshalJSON.
-func TestS23QForEachWithANULInAnItemsErrorIsCheckpointed(t *testing.T) {
+func TestForEachWithANULInAnItemsErrorIsCheckpointed(t *testing.T) {
 	var calls, gateRuns atomic.Int32
 	var got atomic.Value
 	build := func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
