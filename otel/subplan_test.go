@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// TestS20XSubPlanSpansNest runs
+// TestSubPlanSpansNest runs
 //
 //	user ──must─▶ profile (SubPlan, retried once) ──must─▶ page
 //	              name ──must─▶ card
@@ -26,7 +26,7 @@ import (
 // the attempt of profile that started it, with its nodes (the one that
 // never ran too) under it and the client span under name, whether the
 // hooks are the Async's or the outer run's context's.
-func TestS20XSubPlanSpansNest(t *testing.T) {
+func TestSubPlanSpansNest(t *testing.T) {
 	for _, perRun := range []bool{false, true} {
 		name := "Async hooks"
 		if perRun {

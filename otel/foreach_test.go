@@ -12,10 +12,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// TestS21RForEachSpansNest: a ForEach node's items, and the hidden join,
+// TestForEachSpansNest: a ForEach node's items, and the hidden join,
 // are node spans under a nested run span under the ForEach node's span,
 // the items its join stopped included, each with its outcome.
-func TestS21RForEachSpansNest(t *testing.T) {
+func TestForEachSpansNest(t *testing.T) {
 	h, exp, _, _ := setup(t)
 	a := asynctool.New(asynctool.WithHooks(h))
 	each := asynctool.NewWrapper("each", asynctool.ForEach[int, int, int]{
