@@ -764,8 +764,6 @@ func TestWhenContinuedAnyUpstreamWithoutDefault(t *testing.T) {
 	assert.Equal(t, int64(0), got.Load())
 }
 
-// Review of conditional branches (When, DecideSkip), helper-71.
-
 // TestWhenFailsAtOnceInAnyOrder: When is documented as AllSucceeded
 // with a condition, and AllSucceeded fails at the first failure, in any
 // declaration order. A When join on [slow, bad] waited for slow, listed
@@ -922,8 +920,6 @@ func TestFallbackConditionOfTheDocs(t *testing.T) {
 		})
 	}
 }
-
-// Review of ResultFrom, WhenResult and asFailure, helper-72.
 
 // TestWhenResultOnAnInterfaceUpstreamThatFailed: a fallback whose
 // primary's result type is an interface (an any, as a generic adapter

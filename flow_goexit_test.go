@@ -65,9 +65,6 @@ func TestGoexitInDefaultValueDuringFailWith(t *testing.T) {
 	}
 }
 
-// Tests from the seventeenth session's review of the core (helper
-// s17-corereview): regressions, and a differential model test.
-
 // TestGoexitFailureAppliesThePolicy: a worker that ends its goroutine with
 // runtime.Goexit (t.FailNow in a test's worker) fails its node with
 // ErrGoexit, and that failure is the node's like any other: its
@@ -237,9 +234,6 @@ func TestGoexitInOnRunEndIsReported(t *testing.T) {
 		})
 	}
 }
-
-// Tests from the eighteenth session's review of the documentation
-// (helper s18-docs): places where the code did not do what its docs say.
 
 // TestGoexitInAnEndHookNamesTheHook: CallbackPanicError.Method is
 // documented as "the name of a Hooks field (such as "OnNodeEnd")" for a

@@ -563,10 +563,6 @@ func TestBudgetWithAnUndecidedJoinFails(t *testing.T) {
 	})
 }
 
-// Session 23 review of 3d9beab (a ForEach.Budget stop counts an item
-// under PolicyContinue as done) and f130939 (a ForEach's static shape in
-// reports).
-
 // s23Item is how one item of s23Each behaves: it returns i*10 after d,
 // or fails after d if fail is set; it returns ctx.Err() if its context
 // ends first. policy is its failure policy (0 leaves it alone).

@@ -256,9 +256,6 @@ func TestDescribeOfAUsedGraphPointsToItsReport(t *testing.T) {
 	assert.EqualError(t, err, `asynctool: wrapper already used in a run: node "ran" is part of a run: Run.Report describes it`)
 }
 
-// Regression tests for the report and export defects of helper-40's
-// review.
-
 // reportIndex returns the index in run's report of the node with id.
 func reportIndex(t *testing.T, run *Run, id string) int {
 	t.Helper()
@@ -371,8 +368,6 @@ func TestStatusPendingByJoin(t *testing.T) {
 	require.NoError(t, run.Resume("p", FailWith(errBoom)))
 	requireEnds(t, run, "the run did not end once p was resumed")
 }
-
-// Regression tests for the sixteenth session's reviews (helpers 38-42).
 
 // TestRanNodeIsNotReportedSkipped: a node that ran and failed with an
 // error wrapping ErrSkipped (it returned the error of a skipped optional

@@ -10,10 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Regression tests for the findings of a code review: user code that
-// panics or calls runtime.Goexit outside a worker's Action, Close with an
-// open run, and stale times on recycled runs.
-
 type panickyDefaulter struct{}
 
 func (panickyDefaulter) Action(context.Context, int, Wrappers) (int, error) { return 0, errBoom }

@@ -294,8 +294,6 @@ func TestWhenOnAnAnyNodeAfterAReplay(t *testing.T) {
 	assert.Contains(t, lastError(t, evs[1]), asynctool.ErrResultType.Error())
 }
 
-// Review of WhenResult in durable graphs, helper-72.
-
 // TestFallbackAcrossAttempts checks a fallback (asynctool.WhenResult)
 // in a durable graph: a checkpointed primary that succeeded is replayed
 // on the retry, so the backup's condition sees the same result (the

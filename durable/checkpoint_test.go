@@ -136,8 +136,6 @@ func TestCheckpointedNodesInSubGraphs(t *testing.T) {
 	assert.Equal(t, int32(1), right.Load(), "replayed on the retry")
 }
 
-// Regression tests for the eighteenth review of the durable module.
-
 // cents is a result type whose JSON methods have pointer receivers, as
 // many hand-written ones do: encoding/json uses them only through a
 // pointer (or an addressable value).

@@ -841,8 +841,6 @@ func TestSuccessRule(t *testing.T) {
 	}
 }
 
-// Review of the durable module as a newcomer adopting it, helper-106.
-
 // TestNilWorkerFailsTheJobBeforeAnyNodeRuns checks, through River,
 // that the attempt of a graph with a checkpointed node that cannot run
 // fails before any node runs, its error, stored in the job's row, saying
@@ -925,8 +923,6 @@ func TestRefusedWorkersAreGraphErrors(t *testing.T) {
 		})
 	}
 }
-
-// Regression tests for helper-41's review of the durable module.
 
 // suspendingOn builds a → s, s checkpointed under PolicySuspend, whose
 // worker fails with first(n) on its nth run (n from 1) and succeeds once
@@ -1156,10 +1152,6 @@ func TestGraphFailedErrorUnwrapOneErrorAskingBoth(t *testing.T) {
 	assert.ErrorAs(t, e, &cancelErr, "the cancellation reaches River")
 	assert.False(t, errors.As(e, &snoozeErr), "the snooze does not")
 }
-
-// Regression tests for the eighteenth review of the durable module: result
-// types a checkpoint cannot give back, nil Resume values, and the run's
-// error when River's ctx has ended.
 
 // shortRiverTimeout is a Worker whose River job timeout is 100ms, whatever
 // the graph's deadline.
