@@ -7,7 +7,10 @@ import (
 )
 
 // Hooks observe runs. Every field is optional; a nil field costs nothing,
-// and a run without hooks records no timestamps. Install hooks on every
+// and a run without hooks records no timestamps. Set the fields before
+// installing the hooks and leave them afterwards: runs read them
+// concurrently, and a run notes which per-node hooks are set as it
+// starts. Install hooks on every
 // run of an Async with [WithHooks], or on one run through its context with
 // [WithRunHooks] (both fire when both are set, the Async's first).
 //
@@ -127,6 +130,27 @@ func (r *runState) hooked(name string, id string, f func()) {
 		}
 	}()
 	f()
+}
+
+// The bits of runState.nodeHooks: some hook has OnNodeStart (hookStart),
+// or one of OnNodeEnd, OnNodeSkip and OnNodeTimeout (hookEnd).
+const (
+	hookStart uint8 = 1 << iota
+	hookEnd
+)
+
+// nodeHooksOf returns the nodeHooks bits of hooks.
+func nodeHooksOf(hooks []*Hooks) uint8 {
+	var b uint8
+	for _, h := range hooks {
+		if h.OnNodeStart != nil {
+			b |= hookStart
+		}
+		if h.OnNodeEnd != nil || h.OnNodeSkip != nil || h.OnNodeTimeout != nil {
+			b |= hookEnd
+		}
+	}
+	return b
 }
 
 func (r *runState) event(i int32) NodeEvent {

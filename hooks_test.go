@@ -2,6 +2,8 @@ package asynctool
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -72,4 +74,53 @@ func TestReturnWithTheSinkOnAPlan(t *testing.T) {
 			cancel()
 		}
 	})
+}
+
+// TestNodeHooksSplitAcrossHookSets: a run calls its per-node hooks when
+// any of its hook sets has them (it notes which as it starts), here the
+// Async's OnNodeEnd and the run's OnNodeStart, whose context reaches the
+// worker; and a run whose hooks have none of them still ends with its
+// OnRunEnd. (Tests with OnNodeSkip or OnNodeTimeout alone are in
+// branch_test.go and endsrun_test.go.)
+func TestNodeHooksSplitAcrossHookSets(t *testing.T) {
+	type key struct{}
+	var mu sync.Mutex
+	var ended, started []string
+	a := newAsync(t, WithHooks(&Hooks{
+		OnNodeEnd: func(_ context.Context, ev NodeEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			ended = append(ended, ev.ID)
+		},
+	}))
+	ctx := WithRunHooks(context.Background(), &Hooks{
+		OnNodeStart: func(ctx context.Context, ev NodeEvent) context.Context {
+			mu.Lock()
+			defer mu.Unlock()
+			started = append(started, ev.ID)
+			return context.WithValue(ctx, key{}, ev.ID)
+		},
+	})
+	seen := WorkerFunc[int, string](func(ctx context.Context, _ int, _ Wrappers) (string, error) {
+		id, _ := ctx.Value(key{}).(string)
+		return id, nil
+	})
+	fail := WorkerFunc[int, string](func(context.Context, int, Wrappers) (string, error) {
+		return "", errors.New("boom")
+	})
+	x := NewWrapper("x", seen, 0)
+	y := NewWrapper("y", fail, 0).Depend(x, true)
+	z := NewWrapper("z", seen, 0).Depend(y, true)
+	require.NoError(t, a.BeginWork(ctx, time.Minute, x))
+	assert.Equal(t, "x", x.Result().Value, "OnNodeStart's context reaches x's worker")
+	assert.Equal(t, ResultException, z.Result().State)
+	assert.Equal(t, []string{"x", "y"}, started)
+	assert.ElementsMatch(t, []string{"x", "y", "z"}, ended)
+
+	var reports int
+	b := newAsync(t, WithHooks(&Hooks{OnRunEnd: func(context.Context, *Report) { reports++ }}))
+	w := NewWrapper("w", seen, 0)
+	require.NoError(t, b.BeginWork(context.Background(), time.Minute, w))
+	assert.Equal(t, 1, reports)
+	assert.Equal(t, ResultSuccess, w.Result().State)
 }

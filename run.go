@@ -341,6 +341,10 @@ type runState struct {
 	// recycled (see Wrappers.Path).
 	outer     *runState
 	outerSelf int32
+	// nodeHooks says which per-node hooks the run's hooks have (see
+	// hookStart), read once as the run starts: a run whose hooks observe
+	// only its end builds no event per node.
+	nodeHooks uint8
 }
 
 // nodeTimes are one node's timestamps in a timed run, each read from the
@@ -582,6 +586,7 @@ func (r *runState) start(ctx context.Context, a *Async, timeout time.Duration, i
 		r.hooks = append(r.hooks, h)
 	}
 	_, r.nested = ctx.Value(inRunKey{}).(*runCtx)
+	r.nodeHooks = nodeHooksOf(r.hooks)
 	if len(r.hooks) > 0 || a.timings {
 		r.startTimes()
 		if len(r.hooks) > 0 {
@@ -1439,7 +1444,7 @@ func (r *runState) attempt(i int32, wl *worklist) {
 	if r.times != nil {
 		t := &r.times[i]
 		t.lane.Store(wl.lane)
-		if len(r.hooks) > 0 {
+		if r.nodeHooks&hookStart != 0 {
 			ctx = r.nodeStarted(i, ctx)
 		}
 	}
@@ -1698,7 +1703,9 @@ func (r *runState) processEnd(i int32, wl *worklist) {
 	}
 	if len(r.hooks) > 0 {
 		wl.fresh = false
-		r.nodeEnded(i, wl)
+		if r.nodeHooks&hookEnd != 0 {
+			r.nodeEnded(i, wl)
+		}
 	}
 	if user {
 		r.sweepCall.Store(false)
