@@ -72,7 +72,9 @@ type Handler struct {
 }
 
 // ServeHTTP renders the page: 200 with the page, 400 for a bad uid, 502
-// when the user backend failed, 504 when the deadline passed first.
+// when the user backend failed, 504 when the deadline passed first, 503
+// when the graph did not run at all (the Async was closed: the server is
+// shutting down).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	uid, err := strconv.ParseInt(req.URL.Query().Get("uid"), 10, 64)
 	if err != nil {
@@ -80,14 +82,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	starts, page := h.Backends.Graph(uid)
-	_ = h.Async.BeginWork(req.Context(), h.Timeout, starts...)
+	err = h.Async.BeginWork(req.Context(), h.Timeout, starts...)
 	switch res := page.Result(); res.State {
 	case asynctool.ResultSuccess:
 		fmt.Fprintln(w, res.Value)
 	case asynctool.ResultTimeout:
 		http.Error(w, "too slow", http.StatusGatewayTimeout)
-	default:
+	case asynctool.ResultException:
 		http.Error(w, "backend failed: "+res.Err.Error(), http.StatusBadGateway)
+	default:
+		// ResultDefault: the page never ended, because BeginWork refused
+		// the graph before running anything (ErrClosed, or a *GraphError),
+		// so the page has no error of its own: BeginWork's says why.
+		http.Error(w, "not served: "+err.Error(), http.StatusServiceUnavailable)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/asynctool-go/asynctool"
 	"github.com/asynctool-go/asynctool/asynctooltest"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
@@ -115,4 +116,20 @@ func TestBadUIDIs400(t *testing.T) {
 	rec := httptest.NewRecorder()
 	(&Handler{}).ServeHTTP(rec, httptest.NewRequest("GET", "/?uid=x", nil))
 	assert.Equal(t, http.StatusBadRequest, rec.Code)
+}
+
+// TestClosedAsyncIs503: a request that arrives once the Async is closed
+// (a server shutting down) gets no run at all; the page has no result,
+// and no error to show, so the handler must say so from BeginWork's.
+func TestClosedAsyncIs503(t *testing.T) {
+	a := asynctool.New()
+	require.NoError(t, a.Close())
+	rec := httptest.NewRecorder()
+	(&Handler{Async: a, Timeout: time.Second, Backends: Backends{
+		User: asynctooltest.Returns[int64]("ada"),
+		Cart: asynctooltest.Returns[int64](3),
+		Recs: asynctooltest.Returns[int64]([]string{"lamp"}),
+	}}).ServeHTTP(rec, httptest.NewRequest("GET", "/?uid=42", nil))
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	assert.Contains(t, rec.Body.String(), asynctool.ErrClosed.Error())
 }
