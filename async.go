@@ -21,8 +21,9 @@ const DefaultMaxWorkers = 4096
 // a slow graph on one cannot starve another. An Async is safe for
 // concurrent use by any number of runs; call [Async.Close] when done with
 // it, never from one of its own workers or callbacks (Close waits for
-// them, so it would wait for itself). Make it with [New]: the zero Async
-// refuses to run anything. It must not be copied.
+// them, so it would wait for itself). Make it with [New]: the zero Async,
+// and a nil *Async, refuse to run anything (every way to start a run
+// returns an error). It must not be copied.
 //
 // An Async times the nodes of its first four single-use runs and of every
 // 64th, and remembers by node id (for up to 4,096 ids; anonymous nodes
@@ -308,8 +309,8 @@ func (a *Async) startPlan(ctx context.Context, pl *Plan, timeout time.Duration, 
 }
 
 func (a *Async) check(ctx context.Context, timeout time.Duration) error {
-	if a.try == nil {
-		return errors.New("asynctool: Async not made with New")
+	if a == nil || a.try == nil {
+		return errors.New("asynctool: Async not made with New (nil or zero)")
 	}
 	if ctx == nil {
 		return ErrNilContext
@@ -355,9 +356,13 @@ func unclaim(p *plan, n int) {
 // workers that outlived their run's deadline), and releases its pool. A
 // run with a pending node keeps Close waiting until the node is resumed,
 // the run is cancelled, or its deadline passes. It is safe to call more
-// than once, but not from a worker or callback of one of the Async's runs:
-// it would wait for its own return.
+// than once, and on a nil *Async (it does nothing), but not from a worker
+// or callback of one of the Async's runs: it would wait for its own
+// return.
 func (a *Async) Close() error {
+	if a == nil {
+		return nil // it never started a run
+	}
 	a.mu.Lock()
 	a.closed = true
 	a.mu.Unlock()
