@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -957,25 +958,34 @@ func TestWhenResultOnAnInterfaceUpstreamThatFailed(t *testing.T) {
 // said no and the last upstream to end was a branch not taken, the
 // report said "upstream "other" was not taken", which is not why the node
 // was not taken: its condition on "primary" decided.
+//
+// The test runs in a synctest bubble so that primary's end has reached
+// x's join before flag is released: primary's state is published before
+// its successors' joins count its end, so a test that released flag once
+// primary.State() said finish saw x decided by primary now and then (2 of
+// 300 runs under -race, and in a `make test`).
 func TestWhenResultNotTakenReason(t *testing.T) {
-	a := newAsync(t)
-	gate := make(chan struct{})
-	release := releaser(t, gate)
-	flag := NewWrapper("flag", WorkerFunc[int, bool](func(context.Context, int, Wrappers) (bool, error) {
-		<-gate
-		return false, nil
-	}), 0)
-	other := NewWrapper("other", okWorker(), 0).Depend(flag, true).Join(When("flag", func(on bool) bool { return on }))
-	primary := NewWrapper("primary", okWorker(), 0)
-	x := NewWrapper("x", okWorker(), 0).Depend(primary, true).Depend(other, true).
-		Join(WhenResult("primary", func(r WorkResult[int]) bool { return r.State != ResultSuccess }))
-	run, err := a.Start(context.Background(), 0, flag, primary)
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { return primary.State() == StateFinish }, 10*time.Second, time.Millisecond)
-	release()
-	require.NoError(t, run.Wait(context.Background()))
-	require.Equal(t, ErrNotTaken, x.Result().Err)
-	n := nodeReport(t, run.Report(), "x")
-	assert.Equal(t, "other", n.DecidedBy)
-	assert.Equal(t, `not taken: join when result of "primary" decided so`, n.Reason)
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		gate := make(chan struct{})
+		flag := NewWrapper("flag", WorkerFunc[int, bool](func(context.Context, int, Wrappers) (bool, error) {
+			<-gate
+			return false, nil
+		}), 0)
+		other := NewWrapper("other", okWorker(), 0).Depend(flag, true).Join(When("flag", func(on bool) bool { return on }))
+		primary := NewWrapper("primary", okWorker(), 0)
+		x := NewWrapper("x", okWorker(), 0).Depend(primary, true).Depend(other, true).
+			Join(WhenResult("primary", func(r WorkResult[int]) bool { return r.State != ResultSuccess }))
+		run, err := a.Start(context.Background(), 0, flag, primary)
+		require.NoError(t, err)
+		synctest.Wait() // every goroutine but flag's worker is idle: primary's end is processed
+		require.Equal(t, StateFinish, primary.State())
+		close(gate)
+		require.NoError(t, run.Wait(context.Background()))
+		require.Equal(t, ErrNotTaken, x.Result().Err)
+		n := nodeReport(t, run.Report(), "x")
+		assert.Equal(t, "other", n.DecidedBy)
+		assert.Equal(t, `not taken: join when result of "primary" decided so`, n.Reason)
+	})
 }
