@@ -1,6 +1,7 @@
-// Command flowrules shows every join strategy, branches and every
-// failure policy of asynctool on small graphs whose workers are simulated
-// RPCs, and prints each run's report.
+// Command flowrules runs one small graph per row of the README's flow
+// rules table (every join strategy, branches, hedging, sub-plans,
+// ForEach, timeouts, retries, EndsRun and every failure policy), whose
+// workers are simulated RPCs, and prints each run's report.
 package main
 
 import (
@@ -133,6 +134,36 @@ func main() {
 	run("Hedged: a second call after 20ms answers for a stuck first one",
 		asynctool.NewWrapper("hedged-quote", asynctool.Hedged(quoteOf, 20*time.Millisecond, 3), ""))
 
+	// A sub-plan: a graph compiled once (here a two-node profile lookup)
+	// runs as one node of another graph; the report shows its sub-run
+	// under the node.
+	name := asynctool.NewWrapper("name", rpc(5*time.Millisecond, 7, nil), "")
+	card := asynctool.NewWrapper("card", rpc(5*time.Millisecond, 8, nil), "").Depend(name, true)
+	profile, err := asynctool.Compile(name)
+	if err != nil {
+		panic(err)
+	}
+	run("SubPlan: a compiled plan runs as one node",
+		asynctool.NewWrapper("profile", asynctool.SubPlan[string, int]{Plan: profile, Output: card.ValueIn}, ""))
+
+	// A fan-out known only at run time: one price call per item of the
+	// cart, at most two at a time, all of which must succeed.
+	cart := asynctool.NewWrapper("cart", asynctool.WorkerFunc[string, []string](func(context.Context, string, asynctool.Wrappers) ([]string, error) {
+		return []string{"book", "lamp", "mug"}, nil
+	}), "")
+	prices := asynctool.NewWrapper("prices", asynctool.ForEach[string, string, int]{
+		Items: func(_ context.Context, _ string, all asynctool.Wrappers) ([]string, error) {
+			c, err := cart.ResultFrom(all)
+			return c.Value, err
+		},
+		Worker: rpc(10*time.Millisecond, 5, nil),
+		ID:     func(_ int, sku string) string { return sku },
+		Join:   asynctool.AllSucceeded(),
+		Limit:  2,
+	}, "").Depend(cart, true)
+	_ = prices
+	run("ForEach: one call per item of the cart, at most 2 at once", cart)
+
 	// Retries with backoff, bounded by a node timeout.
 	var calls atomic.Int32
 	flaky := asynctool.NewWrapper("flaky", asynctool.WorkerFunc[string, int](func(ctx context.Context, _ string, _ asynctool.Wrappers) (int, error) {
@@ -164,6 +195,15 @@ func main() {
 	stuck := asynctool.NewWrapper("stuck", rpc(time.Second, 1, nil), "").
 		Timeout(20 * time.Millisecond).Default(-1)
 	run("Timeout(20ms): the node times out with its default", stuck)
+
+	// The run ends with the page: recs, an optional branch still running
+	// when the page is done, is stopped with its default instead of
+	// holding the run until the group deadline (ShortCircuit(false)
+	// makes it start whatever happens first).
+	pageUser := asynctool.NewWrapper("user", rpc(10*time.Millisecond, 1, nil), "")
+	slowRecs := asynctool.NewWrapper("recs", rpc(time.Second, 2, nil), "").Default(-1).ShortCircuit(false)
+	asynctool.NewWrapper("page", rpc(0, 3, nil), "").Depend(pageUser, true).Depend(slowRecs, false).EndsRun()
+	run("EndsRun: the run ends with the page, and recs is stopped", slowRecs, pageUser)
 
 	// Failure policies.
 	failed := asynctool.NewWrapper("inventory", rpc(5*time.Millisecond, 0, errDown), "").
