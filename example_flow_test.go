@@ -45,6 +45,32 @@ func ExampleCompile() {
 	// hello, grace!
 }
 
+// Set a node up before compiling it: once the wrappers are a plan's
+// template, their chaining methods change nothing, and every run of the
+// plan runs the graph as it was compiled. Here the Default set after
+// Compile is ignored, and the node that times out reports the zero
+// value; set before Compile, it would report -1.
+func ExampleCompile_changesAfterCompile() {
+	slow := asynctool.NewWrapper("slow", asynctool.WorkerFunc[int, int](
+		func(ctx context.Context, _ int, _ asynctool.Wrappers) (int, error) {
+			<-ctx.Done() // a backend that does not answer today
+			return 0, context.Cause(ctx)
+		}), 0)
+	plan, err := asynctool.Compile(slow)
+	if err != nil {
+		panic(err)
+	}
+	slow.Default(-1) // too late: the plan is compiled
+
+	a := asynctool.New()
+	defer a.Close()
+	run, _ := a.RunPlan(context.Background(), plan, 10*time.Millisecond)
+	defer run.Release()
+	fmt.Println(slow.ResultIn(run).State, slow.ResultIn(run).Value)
+	// Output:
+	// timeout 0
+}
+
 // A quorum read: the node runs on the second replica that answers, and
 // fails only once two answers have become impossible.
 func ExampleAtLeast() {

@@ -28,8 +28,12 @@ type Wrapper interface {
 // A WorkerWrapper holds the state of one run: it can be part of one run
 // only (a second BeginWork returns [ErrReused]). Building (the chaining
 // methods) is not safe for concurrent use and must finish before the run
-// starts; ID, State and Result are safe to call at any time from any
-// goroutine. A WorkerWrapper must not be copied.
+// starts, or before [Compile] for a plan's template: a chaining method
+// called later changes nothing (the run, or every run of the plan, keeps
+// the node as it was), and is reported only by a later BeginWork, Compile
+// or Describe of a graph that includes the node, with [ErrReused]. ID,
+// State and Result are safe to call at any time from any goroutine.
+// A WorkerWrapper must not be copied.
 type WorkerWrapper[P, R any] struct {
 	nodeCore
 	worker Worker[P, R]
