@@ -91,8 +91,10 @@ type NodeEvent struct {
 	Err error
 	// Reason explains, in words, why a node did not succeed.
 	Reason string
-	// Attempt counts the times the node's worker was started (1 for the
-	// first start).
+	// Attempt counts the node's attempts begun (1 for the first), as
+	// [NodeReport.Attempts] does: an attempt begins with OnNodeStart, then
+	// Callback.Begin, and a Begin that panics ends it before the worker's
+	// Action is called.
 	Attempt int
 	// Wait is how long the node waited for a goroutine once ready
 	// (OnNodeStart of its first attempt; zero for a later one) or the

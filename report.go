@@ -46,12 +46,18 @@ type NodeReport struct {
 	Result ResultState
 	Err    error
 	Value  any
-	// Ran reports whether the worker's Action was called; Attempts counts
-	// how often. Without timings ([WithTimings], or hooks), a node that
-	// the deadline stopped in the instant a goroutine took it, before its
-	// worker was called, counts as run once, with a Reason of "stopped
-	// while running": telling the two apart costs each node's start a
-	// write, which the start time is.
+	// Ran reports whether the node started: a goroutine began an attempt
+	// of it, which calls its OnNodeStart hooks, its Callback.Begin, then
+	// its worker's Action; Attempts counts the attempts (a retry's and a
+	// Rerun's included). Ran, Attempts above zero, a Started time (with
+	// timings) and [NodeEvent.Attempt] above zero go together. A node
+	// whose Begin panicked ran in this sense, though its Action was not
+	// called: its Reason, "callback Begin panicked", tells it apart from
+	// one whose worker failed. Without timings ([WithTimings], or hooks),
+	// a node that the deadline stopped in the instant a goroutine took
+	// it, before its attempt began, counts as run once, with a Reason of
+	// "stopped while running": telling the two apart costs each node's
+	// start a write, which the start time is.
 	Ran      bool
 	Attempts int
 	// DecidedBy is the id of the upstream whose end decided this node's

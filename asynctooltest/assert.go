@@ -112,7 +112,9 @@ func other(n *asynctool.NodeReport, a, b string) string {
 	return a
 }
 
-// RanOnce checks that the node's worker was called exactly once.
+// RanOnce checks that the node started exactly once: one attempt, as
+// [asynctool.NodeReport.Attempts] counts them (see its Ran for an
+// attempt whose Callback.Begin panicked before the worker was called).
 func RanOnce(t testing.TB, rep *asynctool.Report, id string) bool {
 	t.Helper()
 	n, ok := node(t, rep, id)
@@ -126,9 +128,10 @@ func RanOnce(t testing.TB, rep *asynctool.Report, id string) bool {
 	return true
 }
 
-// NeverStarted checks that the node's worker was never called, whatever
-// the node's outcome (skipped, not taken, failed upstream, timed out
-// before it started, or not ended).
+// NeverStarted checks that the node never started, whatever its outcome
+// (skipped, not taken, failed upstream, timed out before it started, or
+// not ended): [asynctool.NodeReport.Ran] is false. A node whose
+// Callback.Begin panicked started, though its worker was not called.
 func NeverStarted(t testing.TB, rep *asynctool.Report, id string) bool {
 	t.Helper()
 	n, ok := node(t, rep, id)

@@ -34,8 +34,10 @@
 //	asynctool.node.state     finish or error
 //	asynctool.node.result    success, exception or timeout
 //	asynctool.node.outcome   success, failed, upstream_failed, skipped, not_taken, timeout, run_ended, budget, retried or suspended
-//	asynctool.node.ran       whether its worker was called
-//	asynctool.node.attempts  how many times its worker was started
+//	asynctool.node.ran       whether it started (asynctool.NodeReport.Ran:
+//	                         true for a node whose Callback.Begin panicked,
+//	                         whose worker was then not called)
+//	asynctool.node.attempts  how many attempts it began
 //	asynctool.node.reason    why it did not succeed, in words
 //	asynctool.node.wait_ms   how long it waited for a goroutine once ready (first attempt's span only)
 //	asynctool.node.retry_in_ms  the backoff before the next attempt (retried attempts only)
