@@ -226,6 +226,13 @@ type CallbackPanicError struct {
 	// ID is the node whose callback panicked; empty for a hook called for
 	// the whole run.
 	ID string
+	// Index is the node's position in the run's topological order, as in
+	// [NodeReport.Index] and [NodeEvent.Index], which tells anonymous
+	// nodes apart: Error names a node whose ID is empty by "#" and its
+	// index, as [Report.String] does. It is -1 for a hook called for the
+	// whole run (OnRunStart, OnRunEnd) and for an internal panic outside
+	// any node.
+	Index int
 	// Method is what panicked: "Begin", "Result", "DefaultValue", the
 	// name of a Hooks field (such as "OnNodeEnd"), or "internal" for a
 	// panic that escaped the library's own code, which is a bug.
@@ -235,10 +242,17 @@ type CallbackPanicError struct {
 }
 
 func (e *CallbackPanicError) Error() string {
-	if e.Method == "OnRunStart" || e.Method == "OnRunEnd" { // called for the whole run, not a node
+	switch {
+	case e.Method == "OnRunStart" || e.Method == "OnRunEnd": // called for the whole run, not a node
 		return fmt.Sprintf("asynctool: hook %s of the run panicked: %v", e.Method, e.Panic.Value)
+	case e.ID == "" && e.Index < 0:
+		return fmt.Sprintf("asynctool: %s panic of the run: %v", e.Method, e.Panic.Value)
 	}
-	return fmt.Sprintf("asynctool: callback %s of node %q panicked: %v", e.Method, e.ID, e.Panic.Value)
+	id := strconv.Quote(e.ID)
+	if e.ID == "" {
+		id = "#" + strconv.Itoa(e.Index) // as Report.String names it
+	}
+	return fmt.Sprintf("asynctool: callback %s of node %s panicked: %v", e.Method, id, e.Panic.Value)
 }
 
 // Unwrap returns the recovered panic.

@@ -124,11 +124,12 @@ func WithRunHooks(ctx context.Context, h *Hooks) context.Context {
 	return context.WithValue(ctx, hooksKey{}, h)
 }
 
-// hooked calls f, turning a panic into a reported *CallbackPanicError.
-func (r *runState) hooked(name string, id string, f func()) {
+// hooked calls f, a hook called for node i (-1 for the whole run),
+// turning a panic into a reported *CallbackPanicError.
+func (r *runState) hooked(name string, i int32, f func()) {
 	defer func() {
 		if v := recover(); v != nil {
-			r.callbackPanic(id, name, newPanicError(v))
+			r.callbackPanic(i, name, newPanicError(v))
 		}
 	}()
 	f()
@@ -187,7 +188,7 @@ func (r *runState) nodeStarted(i int32, ctx context.Context) context.Context {
 		if h.OnNodeStart == nil {
 			continue
 		}
-		r.hooked("OnNodeStart", ev.ID, func() {
+		r.hooked("OnNodeStart", i, func() {
 			if c := h.OnNodeStart(ctx, ev); c != nil {
 				ctx = c
 			}
@@ -204,15 +205,15 @@ func (r *runState) nodeEnded(i int32, wl *worklist) {
 	for _, h := range r.hooks {
 		if h.OnNodeSkip != nil && didNotRun(ev.Result, ev.Err) {
 			wl.hook = "OnNodeSkip"
-			r.hooked("OnNodeSkip", ev.ID, func() { h.OnNodeSkip(r.ctx, ev) })
+			r.hooked("OnNodeSkip", i, func() { h.OnNodeSkip(r.ctx, ev) })
 		}
 		if h.OnNodeTimeout != nil && ev.Result == ResultTimeout {
 			wl.hook = "OnNodeTimeout"
-			r.hooked("OnNodeTimeout", ev.ID, func() { h.OnNodeTimeout(r.ctx, ev) })
+			r.hooked("OnNodeTimeout", i, func() { h.OnNodeTimeout(r.ctx, ev) })
 		}
 		if h.OnNodeEnd != nil {
 			wl.hook = "OnNodeEnd"
-			r.hooked("OnNodeEnd", ev.ID, func() { h.OnNodeEnd(r.ctx, ev) })
+			r.hooked("OnNodeEnd", i, func() { h.OnNodeEnd(r.ctx, ev) })
 		}
 	}
 	wl.hook = ""
@@ -223,7 +224,7 @@ func (r *runState) nodeRetrying(i int32, err error, delay time.Duration) {
 	ev.Err, ev.Wait = err, delay
 	for _, h := range r.hooks {
 		if h.OnNodeRetry != nil {
-			r.hooked("OnNodeRetry", ev.ID, func() { h.OnNodeRetry(r.ctx, ev) })
+			r.hooked("OnNodeRetry", i, func() { h.OnNodeRetry(r.ctx, ev) })
 		}
 	}
 }
@@ -245,7 +246,7 @@ func (r *runState) nodePending(i int32, err error, wl *worklist) {
 	ev.Err, ev.Reason = err, pendingReason(err)
 	for _, h := range r.hooks {
 		if h.OnNodePending != nil {
-			r.hookedToTheEnd("OnNodePending", ev.ID, func() { h.OnNodePending(r.ctx, ev) })
+			r.hookedToTheEnd("OnNodePending", i, func() { h.OnNodePending(r.ctx, ev) })
 		}
 	}
 }
@@ -278,20 +279,20 @@ func (r *runState) runEnded() {
 // as a panic is: the run's end (see complete) is deferred, so the record
 // is in place before the run resolves.
 func (r *runState) runEndHook(f func(context.Context, *Report), rep *Report) {
-	r.hookedToTheEnd("OnRunEnd", "", func() { f(r.ctx, rep) })
+	r.hookedToTheEnd("OnRunEnd", -1, func() { f(r.ctx, rep) })
 }
 
 // hookedToTheEnd is hooked for a hook whose runtime.Goexit nothing else
 // reports (salvage reports the end hooks' and a node's start and retry
 // hooks' through the node they were called for): it reports it itself,
 // as a panic is, and lets the goroutine end.
-func (r *runState) hookedToTheEnd(name, id string, f func()) {
+func (r *runState) hookedToTheEnd(name string, i int32, f func()) {
 	returned := false
 	defer func() {
 		if !returned {
-			r.callbackPanic(id, name, &PanicError{Value: ErrGoexit})
+			r.callbackPanic(i, name, &PanicError{Value: ErrGoexit})
 		}
 	}()
-	r.hooked(name, id, f)
+	r.hooked(name, i, f)
 	returned = true
 }

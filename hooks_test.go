@@ -28,12 +28,13 @@ func TestRunHookPanicNamesTheRun(t *testing.T) {
 		var cpe *CallbackPanicError
 		if assert.ErrorAs(t, err, &cpe) {
 			assert.Equal(t, "", cpe.ID)
+			assert.Equal(t, -1, cpe.Index)
 			assert.Equal(t, method, cpe.Method)
 			assert.Equal(t, "asynctool: hook "+method+" of the run panicked: the tracer broke", cpe.Error())
 		}
 	}
-	cpe := &CallbackPanicError{ID: "", Method: "Result", Panic: &PanicError{Value: "x"}}
-	assert.Equal(t, `asynctool: callback Result of node "" panicked: x`, cpe.Error(), "an anonymous node's callback keeps its words")
+	cpe := &CallbackPanicError{ID: "", Index: 3, Method: "Result", Panic: &PanicError{Value: "x"}}
+	assert.Equal(t, `asynctool: callback Result of node #3 panicked: x`, cpe.Error(), "an anonymous node's callback is named by its index (TestAnonymousCallbackPanicNamesItsIndex)")
 }
 
 // TestReturnWithTheSinkOnAPlan is the README's idiom for returning as soon

@@ -442,7 +442,7 @@ func (r *runState) reason(i int32) string {
 	}
 	var pe *PanicError
 	if errors.As(err, &pe) {
-		if r.beginPanicked(pn.core.id, pe) {
+		if r.beginPanicked(i, pe) {
 			return "callback Begin panicked"
 		}
 		return "worker panicked"
@@ -450,14 +450,14 @@ func (r *runState) reason(i int32) string {
 	return "worker failed"
 }
 
-// beginPanicked reports whether pe, the panic node id failed with, is
+// beginPanicked reports whether pe, the panic node i failed with, is
 // its Callback.Begin's (recorded as a CallbackPanicError too), which
 // fails the node without calling its worker.
-func (r *runState) beginPanicked(id string, pe *PanicError) bool {
+func (r *runState) beginPanicked(i int32, pe *PanicError) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, e := range r.callbacks {
-		if c, ok := e.(*CallbackPanicError); ok && c.Method == "Begin" && c.ID == id && c.Panic == pe {
+		if c, ok := e.(*CallbackPanicError); ok && c.Method == "Begin" && c.Index == int(i) && c.Panic == pe {
 			return true
 		}
 	}

@@ -599,7 +599,7 @@ func (r *runState) start(ctx context.Context, a *Async, timeout time.Duration, i
 			}
 			for _, h := range r.hooks {
 				if h.OnRunStart != nil {
-					r.hooked("OnRunStart", "", func() {
+					r.hooked("OnRunStart", -1, func() {
 						if c := h.OnRunStart(ctx, info); c != nil {
 							ctx = c
 						}
@@ -788,9 +788,15 @@ func (r *runState) err() error {
 	return errors.Join(errs...)
 }
 
-func (r *runState) callbackPanic(id, method string, p *PanicError) {
+// callbackPanic records p, a panic in method of node i, or of the whole
+// run when i is -1.
+func (r *runState) callbackPanic(i int32, method string, p *PanicError) {
+	e := &CallbackPanicError{Index: int(i), Method: method, Panic: p}
+	if i >= 0 {
+		e.ID = r.p.nodes[i].core.id
+	}
 	r.mu.Lock()
-	r.callbacks = append(r.callbacks, &CallbackPanicError{ID: id, Method: method, Panic: p})
+	r.callbacks = append(r.callbacks, e)
 	r.mu.Unlock()
 }
 
@@ -834,7 +840,7 @@ func (r *runState) drive(first int32, wl *worklist) (again bool) {
 				again = true
 				return
 			}
-			r.callbackPanic(r.p.nodes[max(wl.cur, wl.prop, wl.after, 0)].core.id, "internal", pe)
+			r.callbackPanic(max(wl.cur, wl.prop, wl.after, 0), "internal", pe)
 		}
 		// The goroutine's work goes on elsewhere.
 		r.continueAfterGoexit(wl, pe)
@@ -1281,7 +1287,7 @@ func (r *runState) salvage(wl *worklist, pe *PanicError) *worklist {
 		if wl.hook != "" {
 			method = wl.hook
 		}
-		r.callbackPanic(r.p.nodes[i].core.id, method, &PanicError{Value: why})
+		r.callbackPanic(i, method, &PanicError{Value: why})
 		r.afterCallback(i, 0, cont)
 	case wl.after >= 0:
 		// A custom join did not return: fail its node, then go on with
@@ -1698,7 +1704,7 @@ func (r *runState) processEnd(i int32, wl *worklist) {
 	if pn.hasCallback {
 		wl.fresh = false // user code ran: look at the deadline again
 		if p := pn.core.impl.fireResult(r.slot(i), n.st()); p != nil {
-			r.callbackPanic(pn.core.id, "Result", p)
+			r.callbackPanic(i, "Result", p)
 		}
 	}
 	if len(r.hooks) > 0 {
@@ -1812,7 +1818,7 @@ func (r *runState) sweepFrom(k int, wl *worklist) {
 		var pe *PanicError
 		if v := recover(); v != nil {
 			pe = newPanicError(v)
-			r.callbackPanic("", "internal", pe)
+			r.callbackPanic(-1, "internal", pe)
 		}
 		cont := r.salvage(wl, pe)
 		go r.sweepFrom(k, cont)

@@ -400,7 +400,7 @@ func (w *WorkerWrapper[P, R]) slotIn(r *runState) *slot[R] {
 // reported as a *CallbackPanicError of method "DefaultValue". Called by
 // the sweep (sweep), the worker's DefaultValue is marked as sweepCall:
 // user code that the sweep runs, the engine's own default is not.
-func (w *WorkerWrapper[P, R]) defaultValue(r *runState, sweep bool) (v R) {
+func (w *WorkerWrapper[P, R]) defaultValue(r *runState, i int32, sweep bool) (v R) {
 	if w.hasDef {
 		return w.def
 	}
@@ -420,7 +420,7 @@ func (w *WorkerWrapper[P, R]) defaultValue(r *runState, sweep bool) (v R) {
 		if p := recover(); p != nil {
 			var zero R
 			v = zero
-			r.callbackPanic(w.id, "DefaultValue", newPanicError(p))
+			r.callbackPanic(i, "DefaultValue", newPanicError(p))
 		}
 	}()
 	return d.DefaultValue()
@@ -434,7 +434,7 @@ func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *runState, i int32,
 		var beginPanic bool
 		v, err, beginPanic = w.call(ctx, r, i, pn.hasCallback)
 		if beginPanic {
-			r.callbackPanic(w.id, "Begin", err.(*PanicError))
+			r.callbackPanic(i, "Begin", err.(*PanicError))
 		}
 	} else {
 		// Nothing to tell apart and no failure policy: a panic in Action
@@ -522,12 +522,12 @@ func (w *WorkerWrapper[P, R]) failResult(r *runState, i int32, s *slot[R], st Re
 	defer func() {
 		if !normal {
 			r.noDefault.Store(true)
-			r.callbackPanic(w.id, "DefaultValue", &PanicError{Value: ErrGoexit})
+			r.callbackPanic(i, "DefaultValue", &PanicError{Value: ErrGoexit})
 			s.res = WorkResult[R]{State: st, Err: err}
 			r.rescueEnding(i)
 		}
 	}()
-	s.res = WorkResult[R]{Value: w.defaultValue(r, sweep), State: st, Err: err}
+	s.res = WorkResult[R]{Value: w.defaultValue(r, i, sweep), State: st, Err: err}
 	normal = true
 }
 
