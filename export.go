@@ -142,10 +142,11 @@ func (rep *Report) criticalEdges() map[[2]int]bool {
 // report order and named by their index (n0, n1, ...), so any id,
 // including the empty one, quotes, spaces and any Unicode, appears only
 // inside an escaped label. Edges go from upstream to downstream: solid
-// for must dependencies, dashed for optional ones, and thick for the
-// edges of the critical path (see [Report.CriticalPath]). A node whose
-// join is not the default one shows it under its id (`when "route"`, so
-// a switch's branches can be told apart). Durations appear on the nodes
+// for must dependencies, dashed for others (as [NodeReport.Must] tells
+// them apart, by the node's join), and thick for the edges of the
+// critical path (see [Report.CriticalPath]). A node whose join is not
+// the default one shows it under its id (`when "route"`, so a switch's
+// branches can be told apart). Durations appear on the nodes
 // when the run recorded times ([WithTimings] or hooks). A node's fill
 // colour is its outcome:
 //
@@ -308,7 +309,7 @@ const dotPiece = 4096
 
 // Mermaid renders the report as a Mermaid flowchart, laid out left to
 // right, for a README or a pull request (GitHub renders a ```mermaid block).
-// Must dependencies are solid arrows (-->), optional ones dotted (-.->),
+// Must dependencies are solid arrows (-->), others dotted (-.->), as for DOT,
 // and the critical path's edges thick (==>); Mermaid has no thick dotted
 // arrow, so an optional edge on the critical path is drawn thick. Colours
 // and labels are as for [Report.DOT], applied through classDef lines.

@@ -580,20 +580,27 @@ func unreachableErr(cores []*nodeCore, j, missing int32, posOf func(*nodeCore) (
 }
 
 // effectiveMust is whether the edge from upstream id into node c is a must
-// dependency under c's join: the declared flag for the default join,
-// always for AllSucceeded, membership for NamedSucceeded.
+// dependency under c's join (see NodeReport.Must): the declared flag for
+// the default join, always for AllSucceeded and When, membership for
+// NamedSucceeded, and never for the joins that count successes or decide
+// themselves (AnySucceeded, AtLeast, AllDone, WhenResult, CustomJoin),
+// which ignore the flag.
 func effectiveMust(c *nodeCore, id string, declared bool, names *nameSets) bool {
 	spec := c.spec()
 	if spec == nil {
 		return declared
 	}
-	switch spec.join.kind {
+	switch j := &spec.join; j.kind {
+	case joinDefault:
+		return declared
 	case joinAll:
 		return true
 	case joinNamed:
 		return names.has(spec, id)
+	case joinCustom:
+		return j.whenType != nil && !j.whenResult // When, as AllSucceeded
 	}
-	return declared
+	return false
 }
 
 // fewNames is the most ids a NamedSucceeded join, or the upstreams it is

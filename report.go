@@ -33,7 +33,14 @@ type NodeReport struct {
 	ID    string
 	Index int
 	// Deps are the indexes of the node's upstreams, Must says which of
-	// them are must dependencies.
+	// them are must dependencies as the node's join treats them: one that
+	// must succeed for the node to run, whose failure fails it. That is
+	// Depend's flag under the default join only; the other joins ignore
+	// the flag. Under [AllSucceeded] and [When] every upstream is a must
+	// one, under [NamedSucceeded] the named ones, and under
+	// [AnySucceeded], [AtLeast], [AllDone], [WhenResult] and a
+	// [CustomJoin], which count successes or decide for themselves, none.
+	// [Report.DOT] and [Report.Mermaid] draw edges as Must says.
 	Deps []int
 	Must []bool
 	// Status is the node's state in finer terms than State: it tells
@@ -524,9 +531,9 @@ func joinReason(pn *pnode, err error) string {
 	default: // the default join, AllSucceeded, NamedSucceeded, AnySucceeded
 		switch {
 		case !errors.As(err, &up):
-		case pn.joinKind == joinAny && pn.nMust > 0:
+		case pn.joinKind == joinAny:
 			return "every upstream failed" // AnySucceeded ignores the must flags
-		case pn.joinKind == joinAny || pn.nMust == 0:
+		case pn.nMust == 0:
 			return "every optional upstream failed"
 		default:
 			return fmt.Sprintf("must upstream %q failed", up.ID)

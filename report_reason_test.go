@@ -122,7 +122,7 @@ func TestJoinReasons(t *testing.T) {
 	}{
 		{"default optional", false, Join{}, false, "every optional upstream failed"},
 		{"default must", true, Join{}, true, `must upstream "u0" failed`},
-		{"any optional", false, AnySucceeded(), false, "every optional upstream failed"},
+		{"any optional", false, AnySucceeded(), false, "every upstream failed"}, // it has no must upstreams (TestMustIsTheJoins)
 		{"any must", true, AnySucceeded(), false, "every upstream failed"},
 		{"all", false, AllSucceeded(), true, `must upstream "u0" failed`},
 		{"named", false, NamedSucceeded("u0"), true, `must upstream "u0" failed`},
