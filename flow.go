@@ -290,6 +290,11 @@ type nodeExt struct {
 	lastErr       error       // the failure that made the node pending
 	resumedFail   bool        // Resume ended the node with FailWith
 	retries       *time.Timer
+	// With timings, pendingAt is the clock (see runState.clock) at which
+	// the node, suspended after its worker failed, became pending, 0
+	// while it is not, and pendingFor the time it was pending before (see
+	// NodeReport.Pending).
+	pendingAt, pendingFor int64
 	// asks are the upstream ends the sweep found the custom join busy
 	// with another's, for whoever holds join to ask it about (see
 	// customJoin); nasks counts them, to be read without mu.
@@ -396,14 +401,56 @@ func (r *runState) afterFailure(i int32, err error, wl *worklist) (bool, error) 
 // disarms it anyway, and lastErr, read while it is pending and, once it
 // has ended as a timeout, for its report's Reason, names the failure its
 // worker returned before the sweep ended it.
+//
+// With timings, its pending time starts before it is pending too, for
+// the same reason, and is taken back if it is not.
 func (r *runState) suspend(i int32, err error, wl *worklist) {
 	r.disarm(i)
 	ext := r.exts[i]
 	ext.mu.Lock()
 	ext.lastErr = err
+	if r.times != nil {
+		ext.pendingAt = r.clock()
+	}
 	ext.mu.Unlock()
-	if r.nodes[i].move(sWorking, sPending, 0) && len(r.hooks) > 0 {
+	if !r.nodes[i].move(sWorking, sPending, 0) {
+		if r.times != nil {
+			ext.mu.Lock()
+			ext.pendingAt = 0
+			ext.mu.Unlock()
+		}
+		return
+	}
+	if len(r.hooks) > 0 {
 		r.nodePending(i, err, wl)
+	}
+}
+
+// pendingTime is node i's NodeReport.Pending: the time it was pending
+// after its worker failed, until now if it still is. It is 0 without
+// timings.
+func (r *runState) pendingTime(i int32) time.Duration {
+	if r.times == nil || r.exts == nil || r.exts[i] == nil {
+		return 0
+	}
+	ext := r.exts[i]
+	ext.mu.Lock()
+	d := ext.pendingFor
+	if ext.pendingAt != 0 {
+		d += r.clock() - ext.pendingAt
+	}
+	ext.mu.Unlock()
+	return time.Duration(d)
+}
+
+// unpend ends the pending time of node i, which leaves sPending (Resume
+// moved it, or the sweep ends it), if it had one; the caller holds its
+// ext's mu. Of two calls (the sweep's, then a Resume's that took the
+// node first), the first ends it.
+func (r *runState) unpend(ext *nodeExt) {
+	if ext.pendingAt != 0 {
+		ext.pendingFor += r.clock() - ext.pendingAt
+		ext.pendingAt = 0
 	}
 }
 
@@ -685,6 +732,7 @@ func (r *runState) Resume(id string, how Resumption) error {
 			ext.mu.Lock()
 			ext.base = n.attempts.Load()
 			ext.lastErr = nil
+			r.unpend(ext)
 			ext.mu.Unlock()
 			release = ext.joinSuspended.Swap(false)
 		}
@@ -757,6 +805,11 @@ func (r *runState) takePending(i int32, id string) error {
 	if !r.nodes[i].move(sPending, sEnding, 0) {
 		r.taskDone()
 		return r.notPending(i, id)
+	}
+	if ext := r.exts[i]; ext != nil {
+		ext.mu.Lock()
+		r.unpend(ext)
+		ext.mu.Unlock()
 	}
 	if r.endedLate(i) {
 		return errStoppedFirst(id)

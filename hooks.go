@@ -99,8 +99,12 @@ type NodeEvent struct {
 	// Wait is how long the node waited for a goroutine once ready
 	// (OnNodeStart of its first attempt; zero for a later one) or the
 	// backoff before its next attempt (OnNodeRetry);
-	// Duration how long it ran (OnNodeEnd; zero for nodes that never ran).
-	Wait, Duration time.Duration
+	// Duration how long it ran (OnNodeEnd; zero for nodes that never ran),
+	// from its first start to its end, as [NodeReport.Duration]; and
+	// Pending the part of Duration it spent pending, waiting for a
+	// Resume (OnNodeEnd), as [NodeReport.Pending]: Duration-Pending is
+	// how long its attempts took, with their backoffs.
+	Wait, Duration, Pending time.Duration
 }
 
 // WithHooks installs hooks on every run of the Async.
@@ -170,6 +174,7 @@ func (r *runState) event(i int32) NodeEvent {
 			ev.Wait = time.Duration(s - t.ready.Load())
 			if e := t.end.Load(); e != 0 {
 				ev.Duration = time.Duration(e - s)
+				ev.Pending = r.pendingTime(i)
 			}
 		}
 	}

@@ -87,6 +87,16 @@ type NodeReport struct {
 	Ready, Started, Ended time.Time
 	Wait                  time.Duration
 	Lane                  int
+	// Pending is how long the node was pending, waiting for
+	// [Run.Resume], after its worker failed under [PolicySuspend]: in all,
+	// over every time it was suspended, and up to now for a node still
+	// pending. That time lies between Started and Ended, so Duration
+	// includes it, and Duration-Pending is what its attempts took, with
+	// their backoffs; [Report.String] shows it. A node that its
+	// [CustomJoin] suspended was pending before it started, if it ever
+	// does (Ready is when Resume reran it): that time is in no field.
+	// Zero without timings.
+	Pending time.Duration
 	// Sub is the report of the plan a [SubPlan] node runs, or of the
 	// graph a [SubGraph] or [ForEach] node built: of the last run of it
 	// that the node started (for a [Hedged] worker, the winning call's),
@@ -104,8 +114,11 @@ type NodeReport struct {
 	Sub *Report
 }
 
-// Duration is how long the node ran (zero if it never started or times
-// were not recorded).
+// Duration is how long the node ran, from its first attempt's start to
+// its end (zero if it never started, has not ended, or times were not
+// recorded): its attempts, the backoffs between them and, for a node
+// that was pending, the time it waited for a Resume, which Pending
+// gives on its own.
 func (n NodeReport) Duration() time.Duration {
 	if n.Started.IsZero() || n.Ended.IsZero() {
 		return 0
@@ -172,6 +185,7 @@ func (r *runState) Report() *Report {
 				nr.Wait = nr.Started.Sub(nr.Ready)
 			}
 			nr.Lane = int(t.lane.Load())
+			nr.Pending = r.pendingTime(int32(i))
 		}
 	}
 	r.reportSubs(rep)
@@ -208,7 +222,10 @@ func (rep *Report) Err() error {
 // nodes of a node's Sub (a [SubPlan], [SubGraph] or [ForEach] node's)
 // follow it, indented. An id is shown as it is, unless it holds a newline
 // or another character that is not printable, when it is quoted; the
-// empty id is "#" and the node's index, as in [Report.DOT].
+// empty id is "#" and the node's index, as in [Report.DOT]. A node's
+// line has its Duration ("ran 3h0m1.2s") and, if it was pending, its
+// Pending, which that includes ("pending 3h0m0s"): a worker that failed,
+// then succeeded once a person had it rerun, ran for 1.2s.
 func (rep *Report) String() string {
 	var b strings.Builder
 	rep.write(&b, "")
@@ -223,6 +240,9 @@ func (rep *Report) write(b *strings.Builder, indent string) {
 		fmt.Fprintf(b, "%s: %v", lineID(displayID(n)), n.Status)
 		if d := n.Duration(); d > 0 {
 			fmt.Fprintf(b, " ran %v", d)
+		}
+		if n.Pending > 0 {
+			fmt.Fprintf(b, " pending %v", n.Pending)
 		}
 		if n.Wait > 0 {
 			fmt.Fprintf(b, " waited %v", n.Wait)

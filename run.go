@@ -1915,6 +1915,7 @@ func (r *runState) notePendingSwept(i int32) {
 		ext := r.exts[i]
 		ext.mu.Lock()
 		why = ext.lastErr
+		r.unpend(ext) // the node ends now
 		ext.mu.Unlock()
 	}
 	r.mu.Lock()

@@ -79,7 +79,10 @@
 // # Metrics
 //
 //	asynctool.node.duration  histogram, seconds, of every node that ran,
-//	                         by asynctool.node.id and asynctool.node.outcome
+//	                         by asynctool.node.id and asynctool.node.outcome,
+//	                         without the time it was pending, waiting for
+//	                         a Resume (asynctool.NodeEvent.Pending): a
+//	                         person's wait is not the node's latency
 //	asynctool.node.outcomes  counter of ended nodes, by the same attributes
 //	asynctool.node.pending   counter of nodes that became pending
 //	                         (asynctool.Hooks.OnNodePending), by
@@ -387,7 +390,7 @@ func (in *instruments) nodeEnd(ctx context.Context, ev asynctool.NodeEvent) {
 
 	set := metric.WithAttributes(KeyNodeID.String(ev.ID), KeyNodeOutcome.String(out))
 	if ran {
-		in.duration.Record(ctx, ev.Duration.Seconds(), set)
+		in.duration.Record(ctx, (ev.Duration - ev.Pending).Seconds(), set)
 	}
 	in.outcomes.Add(ctx, 1, set)
 }

@@ -75,3 +75,44 @@ func TestPendingNodesAreCountedAndMarked(t *testing.T) {
 	}
 	assert.Equal(t, 2, events, "each failed attempt's span says it left the node pending")
 }
+
+// asynctool.node.duration recorded a resumed node's whole span, the time
+// it waited for a person's Resume included, as its latency: one such
+// node put hours into a histogram of RPC times. It now leaves out
+// NodeEvent.Pending.
+func TestPendingTimeIsNotLatency(t *testing.T) {
+	h, _, reader, _ := setup(t)
+	const pause = 200 * time.Millisecond
+	calls := 0
+	x := asynctool.NewWrapper("x", asynctooltest.Func(func(context.Context, int) (int, error) {
+		if calls++; calls == 1 {
+			return 0, errors.New("payments down")
+		}
+		return 1, nil
+	}), 0).OnFailure(asynctool.PolicySuspend)
+	a := asynctool.New(asynctool.WithHooks(h))
+	run, err := a.Start(context.Background(), time.Minute, x)
+	require.NoError(t, err)
+	<-run.Suspended()
+	time.Sleep(pause)
+	require.NoError(t, run.Resume("x", asynctool.Rerun()))
+	require.NoError(t, run.Wait(context.Background()))
+	require.NoError(t, a.Close())
+	rep := run.Report().Nodes[0]
+	require.GreaterOrEqual(t, rep.Pending, pause)
+
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	var sum float64
+	var count uint64
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if m.Name == "asynctool.node.duration" {
+			for _, dp := range m.Data.(metricdata.Histogram[float64]).DataPoints {
+				sum, count = sum+dp.Sum, count+dp.Count
+			}
+		}
+	}
+	require.Equal(t, uint64(1), count)
+	assert.InDelta(t, (rep.Duration() - rep.Pending).Seconds(), sum, 1e-9)
+	assert.Less(t, sum, pause.Seconds(), "the pending time is not the node's latency")
+}
