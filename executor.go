@@ -13,6 +13,19 @@ import "reflect"
 // calling goroutine before returning (a caller-runs policy). An Executor
 // must be safe for concurrent use. An Async's executor must also not wait
 // for room in Submit (see [WithExecutor]).
+//
+// Submit must not panic: a closed channel-based executor should return
+// an error. The package does not recover such a panic, which goes on up
+// the stack of whatever called Submit: a [Serial] or [Keyed] first
+// starts its drain loop on a goroutine of its own, so that its tasks
+// still run, but on a timer's goroutine (a task of [Serial.SubmitAfter]
+// once its delay has passed, an Async's retry after its backoff) there is
+// no caller to take the panic, and it ends the program, as a panic in any
+// time.AfterFunc function does. It is not kept to be reported later:
+// SubmitAfter returned long before, a later Submit's error would say that
+// its own task was refused (and invite a second submission of a task that
+// runs), Close returns nothing, and Shutdown may never be called, so the
+// executor's bug would go unseen; the crash names it.
 type Executor interface {
 	Submit(task func()) error
 }

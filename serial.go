@@ -81,15 +81,16 @@ type SerialStats struct {
 // If the executor refuses the drain loop (a closed or full [Pool] under
 // [Reject]), the loop runs on a new goroutine instead, so that no task is
 // lost; so it does if the executor's Submit panics, and the panic then
-// goes on up the stack of the Submit that started the loop. If the
-// executor runs tasks on the caller ([CallerRuns]), the submitter whose
-// task started the loop runs it, including tasks other goroutines submit
-// meanwhile. If it waits for room ([Block]), so does the submitter whose
-// task finds the Serial idle (or, for a delayed task, its timer): a task
-// of that pool that submits to an idle Serial holds its worker while it
-// waits, and once every worker does, nothing runs again. Give such a pool
-// a queue (PoolQueue) with room for the Serials its tasks submit to, or
-// submit from outside its tasks.
+// goes on up the stack of the Submit that started the loop (for a task of
+// SubmitAfter, the stack of its timer's goroutine, where the panic ends
+// the program: see [Executor]). If the executor runs tasks on the caller
+// ([CallerRuns]), the submitter whose task started the loop runs it,
+// including tasks other goroutines submit meanwhile. If it waits for room
+// ([Block]), so does the submitter whose task finds the Serial idle (or,
+// for a delayed task, its timer): a task of that pool that submits to an
+// idle Serial holds its worker while it waits, and once every worker does,
+// nothing runs again. Give such a pool a queue (PoolQueue) with room for
+// the Serials its tasks submit to, or submit from outside its tasks.
 //
 // A task that panics does not stop the loop: see [SerialPanicHandler].
 //
