@@ -46,7 +46,16 @@ type WorkerWrapper[P, R any] struct {
 // NewWrapper returns a node with the given id that runs worker with param.
 // Ids must be unique among the nodes reachable from a run's start nodes;
 // the empty id is allowed for any number of anonymous nodes, which
-// [ResultOf] cannot look up. A nil worker is reported by BeginWork.
+// [ResultOf] cannot look up. A nil worker is reported by BeginWork
+// ([ErrNilWorker]), and so is a nil WorkerFunc or a nil pointer to one of
+// this package's workers ([SubPlan], [SubGraph], [ForEach]).
+//
+// A nil pointer of a worker type of your own is not refused: it is a
+// worker, as Go sees it. If its Action has a pointer receiver, the call
+// is valid, and a worker without state may well be a nil *T. If Action has
+// a value receiver, the call panics (Go's "value method T.Action called
+// using nil *T pointer"), which fails the node with a [*PanicError], as
+// any panic in a worker does, and its Reason says the worker panicked.
 func NewWrapper[P, R any](id string, worker Worker[P, R], param P) *WorkerWrapper[P, R] {
 	w := &WorkerWrapper[P, R]{worker: worker, param: param, cb: NopCallback[P, R]{}}
 	w.nodeCore.id = id
