@@ -9,13 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestH114MustIsTheJoins: NodeReport.Must, and the edges DOT and Mermaid
+// TestMustIsTheJoins: NodeReport.Must, and the edges DOT and Mermaid
 // draw from it, showed Depend's must flag under joins that ignore it: a
 // node with AnySucceeded over two upstreams declared must was drawn
 // with two solid edges, though either upstream's failure alone changes
 // nothing. Must now says how the node's join treats each edge, as it
 // already did for AllSucceeded and NamedSucceeded.
-func TestH114MustIsTheJoins(t *testing.T) {
+func TestMustIsTheJoins(t *testing.T) {
 	always := func(WorkResult[int]) bool { return true }
 	tests := []struct {
 		join Join

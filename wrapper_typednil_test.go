@@ -9,28 +9,28 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-type h114ValueWorker struct{ n int }
+type typedNilValueWorker struct{ n int }
 
-func (w h114ValueWorker) Action(context.Context, int, Wrappers) (int, error) { return w.n, nil }
+func (w typedNilValueWorker) Action(context.Context, int, Wrappers) (int, error) { return w.n, nil }
 
-type h114PointerWorker struct{ n int }
+type typedNilPointerWorker struct{ n int }
 
-func (w *h114PointerWorker) Action(context.Context, int, Wrappers) (int, error) {
+func (w *typedNilPointerWorker) Action(context.Context, int, Wrappers) (int, error) {
 	if w == nil {
 		return 42, nil // a worker without state works as a nil *T
 	}
 	return w.n, nil
 }
 
-// TestH114TypedNilWorkers pins what NewWrapper's doc says of a nil
+// TestTypedNilWorkers pins what NewWrapper's doc says of a nil
 // pointer of a user's worker type: it is not refused (a nil interface
 // is, with ErrNilWorker), since a pointer receiver's Action may be
 // called on nil; one with a value receiver panics when called, which
 // fails its node only, with a *PanicError that names the nil pointer.
-func TestH114TypedNilWorkers(t *testing.T) {
+func TestTypedNilWorkers(t *testing.T) {
 	a := newAsync(t)
-	var v *h114ValueWorker
-	var p *h114PointerWorker
+	var v *typedNilValueWorker
+	var p *typedNilPointerWorker
 	x := NewWrapper[int, int]("x", v, 0)
 	y := NewWrapper[int, int]("y", p, 0)
 	r, err := a.Start(context.Background(), time.Minute, x, y)
@@ -39,7 +39,7 @@ func TestH114TypedNilWorkers(t *testing.T) {
 	assert.Equal(t, WorkResult[int]{Value: 42, State: ResultSuccess}, y.ResultIn(r))
 	var pe *PanicError
 	require.ErrorAs(t, x.ResultIn(r).Err, &pe)
-	assert.Contains(t, pe.Error(), "h114ValueWorker.Action called using nil *h114ValueWorker pointer")
+	assert.Contains(t, pe.Error(), "typedNilValueWorker.Action called using nil *typedNilValueWorker pointer")
 	assert.Equal(t, "worker panicked", r.Report().Nodes[0].Reason)
 
 	var nilIface Worker[int, int]

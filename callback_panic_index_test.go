@@ -10,13 +10,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestH114AnonymousCallbackPanicNamesItsIndex: a panic in the callback
+// TestAnonymousCallbackPanicNamesItsIndex: a panic in the callback
 // of an anonymous node read `callback Result of node "" panicked`, where
 // Report.String, Report.Err and the pictures name such a node "#" and
 // its index (149f985), and two anonymous nodes' panics could not be told
 // apart. CallbackPanicError now carries the node's Index, -1 for a hook
 // of the whole run and for an internal panic outside any node.
-func TestH114AnonymousCallbackPanicNamesItsIndex(t *testing.T) {
+func TestAnonymousCallbackPanicNamesItsIndex(t *testing.T) {
 	h := Hooks{OnRunEnd: func(context.Context, *Report) { panic("the tracer broke") }}
 	a := newAsync(t, WithHooks(&h))
 	first := NewWrapper("", okWorker(), 0).Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) { panic("first broke") }))

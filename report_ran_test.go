@@ -9,13 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestH114BeginPanicRan pins what NodeReport.Ran means for a node whose
+// TestBeginPanicRan pins what NodeReport.Ran means for a node whose
 // Callback.Begin panicked: the node started (an attempt began, with its
 // OnNodeStart hook and its start time), so Ran, Attempts, Started and
 // the OnNodeEnd event's Attempt agree, though its worker was never
 // called; its Reason is what tells the two apart. Ran's doc said "the
 // worker's Action was called", which such a node contradicted.
-func TestH114BeginPanicRan(t *testing.T) {
+func TestBeginPanicRan(t *testing.T) {
 	started := make(chan NodeEvent, 1)
 	ended := make(chan NodeEvent, 1)
 	h := Hooks{

@@ -11,14 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestH114PendingTimeIsShown: a node suspended under PolicySuspend and
+// TestPendingTimeIsShown: a node suspended under PolicySuspend and
 // then resumed reported a Duration (and, to OnNodeEnd, an ev.Duration,
 // which otel records as the node's latency) from its first attempt's
 // start to its end, so the time it waited for a person's Resume read as
 // time its worker ran: "ran 3h0m1s" for a worker that took a second.
 // Duration still spans it, and NodeReport.Pending and NodeEvent.Pending
 // now give the pending part, also in a snapshot while the node waits.
-func TestH114PendingTimeIsShown(t *testing.T) {
+func TestPendingTimeIsShown(t *testing.T) {
 	const pause = 150 * time.Millisecond
 	for _, tc := range []struct {
 		name   string
@@ -76,10 +76,10 @@ func TestH114PendingTimeIsShown(t *testing.T) {
 	}
 }
 
-// TestH114NoPendingTimeWithoutSuspension: a node that never waited for
+// TestNoPendingTimeWithoutSuspension: a node that never waited for
 // a Resume has no Pending, nor one whose custom join suspended it (it
 // was pending before it started: the time is in no field).
-func TestH114NoPendingTimeWithoutSuspension(t *testing.T) {
+func TestNoPendingTimeWithoutSuspension(t *testing.T) {
 	a := newAsync(t, WithTimings(true))
 	up := NewWrapper("up", okWorker(), 0)
 	NewWrapper("j", okWorker(), 0).Depend(up, true).

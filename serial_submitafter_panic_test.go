@@ -10,14 +10,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestH114SubmitAfterPanickingExecutorEndsTheProgram pins what the
+// TestSubmitAfterPanickingExecutorEndsTheProgram pins what the
 // Executor doc says of a Submit that panics on a timer's goroutine: a
 // Serial's delayed task, once due, starts the drain loop from its timer,
 // and the executor's panic, which no caller can take there, ends the
 // program (ff66a05 kept the Serial working for a panic on a Submit's
 // caller, which gets it). The child process is this test, run again.
-func TestH114SubmitAfterPanickingExecutorEndsTheProgram(t *testing.T) {
-	if os.Getenv("ASYNCTOOL_H114_CHILD") == "1" {
+func TestSubmitAfterPanickingExecutorEndsTheProgram(t *testing.T) {
+	if os.Getenv("ASYNCTOOL_SUBMITAFTER_CHILD") == "1" {
 		s := NewSerial(ExecutorFunc(func(func()) error { panic("executor closed") }))
 		if _, err := s.SubmitAfter(time.Millisecond, func() {}); err != nil {
 			os.Exit(3)
@@ -25,8 +25,8 @@ func TestH114SubmitAfterPanickingExecutorEndsTheProgram(t *testing.T) {
 		time.Sleep(10 * time.Second) // the timer's panic ends the process first
 		os.Exit(4)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestH114SubmitAfterPanickingExecutorEndsTheProgram$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "ASYNCTOOL_H114_CHILD=1")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSubmitAfterPanickingExecutorEndsTheProgram$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "ASYNCTOOL_SUBMITAFTER_CHILD=1")
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit, "%s", out)
