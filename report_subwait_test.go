@@ -168,3 +168,52 @@ func TestReportFromACustomJoinInTheSweep(t *testing.T) {
 		require.NoError(t, run.Wait(context.Background()))
 	})
 }
+
+// TestReportDoesNotWaitForASweepInAHookElsewhere pins what Run.Report's
+// doc says: while a sub-run's sweep runs user code (here OnNodeEnd of
+// the node it ended), a Report does not wait for the sweep, whichever
+// goroutine calls it, also after the run's Wait returned: the node the
+// sweep has not reached shows as not ended.
+func TestReportDoesNotWaitForASweepInAHookElsewhere(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hold := make(chan struct{})    // the sub-plan's first node ignores its ctx until then
+		started := make(chan struct{}) // the first node is running
+		inHook := make(chan struct{})  // the sub-run's sweep is in the hook for "a"
+		release := make(chan struct{}) // lets the hook return
+		a := New(WithHooks(&Hooks{OnNodeEnd: func(_ context.Context, ev NodeEvent) {
+			if ev.ID == "a" {
+				close(inHook)
+				<-release
+			}
+		}}))
+		defer a.Close()
+		first := NewWrapper("a", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			close(started)
+			<-hold
+			return 1, nil
+		}), 0)
+		NewWrapper("b", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			return 2, nil
+		}), 0).Depend(first, true)
+		pl, err := Compile(first)
+		require.NoError(t, err)
+		sub := NewWrapper("sub", SubPlan[int, int]{Plan: pl, Output: first.ValueIn}, 0)
+		run, err := a.Start(context.Background(), 0, sub)
+		require.NoError(t, err)
+		<-started
+		run.Cancel()
+		<-inHook // the sweep of the sub-run ended "a" and is in its hook
+		require.Error(t, run.Wait(context.Background()))
+
+		rep := run.Report() // returns: it does not wait for the hook
+		s := subNode(t, rep, "sub").Sub
+		require.NotNil(t, s)
+		for _, n := range s.Nodes {
+			if n.ID == "b" {
+				assert.NotContains(t, []State{StateFinish, StateError}, n.State, "b: the sweep has not reached it")
+			}
+		}
+		close(release)
+		close(hold)
+	})
+}

@@ -188,21 +188,24 @@ func (h *Run) Wait(ctx context.Context) error {
 // released run's report has no nodes.
 //
 // A node that runs a sub-run ([SubPlan], [SubGraph], [ForEach]) and has
-// ended, or any such node once the run has ended, shows its sub-run ended
-// too: Report waits for the sub-run's sweep, which ends its nodes and
-// runs their Result callbacks and hooks. Called from user code that the
-// sweep runs (one of those callbacks or hooks, a DefaultValue, a custom
-// join), Report does not wait (it would wait for itself), and the
-// sub-run shows as it is; such code must not wait for another goroutine
-// that calls Report. Report does not wait for user code that the
-// sub-run's other goroutines began before it stopped (it may be called
-// from there): the nodes of callbacks and hooks show as ended; while a
-// worker's DefaultValue runs, a node that another goroutine is ending
-// may show as running; and a [ForEach] join under a Budget that waits
-// for such an item's end, or that another goroutine was calling as the
-// sweep ended an item, may not have decided yet: the sweep does not wait
-// for a custom join's call (calls of one node's join never overlap), it
-// leaves its ask to the goroutine making the call.
+// ended, or any such node once the run has ended, shows its sub-run
+// ended too: Report waits for the sub-run's sweep, which ends its nodes
+// and runs their Result callbacks and hooks. While the sweep runs user
+// code (one of those callbacks or hooks, a DefaultValue, a custom join),
+// which may call Report itself and would then wait for itself, Report
+// does not wait, whichever goroutine calls it: the sub-run shows as it
+// is, with nodes the sweep has not reached yet not ended, also after the
+// run's Wait has returned (the node that runs the sub-run may have been
+// ended by the deadline while its worker goes on). Report does not wait
+// for user code that the sub-run's other goroutines began before it
+// stopped (it may be called from there): the nodes of callbacks and
+// hooks show as ended; while a worker's DefaultValue runs, a node that
+// another goroutine is ending may show as running; and a [ForEach] join
+// under a Budget that waits for such an item's end, or that another
+// goroutine was calling as the sweep ended an item, may not have decided
+// yet: the sweep does not wait for a custom join's call (calls of one
+// node's join never overlap), it leaves its ask to the goroutine making
+// the call.
 func (h *Run) Report() *Report {
 	if s := h.live(); s != nil {
 		defer s.unref()
