@@ -2,6 +2,8 @@ package asynctool
 
 import (
 	"context"
+	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -47,4 +49,95 @@ func TestBeginPanicIsNotTheWorkers(t *testing.T) {
 		assert.Equal(t, want[n.ID], n.Reason, "report of %s", n.ID)
 		assert.Equal(t, want[n.ID], reasons[n.ID], "OnNodeEnd of %s", n.ID)
 	}
+}
+
+// beginGoexits is a callback whose Begin calls runtime.Goexit, as a test's
+// t.FailNow does.
+type beginGoexits struct{ NopCallback[int, int] }
+
+func (beginGoexits) Begin() { runtime.Goexit() }
+
+// TestGoexitBeforeTheWorkerIsNotTheWorkers: a node whose Callback.Begin
+// or OnNodeStart hook called runtime.Goexit (a test's t.FailNow) said
+// "worker called runtime.Goexit", its worker never called. Its reason
+// names the call now, and the run's error carries it as a
+// *CallbackPanicError, as for a panic there; a worker's own Goexit keeps
+// its words.
+func TestGoexitBeforeTheWorkerIsNotTheWorkers(t *testing.T) {
+	var mu sync.Mutex
+	reasons := map[string]string{}
+	h := Hooks{
+		OnNodeStart: func(ctx context.Context, ev NodeEvent) context.Context {
+			if ev.ID == "s" {
+				runtime.Goexit()
+			}
+			return ctx
+		},
+		OnNodeEnd: func(_ context.Context, ev NodeEvent) {
+			mu.Lock()
+			reasons[ev.ID] = ev.Reason
+			mu.Unlock()
+		},
+	}
+	a := newAsync(t, WithHooks(&h))
+	called := make(chan string, 3)
+	worker := func(id string, exit bool) WorkerFunc[int, int] {
+		return func(context.Context, int, Wrappers) (int, error) {
+			called <- id
+			if exit {
+				runtime.Goexit()
+			}
+			return 0, nil
+		}
+	}
+	b := NewWrapper("b", worker("b", false), 0).Callback(beginGoexits{})
+	s := NewWrapper("s", worker("s", false), 0)
+	w := NewWrapper("w", worker("w", true), 0)
+	r, err := a.Start(context.Background(), time.Minute, b, s, w)
+	require.NoError(t, err)
+	err = r.Wait(context.Background())
+	var methods []string
+	for _, e := range asCallbackPanics(err) {
+		if errors.Is(e.Panic.Value.(error), ErrGoexit) {
+			methods = append(methods, e.Method+" "+e.ID)
+		}
+	}
+	assert.ElementsMatch(t, []string{"Begin b", "OnNodeStart s"}, methods)
+	close(called)
+	var ran []string
+	for id := range called {
+		ran = append(ran, id)
+	}
+	assert.Equal(t, []string{"w"}, ran, "workers called")
+	want := map[string]string{
+		"b": "callback Begin called runtime.Goexit",
+		"s": "hook OnNodeStart called runtime.Goexit",
+		"w": "worker called runtime.Goexit",
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, n := range r.Report().Nodes {
+		assert.Equal(t, want[n.ID], n.Reason, "report of %s", n.ID)
+		assert.Equal(t, want[n.ID], reasons[n.ID], "OnNodeEnd of %s", n.ID)
+		assert.ErrorIs(t, n.Err, ErrGoexit, "%s", n.ID)
+	}
+}
+
+// asCallbackPanics returns the *CallbackPanicError values joined in err.
+func asCallbackPanics(err error) []*CallbackPanicError {
+	var out []*CallbackPanicError
+	var walk func(error)
+	walk = func(err error) {
+		if c, ok := err.(*CallbackPanicError); ok {
+			out = append(out, c)
+			return
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+		}
+	}
+	walk(err)
+	return out
 }

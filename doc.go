@@ -149,8 +149,10 @@
 // not hang the run either. In a worker, Callback.Begin, or an OnNodeStart
 // or OnNodeRetry hook, it fails the node it was working for with
 // [ErrGoexit] (for a worker's Goexit the node's failure policy applies,
-// but not its retries, as for a panic); in a custom join it fails the
-// join's node with an error wrapping ErrGoexit. In Callback.Result,
+// but not its retries, as for a panic), and one in Begin or OnNodeStart
+// is also returned by BeginWork as a *CallbackPanicError wrapping
+// ErrGoexit, its node's reason naming the call; in a custom join it fails
+// the join's node with an error wrapping ErrGoexit. In Callback.Result,
 // DefaultValue or an end hook (OnNodeEnd, OnNodeSkip, OnNodeTimeout,
 // OnRunEnd) the node's result, or the run's, stands, as for a panic there,
 // and BeginWork returns a *CallbackPanicError wrapping ErrGoexit.

@@ -193,7 +193,9 @@ func (r *runState) nodeStarted(i int32, ctx context.Context) context.Context {
 		if h.OnNodeStart == nil {
 			continue
 		}
-		r.hooked("OnNodeStart", i, func() {
+		// A Goexit here ends the node's attempt (see salvage): recorded,
+		// so that its reason names the hook, not the worker.
+		r.hookedToTheEnd("OnNodeStart", i, func() {
 			if c := h.OnNodeStart(ctx, ev); c != nil {
 				ctx = c
 			}
@@ -288,9 +290,10 @@ func (r *runState) runEndHook(f func(context.Context, *Report), rep *Report) {
 }
 
 // hookedToTheEnd is hooked for a hook whose runtime.Goexit nothing else
-// reports (salvage reports the end hooks' and a node's start and retry
-// hooks' through the node they were called for): it reports it itself,
-// as a panic is, and lets the goroutine end.
+// reports by its name (salvage reports the end hooks' by wl.hook, and a
+// retry hook's through the node it was called for): it reports it
+// itself, as a panic is, and lets the goroutine end. OnNodeStart's is
+// reported so too, which the node's reason then names.
 func (r *runState) hookedToTheEnd(name string, i int32, f func()) {
 	returned := false
 	defer func() {

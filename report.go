@@ -465,6 +465,9 @@ func (r *runState) reason(i int32) string {
 		return "retry policy panicked"
 	}
 	if errors.Is(err, ErrGoexit) {
+		if m := r.startGoexited(i); m != "" {
+			return m + " called runtime.Goexit"
+		}
 		return "worker called runtime.Goexit"
 	}
 	var pe *PanicError
@@ -489,6 +492,28 @@ func (r *runState) beginPanicked(i int32, pe *PanicError) bool {
 		}
 	}
 	return false
+}
+
+// startGoexited says which of the calls before node i's worker ended
+// its goroutine with runtime.Goexit ("callback Begin", "hook
+// OnNodeStart"), or returns "" if none did: each records it (see
+// WorkerWrapper.call, nodeStarted).
+func (r *runState) startGoexited(i int32) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.callbacks {
+		c, ok := e.(*CallbackPanicError)
+		if !ok || c.Index != int(i) || c.Panic == nil || c.Panic.Value != ErrGoexit {
+			continue
+		}
+		switch c.Method {
+		case "Begin":
+			return "callback Begin"
+		case "OnNodeStart":
+			return "hook OnNodeStart"
+		}
+	}
+	return ""
 }
 
 // pendingWhy says why node i, which ended as a timeout, was pending when

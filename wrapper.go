@@ -491,6 +491,11 @@ func (w *WorkerWrapper[P, R]) call(ctx context.Context, r *runState, i int32, ha
 	defer func() {
 		if p := recover(); p != nil {
 			err, beginPanic = newPanicError(p), inBegin
+		} else if inBegin {
+			// Begin called runtime.Goexit, which ends the node's attempt
+			// (see salvage): recorded, as a panic in Begin is, so that
+			// its reason names Begin, not the worker.
+			r.callbackPanic(i, "Begin", &PanicError{Value: ErrGoexit})
 		}
 	}()
 	if hasCallback {
