@@ -55,8 +55,9 @@ const keyedFreeQueues = 16
 // cannot be hashed at all; Submit refuses it with [ErrUnhashableKey].
 //
 // A Keyed is safe for concurrent use. It must be created with [NewKeyed]
-// and must not be copied after first use. The zero Keyed refuses tasks:
-// Submit returns an error saying so.
+// and must not be copied after first use. The zero Keyed, and a nil
+// *Keyed, refuse tasks: Submit returns an error saying so (a nil one's
+// Close and Shutdown do nothing, its Stats are zero).
 type Keyed[K comparable] struct {
 	exec    Executor
 	onPanic func(*PanicError)
@@ -99,8 +100,8 @@ type keyQueue[K comparable] struct {
 	dead bool // guarded by the shard's mu
 }
 
-// errZeroKeyed is the error of a zero Keyed's Submit: it has no executor,
-// and no tables for its keys' queues.
+// errZeroKeyed is the error of a zero Keyed's Submit, and a nil *Keyed's:
+// it has no executor, and no tables for its keys' queues.
 var errZeroKeyed = errors.New("asynctool: Keyed not made with NewKeyed")
 
 // NewKeyed returns a Keyed that runs its per-key drain loops on exec. A
@@ -130,7 +131,7 @@ func (k *Keyed[K]) Submit(key K, task func()) error {
 	if task == nil {
 		return ErrNilTask
 	}
-	if k.exec == nil {
+	if k == nil || k.exec == nil {
 		return errZeroKeyed
 	}
 	h, ok := hashKey(k.seed, key)
@@ -298,6 +299,9 @@ func (k *Keyed[K]) drainHeld(q *keyQueue[K]) {
 // idempotent. It must not be called from inside one of the Keyed's
 // tasks, which would wait for itself.
 func (k *Keyed[K]) Close() {
+	if k == nil {
+		return
+	}
 	k.closed.Store(true)
 	k.stopIntake()
 	k.active.Wait()
@@ -332,6 +336,9 @@ func (k *Keyed[K]) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext
 	}
+	if k == nil {
+		return nil
+	}
 	k.stopIntake()
 	again := k.shut.Load()
 	// On ctx's end, Close's drain loops drop what is left, so Wait returns.
@@ -349,6 +356,9 @@ func (k *Keyed[K]) Shutdown(ctx context.Context) error {
 
 // Stats returns a snapshot of the Keyed's counters.
 func (k *Keyed[K]) Stats() SerialStats {
+	if k == nil {
+		return SerialStats{}
+	}
 	return SerialStats{
 		Keys:      int(k.keys.Load()),
 		Completed: k.completed.Load(),

@@ -377,3 +377,15 @@ func TestZeroKeyedRefusesTasks(t *testing.T) {
 	assert.NoError(t, k.Shutdown(context.Background()))
 	k.Close()
 }
+
+// TestNilKeyedRefusesTasks: a nil *Keyed (a field never set) panicked
+// with a nil dereference; it refuses tasks as the zero Keyed does.
+func TestNilKeyedRefusesTasks(t *testing.T) {
+	var k *Keyed[string]
+	ran := false
+	assert.ErrorContains(t, k.Submit("u1", func() { ran = true }), "NewKeyed")
+	assert.NoError(t, k.Shutdown(context.Background()))
+	k.Close()
+	assert.Equal(t, SerialStats{}, k.Stats())
+	assert.False(t, ran)
+}

@@ -101,9 +101,9 @@ type SerialStats struct {
 // [Serial.Shutdown] refuses new tasks and runs the accepted ones first.
 //
 // A Serial is safe for concurrent use. It must be created with
-// [NewSerial] and must not be copied after first use. The zero Serial
-// refuses tasks: Submit, SubmitAfter and Shutdown return an error saying
-// so.
+// [NewSerial] and must not be copied after first use. The zero Serial,
+// and a nil *Serial, refuse tasks: Submit, SubmitAfter and Shutdown
+// return an error saying so (Close does nothing, Stats is zero).
 type Serial struct {
 	// Read by everyone, written once.
 	exec    Executor
@@ -152,8 +152,8 @@ type serialItem struct {
 	t  *delayedTask
 }
 
-// errZeroSerial is the error of a zero Serial's methods: it has no
-// executor to run its drain loop on.
+// errZeroSerial is the error of a zero Serial's methods, and a nil
+// *Serial's: it has no executor to run its drain loop on.
 var errZeroSerial = errors.New("asynctool: Serial not made with NewSerial")
 
 // NewSerial returns a Serial that runs its drain loop on exec. A nil exec
@@ -183,7 +183,7 @@ func (s *Serial) Submit(task func()) error {
 	if task == nil {
 		return ErrNilTask
 	}
-	if s.drainFn == nil {
+	if s == nil || s.drainFn == nil {
 		return errZeroSerial
 	}
 	return s.push(serialItem{fn: task})
@@ -211,7 +211,7 @@ func (s *Serial) SubmitAfter(d time.Duration, task func()) (cancel func() bool, 
 	if task == nil {
 		return nil, ErrNilTask
 	}
-	if s.drainFn == nil {
+	if s == nil || s.drainFn == nil {
 		return nil, errZeroSerial
 	}
 	if d <= 0 {
@@ -490,6 +490,9 @@ func (s *Serial) drain() {
 // they are done with it, or the tasks it drops are theirs, which then
 // never run; [Serial.Shutdown] keeps the contract unless its ctx ends.
 func (s *Serial) Close() {
+	if s == nil {
+		return
+	}
 	s.closeOnce.Do(func() {
 		s.dmu.Lock()
 		s.refuse.Store(true)
@@ -531,7 +534,7 @@ func (s *Serial) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext
 	}
-	if s.drainFn == nil {
+	if s == nil || s.drainFn == nil {
 		return errZeroSerial
 	}
 	s.dmu.Lock()
@@ -589,6 +592,9 @@ func waitOrStop(ctx context.Context, wg *sync.WaitGroup, stop func()) error {
 
 // Stats returns a snapshot of the Serial's counters.
 func (s *Serial) Stats() SerialStats {
+	if s == nil {
+		return SerialStats{}
+	}
 	s.dmu.Lock()
 	delayed := len(s.delayed)
 	s.dmu.Unlock()

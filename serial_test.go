@@ -755,3 +755,18 @@ func TestConcurrentShutdownsBothSucceed(t *testing.T) {
 		}
 	})
 }
+
+// TestNilSerialRefusesTasks: a nil *Serial (a field never set) panicked
+// with a nil dereference; it refuses tasks as the zero Serial does.
+func TestNilSerialRefusesTasks(t *testing.T) {
+	var s *Serial
+	ran := false
+	assert.ErrorContains(t, s.Submit(func() { ran = true }), "NewSerial")
+	cancel, err := s.SubmitAfter(time.Millisecond, func() { ran = true })
+	assert.ErrorContains(t, err, "NewSerial")
+	assert.Nil(t, cancel)
+	assert.ErrorContains(t, s.Shutdown(context.Background()), "NewSerial")
+	s.Close()
+	assert.Equal(t, SerialStats{}, s.Stats())
+	assert.False(t, ran)
+}

@@ -64,9 +64,10 @@ type StreamFunc[T any] func(ctx context.Context, prev T) (T, error)
 // nodes wait.
 //
 // A Stream is safe for concurrent use. It must be created with
-// [NewStream] and must not be copied after first use. The zero Stream
-// runs nothing: its nodes end at once, and Run and Close return at once,
-// with an error saying so.
+// [NewStream] and must not be copied after first use. The zero Stream,
+// and a nil *Stream, run nothing: their nodes end at once, and Run and
+// Close return at once, with an error saying so (Resume finds nothing
+// suspended).
 type Stream[T any] struct {
 	initial  T
 	intake   mpsc.Queue[*StreamNode[T]]
@@ -228,7 +229,7 @@ func (s *Stream[T]) AppendWith(fn StreamFunc[T], p FailurePolicy, opts ...Stream
 			return n
 		}
 	}
-	if s.finished == nil {
+	if s == nil || s.finished == nil {
 		n.end(zero, errZeroStream)
 		return n
 	}
@@ -240,8 +241,9 @@ func (s *Stream[T]) AppendWith(fn StreamFunc[T], p FailurePolicy, opts ...Stream
 	return n
 }
 
-// errZeroStream is the error of a zero Stream's nodes, Run and Close: it
-// has no channels for Run to wait on and to report its end.
+// errZeroStream is the error of a zero Stream's nodes, Run and Close, and
+// a nil *Stream's: it has no channels for Run to wait on and to report
+// its end.
 var errZeroStream = errors.New("asynctool: Stream not made with NewStream")
 
 func (s *Stream[T]) push(n *StreamNode[T]) {
@@ -288,7 +290,7 @@ func (s *Stream[T]) Run(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext // before started: a later Run with a context may still run it
 	}
-	if s.finished == nil {
+	if s == nil || s.finished == nil {
 		return errZeroStream
 	}
 	if !s.started.CompareAndSwap(false, true) {
@@ -446,6 +448,9 @@ func (s *Stream[T]) Resume(how Resumption) error {
 	default:
 		return errors.New("asynctool: stream Resume: zero Resumption")
 	}
+	if s == nil {
+		return fmt.Errorf("%w: the stream is nil", ErrNotPending)
+	}
 	p := s.paused.Load()
 	if p == nil || !s.paused.CompareAndSwap(p, nil) {
 		return fmt.Errorf("%w: the stream is not suspended", ErrNotPending)
@@ -542,7 +547,7 @@ func backoff(ctx context.Context, rp *RetryPolicy, err error, done int) (bool, e
 // lasts. Close is idempotent. It blocks until Run has ended, so it must
 // not be called before Run on Run's goroutine, nor from inside a node.
 func (s *Stream[T]) Close() error {
-	if s.finished == nil {
+	if s == nil || s.finished == nil {
 		return errZeroStream
 	}
 	s.closeOnce.Do(func() {

@@ -629,3 +629,15 @@ func TestZeroStreamFailsItsNodes(t *testing.T) {
 		t.Fatal("Close of a zero Stream waits for ever")
 	}
 }
+
+// TestNilStreamFailsItsNodes: a nil *Stream (a field never set) panicked
+// with a nil dereference; it behaves as the zero Stream does.
+func TestNilStreamFailsItsNodes(t *testing.T) {
+	var s *Stream[int]
+	n := s.Append(func(_ context.Context, prev int) (int, error) { return prev + 1, nil })
+	_, err := n.Wait()
+	assert.ErrorContains(t, err, "NewStream")
+	assert.ErrorContains(t, s.Run(context.Background()), "NewStream")
+	assert.ErrorContains(t, s.Close(), "NewStream")
+	assert.ErrorIs(t, s.Resume(Rerun()), ErrNotPending)
+}
