@@ -151,9 +151,11 @@ type PoolStats struct {
 // goroutine; a new goroutine takes the worker's place.
 //
 // A Pool is safe for concurrent use. It must be created with [NewPool]
-// and must not be copied after first use. A pool that is not closed
-// releases its goroutines after the idle timeout; [Pool.Close] releases
-// them at once.
+// and must not be copied after first use. The zero Pool has no workers
+// and no queue: Submit runs every task on the caller, as [CallerRuns]
+// does when a pool is full (counted in [PoolStats.CallerRan]). A pool
+// that is not closed releases its goroutines after the idle timeout;
+// [Pool.Close] releases them at once.
 type Pool struct {
 	size    int32
 	qcap    int

@@ -645,3 +645,18 @@ func TestAsyncOnABlockingPoolDoesNotDeadlock(t *testing.T) {
 		})
 	}
 }
+
+// TestZeroPoolRunsTasksOnTheCaller pins what Pool's doc says of the zero
+// Pool: no worker, no queue, every task run by Submit on the caller.
+func TestZeroPoolRunsTasksOnTheCaller(t *testing.T) {
+	var p Pool
+	caller := goid()
+	var on uint64
+	require.NoError(t, p.Submit(func() { on = goid() }))
+	assert.Equal(t, caller, on, "the task ran on the caller")
+	st := p.Stats()
+	assert.Equal(t, 0, st.Workers)
+	assert.Equal(t, uint64(1), st.CallerRan)
+	assert.NoError(t, p.Close())
+	assert.ErrorIs(t, p.Submit(func() {}), ErrPoolClosed)
+}
