@@ -273,8 +273,17 @@ func (g *s18gGraph) want() (sentinel error, nodes []string, check func(*GraphErr
 				nodes = []string{g.ids[i]}
 			}
 		case joinNamed:
-			if len(j.ids) == 0 {
+			anonymous := 0
+			for _, u := range ups {
+				if g.ids[u] == "" {
+					anonymous++
+				}
+			}
+			if len(j.ids) == 0 || slices.Contains(j.ids, "") && anonymous > 1 {
+				// No ids, or the empty id of several upstreams (77cfcc0),
+				// which Compile finds before a missing id.
 				nodes = []string{g.ids[i]}
+				break
 			}
 			for _, id := range j.ids {
 				if !slices.ContainsFunc(ups, func(u int) bool { return g.ids[u] == id }) {
