@@ -265,7 +265,7 @@ func compile(starts []Wrapper, sc *compileScratch) (*plan, error) {
 type compileScratch struct {
 	cores    []*nodeCore
 	flat     []int32
-	ints     []int32 // first, seen, idx (3n+1), then TopoOrderIn's 3n, whose first n are reached until then
+	ints     []int32 // first, seen, idx (3n+1), then TopoOrder's 3n, whose first n are reached until then
 	flatMust []bool
 	seenMust []bool
 }
@@ -407,7 +407,7 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 	ints := grow(sc.ints, int(6*n+1))
 	sc.ints = ints
 	first, seen, idx := ints[:n+1], ints[n+1:2*n+1], ints[2*n+1:3*n+1]
-	reached := ints[3*n+1 : 4*n+1] // TopoOrderIn's buffer, free until then
+	reached := ints[3*n+1 : 4*n+1] // TopoOrder's buffer, free until then
 	first[0] = 0
 	clear(seen)
 	clear(reached)
@@ -436,9 +436,9 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 	}
 	succ := func(i int32) []int32 { return flat[first[i]:first[i+1]] }
 
-	// TopoOrderIn works in the rest of ints, apart from idx, which is
+	// TopoOrder works in the rest of ints, apart from idx, which is
 	// made from order below.
-	order, cycle := graph.TopoOrderIn(first, flat, ints[3*n+1:])
+	order, cycle := graph.TopoOrder(first, flat, ints[3*n+1:])
 	if cycle != nil {
 		path := make([]string, len(cycle))
 		for k, i := range cycle {

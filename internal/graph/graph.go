@@ -6,34 +6,22 @@ package graph
 // arrays small.
 type Index interface{ ~int | ~int32 }
 
-// TopoOrder returns the nodes 0..n-1 in a topological order of the edges
-// given by succ (an edge from i to every element of succ(i)): depth first,
-// the node made ready last coming next (the sources in increasing order).
-// That is the order in which a run's goroutine meets the nodes, since it
-// runs the last node it made ready itself, so a run that numbers its nodes
-// this way walks its per-node arrays forwards, which the CPU's prefetcher
-// follows (docs/perf.md has the measurement). The order is stable: it
-// depends only on n and succ.
+// TopoOrder returns the nodes 0..n-1 of the graph whose node i has the
+// successors adj[first[i]:first[i+1]] (len(first) is n+1) in a
+// topological order: depth first, the node made ready last coming next
+// (the sources in increasing order). That is the order in which a run's
+// goroutine meets the nodes, since it runs the last node it made ready
+// itself, so a run that numbers its nodes this way walks its per-node
+// arrays forwards, which the CPU's prefetcher follows (docs/perf.md has
+// the measurement). The order is stable: it depends only on first and
+// adj.
 // If the graph has a cycle, order is nil and cycle is one cycle as a path
 // of node indexes that starts and ends with the same node.
+// It works in buf when buf has room for 3n indexes (order is then part of
+// buf, valid until buf is used again), and in a new array otherwise, so
+// that a caller that sorts many graphs can keep one buffer.
 // It runs in O(n + e) time.
-func TopoOrder[I Index](n int, succ func(i I) []I) (order, cycle []I) {
-	first := make([]I, n+1)
-	var adj []I
-	for i := range n {
-		adj = append(adj, succ(I(i))...)
-		first[i+1] = I(len(adj))
-	}
-	return TopoOrderIn(first, adj, nil)
-}
-
-// TopoOrderIn is TopoOrder for the graph whose node i has the successors
-// adj[first[i]:first[i+1]] (len(first) is the number of nodes plus one),
-// working in buf when buf has room for 3n indexes (order is then part of
-// buf, valid until buf is used again), and in a new array otherwise. It
-// lets a caller that sorts many graphs keep one buffer, and reads the
-// edges without a call per node.
-func TopoOrderIn[I Index](first, adj []I, buf []I) (order, cycle []I) {
+func TopoOrder[I Index](first, adj []I, buf []I) (order, cycle []I) {
 	n := len(first) - 1
 	if buf == nil || cap(buf) < 3*n { // never nil: a nil order means a cycle
 		buf = make([]I, 3*n)
@@ -65,7 +53,7 @@ func TopoOrderIn[I Index](first, adj []I, buf []I) (order, cycle []I) {
 	if len(order) == n {
 		return order, nil
 	}
-	return nil, findCycle(n, func(i I) []I { return adj[first[i]:first[i+1]] }, indeg)
+	return nil, findCycle(first, adj, indeg)
 }
 
 // findCycle walks from a node left with a positive in-degree after Kahn's
@@ -73,7 +61,8 @@ func TopoOrderIn[I Index](first, adj []I, buf []I) (order, cycle []I) {
 // nodes still positive (every such node has a positive predecessor, so a
 // walk backwards would also work) with an iterative DFS and returns the
 // first back edge's cycle.
-func findCycle[I Index](n int, succ func(i I) []I, indeg []I) []I {
+func findCycle[I Index](first, adj []I, indeg []I) []I {
+	n := len(first) - 1
 	const (
 		white = iota
 		grey
@@ -92,7 +81,7 @@ func findCycle[I Index](n int, succ func(i I) []I, indeg []I) []I {
 		color[start] = grey
 		for len(stack) > 0 {
 			top := &stack[len(stack)-1]
-			out := succ(top.node)
+			out := adj[first[top.node]:first[top.node+1]]
 			if top.next == len(out) {
 				color[top.node] = black
 				stack = stack[:len(stack)-1]

@@ -11,7 +11,12 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func adj(edges [][]int) func(int) []int { return func(i int) []int { return edges[i] } }
+// topo is TopoOrder of edges (node i's successors are edges[i]) in a
+// fresh buffer.
+func topo(edges [][]int) (order, cycle []int) {
+	first, flat := csr(edges)
+	return TopoOrder(first, flat, nil)
+}
 
 // randomEdges returns a random graph of n nodes: each forward edge i -> j
 // (i < j) with probability 1/fwd, and each other edge, which may close a
@@ -47,7 +52,7 @@ func TestTopoOrder(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			order, cycle := TopoOrder(len(tt.edges), adj(tt.edges))
+			order, cycle := topo(tt.edges)
 			assert.Equal(t, tt.order, order)
 			assert.Equal(t, tt.cycle, cycle)
 		})
@@ -61,7 +66,7 @@ func TestTopoOrderRandom(t *testing.T) {
 	for range 500 {
 		n := 1 + rng.IntN(30)
 		edges := randomEdges(rng, n, 10, 20)
-		order, cycle := TopoOrder(n, adj(edges))
+		order, cycle := topo(edges)
 		if order != nil {
 			require.Len(t, order, n)
 			pos := make([]int, n)
@@ -83,18 +88,18 @@ func TestTopoOrderRandom(t *testing.T) {
 	}
 }
 
-// TestTopoOrderInReusesBuffer checks that one buffer, reused across
+// TestTopoOrderReusesBuffer checks that one buffer, reused across
 // graphs of different sizes, gives the same answers as fresh buffers and
 // that a buffer with room is used without allocating.
-func TestTopoOrderInReusesBuffer(t *testing.T) {
+func TestTopoOrderReusesBuffer(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	var buf []int
 	for range 300 {
 		n := rng.IntN(40)
 		edges := randomEdges(rng, n, 8, 30)
-		wantOrder, wantCycle := TopoOrder(n, adj(edges))
+		wantOrder, wantCycle := topo(edges)
 		first, flat := csr(edges)
-		order, cycle := TopoOrderIn(first, flat, buf)
+		order, cycle := TopoOrder(first, flat, buf)
 		require.Equal(t, wantOrder, order)
 		require.Equal(t, wantCycle, cycle)
 		if cap(buf) < 3*n {
@@ -104,11 +109,11 @@ func TestTopoOrderInReusesBuffer(t *testing.T) {
 	edges := [][]int{{1, 2}, {3}, {3}, {}}
 	buf = make([]int, 12)
 	first, flat := csr(edges)
-	allocs := testing.AllocsPerRun(100, func() { TopoOrderIn(first, flat, buf) })
+	allocs := testing.AllocsPerRun(100, func() { TopoOrder(first, flat, buf) })
 	assert.Zero(t, allocs)
 }
 
-// csr returns edges as TopoOrderIn takes them: node i's successors are
+// csr returns edges as TopoOrder takes them: node i's successors are
 // adj[first[i]:first[i+1]].
 func csr(edges [][]int) (first, adj []int) {
 	first = make([]int, len(edges)+1)
