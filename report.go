@@ -465,45 +465,35 @@ func (r *runState) reason(i int32) string {
 		return "retry policy panicked"
 	}
 	if errors.Is(err, ErrGoexit) {
-		if m := r.startGoexited(i); m != "" {
-			return m + " called runtime.Goexit"
+		if by := r.beforeWorker(i, nil); by != "" {
+			return by + " called runtime.Goexit"
 		}
 		return "worker called runtime.Goexit"
 	}
 	var pe *PanicError
 	if errors.As(err, &pe) {
-		if r.beginPanicked(i, pe) {
-			return "callback Begin panicked"
+		if by := r.beforeWorker(i, pe); by != "" {
+			return by + " panicked"
 		}
 		return "worker panicked"
 	}
 	return "worker failed"
 }
 
-// beginPanicked reports whether pe, the panic node i failed with, is
-// its Callback.Begin's (recorded as a CallbackPanicError too), which
-// fails the node without calling its worker.
-func (r *runState) beginPanicked(i int32, pe *PanicError) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, e := range r.callbacks {
-		if c, ok := e.(*CallbackPanicError); ok && c.Method == "Begin" && c.Index == int(i) && c.Panic == pe {
-			return true
-		}
-	}
-	return false
-}
-
-// startGoexited says which of the calls before node i's worker ended
-// its goroutine with runtime.Goexit ("callback Begin", "hook
-// OnNodeStart"), or returns "" if none did: each records it (see
-// WorkerWrapper.call, nodeStarted).
-func (r *runState) startGoexited(i int32) string {
+// beforeWorker names the call before node i's worker that ended its
+// attempt ("callback Begin", "hook OnNodeStart"), or returns "": with pe,
+// the panic the node failed with; without, a runtime.Goexit. Each is
+// recorded as a CallbackPanicError too (see WorkerWrapper.call and
+// nodeStarted), the panic by the same pointer.
+func (r *runState) beforeWorker(i int32, pe *PanicError) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, e := range r.callbacks {
 		c, ok := e.(*CallbackPanicError)
-		if !ok || c.Index != int(i) || c.Panic == nil || c.Panic.Value != ErrGoexit {
+		if !ok || c.Index != int(i) || c.Panic == nil {
+			continue
+		}
+		if pe != nil && c.Panic != pe || pe == nil && c.Panic.Value != ErrGoexit {
 			continue
 		}
 		switch c.Method {
