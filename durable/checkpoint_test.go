@@ -35,6 +35,17 @@ func TestNilCheckpointFailsTheNode(t *testing.T) {
 	assert.False(t, errors.Is(r.Err, asynctool.ErrNilWorker))
 }
 
+// TestNilCheckpointHasNothing checks that a BuildFunc called without a
+// Checkpoint (by a test of the function alone) can ask it what was
+// stored, as of a nil map: nothing, where Has and Replayed panicked.
+func TestNilCheckpointHasNothing(t *testing.T) {
+	var cp *Checkpoint
+	require.NotPanics(t, func() {
+		assert.False(t, cp.Has("n"))
+		assert.Zero(t, cp.Replayed())
+	})
+}
+
 // TestWhatAReplayShows pins two things Node's doc says of a replayed
 // node. A struct result's unexported fields: JSON does not hold them, so
 // the retry's replay gives them their zero values, without an error. And

@@ -171,10 +171,15 @@ func NewWorker[A river.JobArgs](async *asynctool.Async, timeout time.Duration, b
 	return &Worker[A]{async: async, timeout: timeout, build: build}, nil
 }
 
-// Timeout is the job's River timeout: see NewWorker.
+// Timeout is the job's River timeout: see NewWorker. A graph timeout
+// within a second of the largest time.Duration gives that largest
+// Duration, not a sum that overflows to a negative timeout.
 func (w *Worker[A]) Timeout(*river.Job[A]) time.Duration {
-	if w.timeout == 0 {
+	switch {
+	case w.timeout == 0:
 		return 0
+	case w.timeout > math.MaxInt64-time.Second:
+		return math.MaxInt64
 	}
 	return w.timeout + time.Second
 }
@@ -843,18 +848,25 @@ func (cp *Checkpoint) close() {
 }
 
 // Replayed returns how many nodes of this attempt took their result from
-// an earlier attempt instead of running. To asynctool, its report and
+// an earlier attempt instead of running; 0 for a nil Checkpoint. To asynctool, its report and
 // its hooks (asynctoolotel's spans, with asynctool.node.ran = true),
 // such a node ran and succeeded at once: the worker asynctool calls is
 // Node's, which returns the stored result without calling the node's own.
 func (cp *Checkpoint) Replayed() int {
+	if cp == nil {
+		return 0
+	}
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	return cp.hits
 }
 
-// Has reports whether an earlier attempt stored a result for id.
+// Has reports whether an earlier attempt stored a result for id. A nil
+// Checkpoint (a BuildFunc called by a test without one) has none.
 func (cp *Checkpoint) Has(id string) bool {
+	if cp == nil {
+		return false
+	}
 	_, ok := cp.saved[id]
 	return ok && id != parkKey // the park mark is no node's result
 }

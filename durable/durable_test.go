@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -245,6 +246,11 @@ func TestNewWorkerChecksItsArguments(t *testing.T) {
 	w := mustWorker(t, a, 5*time.Second, build)
 	assert.Equal(t, 6*time.Second, w.Timeout(nil), "River's timeout leaves the graph's deadline first")
 	assert.Equal(t, time.Duration(0), mustWorker(t, a, 0, build).Timeout(nil), "no deadline: River's default")
+	// A second more than the largest Duration overflowed to a negative
+	// timeout, which River reads as none, or as -1's "no timeout".
+	for _, d := range []time.Duration{math.MaxInt64, math.MaxInt64 - time.Second/2, math.MaxInt64 - time.Second} {
+		assert.Equal(t, time.Duration(math.MaxInt64), mustWorker(t, a, d, build).Timeout(nil), "graph timeout %d", int64(d))
+	}
 }
 
 // runJob runs one job, sumArgs{Base: 1}, of a graph built by build on
