@@ -147,6 +147,10 @@ type SaveFunc[A river.JobArgs] func(ctx context.Context, job *river.Job[A], curs
 // calling the worker. When the attempt's run ends, the ctx of a save in
 // progress is cancelled and the attempt waits for that save to return;
 // no save starts after that.
+//
+// Call SaveEach before registering w with river.AddWorker: it sets a
+// field that every attempt reads without a lock, so a call once River may
+// run w's jobs is a data race.
 func (w *Worker[A]) SaveEach(save SaveFunc[A]) *Worker[A] {
 	w.save = save
 	return w
