@@ -35,41 +35,41 @@ import (
 // all) must never see one skipped, and the others must have decided on
 // the rest.
 
-// s19fCat is a node's outcome as the model sees it.
-type s19fCat uint8
+// branchCat is a node's outcome as the model sees it.
+type branchCat uint8
 
 const (
-	s19fOK       s19fCat = iota // ran and succeeded
-	s19fContinue                // ran and failed under PolicyContinue: counts as a success for joins
-	s19fFail                    // ran and failed
-	s19fNotTaken                // did not run: ErrNotTaken
-	s19fUpFail                  // did not run: failed by its upstreams (or its join)
-	s19fSkipped                 // did not run: short-circuited (ErrSkipped)
+	branchOK       branchCat = iota // ran and succeeded
+	branchContinue                  // ran and failed under PolicyContinue: counts as a success for joins
+	branchFail                      // ran and failed
+	branchNotTaken                  // did not run: ErrNotTaken
+	branchUpFail                    // did not run: failed by its upstreams (or its join)
+	branchSkipped                   // did not run: short-circuited (ErrSkipped)
 )
 
-func (c s19fCat) String() string {
+func (c branchCat) String() string {
 	return [...]string{"ok", "continue", "fail", "not taken", "failed by upstream", "skipped"}[c]
 }
 
-func (c s19fCat) okish() bool { return c == s19fOK || c == s19fContinue }
+func (c branchCat) okish() bool { return c == branchOK || c == branchContinue }
 
-func (c s19fCat) failed() bool { return c == s19fFail || c == s19fUpFail }
+func (c branchCat) failed() bool { return c == branchFail || c == branchUpFail }
 
-type s19fSet uint8
+type branchSet uint8
 
-func (s s19fSet) has(c s19fCat) bool { return s&(1<<c) != 0 }
+func (s branchSet) has(c branchCat) bool { return s&(1<<c) != 0 }
 
-func s19fOne(cs ...s19fCat) s19fSet {
-	var s s19fSet
+func branchOne(cs ...branchCat) branchSet {
+	var s branchSet
 	for _, c := range cs {
 		s |= 1 << c
 	}
 	return s
 }
 
-func (s s19fSet) String() string {
+func (s branchSet) String() string {
 	var names []string
-	for c := s19fOK; c <= s19fSkipped; c++ {
+	for c := branchOK; c <= branchSkipped; c++ {
 		if s.has(c) {
 			names = append(names, c.String())
 		}
@@ -77,24 +77,24 @@ func (s s19fSet) String() string {
 	return "{" + strings.Join(names, ", ") + "}"
 }
 
-type s19fJoinKind uint8
+type branchJoinKind uint8
 
 const (
-	s19fDefault s19fJoinKind = iota
-	s19fAll
-	s19fAllDone
-	s19fAny
-	s19fAtLeast
-	s19fNamed
-	s19fWhen
-	s19fWhenResult
-	s19fCustom
-	s19fKinds
+	branchDefault branchJoinKind = iota
+	branchAll
+	branchAllDone
+	branchAny
+	branchAtLeast
+	branchNamed
+	branchWhen
+	branchWhenResult
+	branchCustom
+	branchKinds
 )
 
-// s19fJoin is a node's generated join.
-type s19fJoin struct {
-	kind  s19fJoinKind
+// branchJoin is a node's generated join.
+type branchJoin struct {
+	kind  branchJoinKind
 	k     int   // AtLeast's n
 	named []int // NamedSucceeded's upstreams
 	on    int   // When's and WhenResult's upstream
@@ -112,27 +112,27 @@ type s19fJoin struct {
 	early Decision
 }
 
-type s19fGraph struct {
+type branchGraph struct {
 	n, workers int
 	deps       [][]int
 	must       [][]bool
 	outcome    []int // 0 succeed, 1 fail, 2 fail under PolicyContinue
-	join       []s19fJoin
+	join       []branchJoin
 	starts     []int
 	plans      int  // concurrent plan runs
 	noSkip     bool // ShortCircuit(false) on every node
 	hasSucc    []bool
 }
 
-// s19fSource is where the generator takes its choices from: the fuzz
+// branchSource is where the generator takes its choices from: the fuzz
 // input's bytes, then a generator seeded from them (zeros would make every
 // later pair of nodes an edge).
-type s19fSource struct {
+type branchSource struct {
 	b    []byte
 	rest *rand.Rand
 }
 
-func (s *s19fSource) next(n int) int {
+func (s *branchSource) next(n int) int {
 	if n <= 1 {
 		return 0
 	}
@@ -144,16 +144,16 @@ func (s *s19fSource) next(n int) int {
 	return v % n
 }
 
-func s19fDecode(data []byte) *s19fGraph {
+func branchDecode(data []byte) *branchGraph {
 	h := fnv.New64a()
 	h.Write(data)
-	s := &s19fSource{b: data, rest: rand.New(rand.NewPCG(h.Sum64(), uint64(len(data))))}
-	g := &s19fGraph{n: 1 + s.next(14), workers: 1 + s.next(4), plans: 2 + s.next(3), noSkip: s.next(2) == 0}
+	s := &branchSource{b: data, rest: rand.New(rand.NewPCG(h.Sum64(), uint64(len(data))))}
+	g := &branchGraph{n: 1 + s.next(14), workers: 1 + s.next(4), plans: 2 + s.next(3), noSkip: s.next(2) == 0}
 	g.hasSucc = make([]bool, g.n)
 	g.deps = make([][]int, g.n)
 	g.must = make([][]bool, g.n)
 	g.outcome = make([]int, g.n)
-	g.join = make([]s19fJoin, g.n)
+	g.join = make([]branchJoin, g.n)
 	for j := range g.n {
 		switch s.next(10) {
 		case 7, 8:
@@ -178,8 +178,8 @@ func s19fDecode(data []byte) *s19fGraph {
 		d := g.deps[j]
 		jn := &g.join[j]
 		// When one time in four, the others one time in eleven each.
-		if jn.kind = s19fJoinKind(s.next(int(s19fKinds) + 3)); jn.kind >= s19fKinds {
-			jn.kind = s19fWhen
+		if jn.kind = branchJoinKind(s.next(int(branchKinds) + 3)); jn.kind >= branchKinds {
+			jn.kind = branchWhen
 		}
 		jn.drawParams(s, d)
 	}
@@ -189,11 +189,11 @@ func s19fDecode(data []byte) *s19fGraph {
 // drawParams draws, from s, the parameters of a join of kind jn.kind over
 // the upstreams d: AtLeast's count, the named upstreams, a When's
 // upstream and condition, a custom join's rule and answers.
-func (jn *s19fJoin) drawParams(s *s19fSource, d []int) {
+func (jn *branchJoin) drawParams(s *branchSource, d []int) {
 	switch jn.kind {
-	case s19fAtLeast:
+	case branchAtLeast:
 		jn.k = 1 + s.next(len(d))
-	case s19fNamed:
+	case branchNamed:
 		for _, i := range d {
 			if s.next(2) == 0 {
 				jn.named = append(jn.named, i)
@@ -202,11 +202,11 @@ func (jn *s19fJoin) drawParams(s *s19fSource, d []int) {
 		if len(jn.named) == 0 {
 			jn.named = []int{d[s.next(len(d))]}
 		}
-	case s19fWhen:
+	case branchWhen:
 		jn.on, jn.pred = d[s.next(len(d))], s.next(4)
-	case s19fWhenResult:
+	case branchWhenResult:
 		jn.on, jn.pred = d[s.next(len(d))], s.next(8)
-	case s19fCustom:
+	case branchCustom:
 		if s.next(7) == 0 { // rule 2 one time in seven
 			jn.rule = 2
 		} else {
@@ -219,7 +219,7 @@ func (jn *s19fJoin) drawParams(s *s19fSource, d []int) {
 	}
 }
 
-func (g *s19fGraph) String() string {
+func (g *branchGraph) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d nodes, %d workers, %d plan runs, ShortCircuit(false) %v, starts %v\n", g.n, g.workers, g.plans, g.noSkip, g.starts)
 	for j := range g.n {
@@ -235,46 +235,46 @@ func (g *s19fGraph) String() string {
 	return b.String()
 }
 
-func (jn s19fJoin) describe() string {
+func (jn branchJoin) describe() string {
 	switch jn.kind {
-	case s19fDefault:
+	case branchDefault:
 		return "default"
-	case s19fAll:
+	case branchAll:
 		return "AllSucceeded"
-	case s19fAllDone:
+	case branchAllDone:
 		return "AllDone"
-	case s19fAny:
+	case branchAny:
 		return "AnySucceeded"
-	case s19fAtLeast:
+	case branchAtLeast:
 		return fmt.Sprintf("AtLeast(%d)", jn.k)
-	case s19fNamed:
+	case branchNamed:
 		return fmt.Sprintf("Named%v", jn.named)
-	case s19fWhen:
+	case branchWhen:
 		return fmt.Sprintf("When(n%d, pred %d)", jn.on, jn.pred)
-	case s19fWhenResult:
+	case branchWhenResult:
 		return fmt.Sprintf("WhenResult(n%d, mask %d)", jn.on, jn.pred)
 	}
 	return fmt.Sprintf("Custom(rule %d, table %v, early %v)", jn.rule, jn.table, jn.early)
 }
 
-func s19fID(i int) string { return fmt.Sprint("n", i) }
+func branchID(i int) string { return fmt.Sprint("n", i) }
 
-// s19fValue and s19fDefault are node i's value when it succeeds and its
+// branchValue and branchDefault are node i's value when it succeeds and its
 // default value.
-func s19fValue(i int) int { return 100 + i }
+func branchValue(i int) int { return 100 + i }
 
-func s19fDefVal(i int) int { return -(100 + i) }
+func branchDefVal(i int) int { return -(100 + i) }
 
-func s19fWhenPred(pred, v int) bool {
+func branchWhenPred(pred, v int) bool {
 	return [...]bool{true, false, v > 0, v < 0}[pred]
 }
 
-// s19fResultBit is the bit of WhenResult's mask for an upstream's outcome.
-func s19fResultBit(c s19fCat) int {
+// branchResultBit is the bit of WhenResult's mask for an upstream's outcome.
+func branchResultBit(c branchCat) int {
 	switch c {
-	case s19fOK:
+	case branchOK:
 		return 1
-	case s19fNotTaken:
+	case branchNotTaken:
 		return 2
 	}
 	return 4
@@ -282,7 +282,7 @@ func s19fResultBit(c s19fCat) int {
 
 // allowed is the model: the outcomes node j may have, given the outcomes
 // its upstreams had, by the rules documented on When and the joins.
-func (g *s19fGraph) allowed(j int, cats []s19fCat) s19fSet {
+func (g *branchGraph) allowed(j int, cats []branchCat) branchSet {
 	deps := g.deps[j]
 	if len(deps) == 0 {
 		return g.ran(j)
@@ -300,32 +300,32 @@ func (g *s19fGraph) allowed(j int, cats []s19fCat) s19fSet {
 			c := cats[i]
 			okAll = okAll && c.okish()
 			anyFail = anyFail || c.failed()
-			anyNT = anyNT || c == s19fNotTaken
-			anySkipped = anySkipped || c == s19fSkipped
+			anyNT = anyNT || c == branchNotTaken
+			anySkipped = anySkipped || c == branchSkipped
 		}
 		return
 	}
 	// A join where every counted upstream must succeed: run when all
 	// did; fail at the first failure, not taken at the first upstream
 	// not taken, whichever comes first.
-	allOf := func(pick func(k int) bool, run s19fSet) s19fSet {
+	allOf := func(pick func(k int) bool, run branchSet) branchSet {
 		okAll, anyFail, anyNT, _ := ups(pick)
 		switch {
 		case okAll:
 			return run
 		case anyFail && anyNT:
-			return s19fOne(s19fUpFail, s19fNotTaken)
+			return branchOne(branchUpFail, branchNotTaken)
 		case anyFail:
-			return s19fOne(s19fUpFail)
+			return branchOne(branchUpFail)
 		case anyNT:
-			return s19fOne(s19fNotTaken)
+			return branchOne(branchNotTaken)
 		}
 		return 0 // only upstreams that had not ended kept it from running
 	}
 	// At least k of the counted upstreams must succeed: the join is
 	// impossible once n-k+1 did not; it is not taken if those that had
 	// ended then were all not taken, failed if one of them failed.
-	atLeast := func(pick func(k int) bool, k int) s19fSet {
+	atLeast := func(pick func(k int) bool, k int) branchSet {
 		n, ok, nt, failed := 0, 0, 0, 0
 		for kk, i := range deps {
 			if !pick(kk) {
@@ -335,7 +335,7 @@ func (g *s19fGraph) allowed(j int, cats []s19fCat) s19fSet {
 			switch c := cats[i]; {
 			case c.okish():
 				ok++
-			case c == s19fNotTaken:
+			case c == branchNotTaken:
 				nt++
 			case c.failed():
 				failed++
@@ -344,19 +344,19 @@ func (g *s19fGraph) allowed(j int, cats []s19fCat) s19fSet {
 		if ok >= k {
 			return g.ran(j)
 		}
-		var s s19fSet
+		var s branchSet
 		if nt >= n-k+1 {
-			s |= s19fOne(s19fNotTaken)
+			s |= branchOne(branchNotTaken)
 		}
 		if failed > 0 && nt+failed >= n-k+1 {
-			s |= s19fOne(s19fUpFail)
+			s |= branchOne(branchUpFail)
 		}
 		return s
 	}
 	_, _, _, anySkipped := ups(func(int) bool { return true })
 	every := func(int) bool { return true }
 	switch jn.kind {
-	case s19fDefault:
+	case branchDefault:
 		anyMust := false
 		for _, m := range g.must[j] {
 			anyMust = anyMust || m
@@ -365,18 +365,18 @@ func (g *s19fGraph) allowed(j int, cats []s19fCat) s19fSet {
 			return allOf(func(k int) bool { return g.must[j][k] }, g.ran(j))
 		}
 		return atLeast(every, 1)
-	case s19fAll:
+	case branchAll:
 		return allOf(every, g.ran(j))
-	case s19fAllDone:
+	case branchAllDone:
 		if anySkipped {
 			return 0
 		}
 		return g.ran(j)
-	case s19fAny:
+	case branchAny:
 		return atLeast(every, 1)
-	case s19fAtLeast:
+	case branchAtLeast:
 		return atLeast(every, jn.k)
-	case s19fNamed:
+	case branchNamed:
 		return allOf(func(k int) bool {
 			for _, i := range jn.named {
 				if deps[k] == i {
@@ -385,23 +385,23 @@ func (g *s19fGraph) allowed(j int, cats []s19fCat) s19fSet {
 			}
 			return false
 		}, g.ran(j))
-	case s19fWhen:
+	case branchWhen:
 		if okAll, _, _, _ := ups(every); okAll {
-			v := s19fValue(jn.on)
-			if cats[jn.on] == s19fContinue {
-				v = s19fDefVal(jn.on)
+			v := branchValue(jn.on)
+			if cats[jn.on] == branchContinue {
+				v = branchDefVal(jn.on)
 			}
-			if !s19fWhenPred(jn.pred, v) {
-				return s19fOne(s19fNotTaken)
+			if !branchWhenPred(jn.pred, v) {
+				return branchOne(branchNotTaken)
 			}
 		}
 		return allOf(every, g.ran(j))
-	case s19fWhenResult:
+	case branchWhenResult:
 		if anySkipped {
 			return 0
 		}
-		if jn.pred&s19fResultBit(cats[jn.on]) == 0 {
-			return s19fOne(s19fNotTaken)
+		if jn.pred&branchResultBit(cats[jn.on]) == 0 {
+			return branchOne(branchNotTaken)
 		}
 		return g.ran(j)
 	}
@@ -413,22 +413,22 @@ func (g *s19fGraph) allowed(j int, cats []s19fCat) s19fSet {
 	case anySkipped:
 		return 0
 	case jn.rule == 0:
-		d = jn.table[s19fB(anyFail)*2+s19fB(anyNT)]
+		d = jn.table[branchB(anyFail)*2+branchB(anyNT)]
 	case jn.rule == 1 && okAll:
 		d = DecideRun
 	default:
-		return s19fOne(s19fUpFail)
+		return branchOne(branchUpFail)
 	}
 	switch d {
 	case DecideRun:
 		return g.ran(j)
 	case DecideSkip:
-		return s19fOne(s19fNotTaken)
+		return branchOne(branchNotTaken)
 	}
-	return s19fOne(s19fUpFail)
+	return branchOne(branchUpFail)
 }
 
-func s19fB(b bool) int {
+func branchB(b bool) int {
 	if b {
 		return 1
 	}
@@ -436,56 +436,56 @@ func s19fB(b bool) int {
 }
 
 // ran is node j's outcome once it runs.
-func (g *s19fGraph) ran(j int) s19fSet {
-	return s19fOne([...]s19fCat{s19fOK, s19fFail, s19fContinue}[g.outcome[j]])
+func (g *branchGraph) ran(j int) branchSet {
+	return branchOne([...]branchCat{branchOK, branchFail, branchContinue}[g.outcome[j]])
 }
 
-// s19fRun records one run's view of its nodes, from its workers' contexts
+// branchRun records one run's view of its nodes, from its workers' contexts
 // and its own hooks.
-type s19fRun struct {
+type branchRun struct {
 	acts, starts, ends, skips []atomic.Int32
 }
 
-type s19fRunKey struct{}
+type branchRunKey struct{}
 
-func newS19fRun(n int) *s19fRun {
-	return &s19fRun{acts: make([]atomic.Int32, n), starts: make([]atomic.Int32, n), ends: make([]atomic.Int32, n), skips: make([]atomic.Int32, n)}
+func newBranchRun(n int) *branchRun {
+	return &branchRun{acts: make([]atomic.Int32, n), starts: make([]atomic.Int32, n), ends: make([]atomic.Int32, n), skips: make([]atomic.Int32, n)}
 }
 
 // ctx returns the context of a run recorded in rr.
-func (rr *s19fRun) ctx() context.Context {
-	ctx := context.WithValue(context.Background(), s19fRunKey{}, rr)
+func (rr *branchRun) ctx() context.Context {
+	ctx := context.WithValue(context.Background(), branchRunKey{}, rr)
 	return WithRunHooks(ctx, &Hooks{
 		OnNodeStart: func(_ context.Context, ev NodeEvent) context.Context {
-			rr.starts[s19fIndex(ev.ID)].Add(1)
+			rr.starts[branchIndex(ev.ID)].Add(1)
 			return nil
 		},
-		OnNodeEnd:  func(_ context.Context, ev NodeEvent) { rr.ends[s19fIndex(ev.ID)].Add(1) },
-		OnNodeSkip: func(_ context.Context, ev NodeEvent) { rr.skips[s19fIndex(ev.ID)].Add(1) },
+		OnNodeEnd:  func(_ context.Context, ev NodeEvent) { rr.ends[branchIndex(ev.ID)].Add(1) },
+		OnNodeSkip: func(_ context.Context, ev NodeEvent) { rr.skips[branchIndex(ev.ID)].Add(1) },
 	})
 }
 
-func s19fIndex(id string) int {
+func branchIndex(id string) int {
 	var i int
 	fmt.Sscanf(id, "n%d", &i)
 	return i
 }
 
-// s19fCallback counts a set of wrappers' callbacks over all their runs.
-type s19fCallback struct {
+// branchCallback counts a set of wrappers' callbacks over all their runs.
+type branchCallback struct {
 	begins, results *atomic.Int32
 	last            *atomic.Pointer[WorkResult[int]]
 }
 
-func (c s19fCallback) Begin() { c.begins.Add(1) }
+func (c branchCallback) Begin() { c.begins.Add(1) }
 
-func (c s19fCallback) Result(_ bool, _ int, r WorkResult[int]) {
+func (c branchCallback) Result(_ bool, _ int, r WorkResult[int]) {
 	c.results.Add(1)
 	c.last.Store(&r)
 }
 
-// s19fBuilt is one set of wrappers for g.
-type s19fBuilt struct {
+// branchBuilt is one set of wrappers for g.
+type branchBuilt struct {
 	ws              []*WorkerWrapper[int, int]
 	begins, results []atomic.Int32
 	last            []atomic.Pointer[WorkResult[int]]
@@ -493,13 +493,13 @@ type s19fBuilt struct {
 
 // build makes fresh wrappers for g; a condition that sees a value the
 // model says it cannot see records it in bad.
-func (g *s19fGraph) build(bad func(string, ...any)) *s19fBuilt {
-	b := &s19fBuilt{ws: make([]*WorkerWrapper[int, int], g.n), begins: make([]atomic.Int32, g.n),
+func (g *branchGraph) build(bad func(string, ...any)) *branchBuilt {
+	b := &branchBuilt{ws: make([]*WorkerWrapper[int, int], g.n), begins: make([]atomic.Int32, g.n),
 		results: make([]atomic.Int32, g.n), last: make([]atomic.Pointer[WorkResult[int]], g.n)}
 	for j := range g.n {
 		outcome := g.outcome[j]
-		w := NewWrapper(s19fID(j), WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
-			if rr, ok := ctx.Value(s19fRunKey{}).(*s19fRun); ok {
+		w := NewWrapper(branchID(j), WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			if rr, ok := ctx.Value(branchRunKey{}).(*branchRun); ok {
 				rr.acts[j].Add(1)
 			} else {
 				bad("n%d: worker without its run's record", j)
@@ -507,9 +507,9 @@ func (g *s19fGraph) build(bad func(string, ...any)) *s19fBuilt {
 			if outcome != 0 {
 				return 7, errBoom
 			}
-			return s19fValue(j), nil
-		}), 0).Default(s19fDefVal(j)).ShortCircuit(!g.noSkip).
-			Callback(s19fCallback{&b.begins[j], &b.results[j], &b.last[j]})
+			return branchValue(j), nil
+		}), 0).Default(branchDefVal(j)).ShortCircuit(!g.noSkip).
+			Callback(branchCallback{&b.begins[j], &b.results[j], &b.last[j]})
 		if outcome == 2 {
 			w.OnFailure(PolicyContinue)
 		}
@@ -524,52 +524,52 @@ func (g *s19fGraph) build(bad func(string, ...any)) *s19fBuilt {
 	return b
 }
 
-func (g *s19fGraph) makeJoin(j int, bad func(string, ...any)) Join {
+func (g *branchGraph) makeJoin(j int, bad func(string, ...any)) Join {
 	jn := g.join[j]
 	switch jn.kind {
-	case s19fAll:
+	case branchAll:
 		return AllSucceeded()
-	case s19fAllDone:
+	case branchAllDone:
 		return AllDone()
-	case s19fAny:
+	case branchAny:
 		return AnySucceeded()
-	case s19fAtLeast:
+	case branchAtLeast:
 		return AtLeast(jn.k)
-	case s19fNamed:
+	case branchNamed:
 		ids := make([]string, len(jn.named))
 		for k, i := range jn.named {
-			ids[k] = s19fID(i)
+			ids[k] = branchID(i)
 		}
 		return NamedSucceeded(ids...)
-	case s19fWhen:
+	case branchWhen:
 		on := jn.on
-		return When(s19fID(on), func(v int) bool {
-			if v != s19fValue(on) && v != s19fDefVal(on) {
+		return When(branchID(on), func(v int) bool {
+			if v != branchValue(on) && v != branchDefVal(on) {
 				bad("n%d: When(n%d) got value %d", j, on, v)
 			}
-			return s19fWhenPred(jn.pred, v)
+			return branchWhenPred(jn.pred, v)
 		})
-	case s19fWhenResult:
+	case branchWhenResult:
 		on := jn.on
-		return WhenResult(s19fID(on), func(r WorkResult[int]) bool {
-			var c s19fCat
+		return WhenResult(branchID(on), func(r WorkResult[int]) bool {
+			var c branchCat
 			switch {
 			case r.State == ResultSuccess:
-				if r.Value != s19fValue(on) || r.Err != nil {
+				if r.Value != branchValue(on) || r.Err != nil {
 					bad("n%d: WhenResult(n%d) got the success %+v", j, on, r)
 				}
-				c = s19fOK
-			case r.State != ResultException || r.Value != s19fDefVal(on) || r.Err == nil:
+				c = branchOK
+			case r.State != ResultException || r.Value != branchDefVal(on) || r.Err == nil:
 				bad("n%d: WhenResult(n%d) got %+v", j, on, r)
-				c = s19fFail
+				c = branchFail
 			case r.Err == ErrNotTaken:
-				c = s19fNotTaken
+				c = branchNotTaken
 			default:
-				c = s19fFail
+				c = branchFail
 			}
-			return jn.pred&s19fResultBit(c) != 0
+			return jn.pred&branchResultBit(c) != 0
 		})
-	case s19fCustom:
+	case branchCustom:
 		return CustomJoin(func(ups []Upstream) Decision {
 			all, okAll, anyFail, anyNT := true, true, false, false
 			for _, u := range ups {
@@ -588,7 +588,7 @@ func (g *s19fGraph) makeJoin(j int, bad func(string, ...any)) Join {
 			switch jn.rule {
 			case 0:
 				if all {
-					return jn.table[s19fB(anyFail)*2+s19fB(anyNT)]
+					return jn.table[branchB(anyFail)*2+branchB(anyNT)]
 				}
 			case 1:
 				if !okAll {
@@ -604,18 +604,18 @@ func (g *s19fGraph) makeJoin(j int, bad func(string, ...any)) Join {
 	return Join{} // the default: Depend's must flags
 }
 
-// s19fChecker collects the first broken invariant of a graph's runs.
-type s19fChecker struct {
-	g   *s19fGraph
+// branchChecker collects the first broken invariant of a graph's runs.
+type branchChecker struct {
+	g   *branchGraph
 	mu  sync.Mutex
 	err error
 	// ambiguous counts the nodes whose rules allowed two outcomes.
 	ambiguous atomic.Int32
 	// seen counts the outcomes by join kind, for the test's log.
-	seen *[s19fKinds][6]atomic.Int32
+	seen *[branchKinds][6]atomic.Int32
 }
 
-func (c *s19fChecker) bad(format string, args ...any) {
+func (c *branchChecker) bad(format string, args ...any) {
 	c.mu.Lock()
 	if c.err == nil {
 		c.err = fmt.Errorf(format, args...)
@@ -625,12 +625,12 @@ func (c *s19fChecker) bad(format string, args ...any) {
 
 // checkRun checks one ended run: each node's result, report line and hooks
 // against the model; it returns each node's outcome.
-func (c *s19fChecker) checkRun(kind string, run *Run, rr *s19fRun, ws []*WorkerWrapper[int, int]) []s19fCat {
+func (c *branchChecker) checkRun(kind string, run *Run, rr *branchRun, ws []*WorkerWrapper[int, int]) []branchCat {
 	g := c.g
 	rep := run.Report()
-	cats := make([]s19fCat, g.n)
+	cats := make([]branchCat, g.n)
 	for _, j := range g.topo() {
-		id := s19fID(j)
+		id := branchID(j)
 		bad := func(format string, args ...any) {
 			c.bad("%s run, %s: %s", kind, id, fmt.Sprintf(format, args...))
 		}
@@ -642,30 +642,30 @@ func (c *s19fChecker) checkRun(kind string, run *Run, rr *s19fRun, ws []*WorkerW
 		if acts > 1 || starts != acts {
 			bad("%d actions, %d OnNodeStart", acts, starts)
 		}
-		var cat s19fCat
+		var cat branchCat
 		switch {
 		case acts == 1 && res.State == ResultSuccess:
-			cat = s19fOK
-			if res.Value != s19fValue(j) || res.Err != nil {
+			cat = branchOK
+			if res.Value != branchValue(j) || res.Err != nil {
 				bad("succeeded with %+v", res)
 			}
 		case acts == 1:
-			cat = s19fFail
+			cat = branchFail
 			if g.outcome[j] == 2 {
-				cat = s19fContinue
+				cat = branchContinue
 			}
 			if !errors.Is(res.Err, errBoom) || res.State != ResultException {
 				bad("ran and failed with %+v", res)
 			}
 		case res.Err == ErrNotTaken:
-			cat = s19fNotTaken
+			cat = branchNotTaken
 		case res.Err == ErrSkipped:
-			cat = s19fSkipped
+			cat = branchSkipped
 			if g.noSkip || !g.hasSucc[j] {
 				bad("short-circuited (ShortCircuit(false) %v, has successors %v)", g.noSkip, g.hasSucc[j])
 			}
 		default:
-			cat = s19fUpFail
+			cat = branchUpFail
 			// A failure traces back to a worker's or a custom join's,
 			// and the joined errors leave upstreams not taken out.
 			if res.Err == nil || errors.Is(res.Err, ErrNotTaken) || errors.Is(res.Err, ErrSkipped) ||
@@ -678,20 +678,20 @@ func (c *s19fChecker) checkRun(kind string, run *Run, rr *s19fRun, ws []*WorkerW
 			c.seen[g.join[j].kind][cat].Add(1)
 		}
 		if acts == 0 {
-			if res.State != ResultException || res.Value != s19fDefVal(j) {
+			if res.State != ResultException || res.Value != branchDefVal(j) {
 				bad("did not run and ended with %+v", res)
 			}
 		}
-		if (rr.skips[j].Load() == 1) != (cat == s19fNotTaken || cat == s19fSkipped) || rr.skips[j].Load() > 1 {
+		if (rr.skips[j].Load() == 1) != (cat == branchNotTaken || cat == branchSkipped) || rr.skips[j].Load() > 1 {
 			bad("OnNodeSkip fired %d times for a node %v", rr.skips[j].Load(), cat)
 		}
-		nr := rep.Nodes[s19fRepIndex(rep, id)]
-		want := map[s19fCat]Status{s19fOK: StatusSucceeded, s19fContinue: StatusFailed, s19fFail: StatusFailed,
-			s19fNotTaken: StatusSkipped, s19fUpFail: StatusFailed, s19fSkipped: StatusSkipped}[cat]
+		nr := rep.Nodes[branchRepIndex(rep, id)]
+		want := map[branchCat]Status{branchOK: StatusSucceeded, branchContinue: StatusFailed, branchFail: StatusFailed,
+			branchNotTaken: StatusSkipped, branchUpFail: StatusFailed, branchSkipped: StatusSkipped}[cat]
 		if nr.Status != want || nr.Ran != (acts == 1) || nr.Err != res.Err {
 			bad("reported %v (ran %v, err %v) for a node %v", nr.Status, nr.Ran, nr.Err, cat)
 		}
-		if cat == s19fSkipped {
+		if cat == branchSkipped {
 			continue // whenever its successors had decided
 		}
 		allowed := g.allowed(j, cats)
@@ -709,7 +709,7 @@ func (c *s19fChecker) checkRun(kind string, run *Run, rr *s19fRun, ws []*WorkerW
 	return cats
 }
 
-func s19fRepIndex(rep *Report, id string) int {
+func branchRepIndex(rep *Report, id string) int {
 	for k, n := range rep.Nodes {
 		if n.ID == id {
 			return k
@@ -720,7 +720,7 @@ func s19fRepIndex(rep *Report, id string) int {
 
 // topo is the nodes in a topological order: every upstream has a lower
 // index.
-func (g *s19fGraph) topo() []int {
+func (g *branchGraph) topo() []int {
 	order := make([]int, g.n)
 	for i := range order {
 		order[i] = i
@@ -730,11 +730,11 @@ func (g *s19fGraph) topo() []int {
 
 // check runs g once as a single-use run and g.plans times concurrently
 // as runs of a plan, and returns the first broken invariant.
-func (g *s19fGraph) check(seen *[s19fKinds][6]atomic.Int32) (err error, ambiguous int) {
-	c := &s19fChecker{g: g, seen: seen}
+func (g *branchGraph) check(seen *[branchKinds][6]atomic.Int32) (err error, ambiguous int) {
+	c := &branchChecker{g: g, seen: seen}
 	a := New(WithMaxWorkers(g.workers))
 	defer a.Close()
-	starts := func(b *s19fBuilt) []Wrapper {
+	starts := func(b *branchBuilt) []Wrapper {
 		s := make([]Wrapper, len(g.starts))
 		for k, i := range g.starts {
 			s[k] = b.ws[i]
@@ -744,7 +744,7 @@ func (g *s19fGraph) check(seen *[s19fKinds][6]atomic.Int32) (err error, ambiguou
 
 	// A single-use run.
 	one := g.build(c.bad)
-	rr := newS19fRun(g.n)
+	rr := newBranchRun(g.n)
 	run, err := a.Start(rr.ctx(), 30*time.Second, starts(one)...)
 	if err != nil {
 		return fmt.Errorf("Start: %w", err), 0
@@ -771,9 +771,9 @@ func (g *s19fGraph) check(seen *[s19fKinds][6]atomic.Int32) (err error, ambiguou
 		return fmt.Errorf("Compile: %w", err), 0
 	}
 	var wg sync.WaitGroup
-	rrs := make([]*s19fRun, g.plans)
+	rrs := make([]*branchRun, g.plans)
 	for k := range g.plans {
-		rrs[k] = newS19fRun(g.n)
+		rrs[k] = newBranchRun(g.n)
 		wg.Go(func() {
 			run, err := a.RunPlan(rrs[k].ctx(), pl, 30*time.Second)
 			if err != nil {
@@ -819,7 +819,7 @@ func FuzzBranches(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		g := s19fDecode(data)
+		g := branchDecode(data)
 		if err, _ := g.check(nil); err != nil {
 			t.Fatalf("%v\ngraph: %v", err, g)
 		}
@@ -835,13 +835,13 @@ func TestBranchesRandom(t *testing.T) {
 		graphs = 50
 	}
 	ambiguous, nodes := 0, 0
-	var seen [s19fKinds][6]atomic.Int32
+	var seen [branchKinds][6]atomic.Int32
 	for k := range graphs {
 		b := make([]byte, 20+rng.IntN(200))
 		for i := range b {
 			b[i] = byte(rng.Uint32())
 		}
-		g := s19fDecode(b)
+		g := branchDecode(b)
 		err, amb := g.check(&seen)
 		if err != nil {
 			t.Fatalf("graph %d (input %x): %v\n%v", k, b, err, g)
@@ -850,9 +850,9 @@ func TestBranchesRandom(t *testing.T) {
 		nodes += g.n
 	}
 	t.Logf("%d graphs, %d nodes, %d node runs with two outcomes allowed", graphs, nodes, ambiguous)
-	for k := range s19fKinds {
+	for k := range branchKinds {
 		var line []string
-		for c := s19fOK; c <= s19fSkipped; c++ {
+		for c := branchOK; c <= branchSkipped; c++ {
 			line = append(line, fmt.Sprintf("%v %d", c, seen[k][c].Load()))
 		}
 		t.Logf("%-14s %s", [...]string{"default", "AllSucceeded", "AllDone", "AnySucceeded", "AtLeast", "Named", "When", "WhenResult", "Custom"}[k], strings.Join(line, ", "))

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-type h108BeginPanics struct{ NopCallback[int, int] }
+type callbackBeginPanics struct{ NopCallback[int, int] }
 
-func (h108BeginPanics) Begin() { panic("begin broke") }
+func (callbackBeginPanics) Begin() { panic("begin broke") }
 
 // TestBeginPanicIsNotTheWorkers: a node whose Callback.Begin panics
 // fails without its worker being called, yet its report and its
@@ -33,7 +33,7 @@ func TestBeginPanicIsNotTheWorkers(t *testing.T) {
 	x := NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
 		called <- struct{}{}
 		return 0, nil
-	}), 0).Callback(h108BeginPanics{})
+	}), 0).Callback(callbackBeginPanics{})
 	y := NewWrapper("y", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
 		panic("worker broke")
 	}), 0)

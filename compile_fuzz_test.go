@@ -10,30 +10,30 @@ import (
 	"time"
 )
 
-// s18gGraph is a graph decoded from fuzz input, with a reference model of
+// fuzzGraph is a graph decoded from fuzz input, with a reference model of
 // what Compile must say about it.
-type s18gGraph struct {
+type fuzzGraph struct {
 	ids     []string
 	nilWork []bool
 	join    []Join
 	hasJoin []bool
 	// out[i]: the edges declared out of node i, in order; a nil Depend
 	// is recorded as nilDep on the node instead.
-	out    [][]s18gEdge
+	out    [][]compileEdge
 	nilDep []bool
 	starts []int // -1 is a nil start
 	ws     []*WorkerWrapper[int, int]
 }
 
-type s18gEdge struct {
+type compileEdge struct {
 	to   int
 	must bool
 }
 
-var s18gIDs = []string{"", "a", "b", "c", "d", "e", "f", "g", "", strings.Repeat("long", 100), "h", "i", "j", "k", "l", "m"}
+var compileIDs = []string{"", "a", "b", "c", "d", "e", "f", "g", "", strings.Repeat("long", 100), "h", "i", "j", "k", "l", "m"}
 
-// s18gDecode builds a graph of up to 12 nodes from data.
-func s18gDecode(data []byte) *s18gGraph {
+// compileDecode builds a graph of up to 12 nodes from data.
+func compileDecode(data []byte) *fuzzGraph {
 	pos := 0
 	next := func() int {
 		if pos >= len(data) {
@@ -43,14 +43,14 @@ func s18gDecode(data []byte) *s18gGraph {
 		return int(data[pos-1])
 	}
 	n := 1 + next()%12
-	g := &s18gGraph{
+	g := &fuzzGraph{
 		ids: make([]string, n), nilWork: make([]bool, n), join: make([]Join, n), hasJoin: make([]bool, n),
-		out: make([][]s18gEdge, n), nilDep: make([]bool, n), ws: make([]*WorkerWrapper[int, int], n),
+		out: make([][]compileEdge, n), nilDep: make([]bool, n), ws: make([]*WorkerWrapper[int, int], n),
 	}
 	for i := range n {
 		b := next()
 		if b&0x80 != 0 {
-			g.ids[i] = s18gIDs[b&15] // maybe a duplicate or empty
+			g.ids[i] = compileIDs[b&15] // maybe a duplicate or empty
 		} else {
 			g.ids[i] = fmt.Sprint("n", i)
 		}
@@ -97,7 +97,7 @@ func s18gDecode(data []byte) *s18gGraph {
 			g.nilDep[to] = true
 			continue
 		}
-		g.out[from] = append(g.out[from], s18gEdge{to, must})
+		g.out[from] = append(g.out[from], compileEdge{to, must})
 	}
 	for k := 1 + next()%3; k > 0; k-- {
 		b := next()
@@ -114,7 +114,7 @@ func s18gDecode(data []byte) *s18gGraph {
 }
 
 // build makes fresh wrappers for g and returns its start nodes.
-func (g *s18gGraph) build() []Wrapper {
+func (g *fuzzGraph) build() []Wrapper {
 	for i := range g.ids {
 		var wf WorkerFunc[int, int]
 		if !g.nilWork[i] {
@@ -158,7 +158,7 @@ func (g *s18gGraph) build() []Wrapper {
 // want is the reference model: the sentinel Compile must return (nil for
 // none) and the nodes it must name; check verifies what cannot be
 // predicted exactly (which cycle, which duplicate, which bad join).
-func (g *s18gGraph) want() (sentinel error, nodes []string, check func(*GraphError) error) {
+func (g *fuzzGraph) want() (sentinel error, nodes []string, check func(*GraphError) error) {
 	if len(g.starts) == 0 {
 		return ErrNoStart, nil, nil
 	}
@@ -315,7 +315,7 @@ func (g *s18gGraph) want() (sentinel error, nodes []string, check func(*GraphErr
 // reached graph: it starts and ends with one node, and each id is a
 // successor of the one before (ids may be ambiguous, so every node with
 // the id is a candidate).
-func (g *s18gGraph) checkCycle(path []string, order []int, succ map[int][]int) error {
+func (g *fuzzGraph) checkCycle(path []string, order []int, succ map[int][]int) error {
 	if len(path) < 2 || len(path) > len(order)+1 {
 		return fmt.Errorf("cycle path %q has a bad length", path)
 	}
@@ -342,7 +342,7 @@ func (g *s18gGraph) checkCycle(path []string, order []int, succ map[int][]int) e
 	return fmt.Errorf("cycle path %q is not a cycle of the graph", path)
 }
 
-func (g *s18gGraph) check(t *testing.T) {
+func (g *fuzzGraph) check(t *testing.T) {
 	sentinel, nodes, check := g.want()
 	starts := g.build()
 	_, derr := Describe(starts...)
@@ -402,6 +402,6 @@ func FuzzCompile(f *testing.F) {
 	f.Add([]byte{4, 0, 0, 0, 0, 0, 0, 0x54, 0, 3, 0, 3, 1, 3, 2, 3, 3, 0})
 	f.Add([]byte{6, 0, 0, 0, 0, 0, 0, 6, 0x16, 0x26, 0, 0, 0, 5, 0, 1, 0, 2, 1, 3, 2, 3, 3, 0x84, 2, 0, 1})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s18gDecode(data).check(t)
+		compileDecode(data).check(t)
 	})
 }

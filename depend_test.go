@@ -328,7 +328,7 @@ func TestNamedSucceededCopiesItsIDs(t *testing.T) {
 	assert.Equal(t, before, j.String(), "a join's name does not change with the caller's slice")
 }
 
-func s18gNop() WorkerFunc[int, int] {
+func dependNop() WorkerFunc[int, int] {
 	return func(context.Context, int, Wrappers) (int, error) { return 0, nil }
 }
 
@@ -342,12 +342,12 @@ func s18gNop() WorkerFunc[int, int] {
 func TestNamedJoinWide(t *testing.T) {
 	const n = 1 << 15
 	prefix := strings.Repeat("x", 1024)
-	sink := NewWrapper("sink", s18gNop(), 0)
+	sink := NewWrapper("sink", dependNop(), 0)
 	starts := make([]Wrapper, n)
 	ids := make([]string, 0, n)
 	for i := range n {
 		id := prefix + strconv.Itoa(1e6+i)
-		w := NewWrapper(id, s18gNop(), 0)
+		w := NewWrapper(id, dependNop(), 0)
 		sink.Depend(w, false)
 		starts[i] = w
 		if i%2 == 0 {
@@ -379,12 +379,12 @@ func TestNamedJoinWide(t *testing.T) {
 // that is not an upstream (named in the error) or is named twice.
 func TestNamedJoinManyIDs(t *testing.T) {
 	build := func(extra ...string) (*WorkerWrapper[int, int], []Wrapper, []*WorkerWrapper[int, int]) {
-		sink := NewWrapper("sink", s18gNop(), 0)
+		sink := NewWrapper("sink", dependNop(), 0)
 		var ups []*WorkerWrapper[int, int]
 		var starts []Wrapper
 		var ids []string
 		for i := range 20 {
-			w := NewWrapper("u"+strconv.Itoa(i), s18gNop(), 0)
+			w := NewWrapper("u"+strconv.Itoa(i), dependNop(), 0)
 			sink.Depend(w, i%2 == 0) // declared flags are ignored
 			ups = append(ups, w)
 			starts = append(starts, w)
@@ -418,7 +418,7 @@ func TestNamedJoinManyIDs(t *testing.T) {
 
 	// A failed named upstream fails the node; failed others do not.
 	a := newAsync(t)
-	sink = NewWrapper("sink", s18gNop(), 0)
+	sink = NewWrapper("sink", dependNop(), 0)
 	starts = nil
 	var ids []string
 	for i := range 20 {

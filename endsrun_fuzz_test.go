@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// Randomized invariants of WorkerWrapper.EndsRun, helper s20-fuzz.
+// Randomized invariants of WorkerWrapper.EndsRun.
 //
 // A graph of 1 to 16 nodes with random joins (those of FuzzBranches,
 // built by its makeJoin), workers that succeed, fail, fail under
@@ -45,10 +45,10 @@ import (
 //     attempt's value or error, after all its attempts;
 //   - the report, the hooks and the wrappers' results agree.
 
-// s20eGraph is a generated graph: a s19fGraph (for its joins and shape)
+// endsrunGraph is a generated graph: a branchGraph (for its joins and shape)
 // plus the flow rules this test varies.
-type s20eGraph struct {
-	*s19fGraph
+type endsrunGraph struct {
+	*branchGraph
 	kind     []int // 0 succeed, 1 fail, 2 fail under PolicyContinue, 3 fail the first attempt, 4 block
 	sleep    []time.Duration
 	timeout  []time.Duration
@@ -64,26 +64,26 @@ type s20eGraph struct {
 }
 
 const (
-	s20eOK = iota
-	s20eFail
-	s20eContinue
-	s20eFlaky
-	s20eBlock
+	endsrunOK = iota
+	endsrunFail
+	endsrunContinue
+	endsrunFlaky
+	endsrunBlock
 )
 
-func s20eDecode(data []byte) *s20eGraph {
+func endsrunDecode(data []byte) *endsrunGraph {
 	h := fnv.New64a()
 	h.Write(data)
-	s := &s19fSource{b: data, rest: rand.New(rand.NewPCG(h.Sum64(), uint64(len(data))+20))}
+	s := &branchSource{b: data, rest: rand.New(rand.NewPCG(h.Sum64(), uint64(len(data))+20))}
 	n := 1 + s.next(16)
-	g := &s20eGraph{s19fGraph: &s19fGraph{n: n, workers: 1 + s.next(4), plans: 2 + s.next(3), noSkip: s.next(2) == 0}}
+	g := &endsrunGraph{branchGraph: &branchGraph{n: n, workers: 1 + s.next(4), plans: 2 + s.next(3), noSkip: s.next(2) == 0}}
 	g.hooks = s.next(3) != 0
 	g.begin = g.hooks && s.next(3) == 0
 	g.hasSucc = make([]bool, n)
 	g.deps = make([][]int, n)
 	g.must = make([][]bool, n)
 	g.outcome = make([]int, n)
-	g.join = make([]s19fJoin, n)
+	g.join = make([]branchJoin, n)
 	g.kind = make([]int, n)
 	g.sleep = make([]time.Duration, n)
 	g.timeout = make([]time.Duration, n)
@@ -97,20 +97,20 @@ func s20eDecode(data []byte) *s20eGraph {
 	for j := range n {
 		switch k := s.next(24); {
 		case k < 14:
-			g.kind[j] = s20eOK
+			g.kind[j] = endsrunOK
 		case k < 17:
-			g.kind[j] = s20eFail
+			g.kind[j] = endsrunFail
 		case k < 19:
-			g.kind[j] = s20eContinue
+			g.kind[j] = endsrunContinue
 		case k < 22:
-			g.kind[j] = s20eFlaky
+			g.kind[j] = endsrunFlaky
 		default:
-			g.kind[j] = s20eBlock
+			g.kind[j] = endsrunBlock
 		}
-		if g.kind[j] == s20eBlock && s.next(2) == 0 {
-			g.kind[j] = s20eOK // blocking one node in twenty-four
+		if g.kind[j] == endsrunBlock && s.next(2) == 0 {
+			g.kind[j] = endsrunOK // blocking one node in twenty-four
 		}
-		if k := g.kind[j]; (k == s20eFail || k == s20eFlaky || k == s20eBlock) && s.next(5) == 0 {
+		if k := g.kind[j]; (k == endsrunFail || k == endsrunFlaky || k == endsrunBlock) && s.next(5) == 0 {
 			g.end[j] = true
 		}
 		if s.next(4) == 0 {
@@ -122,11 +122,11 @@ func s20eDecode(data []byte) *s20eGraph {
 		if s.next(4) == 0 {
 			g.attempts[j] = 1 + s.next(3)
 			g.backoff[j] = time.Duration(s.next(3)) * time.Millisecond
-			if g.kind[j] == s20eBlock && s.next(2) == 0 {
+			if g.kind[j] == endsrunBlock && s.next(2) == 0 {
 				g.attemptT[j] = time.Duration(1+s.next(5)) * time.Millisecond
 			}
 		}
-		if g.kind[j] == s20eBlock && g.timeout[j] == 0 && g.attemptT[j] == 0 {
+		if g.kind[j] == endsrunBlock && g.timeout[j] == 0 && g.attemptT[j] == 0 {
 			g.mayHold = true
 		}
 		g.ends[j] = s.next(4) == 0
@@ -151,9 +151,9 @@ func s20eDecode(data []byte) *s20eGraph {
 		// The default, AllDone, AnySucceeded, AtLeast and When two times in
 		// three, every kind of FuzzBranches's the other time.
 		if s.next(3) != 0 {
-			jn.kind = [...]s19fJoinKind{s19fDefault, s19fAllDone, s19fAny, s19fAtLeast, s19fWhen}[s.next(5)]
+			jn.kind = [...]branchJoinKind{branchDefault, branchAllDone, branchAny, branchAtLeast, branchWhen}[s.next(5)]
 		} else {
-			jn.kind = s19fJoinKind(s.next(int(s19fKinds)))
+			jn.kind = branchJoinKind(s.next(int(branchKinds)))
 		}
 		jn.drawParams(s, d)
 	}
@@ -161,14 +161,14 @@ func s20eDecode(data []byte) *s20eGraph {
 		g.ends[s.next(n)] = true
 	}
 	for j := range n {
-		if g.kind[j] == s20eContinue {
-			g.outcome[j] = 2 // the When conditions of s19f see its default
+		if g.kind[j] == endsrunContinue {
+			g.outcome[j] = 2 // the When conditions of FuzzBranches' model see its default
 		}
 	}
 	return g
 }
 
-func (g *s20eGraph) String() string {
+func (g *endsrunGraph) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d nodes, %d workers, %d plan runs, ShortCircuit(false) %v, hooks %v, BeginWork %v, may hold %v, starts %v\n",
 		g.n, g.workers, g.plans, g.noSkip, g.hooks, g.begin, g.mayHold, g.starts)
@@ -204,86 +204,86 @@ func (g *s20eGraph) String() string {
 	return b.String()
 }
 
-// s20eAttempt is one call of a node's worker.
-type s20eAttempt struct {
+// endsrunAttempt is one call of a node's worker.
+type endsrunAttempt struct {
 	startDone bool  // its context was done when it was called
 	returned  bool  // it has returned
 	ctxErr    error // its context's error when it returned
 	err       error // what it returned
 }
 
-// s20eRun records one run: its workers' attempts and its hooks.
-type s20eRun struct {
+// endsrunRun records one run: its workers' attempts and its hooks.
+type endsrunRun struct {
 	mu                            sync.Mutex
-	att                           [][]s20eAttempt
+	att                           [][]endsrunAttempt
 	starts, ends, timeouts, skips []atomic.Int32
 	endEvents                     []atomic.Pointer[NodeEvent]
 	report                        atomic.Pointer[Report]
 }
 
-type s20eRunKey struct{}
+type endsrunRunKey struct{}
 
-func newS20eRun(n int) *s20eRun {
-	return &s20eRun{att: make([][]s20eAttempt, n), starts: make([]atomic.Int32, n), ends: make([]atomic.Int32, n),
+func newEndsrunRun(n int) *endsrunRun {
+	return &endsrunRun{att: make([][]endsrunAttempt, n), starts: make([]atomic.Int32, n), ends: make([]atomic.Int32, n),
 		timeouts: make([]atomic.Int32, n), skips: make([]atomic.Int32, n), endEvents: make([]atomic.Pointer[NodeEvent], n)}
 }
 
-func (rr *s20eRun) ctx(hooks bool) context.Context {
-	ctx := context.WithValue(context.Background(), s20eRunKey{}, rr)
+func (rr *endsrunRun) ctx(hooks bool) context.Context {
+	ctx := context.WithValue(context.Background(), endsrunRunKey{}, rr)
 	if !hooks {
 		return ctx
 	}
 	return WithRunHooks(ctx, &Hooks{
 		OnNodeStart: func(_ context.Context, ev NodeEvent) context.Context {
-			rr.starts[s19fIndex(ev.ID)].Add(1)
+			rr.starts[branchIndex(ev.ID)].Add(1)
 			return nil
 		},
 		OnNodeEnd: func(_ context.Context, ev NodeEvent) {
-			i := s19fIndex(ev.ID)
+			i := branchIndex(ev.ID)
 			rr.ends[i].Add(1)
 			rr.endEvents[i].Store(&ev)
 		},
-		OnNodeSkip:    func(_ context.Context, ev NodeEvent) { rr.skips[s19fIndex(ev.ID)].Add(1) },
-		OnNodeTimeout: func(_ context.Context, ev NodeEvent) { rr.timeouts[s19fIndex(ev.ID)].Add(1) },
+		OnNodeSkip:    func(_ context.Context, ev NodeEvent) { rr.skips[branchIndex(ev.ID)].Add(1) },
+		OnNodeTimeout: func(_ context.Context, ev NodeEvent) { rr.timeouts[branchIndex(ev.ID)].Add(1) },
 		OnRunEnd:      func(_ context.Context, rep *Report) { rr.report.Store(rep) },
 	})
 }
 
-// s20eBuilt is one set of wrappers for g, with their callbacks' counts
+// endsrunBuilt is one set of wrappers for g, with their callbacks' counts
 // over all their runs.
-type s20eBuilt struct {
+type endsrunBuilt struct {
 	ws              []*WorkerWrapper[int, int]
 	begins, results []atomic.Int32
 	last            []atomic.Pointer[WorkResult[int]]
 }
 
-func (g *s20eGraph) build(bad func(string, ...any)) *s20eBuilt {
-	b := &s20eBuilt{ws: make([]*WorkerWrapper[int, int], g.n), begins: make([]atomic.Int32, g.n),
+func (g *endsrunGraph) build(bad func(string, ...any)) *endsrunBuilt {
+	b := &endsrunBuilt{ws: make([]*WorkerWrapper[int, int], g.n), begins: make([]atomic.Int32, g.n),
 		results: make([]atomic.Int32, g.n), last: make([]atomic.Pointer[WorkResult[int]], g.n)}
 	for j := range g.n {
 		kind, sleep := g.kind[j], g.sleep[j]
-		w := NewWrapper(s19fID(j), WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
-			rr, ok := ctx.Value(s20eRunKey{}).(*s20eRun)
+		w := NewWrapper(branchID(j), WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			rr, ok := ctx.Value(endsrunRunKey{}).(*endsrunRun)
 			if !ok {
 				bad("n%d: worker without its run's record", j)
 				return 0, errBoom
 			}
 			rr.mu.Lock()
 			k := len(rr.att[j])
-			rr.att[j] = append(rr.att[j], s20eAttempt{startDone: ctx.Err() != nil})
+			rr.att[j] = append(rr.att[j], endsrunAttempt{startDone: ctx.Err() != nil})
 			rr.mu.Unlock()
-			v, err := s19fValue(j), error(nil)
+			v, err := branchValue(j), error(nil)
 			if sleep > 0 {
 				time.Sleep(sleep)
 			}
 			switch kind {
-			case s20eFail, s20eContinue:
+			case endsrunFail, endsrunContinue:
 				v, err = 7, errBoom
-			case s20eFlaky:
+			case endsrunFlaky:
 				if k == 0 {
 					v, err = 7, errBoom
 				}
-			case s20eBlock:
+			case endsrunBlock:
 				<-ctx.Done()
 				v, err = 7, ctx.Err()
 			}
@@ -292,11 +292,11 @@ func (g *s20eGraph) build(bad func(string, ...any)) *s20eBuilt {
 			a.returned, a.ctxErr, a.err = true, ctx.Err(), err
 			rr.mu.Unlock()
 			return v, err
-		}), 0).Default(s19fDefVal(j)).ShortCircuit(!g.noSkip)
+		}), 0).Default(branchDefVal(j)).ShortCircuit(!g.noSkip)
 		if g.callback[j] {
-			w.Callback(s19fCallback{&b.begins[j], &b.results[j], &b.last[j]})
+			w.Callback(branchCallback{&b.begins[j], &b.results[j], &b.last[j]})
 		}
-		if kind == s20eContinue {
+		if kind == endsrunContinue {
 			w.OnFailure(PolicyContinue)
 		}
 		if g.end[j] {
@@ -316,24 +316,24 @@ func (g *s20eGraph) build(bad func(string, ...any)) *s20eBuilt {
 		}
 		switch {
 		case len(g.deps[j]) == 0:
-		case g.join[j].kind == s19fWhenResult:
+		case g.join[j].kind == branchWhenResult:
 			// Its condition sees any result, the run's stops included
 			// (makeJoin's expects the results of FuzzBranches's
 			// model).
 			on, mask := g.join[j].on, g.join[j].pred
-			w.Join(WhenResult(s19fID(on), func(r WorkResult[int]) bool {
-				if r.State == ResultSuccess && (r.Value != s19fValue(on) || r.Err != nil) ||
-					r.State != ResultSuccess && (r.Value != s19fDefVal(on) || r.Err == nil) {
+			w.Join(WhenResult(branchID(on), func(r WorkResult[int]) bool {
+				if r.State == ResultSuccess && (r.Value != branchValue(on) || r.Err != nil) ||
+					r.State != ResultSuccess && (r.Value != branchDefVal(on) || r.Err == nil) {
 					bad("n%d: WhenResult(n%d) got %+v", j, on, r)
 				}
-				c := s19fFail
+				c := branchFail
 				switch {
 				case r.State == ResultSuccess:
-					c = s19fOK
+					c = branchOK
 				case r.Err == ErrNotTaken:
-					c = s19fNotTaken
+					c = branchNotTaken
 				}
-				return mask&s19fResultBit(c) != 0
+				return mask&branchResultBit(c) != 0
 			}))
 		default:
 			w.Join(g.makeJoin(j, bad))
@@ -343,20 +343,20 @@ func (g *s20eGraph) build(bad func(string, ...any)) *s20eBuilt {
 	return b
 }
 
-// s20eChecker collects the first broken invariant of a graph's runs, and
+// endsrunChecker collects the first broken invariant of a graph's runs, and
 // counts what happened, for the log.
-type s20eChecker struct {
-	g   *s20eGraph
+type endsrunChecker struct {
+	g   *endsrunGraph
 	mu  sync.Mutex
 	err error
-	st  *s20eStats
+	st  *endsrunStats
 }
 
-type s20eStats struct {
+type endsrunStats struct {
 	runs, early, deadline, policyEnd, normal, stopped, lateStarts, markedLast, reportSkew atomic.Int32
 }
 
-func (c *s20eChecker) bad(format string, args ...any) {
+func (c *endsrunChecker) bad(format string, args ...any) {
 	c.mu.Lock()
 	if c.err == nil {
 		c.err = fmt.Errorf(format, args...)
@@ -364,7 +364,7 @@ func (c *s20eChecker) bad(format string, args ...any) {
 	c.mu.Unlock()
 }
 
-func (g *s20eGraph) maxAttempts(j int) int {
+func (g *endsrunGraph) maxAttempts(j int) int {
 	if g.attempts[j] > 0 {
 		return g.attempts[j]
 	}
@@ -373,7 +373,7 @@ func (g *s20eGraph) maxAttempts(j int) int {
 
 // checkRun checks one ended run; res gives each node's result in it, and
 // runErr is what Wait (or BeginWork) returned.
-func (c *s20eChecker) checkRun(kind string, runErr error, elapsed, deadline time.Duration, rep *Report, rr *s20eRun, results []WorkResult[int]) {
+func (c *endsrunChecker) checkRun(kind string, runErr error, elapsed, deadline time.Duration, rep *Report, rr *endsrunRun, results []WorkResult[int]) {
 	g := c.g
 	c.st.runs.Add(1)
 	bad := func(format string, args ...any) {
@@ -393,8 +393,8 @@ func (c *s20eChecker) checkRun(kind string, runErr error, elapsed, deadline time
 	switch {
 	case runErr == nil:
 	case deadlined && g.mayHold:
-	case endErr != nil && g.end[s19fIndex(endErr.ID)]:
-		if r := results[s19fIndex(endErr.ID)]; r.State == ResultSuccess || errors.As(r.Err, new(*EndError)) || errors.Is(r.Err, ErrRunEnded) {
+	case endErr != nil && g.end[branchIndex(endErr.ID)]:
+		if r := results[branchIndex(endErr.ID)]; r.State == ResultSuccess || errors.As(r.Err, new(*EndError)) || errors.Is(r.Err, ErrRunEnded) {
 			bad("the run ended with %v, and n%s ended with %+v", runErr, endErr.ID, r)
 		}
 	default:
@@ -422,7 +422,7 @@ func (c *s20eChecker) checkRun(kind string, runErr error, elapsed, deadline time
 	if rep != nil {
 		for j := range g.n {
 			if g.ends[j] {
-				if e := rep.Nodes[s19fRepIndex(rep, s19fID(j))].Ended; e.After(lastMarked) {
+				if e := rep.Nodes[branchRepIndex(rep, branchID(j))].Ended; e.After(lastMarked) {
 					lastMarked = e
 				}
 			}
@@ -452,7 +452,7 @@ func (c *s20eChecker) checkRun(kind string, runErr error, elapsed, deadline time
 		bad("%d workers started after the run ended, and at most %d goroutines could have looked at it just before", late, goroutines)
 	}
 	for j := range g.n {
-		id, r := s19fID(j), results[j]
+		id, r := branchID(j), results[j]
 		bad := func(format string, args ...any) {
 			bad("n%d (%+v): %s", j, r, fmt.Sprintf(format, args...))
 		}
@@ -478,7 +478,7 @@ func (c *s20eChecker) checkRun(kind string, runErr error, elapsed, deadline time
 		stopped := errors.Is(r.Err, ErrRunEnded)
 		if stopped {
 			var re *runEnded
-			if !errors.As(r.Err, &re) || !g.ends[s19fIndex(re.id)] {
+			if !errors.As(r.Err, &re) || !g.ends[branchIndex(re.id)] {
 				bad("the run ended with a node not marked: %v", r.Err)
 			}
 		}
@@ -487,7 +487,7 @@ func (c *s20eChecker) checkRun(kind string, runErr error, elapsed, deadline time
 			bad("a marked node stopped because the run ended")
 		case stopped:
 			c.st.stopped.Add(1)
-			if r.State != ResultTimeout || r.Value != s19fDefVal(j) {
+			if r.State != ResultTimeout || r.Value != branchDefVal(j) {
 				bad("stopped with the wrong state or value")
 			}
 			if len(att) > 0 {
@@ -495,15 +495,15 @@ func (c *s20eChecker) checkRun(kind string, runErr error, elapsed, deadline time
 				// Stopped running (it saw its context cancelled), or its
 				// last result was dropped: it returned late, or it
 				// failed and had attempts left.
-				if !errors.Is(last.ctxErr, context.Canceled) && last.err == nil && g.kind[j] == s20eBlock {
+				if !errors.Is(last.ctxErr, context.Canceled) && last.err == nil && g.kind[j] == endsrunBlock {
 					bad("a blocking worker returned %v, context %v", last.err, last.ctxErr)
 				}
-				if g.kind[j] == s20eBlock && g.timeout[j] == 0 && g.attemptT[j] == 0 && !errors.Is(last.ctxErr, context.Canceled) {
+				if g.kind[j] == endsrunBlock && g.timeout[j] == 0 && g.attemptT[j] == 0 && !errors.Is(last.ctxErr, context.Canceled) {
 					bad("an unbounded blocking worker saw %v", last.ctxErr)
 				}
 			}
 			if rep != nil {
-				if e := rep.Nodes[s19fRepIndex(rep, id)].Ended; e.Before(lastMarked) {
+				if e := rep.Nodes[branchRepIndex(rep, id)].Ended; e.Before(lastMarked) {
 					bad("stopped at %v, before the last marked node ended (%v)", e.Sub(rep.Start), lastMarked.Sub(rep.Start))
 				}
 			}
@@ -511,7 +511,7 @@ func (c *s20eChecker) checkRun(kind string, runErr error, elapsed, deadline time
 			if endErr == nil || ee.ID != endErr.ID {
 				bad("stopped by a PolicyEnd node, and the run's error is %v", runErr)
 			}
-			if r.State != ResultException || r.Value != s19fDefVal(j) {
+			if r.State != ResultException || r.Value != branchDefVal(j) {
 				bad("stopped with the wrong state or value")
 			}
 		case r.State == ResultTimeout && !ownTimeout:
@@ -524,7 +524,7 @@ func (c *s20eChecker) checkRun(kind string, runErr error, elapsed, deadline time
 			if g.timeout[j] == 0 {
 				bad("a timeout of its own without a Timeout")
 			}
-			if r.Value != s19fDefVal(j) {
+			if r.Value != branchDefVal(j) {
 				bad("timed out with the wrong value")
 			}
 		case len(att) > 0:
@@ -535,7 +535,7 @@ func (c *s20eChecker) checkRun(kind string, runErr error, elapsed, deadline time
 			}
 			switch {
 			case r.State == ResultSuccess:
-				if last.err != nil || r.Value != s19fValue(j) || r.Err != nil {
+				if last.err != nil || r.Value != branchValue(j) || r.Err != nil {
 					bad("succeeded, its last attempt returned %v", last.err)
 				}
 			case r.State == ResultException:
@@ -548,20 +548,20 @@ func (c *s20eChecker) checkRun(kind string, runErr error, elapsed, deadline time
 				if len(att) != g.maxAttempts(j) && g.timeout[j] == 0 && !g.mayHold {
 					bad("failed after %d attempts of %d", len(att), g.maxAttempts(j))
 				}
-				if g.kind[j] != s20eBlock && !errors.Is(r.Err, errBoom) {
+				if g.kind[j] != endsrunBlock && !errors.Is(r.Err, errBoom) {
 					bad("failed, its worker returned errBoom")
 				}
-				if r.Value != s19fDefVal(j) {
+				if r.Value != branchDefVal(j) {
 					bad("failed with the wrong value")
 				}
 			default:
 				bad("ran and ended with state %v", r.State)
 			}
-			if g.kind[j] == s20eBlock && g.timeout[j] == 0 && g.attemptT[j] == 0 {
+			if g.kind[j] == endsrunBlock && g.timeout[j] == 0 && g.attemptT[j] == 0 {
 				bad("an unbounded blocking worker ran, and the node was not stopped")
 			}
 		default:
-			if r.State != ResultException || r.Value != s19fDefVal(j) || r.Err == nil {
+			if r.State != ResultException || r.Value != branchDefVal(j) || r.Err == nil {
 				bad("did not run, and ended so")
 			}
 		}
@@ -572,19 +572,19 @@ func (c *s20eChecker) checkRun(kind string, runErr error, elapsed, deadline time
 			} else if ev := rr.endEvents[j].Load(); ev.Err != r.Err || ev.Result != r.State {
 				bad("OnNodeEnd saw %v, %v", ev.Result, ev.Err)
 			}
-			if n := rr.timeouts[j].Load(); n != s20eB32(r.State == ResultTimeout) {
+			if n := rr.timeouts[j].Load(); n != endsrunB32(r.State == ResultTimeout) {
 				bad("OnNodeTimeout fired %d times", n)
 			}
 			if n := rr.starts[j].Load(); int(n) != len(att) {
 				bad("OnNodeStart fired %d times, %d attempts", n, len(att))
 			}
-			if n := rr.skips[j].Load(); n != s20eB32(errors.Is(r.Err, ErrSkipped) || errors.Is(r.Err, ErrNotTaken)) {
+			if n := rr.skips[j].Load(); n != endsrunB32(errors.Is(r.Err, ErrSkipped) || errors.Is(r.Err, ErrNotTaken)) {
 				bad("OnNodeSkip fired %d times", n)
 			}
 		}
 		// The report.
 		if rep != nil {
-			nr := rep.Nodes[s19fRepIndex(rep, id)]
+			nr := rep.Nodes[branchRepIndex(rep, id)]
 			var want Status
 			switch {
 			case r.State == ResultSuccess:
@@ -619,40 +619,40 @@ func (c *s20eChecker) checkRun(kind string, runErr error, elapsed, deadline time
 		// end is no later than any stopped node's.
 		var re *runEnded
 		errors.As(results[early].Err, &re)
-		if rep.Nodes[s19fRepIndex(rep, re.id)].Ended.Equal(lastMarked) {
+		if rep.Nodes[branchRepIndex(rep, re.id)].Ended.Equal(lastMarked) {
 			c.st.markedLast.Add(1)
 		}
 	}
 }
 
-func s20eB32(b bool) int32 {
+func endsrunB32(b bool) int32 {
 	if b {
 		return 1
 	}
 	return 0
 }
 
-// s20eEnded is what one run left to check, taken before it is released.
-type s20eEnded struct {
+// endsrunEnded is what one run left to check, taken before it is released.
+type endsrunEnded struct {
 	kind    string
 	err     error
 	elapsed time.Duration
 	rep     *Report
-	rr      *s20eRun
+	rr      *endsrunRun
 	results []WorkResult[int]
 }
 
 // check runs g once as a single-use run and, at the same time, g.plans
 // times as runs of a plan, and returns the first broken invariant. The
 // runs are checked once the Async is closed: every worker has returned.
-func (g *s20eGraph) check(st *s20eStats) error {
-	c := &s20eChecker{g: g, st: st}
+func (g *endsrunGraph) check(st *endsrunStats) error {
+	c := &endsrunChecker{g: g, st: st}
 	deadline := 30 * time.Second
 	if g.mayHold {
 		deadline = 100 * time.Millisecond
 	}
 	a := New(WithMaxWorkers(g.workers), WithTimings(true))
-	starts := func(b *s20eBuilt) []Wrapper {
+	starts := func(b *endsrunBuilt) []Wrapper {
 		s := make([]Wrapper, len(g.starts))
 		for k, i := range g.starts {
 			s[k] = b.ws[i]
@@ -666,7 +666,7 @@ func (g *s20eGraph) check(st *s20eStats) error {
 		a.Close()
 		return fmt.Errorf("Compile: %w", err)
 	}
-	results := func(b *s20eBuilt, run *Run) []WorkResult[int] {
+	results := func(b *endsrunBuilt, run *Run) []WorkResult[int] {
 		res := make([]WorkResult[int], g.n)
 		for j, w := range b.ws {
 			if run == nil {
@@ -677,14 +677,14 @@ func (g *s20eGraph) check(st *s20eStats) error {
 		}
 		return res
 	}
-	ended := make([]*s20eEnded, 1+g.plans)
+	ended := make([]*endsrunEnded, 1+g.plans)
 	var wg sync.WaitGroup
-	rr := newS20eRun(g.n)
+	rr := newEndsrunRun(g.n)
 	wg.Go(func() {
 		t0 := time.Now()
 		if g.begin {
 			err := a.BeginWork(rr.ctx(true), deadline, starts(one)...)
-			ended[0] = &s20eEnded{"single-use (BeginWork)", err, time.Since(t0), rr.report.Load(), rr, results(one, nil)}
+			ended[0] = &endsrunEnded{"single-use (BeginWork)", err, time.Since(t0), rr.report.Load(), rr, results(one, nil)}
 			return
 		}
 		run, err := a.Start(rr.ctx(g.hooks), deadline, starts(one)...)
@@ -693,11 +693,11 @@ func (g *s20eGraph) check(st *s20eStats) error {
 			return
 		}
 		err = run.Wait(context.Background())
-		ended[0] = &s20eEnded{"single-use", err, time.Since(t0), run.Report(), rr, results(one, run)}
+		ended[0] = &endsrunEnded{"single-use", err, time.Since(t0), run.Report(), rr, results(one, run)}
 	})
-	rrs := make([]*s20eRun, g.plans)
+	rrs := make([]*endsrunRun, g.plans)
 	for k := range g.plans {
-		rrs[k] = newS20eRun(g.n)
+		rrs[k] = newEndsrunRun(g.n)
 		wg.Go(func() {
 			t0 := time.Now()
 			run, err := a.RunPlan(rrs[k].ctx(g.hooks), pl, deadline)
@@ -706,7 +706,7 @@ func (g *s20eGraph) check(st *s20eStats) error {
 				c.bad("plan run %d: %v", k, err)
 				return
 			}
-			ended[1+k] = &s20eEnded{fmt.Sprint("plan ", k), err, el, run.Report(), rrs[k], results(pb, run)}
+			ended[1+k] = &endsrunEnded{fmt.Sprint("plan ", k), err, el, run.Report(), rrs[k], results(pb, run)}
 			run.Release()
 		})
 	}
@@ -763,9 +763,9 @@ func FuzzEndsRun(f *testing.F) {
 		}
 		f.Add(b)
 	}
-	var st s20eStats
+	var st endsrunStats
 	f.Fuzz(func(t *testing.T, data []byte) {
-		g := s20eDecode(data)
+		g := endsrunDecode(data)
 		if err := g.check(&st); err != nil {
 			t.Fatalf("%v\ngraph: %v", err, g)
 		}
@@ -787,7 +787,7 @@ func TestEndsRunRandom(t *testing.T) {
 			inputs[k][i] = byte(rng.Uint32())
 		}
 	}
-	var st s20eStats
+	var st endsrunStats
 	var next atomic.Int32
 	var mu sync.Mutex
 	var failures []string
@@ -800,7 +800,7 @@ func TestEndsRunRandom(t *testing.T) {
 				if k >= graphs {
 					return
 				}
-				g := s20eDecode(inputs[k])
+				g := endsrunDecode(inputs[k])
 				nodes.Add(int32(g.n))
 				if g.mayHold {
 					holding.Add(1)

@@ -197,15 +197,15 @@ func TestNilRunWait(t *testing.T) {
 	assert.Nil(t, nilRun.Done())
 }
 
-// s20eSlowDefault is a worker that fails; its DefaultValue, which the
+// slowDefault is a worker that fails; its DefaultValue, which the
 // engine calls as the node ends, first lets the marked node "page" end
 // (the run ends with it), then takes a while: the node's PolicyEnd comes
 // after the run ended.
-type s20eSlowDefault struct{ release chan struct{} }
+type slowDefault struct{ release chan struct{} }
 
-func (w s20eSlowDefault) Action(context.Context, int, Wrappers) (int, error) { return 0, errBoom }
+func (w slowDefault) Action(context.Context, int, Wrappers) (int, error) { return 0, errBoom }
 
-func (w s20eSlowDefault) DefaultValue() int {
+func (w slowDefault) DefaultValue() int {
 	select {
 	case <-w.release:
 	default:
@@ -225,7 +225,7 @@ func TestPolicyEndAfterTheRunEnded(t *testing.T) {
 		a := New()
 		defer a.Close()
 		release := make(chan struct{})
-		critical := NewWrapper[int, int]("critical", s20eSlowDefault{release}, 0).OnFailure(PolicyEnd)
+		critical := NewWrapper[int, int]("critical", slowDefault{release}, 0).OnFailure(PolicyEnd)
 		page := NewWrapper("page", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
 			<-release
 			return 1, nil

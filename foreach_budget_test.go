@@ -563,18 +563,18 @@ func TestBudgetWithAnUndecidedJoinFails(t *testing.T) {
 	})
 }
 
-// s23Item is how one item of s23Each behaves: it returns i*10 after d,
+// foreachItem is how one item of foreachOfItems behaves: it returns i*10 after d,
 // or fails after d if fail is set; it returns ctx.Err() if its context
 // ends first. policy is its failure policy (0 leaves it alone).
-type s23Item struct {
+type foreachItem struct {
 	d      time.Duration
 	fail   bool
 	policy FailurePolicy
 }
 
-// s23Each is a ForEach over items, each item's node recorded in nodes
+// foreachOfItems is a ForEach over items, each item's node recorded in nodes
 // (sized by the call) with Default(-1) and its policy.
-func s23Each(items []s23Item, nodes []*WorkerWrapper[int, int]) ForEach[int, int, int] {
+func foreachOfItems(items []foreachItem, nodes []*WorkerWrapper[int, int]) ForEach[int, int, int] {
 	return ForEach[int, int, int]{
 		Items: func(context.Context, int, Wrappers) ([]int, error) {
 			idx := make([]int, len(items))
@@ -606,9 +606,9 @@ func s23Each(items []s23Item, nodes []*WorkerWrapper[int, int]) ForEach[int, int
 	}
 }
 
-// s23Continued reports whether item n, whose sub-run has ended, was
+// foreachContinued reports whether item n, whose sub-run has ended, was
 // marked as done under PolicyContinue.
-func s23Continued(n *WorkerWrapper[int, int]) bool {
+func foreachContinued(n *WorkerWrapper[int, int]) bool {
 	r := n.singleRun()
 	if r == nil {
 		return false
@@ -616,14 +616,14 @@ func s23Continued(n *WorkerWrapper[int, int]) bool {
 	return r.nodes[n.idx].continued.Load()
 }
 
-// s23Recorder is a custom join that waits for every item and records
+// foreachRecorder is a custom join that waits for every item and records
 // what it saw of them (ID -> OK), then answers DecideRun.
-type s23Recorder struct {
+type foreachRecorder struct {
 	mu  sync.Mutex
 	saw map[string]bool
 }
 
-func (rec *s23Recorder) join() Join {
+func (rec *foreachRecorder) join() Join {
 	return onceAllEnded(func(ups []Upstream) Decision {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
@@ -635,7 +635,7 @@ func (rec *s23Recorder) join() Join {
 	})
 }
 
-func (rec *s23Recorder) ok() map[string]bool {
+func (rec *foreachRecorder) ok() map[string]bool {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	return rec.saw
@@ -653,14 +653,14 @@ func TestBudgetContinueKeepsDefaultsAndBudgetError(t *testing.T) {
 		a := New()
 		defer a.Close()
 		nodes := make([]*WorkerWrapper[int, int], 5)
-		items := []s23Item{
+		items := []foreachItem{
 			{d: 10 * time.Millisecond, policy: PolicyContinue},
 			{d: time.Second, policy: PolicyContinue},                       // stopped
 			{d: 20 * time.Millisecond, fail: true, policy: PolicyContinue}, // fails on its own: continued anyway
 			{d: time.Second, policy: PolicyContinue},                       // stopped
 			{d: time.Second, policy: PolicyContinue},                       // kept back by the Limit, never starts
 		}
-		f := s23Each(items, nodes)
+		f := foreachOfItems(items, nodes)
 		f.Limit = 2
 		f.Budget = 50 * time.Millisecond
 		f.Join = AllSucceeded()
@@ -691,7 +691,7 @@ func TestBudgetContinueKeepsDefaultsAndBudgetError(t *testing.T) {
 		}
 		var done []bool
 		for _, n := range nodes {
-			done = append(done, s23Continued(n))
+			done = append(done, foreachContinued(n))
 		}
 		assert.Equal(t, []bool{false, true, true, true, true}, done)
 
@@ -744,13 +744,13 @@ func TestOtherStopsAreNotTheBudget(t *testing.T) {
 				a := New()
 				defer a.Close()
 				nodes := make([]*WorkerWrapper[int, int], 3)
-				f := s23Each([]s23Item{
+				f := foreachOfItems([]foreachItem{
 					{d: 10 * time.Millisecond, policy: PolicyContinue},
 					{d: time.Second, policy: PolicyContinue},
 					{d: time.Second, policy: PolicyContinue},
 				}, nodes)
 				f.Budget = 100 * time.Millisecond
-				var rec s23Recorder
+				var rec foreachRecorder
 				f.Join = rec.join()
 				each := NewWrapper("each", f, 0)
 				if c.setup != nil {
@@ -766,7 +766,7 @@ func TestOtherStopsAreNotTheBudget(t *testing.T) {
 				synctest.Wait() // the sub-run's sweep
 				assert.Equal(t, map[string]bool{"0": true, "1": false, "2": false}, rec.ok())
 				for _, i := range []int{1, 2} {
-					assert.False(t, s23Continued(nodes[i]), "item %d", i)
+					assert.False(t, foreachContinued(nodes[i]), "item %d", i)
 					var be *BudgetError
 					r := nodes[i].Result()
 					assert.False(t, errors.As(r.Err, &be), "item %d: %v", i, r.Err)
@@ -789,7 +789,7 @@ func TestPolicyEndAndTheBudget(t *testing.T) {
 			a := New()
 			defer a.Close()
 			nodes := make([]*WorkerWrapper[int, int], 3)
-			f := s23Each([]s23Item{
+			f := foreachOfItems([]foreachItem{
 				{d: 10 * time.Millisecond, fail: true, policy: PolicyEnd},
 				{d: time.Second, policy: PolicyContinue},
 				{d: time.Second, policy: PolicyContinue},
@@ -803,7 +803,7 @@ func TestPolicyEndAndTheBudget(t *testing.T) {
 			require.ErrorAs(t, each.Result().Err, &ee)
 			assert.Equal(t, "0", ee.ID)
 			for _, i := range []int{1, 2} {
-				assert.False(t, s23Continued(nodes[i]), "item %d", i)
+				assert.False(t, foreachContinued(nodes[i]), "item %d", i)
 				assert.ErrorAs(t, nodes[i].Result().Err, &ee, "item %d", i)
 			}
 		})
@@ -813,7 +813,7 @@ func TestPolicyEndAndTheBudget(t *testing.T) {
 			a := New()
 			defer a.Close()
 			nodes := make([]*WorkerWrapper[int, int], 3)
-			f := s23Each([]s23Item{
+			f := foreachOfItems([]foreachItem{
 				{d: 10 * time.Millisecond, policy: PolicyContinue},
 				{d: time.Second, policy: PolicyEnd},
 				{d: time.Second, policy: PolicyContinue},
@@ -824,8 +824,8 @@ func TestPolicyEndAndTheBudget(t *testing.T) {
 			require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
 			synctest.Wait()
 			require.NoError(t, each.Result().Err)
-			assert.False(t, s23Continued(nodes[1]))
-			assert.True(t, s23Continued(nodes[2]))
+			assert.False(t, foreachContinued(nodes[1]))
+			assert.True(t, foreachContinued(nodes[2]))
 			var be *BudgetError
 			assert.ErrorAs(t, nodes[1].Result().Err, &be)
 		})
@@ -839,7 +839,7 @@ func TestJoinEndsTheRunBeforeTheBudget(t *testing.T) {
 		a := New()
 		defer a.Close()
 		nodes := make([]*WorkerWrapper[int, int], 3)
-		f := s23Each([]s23Item{
+		f := foreachOfItems([]foreachItem{
 			{d: 10 * time.Millisecond, policy: PolicyContinue},
 			{d: time.Second, policy: PolicyContinue},
 			{d: time.Second, policy: PolicyContinue},
@@ -853,7 +853,7 @@ func TestJoinEndsTheRunBeforeTheBudget(t *testing.T) {
 		synctest.Wait()
 		require.NoError(t, each.Result().Err)
 		for _, i := range []int{1, 2} {
-			assert.False(t, s23Continued(nodes[i]), "item %d", i)
+			assert.False(t, foreachContinued(nodes[i]), "item %d", i)
 			assert.ErrorIs(t, nodes[i].Result().Err, ErrRunEnded, "item %d", i)
 		}
 	})
@@ -879,17 +879,17 @@ func TestNestedForEachBudgets(t *testing.T) {
 				defer a.Close()
 				var mu sync.Mutex
 				var inner [][]*WorkerWrapper[int, int]
-				var recs []*s23Recorder
+				var recs []*foreachRecorder
 				innerEach := ForEach[int, int, []WorkResult[int]]{
 					Items: func(context.Context, int, Wrappers) ([]int, error) { return []int{0, 1}, nil },
 					Worker: WorkerFunc[int, []WorkResult[int]](func(ctx context.Context, _ int, all Wrappers) ([]WorkResult[int], error) {
 						nodes := make([]*WorkerWrapper[int, int], 2)
-						f := s23Each([]s23Item{
+						f := foreachOfItems([]foreachItem{
 							{d: 10 * time.Millisecond, policy: PolicyContinue},
 							{d: time.Hour, policy: PolicyContinue},
 						}, nodes)
 						f.Budget = c.inner
-						rec := &s23Recorder{}
+						rec := &foreachRecorder{}
 						f.Join = rec.join()
 						mu.Lock()
 						inner, recs = append(inner, nodes), append(recs, rec)
@@ -912,7 +912,7 @@ func TestNestedForEachBudgets(t *testing.T) {
 				for k := range inner {
 					r := res.Value[k]
 					assert.Equal(t, map[string]bool{"0": true, "1": c.name == "inner first"}, recs[k].ok(), "outer item %d", k)
-					assert.Equal(t, c.name == "inner first", s23Continued(inner[k][1]), "outer item %d", k)
+					assert.Equal(t, c.name == "inner first", foreachContinued(inner[k][1]), "outer item %d", k)
 					var be *BudgetError
 					if c.name == "outer first" {
 						require.ErrorAs(t, r.Err, &be, "outer item %d", k)
@@ -957,12 +957,12 @@ func TestItemsDependingOnItems(t *testing.T) {
 				if c.upFails {
 					d = 10 * time.Millisecond
 				}
-				items := []s23Item{
+				items := []foreachItem{
 					{d: d, fail: c.upFails, policy: c.upPolicy},
 					{d: 10 * time.Millisecond, policy: PolicyContinue}, // after item 0
 					{d: 10 * time.Millisecond, policy: PolicyContinue},
 				}
-				f := s23Each(items, nodes)
+				f := foreachOfItems(items, nodes)
 				node := f.Node
 				f.Node = func(i int, item int, n *WorkerWrapper[int, int]) {
 					node(i, item, n)
@@ -971,14 +971,14 @@ func TestItemsDependingOnItems(t *testing.T) {
 					}
 				}
 				f.Budget = 50 * time.Millisecond
-				var rec s23Recorder
+				var rec foreachRecorder
 				f.Join = rec.join()
 				each := NewWrapper("each", f, 0)
 				require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
 				synctest.Wait()
 				require.NoError(t, each.Result().Err)
 				r1 := nodes[1].Result()
-				assert.Equal(t, c.wantDone, s23Continued(nodes[1]), "item 1: %v", r1.Err)
+				assert.Equal(t, c.wantDone, foreachContinued(nodes[1]), "item 1: %v", r1.Err)
 				assert.Equal(t, c.wantDone, rec.ok()["1"])
 				var be *BudgetError
 				assert.Equal(t, c.wantBudget, errors.As(r1.Err, &be), "item 1: %v", r1.Err)
@@ -994,12 +994,12 @@ func TestItemsDependingOnItems(t *testing.T) {
 // on its own under PolicyFail), and When's condition gets the stopped
 // item's default.
 func TestCountingJoinsCountStoppedItemsAsSuccesses(t *testing.T) {
-	failing := []s23Item{
+	failing := []foreachItem{
 		{d: 10 * time.Millisecond, fail: true, policy: PolicyFail},
 		{d: time.Second, policy: PolicyContinue},
 		{d: time.Second, policy: PolicyContinue},
 	}
-	succeeding := []s23Item{
+	succeeding := []foreachItem{
 		{d: 10 * time.Millisecond},
 		{d: time.Second, policy: PolicyContinue},
 		{d: time.Second, policy: PolicyContinue},
@@ -1007,7 +1007,7 @@ func TestCountingJoinsCountStoppedItemsAsSuccesses(t *testing.T) {
 	var got []int
 	var mu sync.Mutex
 	for _, c := range []struct {
-		items []s23Item
+		items []foreachItem
 		join  Join
 		ok    bool
 	}{
@@ -1023,7 +1023,7 @@ func TestCountingJoinsCountStoppedItemsAsSuccesses(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				a := New()
 				defer a.Close()
-				f := s23Each(c.items, nil)
+				f := foreachOfItems(c.items, nil)
 				f.Budget = 50 * time.Millisecond
 				f.Join = c.join
 				each := NewWrapper("each", f, 0)
@@ -1049,7 +1049,7 @@ func TestBudgetStoppedItemInARetry(t *testing.T) {
 		a := New()
 		defer a.Close()
 		nodes := make([]*WorkerWrapper[int, int], 2)
-		f := s23Each([]s23Item{
+		f := foreachOfItems([]foreachItem{
 			{d: 10 * time.Millisecond, policy: PolicyContinue},
 			{d: 10 * time.Millisecond, fail: true, policy: PolicyContinue},
 		}, nodes)
@@ -1066,7 +1066,7 @@ func TestBudgetStoppedItemInARetry(t *testing.T) {
 		require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
 		synctest.Wait()
 		require.NoError(t, each.Result().Err)
-		assert.True(t, s23Continued(nodes[1]))
+		assert.True(t, foreachContinued(nodes[1]))
 		var be *BudgetError
 		assert.ErrorAs(t, nodes[1].Result().Err, &be)
 	})
@@ -1082,7 +1082,7 @@ func TestBudgetContinueRacingEnds(t *testing.T) {
 			a := New()
 			defer a.Close()
 			nodes := make([]*WorkerWrapper[int, int], 4)
-			f := s23Each([]s23Item{
+			f := foreachOfItems([]foreachItem{
 				{d: 30 * time.Millisecond, policy: PolicyContinue}, // ends at the Budget's instant
 				{d: time.Second, policy: PolicyContinue},
 				{d: time.Second, policy: PolicyContinue},
@@ -1104,7 +1104,7 @@ func TestBudgetContinueRacingEnds(t *testing.T) {
 			require.NoError(t, each.Result().Err)
 			synctest.Wait()
 			for i := 1; i < 4; i++ {
-				assert.True(t, s23Continued(nodes[i]), "item %d", i)
+				assert.True(t, foreachContinued(nodes[i]), "item %d", i)
 			}
 			time.Sleep(2 * time.Second) // let item 2's worker return
 		})

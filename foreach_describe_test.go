@@ -120,8 +120,8 @@ func TestRunReportShowsAForEachsShapeUntilItStarts(t *testing.T) {
 
 // --- f130939: a ForEach's static shape in reports ---
 
-// s23Gate is a start node that waits for release.
-func s23Gate(release <-chan struct{}) *WorkerWrapper[int, int] {
+// foreachGate is a start node that waits for release.
+func foreachGate(release <-chan struct{}) *WorkerWrapper[int, int] {
 	return NewWrapper("gate", WorkerFunc[int, int](func(ctx context.Context, i int, _ Wrappers) (int, error) {
 		select {
 		case <-release:
@@ -132,10 +132,10 @@ func s23Gate(release <-chan struct{}) *WorkerWrapper[int, int] {
 	}), 1)
 }
 
-// s23Prices is a ForEach of 3 quick items with a Join, Limit 2 and a
+// foreachPrices is a ForEach of 3 quick items with a Join, Limit 2 and a
 // Budget.
-func s23Prices() ForEach[int, int, int] {
-	f := s23Each([]s23Item{{d: time.Millisecond}, {d: time.Millisecond}, {d: time.Millisecond}}, nil)
+func foreachPrices() ForEach[int, int, int] {
+	f := foreachOfItems([]foreachItem{{d: time.Millisecond}, {d: time.Millisecond}, {d: time.Millisecond}}, nil)
 	f.Limit, f.Budget, f.Join = 2, 150*time.Millisecond, AtLeast(2)
 	return f
 }
@@ -149,8 +149,8 @@ func TestSnapshotWithAStaticForEachRenders(t *testing.T) {
 		a := New(WithTimings(true))
 		defer a.Close()
 		release := make(chan struct{})
-		gate := s23Gate(release)
-		prices := NewWrapper("prices", s23Prices(), 0)
+		gate := foreachGate(release)
+		prices := NewWrapper("prices", foreachPrices(), 0)
 		prices.Depend(gate, true)
 		run, err := a.Start(context.Background(), time.Minute, gate)
 		require.NoError(t, err)
@@ -185,11 +185,11 @@ func TestSnapshotWithAStaticForEachRenders(t *testing.T) {
 		buf.Reset()
 		require.NoError(t, rep.WriteChromeTrace(&buf))
 		assert.Contains(t, buf.String(), "sub-run of prices")
-		assert.Equal(t, []string{"0", "1", "2", "join"}, s23IDs(rep.Nodes[1].Sub))
+		assert.Equal(t, []string{"0", "1", "2", "join"}, foreachIDs(rep.Nodes[1].Sub))
 	})
 }
 
-func s23IDs(rep *Report) []string {
+func foreachIDs(rep *Report) []string {
 	if rep == nil {
 		return nil
 	}
@@ -209,8 +209,8 @@ func TestForEachNoSubWithoutASubRun(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			a := New()
 			defer a.Close()
-			gate := s23Gate(make(chan struct{}))
-			prices := NewWrapper("prices", s23Prices(), 0)
+			gate := foreachGate(make(chan struct{}))
+			prices := NewWrapper("prices", foreachPrices(), 0)
 			prices.Depend(gate, true)
 			run, err := a.Start(context.Background(), time.Minute, gate)
 			require.NoError(t, err)
@@ -241,7 +241,7 @@ func TestForEachNoSubWithoutASubRun(t *testing.T) {
 				defer a.Close()
 				inItems := make(chan struct{})
 				release := make(chan struct{})
-				f := s23Prices()
+				f := foreachPrices()
 				f.Join = c.join
 				f.Items = func(context.Context, int, Wrappers) ([]int, error) {
 					close(inItems)
@@ -254,7 +254,7 @@ func TestForEachNoSubWithoutASubRun(t *testing.T) {
 				<-inItems
 				rep := run.Report()
 				assert.Equal(t, StatusRunning, rep.Nodes[0].Status)
-				assert.Equal(t, []string{"each item"}, s23IDs(rep.Nodes[0].Sub)[:1], "the static shape while Items runs")
+				assert.Equal(t, []string{"each item"}, foreachIDs(rep.Nodes[0].Sub)[:1], "the static shape while Items runs")
 				close(release)
 				_ = run.Wait(context.Background())
 				assert.Nil(t, run.Report().Nodes[0].Sub)
@@ -270,18 +270,18 @@ func TestHedgedForEachSnapshot(t *testing.T) {
 		a := New()
 		defer a.Close()
 		release := make(chan struct{})
-		gate := s23Gate(release)
-		f := s23Prices()
+		gate := foreachGate(release)
+		f := foreachPrices()
 		prices := NewWrapper("prices", Hedged[int, []WorkResult[int]](f, 5*time.Millisecond, 2), 0)
 		prices.Depend(gate, true)
 		run, err := a.Start(context.Background(), time.Minute, gate)
 		require.NoError(t, err)
 		time.Sleep(time.Millisecond)
-		assert.Equal(t, []string{"each item", "join"}, s23IDs(run.Report().Nodes[1].Sub))
+		assert.Equal(t, []string{"each item", "join"}, foreachIDs(run.Report().Nodes[1].Sub))
 		assert.Equal(t, 150*time.Millisecond, run.Report().Nodes[1].Sub.Budget)
 		close(release)
 		require.NoError(t, run.Wait(context.Background()))
-		assert.Equal(t, []string{"0", "1", "2", "join"}, s23IDs(run.Report().Nodes[1].Sub))
+		assert.Equal(t, []string{"0", "1", "2", "join"}, foreachIDs(run.Report().Nodes[1].Sub))
 	})
 }
 
@@ -292,8 +292,8 @@ func TestHedgedForEachSnapshot(t *testing.T) {
 func TestForEachInASubPlan(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
-		inner := s23Gate(release)
-		prices := NewWrapper("prices", s23Prices(), 0)
+		inner := foreachGate(release)
+		prices := NewWrapper("prices", foreachPrices(), 0)
 		prices.Depend(inner, true)
 		pl, err := Compile(inner)
 		require.NoError(t, err)
@@ -324,7 +324,7 @@ func TestForEachInASubPlan(t *testing.T) {
 		assert.NotContains(t, buf.String(), "each item")
 		close(release)
 		require.NoError(t, run.Wait(context.Background()))
-		assert.Equal(t, []string{"0", "1", "2", "join"}, s23IDs(run.Report().Nodes[0].Sub.Nodes[1].Sub))
+		assert.Equal(t, []string{"0", "1", "2", "join"}, foreachIDs(run.Report().Nodes[0].Sub.Nodes[1].Sub))
 	})
 }
 
@@ -337,7 +337,7 @@ func TestForEachOfForEachShapes(t *testing.T) {
 		a := New()
 		defer a.Close()
 		release := make(chan struct{})
-		inner := s23Prices()
+		inner := foreachPrices()
 		outerF := ForEach[int, int, []WorkResult[int]]{
 			Items: func(context.Context, int, Wrappers) ([]int, error) { return []int{0, 1}, nil },
 			Worker: WorkerFunc[int, []WorkResult[int]](func(ctx context.Context, i int, all Wrappers) ([]WorkResult[int], error) {
@@ -368,18 +368,18 @@ func TestForEachOfForEachShapes(t *testing.T) {
 		require.NoError(t, err)
 		time.Sleep(time.Millisecond)
 		snap := run.Report().Nodes[0].Sub
-		require.Equal(t, []string{"0", "1"}, s23IDs(snap))
+		require.Equal(t, []string{"0", "1"}, foreachIDs(snap))
 		assert.Equal(t, StatusRunning, snap.Nodes[0].Status)
 		assert.Equal(t, StatusReady, snap.Nodes[1].Status, "kept back by the Limit")
 		for _, n := range snap.Nodes {
-			assert.Equal(t, []string{"each item", "join"}, s23IDs(n.Sub), n.ID)
+			assert.Equal(t, []string{"each item", "join"}, foreachIDs(n.Sub), n.ID)
 		}
 		close(release)
 		require.NoError(t, run.Wait(context.Background()))
 		sub := run.Report().Nodes[0].Sub
-		assert.Equal(t, []string{"0", "1"}, s23IDs(sub))
+		assert.Equal(t, []string{"0", "1"}, foreachIDs(sub))
 		for _, n := range sub.Nodes {
-			assert.Equal(t, []string{"0", "1", "2", "join"}, s23IDs(n.Sub), n.ID)
+			assert.Equal(t, []string{"0", "1", "2", "join"}, foreachIDs(n.Sub), n.ID)
 		}
 	})
 }

@@ -20,8 +20,8 @@ import (
 // (subgraph.go's ForEach doc, the README's ForEach row, doc.go,
 // ExampleForEach_limit), through the public API.
 
-// n22Gauge counts the items at work and the most seen at once.
-type n22Gauge struct {
+// limitGauge counts the items at work and the most seen at once.
+type limitGauge struct {
 	now, most atomic.Int32
 	// full, if not nil, is closed when fullAt items are at work at once.
 	full   chan struct{}
@@ -29,7 +29,7 @@ type n22Gauge struct {
 	once   sync.Once
 }
 
-func (g *n22Gauge) in() {
+func (g *limitGauge) in() {
 	n := g.now.Add(1)
 	for m := g.most.Load(); n > m && !g.most.CompareAndSwap(m, n); m = g.most.Load() {
 	}
@@ -38,9 +38,9 @@ func (g *n22Gauge) in() {
 	}
 }
 
-func (g *n22Gauge) out() { g.now.Add(-1) }
+func (g *limitGauge) out() { g.now.Add(-1) }
 
-func n22Items(n int) []int {
+func limitItems(n int) []int {
 	s := make([]int, n)
 	for i := range s {
 		s[i] = i
@@ -48,7 +48,7 @@ func n22Items(n int) []int {
 	return s
 }
 
-func n22List(_ context.Context, p []int, _ asynctool.Wrappers) ([]int, error) { return p, nil }
+func limitList(_ context.Context, p []int, _ asynctool.Wrappers) ([]int, error) { return p, nil }
 
 // "Each [starts] as soon as another ends": under synctest, with items of
 // unequal lengths, Limit items are at work at every instant while some
@@ -64,12 +64,12 @@ func TestLimitStartsEachItemAsAnotherEnds(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				a := asynctool.New(asynctool.WithMaxWorkers(16))
 				defer a.Close()
-				var g n22Gauge
+				var g limitGauge
 				var mu sync.Mutex
 				starts := map[int]time.Duration{}
 				t0 := time.Now()
 				n := asynctool.NewWrapper("fan", asynctool.ForEach[[]int, int, int]{
-					Items: n22List,
+					Items: limitList,
 					Worker: asynctool.WorkerFunc[int, int](func(ctx context.Context, i int, _ asynctool.Wrappers) (int, error) {
 						g.in()
 						defer g.out()
@@ -80,7 +80,7 @@ func TestLimitStartsEachItemAsAnotherEnds(t *testing.T) {
 						return i, nil
 					}),
 					Limit: limit,
-				}, n22Items(items))
+				}, limitItems(items))
 				if err := a.BeginWork(context.Background(), time.Minute, n); err != nil {
 					t.Fatal(err)
 				}
@@ -125,14 +125,14 @@ func TestLimitKeepsNoGoroutinePerItemKeptBack(t *testing.T) {
 		release := make(chan struct{})
 		var started atomic.Int32
 		n := asynctool.NewWrapper("fan", asynctool.ForEach[[]int, int, int]{
-			Items: n22List,
+			Items: limitList,
 			Worker: asynctool.WorkerFunc[int, int](func(ctx context.Context, i int, _ asynctool.Wrappers) (int, error) {
 				started.Add(1)
 				<-release
 				return i, nil
 			}),
 			Limit: 2,
-		}, n22Items(items))
+		}, limitItems(items))
 		base := runtime.NumGoroutine()
 		run, err := a.Start(context.Background(), time.Minute, n)
 		if err != nil {
@@ -190,13 +190,13 @@ func TestLimitSlotHeldThroughBackoffAndTimeoutFromStart(t *testing.T) {
 			return i, nil
 		})
 		n := asynctool.NewWrapper("fan", asynctool.ForEach[[]int, int, int]{
-			Items:  n22List,
+			Items:  limitList,
 			Worker: worker,
 			Node: func(_ int, _ int, w *asynctool.WorkerWrapper[int, int]) {
 				w.Timeout(50 * time.Millisecond).Retry(asynctool.RetryPolicy{Attempts: 2, Backoff: asynctool.ConstantBackoff(10 * time.Millisecond)})
 			},
 			Limit: 1,
-		}, n22Items(4))
+		}, limitItems(4))
 		rep := asynctooltest.RunWithin(t, time.Minute, n)
 		want := map[string]time.Duration{"0#1": 0, "0#2": 40 * time.Millisecond, "1#1": 50 * time.Millisecond, "2#1": 80 * time.Millisecond, "3#1": 110 * time.Millisecond}
 		for k, d := range want {
@@ -220,7 +220,7 @@ func TestLimitWorkerIgnoringCtxNoLongerCounts(t *testing.T) {
 		starts := map[int]time.Duration{}
 		t0 := time.Now()
 		n := asynctool.NewWrapper("fan", asynctool.ForEach[[]int, int, int]{
-			Items: n22List,
+			Items: limitList,
 			Worker: asynctool.WorkerFunc[int, int](func(_ context.Context, i int, _ asynctool.Wrappers) (int, error) {
 				mu.Lock()
 				starts[i] = time.Since(t0)
@@ -235,7 +235,7 @@ func TestLimitWorkerIgnoringCtxNoLongerCounts(t *testing.T) {
 				w.Timeout(20 * time.Millisecond)
 			},
 			Limit: 1,
-		}, n22Items(3))
+		}, limitItems(3))
 		rep := asynctooltest.RunWithin(t, time.Minute, n)
 		if starts[1] != 20*time.Millisecond || starts[2] != 30*time.Millisecond {
 			t.Errorf("items 1 and 2 started at %v and %v, want 20ms and 30ms", starts[1], starts[2])
@@ -249,9 +249,9 @@ func TestLimitWorkerIgnoringCtxNoLongerCounts(t *testing.T) {
 // Compile and BeginWork (ErrBadLimit)", and by Start, whose error names
 // the node and the Limit.
 func TestLimitZeroAndNegative(t *testing.T) {
-	mk := func(limit int, g *n22Gauge, release chan struct{}) *asynctool.WorkerWrapper[[]int, []asynctool.WorkResult[int]] {
+	mk := func(limit int, g *limitGauge, release chan struct{}) *asynctool.WorkerWrapper[[]int, []asynctool.WorkResult[int]] {
 		return asynctool.NewWrapper("fan", asynctool.ForEach[[]int, int, int]{
-			Items: n22List,
+			Items: limitList,
 			Worker: asynctool.WorkerFunc[int, int](func(_ context.Context, i int, _ asynctool.Wrappers) (int, error) {
 				g.in()
 				defer g.out()
@@ -262,7 +262,7 @@ func TestLimitZeroAndNegative(t *testing.T) {
 				return i, nil
 			}),
 			Limit: limit,
-		}, n22Items(6))
+		}, limitItems(6))
 	}
 	if _, err := asynctool.Compile(mk(-1, nil, nil)); !errors.Is(err, asynctool.ErrBadLimit) {
 		t.Errorf("Compile: %v", err)
@@ -276,7 +276,7 @@ func TestLimitZeroAndNegative(t *testing.T) {
 	if _, err := a.Start(context.Background(), time.Second, mk(-7, nil, nil)); !errors.Is(err, asynctool.ErrBadLimit) {
 		t.Errorf("Start: %v", err)
 	}
-	var g n22Gauge
+	var g limitGauge
 	n := mk(0, &g, make(chan struct{})) // all six must be at work at once to end
 	if err := a.BeginWork(context.Background(), 30*time.Second, n); err != nil {
 		t.Fatal(err)
@@ -295,11 +295,11 @@ func TestLimitWithPoolSmallerAndLarger(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					a := asynctool.New(asynctool.WithMaxWorkers(mw))
 					defer a.Close()
-					var g n22Gauge
+					var g limitGauge
 					var mu sync.Mutex
 					var order []int
 					n := asynctool.NewWrapper("fan", asynctool.ForEach[[]int, int, int]{
-						Items: n22List,
+						Items: limitList,
 						Worker: asynctool.WorkerFunc[int, int](func(_ context.Context, i int, _ asynctool.Wrappers) (int, error) {
 							g.in()
 							defer g.out()
@@ -310,7 +310,7 @@ func TestLimitWithPoolSmallerAndLarger(t *testing.T) {
 							return i, nil
 						}),
 						Limit: limit,
-					}, n22Items(12))
+					}, limitItems(12))
 					if err := a.BeginWork(context.Background(), time.Minute, n); err != nil {
 						t.Fatal(err)
 					}
@@ -326,7 +326,7 @@ func TestLimitWithPoolSmallerAndLarger(t *testing.T) {
 	}
 }
 
-type n22GaugeKey struct{}
+type gaugeKey struct{}
 
 // A compiled plan with a Limit run from 100 goroutines at once: each run
 // keeps its own bound and gets its own results.
@@ -334,9 +334,9 @@ func TestLimitPlanFrom100Goroutines(t *testing.T) {
 	a := asynctool.New(asynctool.WithMaxWorkers(400))
 	defer a.Close()
 	n := asynctool.NewWrapper("fan", asynctool.ForEach[[]int, int, int]{
-		Items: n22List,
+		Items: limitList,
 		Worker: asynctool.WorkerFunc[int, int](func(ctx context.Context, i int, _ asynctool.Wrappers) (int, error) {
-			g := ctx.Value(n22GaugeKey{}).(*n22Gauge)
+			g := ctx.Value(gaugeKey{}).(*limitGauge)
 			g.in()
 			defer g.out()
 			if i < 3 {
@@ -354,7 +354,7 @@ func TestLimitPlanFrom100Goroutines(t *testing.T) {
 			return i * 2, nil
 		}),
 		Limit: 3,
-	}, n22Items(20))
+	}, limitItems(20))
 	pl, err := asynctool.Compile(n)
 	if err != nil {
 		t.Fatal(err)
@@ -363,8 +363,8 @@ func TestLimitPlanFrom100Goroutines(t *testing.T) {
 	var reached atomic.Int32
 	for range 100 {
 		wg.Go(func() {
-			g := &n22Gauge{full: make(chan struct{}), fullAt: 3}
-			run, err := a.RunPlan(context.WithValue(context.Background(), n22GaugeKey{}, g), pl, time.Minute)
+			g := &limitGauge{full: make(chan struct{}), fullAt: 3}
+			run, err := a.RunPlan(context.WithValue(context.Background(), gaugeKey{}, g), pl, time.Minute)
 			if err != nil {
 				t.Error(err)
 				return
@@ -416,7 +416,7 @@ func TestLimitJoinLeavesItemsKeptBackUnstarted(t *testing.T) {
 				var started atomic.Int32
 				any := tc.join.String() == asynctool.AnySucceeded().String()
 				n := asynctool.NewWrapper("fan", asynctool.ForEach[[]int, int, int]{
-					Items: n22List,
+					Items: limitList,
 					Worker: asynctool.WorkerFunc[int, int](func(ctx context.Context, i int, _ asynctool.Wrappers) (int, error) {
 						started.Add(1)
 						select {
@@ -431,7 +431,7 @@ func TestLimitJoinLeavesItemsKeptBackUnstarted(t *testing.T) {
 					}),
 					Join:  tc.join,
 					Limit: 2,
-				}, n22Items(10))
+				}, limitItems(10))
 				rep := asynctooltest.RunWithin(t, time.Minute, n)
 				// As many as 5 (one handed a slot at 22ms); 4 when the
 				// items start out of the list's order.
@@ -465,7 +465,7 @@ func TestLimitJoinLeavesItemsKeptBackUnstarted(t *testing.T) {
 func TestLimitDeadlineReportsItemsKeptBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := asynctool.NewWrapper("fan", asynctool.ForEach[[]int, int, int]{
-			Items: n22List,
+			Items: limitList,
 			Worker: asynctool.WorkerFunc[int, int](func(ctx context.Context, i int, _ asynctool.Wrappers) (int, error) {
 				select {
 				case <-time.After(30 * time.Millisecond):
@@ -475,7 +475,7 @@ func TestLimitDeadlineReportsItemsKeptBack(t *testing.T) {
 				}
 			}),
 			Limit: 1,
-		}, n22Items(10))
+		}, limitItems(10))
 		rep := asynctooltest.RunWithin(t, 100*time.Millisecond, n)
 		if !errors.Is(rep.RunErr, context.DeadlineExceeded) {
 			t.Errorf("run error %v", rep.RunErr)
@@ -515,7 +515,7 @@ func TestLimitOrderPage(t *testing.T) {
 	for _, down := range []string{"", "SKU-017"} {
 		t.Run("down="+down, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				var g n22Gauge
+				var g limitGauge
 				var calls atomic.Int32
 				prices := asynctool.NewWrapper("prices", asynctool.ForEach[[]string, string, int]{
 					Items: func(_ context.Context, skus []string, _ asynctool.Wrappers) ([]string, error) { return skus, nil },

@@ -27,7 +27,7 @@ func TestBeginPanicRan(t *testing.T) {
 	x := NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
 		called = true
 		return 0, nil
-	}), 0).Callback(h108BeginPanics{})
+	}), 0).Callback(callbackBeginPanics{})
 	r, err := a.Start(context.Background(), time.Minute, x)
 	require.NoError(t, err)
 	var cpe *CallbackPanicError

@@ -123,30 +123,32 @@ func TestStoredErrorMatchesWhatItNames(t *testing.T) {
 	assert.Error(t, json.Unmarshal([]byte(`{"Value":"x"}`), &r), "a value of another type")
 }
 
-// s23NilErr is an error type whose methods read their receiver.
-type s23NilErr struct{ msg string }
+// resultNilErr is an error type whose methods read their receiver.
+type resultNilErr struct{ msg string }
 
-func (e *s23NilErr) Error() string { return e.msg }
-func (e *s23NilErr) Unwrap() error { return errors.New(e.msg) }
+func (e *resultNilErr) Error() string { return e.msg }
+func (e *resultNilErr) Unwrap() error { return errors.New(e.msg) }
 
 // A worker that returns a nil pointer as its error has a non-nil Err
 // whose methods panic: its result still encodes, as "<nil>".
 func TestWorkResultWithANilPointerErrorEncodes(t *testing.T) {
-	var nilErr *s23NilErr
+	var nilErr *resultNilErr
 	r := WorkResult[int]{State: ResultException, Err: nilErr}
 	b, err := json.Marshal(r)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"Value":0,"State":3,"Err":{"Text":"<nil>"}}`, string(b))
 }
 
-// s23qCents encodes itself through pointer receivers, as many types do
+// resultCents encodes itself through pointer receivers, as many types do
 // (*big.Int, for one): encoding/json calls them on an addressable value
 // only.
-type s23qCents struct{ n int }
+type resultCents struct{ n int }
 
-func (c *s23qCents) MarshalJSON() ([]byte, error) { return json.Marshal(fmt.Sprintf("%d cents", c.n)) }
+func (c *resultCents) MarshalJSON() ([]byte, error) {
+	return json.Marshal(fmt.Sprintf("%d cents", c.n))
+}
 
-func (c *s23qCents) UnmarshalJSON(b []byte) error {
+func (c *resultCents) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		return err
@@ -160,14 +162,14 @@ func (c *s23qCents) UnmarshalJSON(b []byte) error {
 // WorkResult had a MarshalJSON; MarshalJSON encoded its copy by value,
 // so encoding/json wrote the value's fields ({}) and the decode failed.
 func TestValueWithPointerMarshalerRoundTrips(t *testing.T) {
-	items := []WorkResult[s23qCents]{
-		{Value: s23qCents{250}, State: ResultSuccess},
-		{Value: s23qCents{-1}, State: ResultException, Err: errors.New("no price")},
+	items := []WorkResult[resultCents]{
+		{Value: resultCents{250}, State: ResultSuccess},
+		{Value: resultCents{-1}, State: ResultException, Err: errors.New("no price")},
 	}
 	b, err := json.Marshal(&items)
 	require.NoError(t, err)
 	assert.JSONEq(t, `[{"Value":"250 cents","State":1,"Err":null},{"Value":"-1 cents","State":3,"Err":{"Text":"no price"}}]`, string(b))
-	var back []WorkResult[s23qCents]
+	var back []WorkResult[resultCents]
 	require.NoError(t, json.Unmarshal(b, &back), "%s", b)
 	assert.Equal(t, 250, back[0].Value.n)
 	assert.Equal(t, -1, back[1].Value.n)
@@ -175,18 +177,18 @@ func TestValueWithPointerMarshalerRoundTrips(t *testing.T) {
 	one, err := json.Marshal(items[0]) // not addressable: MarshalJSON's copy is
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"Value":"250 cents","State":1,"Err":null}`, string(one))
-	nested, err := json.Marshal(WorkResult[WorkResult[s23qCents]]{Value: items[0]})
+	nested, err := json.Marshal(WorkResult[WorkResult[resultCents]]{Value: items[0]})
 	require.NoError(t, err)
 	assert.Contains(t, string(nested), `"250 cents"`)
 	// In a map, whose values are never addressable, and in a struct
 	// passed by value.
-	m := map[string]WorkResult[s23qCents]{"a": items[0]}
+	m := map[string]WorkResult[resultCents]{"a": items[0]}
 	b, err = json.Marshal(m)
 	require.NoError(t, err)
-	var mback map[string]WorkResult[s23qCents]
+	var mback map[string]WorkResult[resultCents]
 	require.NoError(t, json.Unmarshal(b, &mback), "%s", b)
 	assert.Equal(t, 250, mback["a"].Value.n)
-	b, err = json.Marshal(struct{ R WorkResult[s23qCents] }{items[0]})
+	b, err = json.Marshal(struct{ R WorkResult[resultCents] }{items[0]})
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"R":{"Value":"250 cents","State":1,"Err":null}}`, string(b))
 }

@@ -843,16 +843,16 @@ func ptr[T any](v T) *T { return &v }
 // waited 30s for reports that could never come, 4 runs in 50 with
 // CHAOS=5, each reported "stopped before it started").
 func TestForEachReportFromAStoppedItemsCallback(t *testing.T) {
-	for try := 0; !s21fReportFromAStoppedItemsCallback(t); try++ {
+	for try := 0; !reportFromAStoppedItemsCallback(t); try++ {
 		if try == 9 {
 			t.Fatal("each ended before it called Items in 10 runs")
 		}
 	}
 }
 
-// s21fReportFromAStoppedItemsCallback runs TestS21F's case once; false
+// reportFromAStoppedItemsCallback runs TestForEachReportFromAStoppedItemsCallback's case once; false
 // if each ended before it called Items.
-func s21fReportFromAStoppedItemsCallback(t *testing.T) bool {
+func reportFromAStoppedItemsCallback(t *testing.T) bool {
 	a := newAsync(t)
 	gate := make(chan struct{})
 	release := releaser(t, gate)

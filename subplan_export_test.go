@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var errS20XDown = errors.New("down")
+var errThumbDown = errors.New("down")
 
-// s20xHand is a finished run with sub-reports, built by hand so that the
+// subplanHand is a finished run with sub-reports, built by hand so that the
 // exports are exact. Times are milliseconds after t0.
 //
 //	user (0-10) ──> profile (10-40) ──> page (40-45) ┄┄> audit (skipped)
@@ -28,7 +28,7 @@ var errS20XDown = errors.New("down")
 //	                 └ avatar (12-30) ─┘
 //	                    │
 //	                    └ cdn (13-20) ┄┄> thumb (20-29, fails)
-func s20xHand() *Report {
+func subplanHand() *Report {
 	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	ms := func(n float64) time.Time { return t0.Add(time.Duration(n * float64(time.Millisecond))) }
 	ran := func(i int, id string, from, to float64, lane int) NodeReport {
@@ -43,7 +43,7 @@ func s20xHand() *Report {
 		return n
 	}
 	thumb := dep(ran(1, "thumb", 20, 29, 1), false, 0)
-	thumb.Status, thumb.State, thumb.Result, thumb.Err, thumb.Reason = StatusFailed, StateError, ResultException, errS20XDown, "worker failed"
+	thumb.Status, thumb.State, thumb.Result, thumb.Err, thumb.Reason = StatusFailed, StateError, ResultException, errThumbDown, "worker failed"
 	avatar := ran(1, "avatar", 12, 30, 2)
 	avatar.Sub = &Report{Start: ms(12.5), End: ms(29), Nodes: []NodeReport{ran(0, "cdn", 13, 20, 1), thumb}}
 	profile := dep(ran(1, "profile", 10, 40, 1), true, 0)
@@ -58,7 +58,7 @@ func s20xHand() *Report {
 	}}
 }
 
-const s20xHandDOT = `digraph asynctool {
+const subplanHandDOT = `digraph asynctool {
   rankdir=LR;
   node [shape=box, style="rounded,filled", fillcolor="#ffffff", fontname="Helvetica"];
   edge [fontname="Helvetica"];
@@ -100,10 +100,10 @@ const s20xHandDOT = `digraph asynctool {
 `
 
 func TestDOTDrawsSubReportsAsClusters(t *testing.T) {
-	assert.Equal(t, s20xHandDOT, s20xHand().DOT())
+	assert.Equal(t, subplanHandDOT, subplanHand().DOT())
 }
 
-const s20xHandMermaid = `flowchart LR
+const subplanHandMermaid = `flowchart LR
   n0["user<br/>success 10ms"]
   subgraph cluster_n1 ["profile"]
     n1["profile<br/>success 30ms"]
@@ -141,7 +141,7 @@ const s20xHandMermaid = `flowchart LR
 `
 
 func TestMermaidDrawsSubReportsAsSubgraphs(t *testing.T) {
-	assert.Equal(t, s20xHandMermaid, s20xHand().Mermaid())
+	assert.Equal(t, subplanHandMermaid, subplanHand().Mermaid())
 }
 
 // TestSubPlanStaticReportStaysStatic: a static report's Sub is drawn plain, and so
@@ -191,7 +191,7 @@ func TestSubPlanStaticReportStaysStatic(t *testing.T) {
 
 	// A hand-made static report whose Sub says it ran is drawn plain
 	// all the same.
-	hand := s20xHand()
+	hand := subplanHand()
 	for i := range hand.Nodes {
 		n := &hand.Nodes[i]
 		n.State, n.Result, n.Ran, n.Err = StateInit, ResultDefault, false, nil
@@ -233,14 +233,14 @@ func sleeper(id string, d time.Duration) *WorkerWrapper[int, int] {
 	}), 0)
 }
 
-// s20xNested runs, under fake time with timings, a graph whose "mid"
+// subplanNested runs, under fake time with timings, a graph whose "mid"
 // node runs a plan whose "in" node runs another, and returns its report:
 //
 //	start (1ms) ──> mid ──> end (1ms)
 //	                 u (3ms) ──> in ──> v (1ms)
 //	                              a (5ms) ─┬─> c (2ms)
 //	                              b (8ms) ─┘
-func s20xNested(t *testing.T) *Report {
+func subplanNested(t *testing.T) *Report {
 	t.Helper()
 	a, b := sleeper("a", 5*time.Millisecond), sleeper("b", 8*time.Millisecond)
 	c := sleeper("c", 2*time.Millisecond).Depend(a, true).Depend(b, true)
@@ -275,7 +275,7 @@ func s20xNested(t *testing.T) *Report {
 // TestSubPlanNestedRunNames checks the names of a real run's sub-reports in
 // both graph formats: unique, valid, and never an outer node's.
 func TestSubPlanNestedRunNames(t *testing.T) {
-	rep := s20xNested(t)
+	rep := subplanNested(t)
 	dot, m := rep.DOT(), rep.Mermaid()
 	for _, want := range []string{
 		"subgraph cluster_n1 {", "subgraph cluster_n1_1 {", `n1_1_2 [label="c\nsuccess 2ms"`,
@@ -339,7 +339,7 @@ func TestSubPlanDOTRendersClusters(t *testing.T) {
 	weird := &Report{Nodes: []NodeReport{{ID: `q"uo\te` + "\n{x} [y]; <z> -> ✨", Sub: &Report{Nodes: []NodeReport{
 		{ID: "}"}, {ID: "", Index: 1, Deps: []int{0}, Must: []bool{false}, Sub: &Report{Nodes: []NodeReport{{ID: "subgraph"}}}},
 	}}}}}
-	for name, rep := range map[string]*Report{"hand": s20xHand(), "nested run": s20xNested(t), "static": static, "weird": weird} {
+	for name, rep := range map[string]*Report{"hand": subplanHand(), "nested run": subplanNested(t), "static": static, "weird": weird} {
 		t.Run(name, func(t *testing.T) {
 			cmd := exec.Command("dot", "-Tjson")
 			cmd.Stdin = strings.NewReader(rep.DOT())
@@ -394,9 +394,9 @@ func countSubs(rep *Report) int {
 	return c
 }
 
-// s20xTrace writes rep's Chrome trace and returns its events, and the
+// subplanTrace writes rep's Chrome trace and returns its events, and the
 // names of its processes and tracks by pid.
-func s20xTrace(t *testing.T, rep *Report) (events []traceEvent, processes map[int]string, tracks map[int]map[int]string) {
+func subplanTrace(t *testing.T, rep *Report) (events []traceEvent, processes map[int]string, tracks map[int]map[int]string) {
 	t.Helper()
 	var buf bytes.Buffer
 	require.NoError(t, rep.WriteChromeTrace(&buf))
@@ -422,8 +422,8 @@ func s20xTrace(t *testing.T, rep *Report) (events []traceEvent, processes map[in
 }
 
 func TestChromeTraceShowsSubRuns(t *testing.T) {
-	rep := s20xHand()
-	events, processes, tracks := s20xTrace(t, rep)
+	rep := subplanHand()
+	events, processes, tracks := subplanTrace(t, rep)
 	assert.Equal(t, map[int]string{1: "asynctool run", 2: "sub-run of profile", 3: "sub-run of profile/avatar"}, processes,
 		"a process per sub-run that has events: audit's static Sub adds none")
 	assert.Equal(t, map[int]map[int]string{
@@ -467,8 +467,8 @@ func TestChromeTraceShowsSubRuns(t *testing.T) {
 // TestChromeTraceOfANestedRun: in a real run, each sub-run's events
 // fall within its SubPlan node's, at their real times.
 func TestChromeTraceOfANestedRun(t *testing.T) {
-	rep := s20xNested(t)
-	events, processes, _ := s20xTrace(t, rep)
+	rep := subplanNested(t)
+	events, processes, _ := subplanTrace(t, rep)
 	assert.Equal(t, map[int]string{1: "asynctool run", 2: "sub-run of mid", 3: "sub-run of mid/in"}, processes)
 	at := map[string][2]float64{}
 	for _, e := range events {
@@ -487,10 +487,10 @@ func TestChromeTraceOfANestedRun(t *testing.T) {
 // SubPlan node counts with its whole duration, and its Sub has a
 // critical path of its own.
 func TestSubPlanCriticalPathStaysOuter(t *testing.T) {
-	rep := s20xHand()
+	rep := subplanHand()
 	assert.Equal(t, []int{0, 1, 2}, rep.CriticalPath(), "user, profile, page")
 	assert.Equal(t, []int{1, 2}, rep.Nodes[1].Sub.CriticalPath(), "avatar, card, inside profile")
-	nested := s20xNested(t)
+	nested := subplanNested(t)
 	assert.Equal(t, []int{0, 1, 2}, nested.CriticalPath(), "start, mid, end")
 	assert.Equal(t, []int{0, 1, 2}, nested.Nodes[1].Sub.CriticalPath(), "u, in, v")
 	assert.Equal(t, []int{1, 2}, nested.Nodes[1].Sub.Nodes[1].Sub.CriticalPath(), "b, c")

@@ -189,8 +189,8 @@ func TestTimedOutForABudgetStoppedItem(t *testing.T) {
 	})
 }
 
-// s23Prices is a ForEach of three items with a Join.
-func s23Prices() asynctool.ForEach[int, int, int] {
+// assertPrices is a ForEach of three items with a Join.
+func assertPrices() asynctool.ForEach[int, int, int] {
 	return asynctool.ForEach[int, int, int]{
 		Items:  func(context.Context, int, asynctool.Wrappers) ([]int, error) { return []int{1, 2, 3}, nil },
 		Worker: asynctooltest.Func(func(_ context.Context, i int) (int, error) { return i * 10, nil }),
@@ -207,7 +207,7 @@ func s23Prices() asynctool.ForEach[int, int, int] {
 func TestPathsIntoAStaticForEach(t *testing.T) {
 	gate := asynctooltest.Blocks[int, int](1)
 	g := asynctool.NewWrapper("gate", gate, 0)
-	prices := asynctool.NewWrapper("prices", s23Prices(), 0)
+	prices := asynctool.NewWrapper("prices", assertPrices(), 0)
 	prices.Depend(g, true)
 	run := asynctooltest.Start(t, time.Minute, g)
 	<-gate.Started()
