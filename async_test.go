@@ -489,7 +489,7 @@ func TestRunPlanErrorNamesRunPlan(t *testing.T) {
 
 // TestCompiledWrapperInBeginWork: a wrapper compiled into a Plan,
 // given to BeginWork or Compile, gets an error that says to run the plan
-// (helper-79's review: it said "build new wrappers for every run", about
+// (it said "build new wrappers for every run", about
 // a wrapper that never ran); given to Describe, one that names
 // Plan.Describe (TestDescribeOfAUsedGraphPointsToItsReport).
 func TestCompiledWrapperInBeginWork(t *testing.T) {

@@ -213,7 +213,7 @@ func TestRunBatchesRejectsNilFunctions(t *testing.T) {
 
 // TestRunBatchesCountsAnItemWhoseProcessCallsGoexit: an item whose
 // process ended its goroutine with runtime.Goexit (t.FailNow) was in no
-// count of the report (helper-39's review).
+// count of the report.
 func TestRunBatchesCountsAnItemWhoseProcessCallsGoexit(t *testing.T) {
 	src := &pagedSource{total: 4, size: 2}
 	// GoExecutor: process never runs on RunBatches' own goroutine, which

@@ -15,7 +15,7 @@ import (
 
 // Randomized checks of the branch rules (When, WhenResult, DecideSkip and
 // how every join propagates a branch not taken) against a reference
-// model, helper-73.
+// model.
 //
 // What is left to timing is modelled: a node's outcome is checked against
 // the set of outcomes the documented rules allow given the outcomes its

@@ -19,7 +19,7 @@ import (
 // TestCustomOutThroughDuplicateEdges: a custom-join successor reached
 // through duplicate edges still marks its upstream customOut (see
 // Run.upstreamEndedFrom), single-use and compiled, and the run waits for
-// the join past the deadline (from review, helper-25).
+// the join past the deadline.
 func TestCustomOutThroughDuplicateEdges(t *testing.T) {
 	build := func(joinReturned *atomic.Bool) *WorkerWrapper[int, int] {
 		up := NewWrapper("up", okWorker(), 0)
@@ -112,8 +112,8 @@ func (g goexitOnceDefaulter) DefaultValue() int {
 // goroutine is in its out-edge loop after claiming a sibling that carries
 // up's end; a successor readied then is ended there, and its DefaultValue
 // ends the goroutine. salvage must hand the carried flag on: each end is
-// taken off exactly once and the run ends (from review, helper-25; the
-// case happens on up's goroutine in most of the 60 runs).
+// taken off exactly once and the run ends (the case happens on up's
+// goroutine in most of the 60 runs).
 //
 // Nothing in up's out-edge loop runs user code before the run stops, so
 // the Cancel must land in the loop from another goroutine running in
@@ -176,8 +176,8 @@ func TestGoexitInDefaultValueAfterACarryingClaim(t *testing.T) {
 // TestTimedRunWritesNoReadyTimeAfterItsEnd: a report read when a timed
 // run is done has every ready time. Had the node claimed from up carried
 // up's end, the sweep could end it and complete the run while up's
-// goroutine still readied (and timed) the rest of the fan: a review
-// (helper-25) saw that in 2 to 9 runs of 300 with carrying in timed runs.
+// goroutine still readied (and timed) the rest of the fan: a review saw
+// that in 2 to 9 runs of 300 with carrying in timed runs.
 // Under the race detector it saw none in 100, so make test runs it
 // without (the norace target).
 func TestTimedRunWritesNoReadyTimeAfterItsEnd(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 // instant: endedOne finds the run not stopping, then records its end
 // after the context ended. An early end recorded after the deadline
 // passed is the deadline's (24f802a), and one recorded after the parent
-// context was cancelled with a cause of its own is the cause's (helper-98): the context, and every worker, saw that cause
+// context was cancelled with a cause of its own is the cause's: the context, and every worker, saw that cause
 // (context.Cause) first, so the nodes that end now end with it, not
 // with ErrRunEnded, and the run is stopped (Wait's error). The deadline's
 // check, ctx.Err() == DeadlineExceeded, misses it: Err is Canceled. An

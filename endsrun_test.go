@@ -28,7 +28,7 @@ func endsSleeper[R any](d time.Duration, v R) WorkerFunc[int, R] {
 	}
 }
 
-// TestEndsRunReturnsWithThePage: the handler of helper-79's review. The
+// TestEndsRunReturnsWithThePage: a product page's handler. The
 // page needs user and cart, and reads recs if it is there; recs is slow.
 // With the page marked EndsRun, the run returns with the page, recs is
 // stopped with its default, and BeginWork returns nil.

@@ -960,8 +960,7 @@ func TestResumedNodeRunsOnlyThroughItsTask(t *testing.T) {
 
 // TestPolicyEndFailsUnstartedNodesWithEndError: under PolicyEnd every
 // node not yet ended fails with *EndError; unstarted upstreams of the
-// nodes the end failed were skipped instead, before the sweep started
-// (helper-51).
+// nodes the end failed were skipped instead, before the sweep started.
 func TestPolicyEndFailsUnstartedNodesWithEndError(t *testing.T) {
 	var skipped atomic.Int32
 	a := New(WithHooks(&Hooks{OnNodeSkip: func(context.Context, NodeEvent) { skipped.Add(1) }}))

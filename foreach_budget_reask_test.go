@@ -13,8 +13,8 @@ import (
 // A custom join that decided (DecideFail, DecideSkip, or a panic) on an
 // item the Budget stopped stands: the node fails as the join decided,
 // rather than succeed because the join, asked on every item ended, would
-// answer DecideRun (helper-96 found a re-ask after the sub-run's end did
-// that). Items 2 and 3 return well after ctx.Done, so the sweep ends
+// answer DecideRun (a re-ask after the sub-run's end did that). Items 2
+// and 3 return well after ctx.Done, so the sweep ends
 // them in order: the join decides on item 2's end, with item 3 not
 // ended.
 func TestForEachBudgetCustomJoinDecisionIsNotAskedAgain(t *testing.T) {

@@ -164,7 +164,7 @@ func TestForEachNegativeBudgetIsRefused(t *testing.T) {
 }
 
 // A ForEach whose Worker is a ForEach that Compile refuses names the
-// Worker, not the outer node's own fields (helper-93 saw "its ForEach's
+// Worker, not the outer node's own fields (it said "its ForEach's
 // Limit is -3" for an outer ForEach whose Limit was 0).
 func TestForEachOfARefusedForEachNamesTheWorker(t *testing.T) {
 	inner := sleepItems(1, -3, 0, &gauge{})
@@ -214,8 +214,8 @@ func TestForEachReportShowsLimitAndBudget(t *testing.T) {
 // A custom join decides from the items as the Budget left them, even
 // when an item whose worker returns on ctx.Done (the usual way) ends
 // after the sweep has passed the join: the sweep leaves the join to
-// decide on every item's end (helper-94 saw the node fail as undecided
-// in 6 of 50 runs when the sweep ended it).
+// decide on every item's end (the node failed as undecided in 6 of 50
+// runs when the sweep ended it).
 func TestForEachBudgetCustomJoinSeesItemsEndedAtTheBudget(t *testing.T) {
 	for range 100 {
 		synctest.Test(t, func(t *testing.T) {

@@ -43,7 +43,7 @@ type fuzzItemsKey struct{}
 // own timeout may leave its worker running, never more than Limit items
 // work at once; no item is called more often than its attempts allow;
 // and with the zero Join and no cancel, every item is called, unless a
-// Budget ran out first. helper-92's stress test of the Limit, made a
+// Budget ran out first. A stress test of the Limit, made a
 // fuzz target: `go test` runs its seeds, `go test -fuzz
 // FuzzForEachLimit` searches further.
 func FuzzForEachLimit(f *testing.F) {

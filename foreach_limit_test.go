@@ -90,8 +90,7 @@ func TestForEachLimitAtOrAboveItemsChangesNothing(t *testing.T) {
 }
 
 // Items start in the list's order: with Limit k, items 0 to k-1 at once,
-// then k to 2k-1 as they end, and so on (helper-93 saw an item start
-// rounds late when helpers raced for the slots, before admit).
+// then k to 2k-1 as they end, and so on (an item started rounds late when helpers raced for the slots, before admit).
 func TestForEachLimitStartsItemsInOrder(t *testing.T) {
 	for _, limit := range []int{1, 2, 3} {
 		t.Run(fmt.Sprint("limit=", limit), func(t *testing.T) {
@@ -418,7 +417,7 @@ func TestForEachLimitGoexitGivesTheSlotBack(t *testing.T) {
 
 // At the run's deadline, the item that gets the slot of one the deadline
 // ended is not started, and no item whose worker was never called is
-// reported as stopped while running (helper-93 saw it once in about 200
+// reported as stopped while running (it happened once in about 200
 // runs: the hand-over started the item as the sweep ended it).
 func TestForEachLimitDeadlineReportsNoPhantomStart(t *testing.T) {
 	for range 300 {
@@ -459,7 +458,7 @@ func TestForEachLimitDeadlineReportsNoPhantomStart(t *testing.T) {
 
 // An item that Node makes depend on another is counted too: when its
 // upstream ends, it starts through the limiter, not claimed by the
-// goroutine that ended the upstream (helper-92 noticed that path).
+// goroutine that ended the upstream.
 func TestForEachLimitCountsItemsWithUpstreams(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := New()

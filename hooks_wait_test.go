@@ -13,8 +13,8 @@ import (
 
 // TestOnNodeStartWaitIsTheFirstAttempts: OnNodeStart's Wait is how long
 // the node waited once ready, for its first attempt; a retry's start
-// reports zero, where it repeated the first start's wait (helper-106
-// found it through otel's wait_ms on every attempt's span).
+// reports zero, where it repeated the first start's wait (seen in
+// otel's wait_ms on every attempt's span).
 func TestOnNodeStartWaitIsTheFirstAttempts(t *testing.T) {
 	var mu sync.Mutex
 	waits := map[int]time.Duration{}

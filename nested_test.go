@@ -16,7 +16,7 @@ import (
 // Async, while every goroutine of its pool is busy: with WithMaxWorkers(2)
 // both outer workers wait for their inner runs. The inner runs' first
 // tasks must not wait in the pool's queue behind the workers that wait
-// for them (helper-38's review: they did, until the inner deadline).
+// for them (they did, until the inner deadline).
 func TestNestedRunOnABusyPool(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -58,8 +58,8 @@ func TestNestedRunOnABusyPool(t *testing.T) {
 
 // TestNestedRunRetriesAndResumesOnABusyPool: a nested run's retry and
 // Resume tasks, like its first, must not wait in the pool's queue behind
-// the workers that wait for the run (helper-46's review of the first fix,
-// which covered only the first task).
+// the workers that wait for the run (the first fix covered only the
+// first task).
 func TestNestedRunRetriesAndResumesOnABusyPool(t *testing.T) {
 	for _, how := range []string{"retry", "resume"} {
 		t.Run(how, func(t *testing.T) {

@@ -166,7 +166,7 @@ func TestJoinReasons(t *testing.T) {
 
 // TestFailedByResumeReason: a node that Resume ended with FailWith was
 // reported as "worker failed", although for a node its custom join
-// suspended no worker ran (helper-48).
+// suspended no worker ran.
 func TestFailedByResumeReason(t *testing.T) {
 	a := newAsync(t)
 	up := NewWrapper("up", okWorker(), 0)

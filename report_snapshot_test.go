@@ -49,7 +49,7 @@ func TestReportSnapshotAgreesOnAStart(t *testing.T) {
 // TestSnapshotTraceOfATimedRun: a snapshot taken while a node starts
 // (its started bit set, its start time not yet written) made
 // WriteChromeTrace fail with "ran but the report has no times for it"
-// (helper-46); the report now shows such a node as not having run yet.
+// before; the report now shows such a node as not having run yet.
 func TestSnapshotTraceOfATimedRun(t *testing.T) {
 	a := New(WithTimings(true), WithMaxWorkers(4))
 	defer a.Close()

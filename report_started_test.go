@@ -64,7 +64,7 @@ func TestReportOfANodeStoppedAsItWasClaimed(t *testing.T) {
 					require.NotContains(t, ev.Reason, "stopped while running", "iteration %d, node %s's OnNodeEnd", iter, nr.ID)
 				}
 			} else if ok {
-				// The converse (helper-102): the sweep can end a node
+				// The converse: the sweep can end a node
 				// after its goroutine looked at the deadline and before
 				// it wrote the start time; a worker called all the same
 				// would have been reported as not started.

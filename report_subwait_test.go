@@ -14,7 +14,7 @@ import (
 // that succeeded before the ForEach node's own Timeout ended it, returns:
 // the callback runs on a goroutine of the sub-run, not on its sweep, and
 // Report waited for the sub-run's Done, which waits for that callback.
-// Report and Close hung for good (helper-100 found it: on a loaded
+// Report and Close hung for good (on a loaded
 // machine TestForEachReportFromAStoppedItemsCallback's items took this path
 // and the suite hung). Under synctest such a hang is a deadlock the
 // bubble reports. The report shows the sub-run as the sweep left it:

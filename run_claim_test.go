@@ -17,7 +17,7 @@ import (
 // first's join, and unclaims it to do so; last is then ended by someone
 // else, the sweep at the deadline or another goroutine's short-circuit
 // here. Had last carried up's end (see carriedBit), the run would have
-// ended with the join still running (found in review, helper-24).
+// ended with the join still running.
 func TestRunWaitsForACustomJoinWhileItsClaimedSiblingEnds(t *testing.T) {
 	t.Run("deadline", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {

@@ -519,8 +519,7 @@ func TestReleaseBeforeTheEndCancelsTheRun(t *testing.T) {
 type whoKey struct{}
 
 // TestStaleRunHandle: a run's handle kept after Release never shows
-// another request's run, and a second Release does nothing (helper-79's
-// review: the *Run itself was recycled, so a second Release dropped the
+// another request's run, and a second Release does nothing (the *Run itself was recycled, so a second Release dropped the
 // next request's reference and ResultIn read its data).
 func TestStaleRunHandle(t *testing.T) {
 	a := New()
@@ -590,7 +589,7 @@ func TestDoubleReleaseUnderLoad(t *testing.T) {
 // passes, every node that has not ended ends as a timeout, as BeginWork's
 // doc says. The sweep's end of one node released the unstarted upstreams
 // of a successor it failed, and the short-circuit rule skipped them
-// (helper-48 hit it under load: cart and recs ended as skipped, with
+// (seen under load: cart and recs ended as skipped, with
 // OnNodeSkip instead of OnNodeTimeout).
 func TestDeadlineEndsUnstartedNodesAsTimeouts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -638,7 +637,7 @@ func TestDeadlineEndsUnstartedNodesAsTimeouts(t *testing.T) {
 // TestDeadlineSkipsNothingBeforeTheSweepStarts: a worker that returns
 // at the deadline fails its successor before the sweep has started; the
 // successor's unstarted upstream must still end as a timeout, not as
-// skipped (helper-51: ef35ccc checked only the sweep's flag).
+// skipped (ef35ccc checked only the sweep's flag).
 func TestDeadlineSkipsNothingBeforeTheSweepStarts(t *testing.T) {
 	var skipped atomic.Int32
 	a := New(WithHooks(&Hooks{OnNodeSkip: func(context.Context, NodeEvent) { skipped.Add(1) }}))

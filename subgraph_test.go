@@ -833,7 +833,7 @@ func ptr[T any](v T) *T { return &v }
 // that the sub-run's sweep stops, which calls Report on the outer run
 // while the outer run goes on (and again once it has ended), returns:
 // Report does not wait for a sweep that is running the caller. Before, it
-// waited for itself, for good, and Close with it (helper-90 found it).
+// waited for itself, for good, and Close with it.
 //
 // It runs on a real clock: an item's goroutine held back past each's
 // Timeout runs its own callback, not the sweep, which is how it hung

@@ -635,8 +635,8 @@ func startReport(t *testing.T, a *Async, starts ...Wrapper) *Report {
 
 // TestSubPlanReportAfterTheDeadline: the report of an outer run that the
 // deadline ended shows its sub-run ended too, although the outer run
-// ended without waiting for the SubPlan worker (helper-85's review: the
-// inner node still showed running in 8 runs of 100).
+// ended without waiting for the SubPlan worker (the inner node still
+// showed running in 8 runs of 100).
 func TestSubPlanReportAfterTheDeadline(t *testing.T) {
 	fast := NewWrapper("fast", okWorker(), 0)
 	slow := NewWrapper("slow", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {

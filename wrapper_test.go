@@ -149,7 +149,7 @@ func TestBuildAllocatesOneObjectPerNode(t *testing.T) {
 
 // TestZeroWrapperIsAnError: a zero WorkerWrapper (not made with
 // NewWrapper) made BeginWork panic inside compile, which then left the
-// valid nodes it had claimed claimed (helper-38).
+// valid nodes it had claimed claimed.
 func TestZeroWrapperIsAnError(t *testing.T) {
 	a := newAsync(t)
 	var w WorkerWrapper[int, int]

@@ -178,7 +178,7 @@ func TestSkipAndTimeout(t *testing.T) {
 // TestRetriedAttemptsHaveTheirOwnSpans checks that each attempt of a
 // retried node is a span, that the failed ones carry their error, and
 // that only the first carries the wait for a goroutine (a later one's
-// showed the first's until helper-106's review).
+// showed the first's).
 func TestRetriedAttemptsHaveTheirOwnSpans(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h, exp, _, _ := setup(t)
