@@ -890,8 +890,8 @@ func TestWhenConditionGoexit(t *testing.T) {
 
 // TestFallbackConditionOfTheDocs: the fallback condition that
 // WhenResult's doc and the README give calls the backup when the primary
-// failed, and not when the primary was a branch not taken (with r.State != ResultSuccess, an empty cart was priced by
-// the backup).
+// failed, and not when the primary was a branch not taken (with
+// r.State != ResultSuccess, an empty cart was priced by the backup).
 func TestFallbackConditionOfTheDocs(t *testing.T) {
 	fallback := func(r WorkResult[int]) bool { return r.Err != nil && !errors.Is(r.Err, ErrNotTaken) }
 	for _, tc := range []struct {

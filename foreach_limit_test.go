@@ -90,7 +90,8 @@ func TestForEachLimitAtOrAboveItemsChangesNothing(t *testing.T) {
 }
 
 // Items start in the list's order: with Limit k, items 0 to k-1 at once,
-// then k to 2k-1 as they end, and so on (an item started rounds late when helpers raced for the slots, before admit).
+// then k to 2k-1 as they end, and so on (an item started rounds late
+// when helpers raced for the slots, before admit).
 func TestForEachLimitStartsItemsInOrder(t *testing.T) {
 	for _, limit := range []int{1, 2, 3} {
 		t.Run(fmt.Sprint("limit=", limit), func(t *testing.T) {

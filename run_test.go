@@ -519,8 +519,9 @@ func TestReleaseBeforeTheEndCancelsTheRun(t *testing.T) {
 type whoKey struct{}
 
 // TestStaleRunHandle: a run's handle kept after Release never shows
-// another request's run, and a second Release does nothing (the *Run itself was recycled, so a second Release dropped the
-// next request's reference and ResultIn read its data).
+// another request's run, and a second Release does nothing (the *Run
+// itself was recycled, so a second Release dropped the next request's
+// reference and ResultIn read its data).
 func TestStaleRunHandle(t *testing.T) {
 	a := New()
 	defer a.Close()
