@@ -91,6 +91,10 @@ type SerialStats struct {
 // idle Serial holds its worker while it waits, and once every worker does,
 // nothing runs again. Give such a pool a queue (PoolQueue) with room for
 // the Serials its tasks submit to, or submit from outside its tasks.
+// Close and Shutdown never submit to the executor: they wait for the loop
+// already started, if any, so they neither wait for room in it nor take
+// its panic (a Submit whose executor panics while Shutdown waits takes
+// that panic; its task runs, and Shutdown returns nil once it has).
 //
 // A task that panics does not stop the loop: see [SerialPanicHandler].
 //
@@ -355,13 +359,13 @@ func (h *delayHeap) Pop() any {
 	return t
 }
 
-// push queues it and starts the drain loop if none is running. A task,
-// unlike a marker, is refused once refuse is set: looked at under mu, so
-// that every task accepted is ahead of a marker that Close or Shutdown
-// queues after setting refuse.
+// push queues a task and starts the drain loop if none is running. The
+// task is refused once refuse is set: looked at under mu, so that every
+// task accepted is ahead of a marker that Close or Shutdown queues after
+// setting refuse.
 func (s *Serial) push(it serialItem) error {
 	s.mu.Lock()
-	if (it.t == nil || it.t.mark == nil) && s.refuse.Load() {
+	if s.refuse.Load() {
 		s.mu.Unlock()
 		return ErrSerialClosed
 	}
@@ -376,10 +380,22 @@ func (s *Serial) push(it serialItem) error {
 }
 
 // mark queues a marker and returns the channel the drain loop closes when
-// it reaches it, once every item queued before it has been taken.
+// it reaches it, once every item queued before it has been taken. A
+// marker is never refused. On an idle Serial nothing is queued or
+// running, so the channel is closed at once: the executor is not asked
+// for a loop with nothing to do, so that Shutdown keeps to its ctx with
+// an executor that waits for room (a full Pool under Block), and Close
+// and Shutdown do not take the panic of an executor whose Submit panics.
 func (s *Serial) mark() <-chan struct{} {
 	m := &delayedTask{mark: make(chan struct{})}
-	_ = s.push(serialItem{t: m}) // a marker is never refused
+	s.mu.Lock()
+	if !s.running {
+		s.mu.Unlock()
+		close(m.mark)
+		return m.mark
+	}
+	s.queue = append(s.queue, serialItem{t: m})
+	s.mu.Unlock()
 	return m.mark
 }
 

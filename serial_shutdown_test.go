@@ -1,0 +1,80 @@
+package asynctool
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestSerialShutdownOfAnIdleSerialKeepsItsDeadline shuts down an idle
+// Serial whose executor is a full Pool under Block. There is nothing to
+// run, so Shutdown must not wait for room in the pool: it returns nil
+// at once, well inside its ctx.
+func TestSerialShutdownOfAnIdleSerialKeepsItsDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := NewPool(PoolSize(1), PoolQueue(0), PoolWhenFull(Block))
+		s := NewSerial(p)
+		require.NoError(t, s.Submit(func() {})) // the Serial has worked before
+		synctest.Wait()
+		release := make(chan struct{})
+		require.NoError(t, p.Submit(func() { <-release })) // the only worker
+		synctest.Wait()
+
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- s.Shutdown(ctx) }()
+		time.Sleep(time.Minute)
+		select {
+		case err := <-done:
+			assert.NoError(t, err, "Shutdown of an idle Serial")
+			close(release)
+		default:
+			t.Error("Shutdown of an idle Serial was still waiting for the pool a minute after its 1s ctx")
+			close(release)
+			<-done
+		}
+		require.NoError(t, p.Close())
+	})
+}
+
+// TestSerialShutdownOfAnIdleSerialCallsNoExecutor shuts down, and
+// closes, idle Serials whose executor's Submit panics. Nothing is left to
+// run, so the executor is not called and its panic does not reach the
+// caller of Shutdown or Close.
+func TestSerialShutdownOfAnIdleSerialCallsNoExecutor(t *testing.T) {
+	calls := 0
+	panicking := ExecutorFunc(func(func()) error {
+		calls++
+		panic("executor's Submit panicked")
+	})
+	s := NewSerial(panicking)
+	require.NotPanics(t, func() { assert.NoError(t, s.Shutdown(context.Background())) })
+	require.NotPanics(t, s.Close)
+	s = NewSerial(panicking)
+	require.NotPanics(t, s.Close)
+	assert.Equal(t, 0, calls, "calls of the executor's Submit")
+}
+
+// TestSerialShutdownWhileTheExecutorPanics submits to a Serial whose
+// executor's Submit panics while a Shutdown waits: the panic goes to the
+// submitter, whose task still runs, and Shutdown returns nil once it has.
+func TestSerialShutdownWhileTheExecutorPanics(t *testing.T) {
+	s := NewSerial(ExecutorFunc(func(func()) error { panic("executor's Submit panicked") }))
+	release := make(chan struct{})
+	var ran []int // no lock: the race detector checks the tasks are ordered
+	require.Panics(t, func() { _ = s.Submit(func() { <-release; ran = append(ran, 1) }) })
+	require.NoError(t, s.Submit(func() { ran = append(ran, 2) })) // the loop is running
+	done := make(chan error, 1)
+	go func() { done <- s.Shutdown(context.Background()) }()
+	require.Eventually(t, func() bool { return errors.Is(s.Submit(func() {}), ErrSerialClosed) },
+		10*time.Second, time.Millisecond, "Submit after Shutdown began")
+	close(release)
+	require.NoError(t, <-done)
+	assert.Equal(t, []int{1, 2}, ran)
+}
