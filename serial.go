@@ -124,8 +124,9 @@ type Serial struct {
 	// Written by every Submit; on its own cache line so that the drain
 	// loop's per-task read of closed does not miss.
 	_       [64]byte
-	mu      sync.Mutex   // guards queue and running
+	mu      sync.Mutex   // guards queue, marks and running
 	queue   []serialItem // submitted, not yet taken by the drain loop
+	marks   int          // markers in queue, which Stats does not count
 	running bool         // a drain loop is scheduled or running
 	_       [64]byte
 
@@ -395,6 +396,7 @@ func (s *Serial) mark() <-chan struct{} {
 		return m.mark
 	}
 	s.queue = append(s.queue, serialItem{t: m})
+	s.marks++
 	s.mu.Unlock()
 	return m.mark
 }
@@ -467,6 +469,7 @@ func (s *Serial) drain() {
 				return
 			}
 			pending, s.queue, next = s.queue, pending[:0], 0
+			s.marks = 0
 			s.mu.Unlock()
 		}
 		it := pending[next]
@@ -615,7 +618,7 @@ func (s *Serial) Stats() SerialStats {
 	delayed := len(s.delayed)
 	s.dmu.Unlock()
 	s.mu.Lock()
-	queued := len(s.queue)
+	queued := len(s.queue) - s.marks
 	s.mu.Unlock()
 	return SerialStats{
 		Queued:    queued,

@@ -78,3 +78,45 @@ func TestSerialShutdownWhileTheExecutorPanics(t *testing.T) {
 	require.NoError(t, <-done)
 	assert.Equal(t, []int{1, 2}, ran)
 }
+
+// TestSerialStatsCountNoMarker checks that Queued counts only tasks: the
+// marker Shutdown or Close queues behind the accepted tasks, to learn
+// when they have been taken, is not one.
+func TestSerialStatsCountNoMarker(t *testing.T) {
+	for _, stop := range []struct {
+		name string
+		call func(*Serial)
+	}{
+		{"Shutdown", func(s *Serial) { _ = s.Shutdown(context.Background()) }},
+		{"Close", (*Serial).Close},
+	} {
+		t.Run(stop.name, func(t *testing.T) {
+			s := NewSerial(nil)
+			release := make(chan struct{})
+			started := make(chan struct{})
+			require.NoError(t, s.Submit(func() { close(started); <-release }))
+			<-started
+			require.NoError(t, s.Submit(func() {}))
+			assert.Equal(t, 1, s.Stats().Queued, "Queued before "+stop.name)
+			done := make(chan struct{})
+			go func() { stop.call(s); close(done) }()
+			queued := 1 // and the tasks accepted until Submit is refused
+			require.Eventually(t, func() bool {
+				err := s.Submit(func() {})
+				if err == nil {
+					queued++
+				}
+				return errors.Is(err, ErrSerialClosed)
+			}, 10*time.Second, time.Millisecond, "Submit after %s began", stop.name)
+			require.Eventually(t, func() bool {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				return len(s.queue) == queued+1
+			}, 10*time.Second, time.Millisecond, "%s's marker queued", stop.name)
+			assert.Equal(t, queued, s.Stats().Queued, "Queued while "+stop.name+" waits")
+			close(release)
+			<-done
+			assert.Equal(t, 0, s.Stats().Queued, "Queued after "+stop.name)
+		})
+	}
+}
