@@ -1,6 +1,7 @@
 package asynctool
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -156,6 +157,13 @@ type PoolStats struct {
 // does when a pool is full (counted in [PoolStats.CallerRan]). A pool
 // that is not closed releases its goroutines after the idle timeout;
 // [Pool.Close] releases them at once.
+//
+// A nil *Pool is not the zero Pool: it is a pool that was never made (a
+// field never set), and running its tasks on the caller would hide that.
+// Its Submit refuses every task with an error naming the nil pool, its
+// Close does nothing and its Stats are zero. Passed as an [Executor] to
+// [NewSerial], [NewKeyed], [WithExecutor] or [RunBatches], a nil *Pool
+// counts as a nil Executor, as each of them documents.
 type Pool struct {
 	size    int32
 	qcap    int
@@ -201,6 +209,9 @@ type Pool struct {
 	// can wait until none of them runs any more.
 	live sync.WaitGroup
 }
+
+// errNilPool is the error of a nil *Pool's Submit.
+var errNilPool = errors.New("asynctool: Submit on a nil *Pool")
 
 // poolWorker is one worker goroutine's mailbox. An idle worker waits on
 // ch; a nil task tells it to exit, and whoever sends the nil has already
@@ -259,21 +270,23 @@ func NewPool(opts ...PoolOption) *Pool {
 // Submit arranges for task to run once and returns nil, or returns an
 // error without running it: [ErrPoolClosed] after [Pool.Close],
 // [ErrPoolFull] when the pool is full under [Reject], [ErrNilTask] for a
-// nil task. Under [CallerRuns] a full pool runs task on the calling
-// goroutine before Submit returns; under [Block] Submit waits until a
-// worker or the queue takes the task. Submit is safe to call from inside
-// a task (under Block, a task that waits for a full pool holds its own
-// worker while it waits).
+// nil task, and an error naming the nil pool on a nil *Pool. Under
+// [CallerRuns] a full pool runs task on the calling goroutine before
+// Submit returns; under [Block] Submit waits until a worker or the queue
+// takes the task. Submit is safe to call from inside a task (under Block,
+// a task that waits for a full pool holds its own worker while it waits).
 //
 // A Submit that races with Close returns ErrPoolClosed, or has its task
 // run by a worker before Close returns, or finds the pool full: then, as
 // when the pool is full at any other time, CallerRuns runs the task on
 // the caller (perhaps after Close returned) and Reject returns
-// ErrPoolFull. Submit does not allocate, except to
-// start a worker.
+// ErrPoolFull. Submit does not allocate, except to start a worker.
 func (p *Pool) Submit(task func()) error {
 	if task == nil {
 		return ErrNilTask
+	}
+	if p == nil {
+		return errNilPool
 	}
 	switch p.offer(task, true) {
 	case offerOK:
@@ -541,9 +554,12 @@ func (p *Pool) run(task func()) {
 // Tasks being run by callers under [CallerRuns] are not waited for. After
 // Close, Submit returns [ErrPoolClosed], and Submit calls blocked under
 // [Block] return it too. Close is idempotent, safe for concurrent use,
-// and always returns nil. It must not be called from inside one of the
-// pool's tasks, which would wait for itself.
+// and always returns nil; on a nil *Pool it does nothing. It must not be
+// called from inside one of the pool's tasks, which would wait for itself.
 func (p *Pool) Close() error {
+	if p == nil {
+		return nil
+	}
 	p.mu.Lock()
 	if !p.closed.Load() {
 		p.closed.Store(true)
@@ -565,8 +581,12 @@ func (p *Pool) Close() error {
 	return nil
 }
 
-// Stats returns a snapshot of the pool's counters. It does not lock.
+// Stats returns a snapshot of the pool's counters, all zero for a nil
+// *Pool. It does not lock.
 func (p *Pool) Stats() PoolStats {
+	if p == nil {
+		return PoolStats{}
+	}
 	completed := p.completed.Load()
 	started := p.started.Load() // after completed, so started >= completed
 	return PoolStats{

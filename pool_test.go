@@ -660,3 +660,18 @@ func TestZeroPoolRunsTasksOnTheCaller(t *testing.T) {
 	assert.NoError(t, p.Close())
 	assert.ErrorIs(t, p.Submit(func() {}), ErrPoolClosed)
 }
+
+// TestNilPoolRefusesTasks: a nil *Pool (a field never set) panicked with
+// a nil dereference. It is not the zero Pool, which runs tasks on the
+// caller: Submit refuses the task with an error naming the nil pool,
+// Close does nothing, Stats is zero.
+func TestNilPoolRefusesTasks(t *testing.T) {
+	var p *Pool
+	ran := false
+	err := p.Submit(func() { ran = true })
+	assert.ErrorContains(t, err, "nil *Pool")
+	assert.ErrorIs(t, p.Submit(nil), ErrNilTask)
+	assert.NoError(t, p.Close())
+	assert.Equal(t, PoolStats{}, p.Stats())
+	assert.False(t, ran, "the task ran")
+}
