@@ -91,10 +91,12 @@ type SerialStats struct {
 // idle Serial holds its worker while it waits, and once every worker does,
 // nothing runs again. Give such a pool a queue (PoolQueue) with room for
 // the Serials its tasks submit to, or submit from outside its tasks.
-// Close and Shutdown never submit to the executor: they wait for the loop
-// already started, if any, so they neither wait for room in it nor take
-// its panic (a Submit whose executor panics while Shutdown waits takes
-// that panic; its task runs, and Shutdown returns nil once it has).
+// Close and Shutdown never submit to the executor: they wait for the
+// loop already started, if any, so they neither wait for room in it nor
+// take its panic (a Submit whose executor panics while Shutdown waits
+// takes that panic; its task runs, and Shutdown returns nil once it has).
+// Close does not wait for the executor to start a loop either; see
+// [Serial.Close].
 //
 // A task that panics does not stop the loop: see [SerialPanicHandler].
 //
@@ -427,9 +429,11 @@ func (s *Serial) schedule() {
 }
 
 // drain runs queued tasks until the queue is empty. Only one loop runs at
-// a time: a loop is started only by the push that sets running, and
-// running is cleared, under mu, only by the loop once the queue is empty
-// (held guards against a loop an executor ran after its Submit panicked).
+// a time: a loop is started only by the push that sets running (or by
+// Close, to drop the queue before the executor starts the loop), and
+// running is cleared, under mu, only by the loop that holds the queue
+// once it is empty; held makes any other loop return at once (one an
+// executor ran after its Submit panicked, or one that Close has beaten).
 // The loop swaps the queue with its own spent buffer, so neither side
 // allocates once the buffers have grown.
 func (s *Serial) drain() {
@@ -499,7 +503,9 @@ func (s *Serial) drain() {
 // Close stops the Serial: Submit and SubmitAfter return [ErrSerialClosed]
 // from then on, delayed tasks are cancelled, and tasks still queued are
 // dropped, not run (both are counted in [SerialStats.Dropped]). Close
-// waits for the task that is running, if any, to return. A Submit that
+// waits for the task that is running, if any, to return, but not for the
+// executor to start a drain loop (one waiting in a [Pool]'s queue, say):
+// with no task running, Close drops the queued tasks itself. A Submit that
 // races Close may still return nil; its task has then run or been
 // dropped and counted when Close returns. Close is idempotent. It must
 // not be called from inside one of the Serial's tasks, which would wait
@@ -527,7 +533,14 @@ func (s *Serial) Close() {
 		s.delayed = nil
 		s.dmu.Unlock()
 		s.timers.Wait() // timer callbacks that were already running
-		<-s.mark()
+		m := s.mark()
+		// A loop that does not hold the queue yet (the executor has queued
+		// it, or waits for room) is running no task: the queue is dropped
+		// here rather than when the executor gets to the loop, which then
+		// finds nothing. A loop that holds the queue is running a task,
+		// which Close waits for.
+		s.drain()
+		<-m
 	})
 }
 

@@ -120,3 +120,55 @@ func TestSerialStatsCountNoMarker(t *testing.T) {
 		})
 	}
 }
+
+// TestSerialCloseDoesNotWaitForTheExecutor closes a Serial whose drain
+// loop waits in its Pool's queue behind a busy worker. No task of the
+// Serial is running, so Close (and a Shutdown whose ctx ends) drops the
+// queued tasks and returns without waiting for the pool to get to the
+// loop; the loop, when the pool runs it, finds nothing left.
+func TestSerialCloseDoesNotWaitForTheExecutor(t *testing.T) {
+	for _, stop := range []struct {
+		name string
+		call func(*Serial) error
+		want error
+	}{
+		{"Close", func(s *Serial) error { s.Close(); return nil }, nil},
+		{"Shutdown", func(s *Serial) error {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			return s.Shutdown(ctx)
+		}, context.DeadlineExceeded},
+	} {
+		t.Run(stop.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := NewPool(PoolSize(1), PoolQueue(4))
+				release := make(chan struct{})
+				require.NoError(t, p.Submit(func() { <-release })) // the only worker
+				s := NewSerial(p)
+				ran := false
+				require.NoError(t, s.Submit(func() { ran = true })) // its loop is queued in p
+				done := make(chan error, 1)
+				go func() { done <- stop.call(s) }()
+				time.Sleep(time.Minute)
+				select {
+				case err := <-done:
+					assert.Equal(t, stop.want, err)
+				default:
+					t.Errorf("%s still waiting for the pool a minute later", stop.name)
+					close(release)
+					<-done
+					release = nil
+				}
+				if release != nil {
+					close(release)
+				}
+				require.NoError(t, p.Close()) // runs the loop the pool had queued
+				assert.False(t, ran, "the dropped task ran")
+				st := s.Stats()
+				assert.Equal(t, uint64(1), st.Dropped, "Dropped")
+				assert.Equal(t, uint64(0), st.Completed, "Completed")
+				assert.ErrorIs(t, s.Submit(func() {}), ErrSerialClosed)
+			})
+		})
+	}
+}
