@@ -94,8 +94,10 @@ type keyQueue[K comparable] struct {
 	// held is set by the drain loop that owns the queue; a loop that
 	// finds it set returns. It is cleared, under the shard's mu, when the
 	// queue is removed, unless dead: the queue's loop was submitted by a
-	// Submit that panicked, and the executor may still run it, so the
-	// queue is never reused and stays held (see schedule).
+	// Submit that panicked, or Close drained the queue before the
+	// executor started its loop, and the executor may still run that
+	// loop, so the queue is never reused and stays held (see schedule and
+	// Close).
 	held atomic.Bool
 	dead bool // guarded by the shard's mu
 }
@@ -295,15 +297,37 @@ func (k *Keyed[K]) drainHeld(q *keyQueue[K]) {
 // Close stops the Keyed: Submit returns [ErrSerialClosed] from then on,
 // and tasks still queued are dropped, not run (counted in
 // [SerialStats.Dropped]). Close waits for the running tasks, at most one
-// per key, to return and for every drain loop to end. Close is
-// idempotent. It must not be called from inside one of the Keyed's
-// tasks, which would wait for itself.
+// per key, to return and for their drain loops to end, but not for the
+// executor to start a key's drain loop (one waiting in a [Pool]'s queue,
+// say): Close drops that key's tasks itself, and the loop, when the
+// executor runs it, finds nothing. Close is idempotent. It must not be
+// called from inside one of the Keyed's tasks, which would wait for
+// itself.
 func (k *Keyed[K]) Close() {
 	if k == nil {
 		return
 	}
 	k.closed.Store(true)
 	k.stopIntake()
+	// Take every queue whose loop has not started (a loop that holds its
+	// queue is running a task, which Close waits for) and drop its tasks
+	// here. Such a queue is dead: its loop is still with the executor, so
+	// it stays held (see drainHeld), and that loop returns at once.
+	var idle []*keyQueue[K]
+	for i := range k.shards {
+		sh := &k.shards[i]
+		sh.mu.Lock()
+		for _, q := range sh.queues {
+			if q.held.CompareAndSwap(false, true) {
+				q.dead = true
+				idle = append(idle, q)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	for _, q := range idle {
+		k.drainHeld(q)
+	}
 	k.active.Wait()
 }
 
