@@ -283,13 +283,16 @@ func (t *delayedTask) before(u *delayedTask) bool {
 // are appended under dmu, which orders one fire's batch against the
 // next, and the drain loop is started after dmu is released, since an
 // executor may run it right here (CallerRuns) and a task may call
-// SubmitAfter.
+// SubmitAfter. The fire counts as done (for Close and Shutdown, which
+// wait for the timers) once its tasks are queued: starting the loop may
+// wait for room in the executor (Block), and Close need not wait for
+// that, since it drops a queue whose loop has not started itself.
 func (t *delayedTask) fire() {
 	s := t.s
-	defer s.timers.Done()
 	s.dmu.Lock()
 	if t.idx < 0 {
 		s.dmu.Unlock()
+		s.timers.Done()
 		return // queued by an earlier fire, cancelled or dropped
 	}
 	s.mu.Lock()
@@ -304,6 +307,7 @@ func (t *delayedTask) fire() {
 	s.running = true
 	s.mu.Unlock()
 	s.dmu.Unlock()
+	s.timers.Done()
 	if start {
 		s.schedule()
 	}
@@ -504,8 +508,9 @@ func (s *Serial) drain() {
 // from then on, delayed tasks are cancelled, and tasks still queued are
 // dropped, not run (both are counted in [SerialStats.Dropped]). Close
 // waits for the task that is running, if any, to return, but not for the
-// executor to start a drain loop (one waiting in a [Pool]'s queue, say):
-// with no task running, Close drops the queued tasks itself. A Submit that
+// executor to start a drain loop (one waiting in a [Pool]'s queue, or a
+// Submit or a delayed task's timer waiting for room under [Block]): with
+// no task running, Close drops the queued tasks itself. A Submit that
 // races Close may still return nil; its task has then run or been
 // dropped and counted when Close returns. Close is idempotent. It must
 // not be called from inside one of the Serial's tasks, which would wait

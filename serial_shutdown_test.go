@@ -172,3 +172,54 @@ func TestSerialCloseDoesNotWaitForTheExecutor(t *testing.T) {
 		})
 	}
 }
+
+// TestSerialCloseDoesNotWaitForABlockedTimer closes a Serial whose
+// delayed task has come due while its executor, a full Pool under Block,
+// has no room for the drain loop: the timer waits in the pool's Submit.
+// The task is queued and no task runs, so Close (and a Shutdown whose ctx
+// ends) drops it and returns without waiting for the pool.
+func TestSerialCloseDoesNotWaitForABlockedTimer(t *testing.T) {
+	for _, stop := range []struct {
+		name string
+		call func(*Serial) error
+		want error
+	}{
+		{"Close", func(s *Serial) error { s.Close(); return nil }, nil},
+		{"Shutdown", func(s *Serial) error {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			return s.Shutdown(ctx)
+		}, context.DeadlineExceeded},
+	} {
+		t.Run(stop.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := NewPool(PoolSize(1), PoolQueue(0), PoolWhenFull(Block))
+				release := make(chan struct{})
+				require.NoError(t, p.Submit(func() { <-release })) // the only worker
+				s := NewSerial(p)
+				ran := false
+				cancel, err := s.SubmitAfter(time.Second, func() { ran = true })
+				require.NoError(t, err)
+				time.Sleep(2 * time.Second) // its timer waits for room in p
+				done := make(chan error, 1)
+				go func() { done <- stop.call(s) }()
+				time.Sleep(time.Minute)
+				select {
+				case err := <-done:
+					assert.Equal(t, stop.want, err)
+					close(release)
+				default:
+					t.Errorf("%s still waiting for the pool a minute later", stop.name)
+					close(release)
+					<-done
+				}
+				require.NoError(t, p.Close())
+				assert.False(t, ran, "the dropped task ran")
+				assert.False(t, cancel(), "cancel of a dropped task")
+				st := s.Stats()
+				assert.Equal(t, uint64(1), st.Dropped, "Dropped")
+				assert.Zero(t, st.Completed, "Completed")
+			})
+		})
+	}
+}
