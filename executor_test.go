@@ -31,16 +31,16 @@ func TestExecutorFuncPassesThrough(t *testing.T) {
 	assert.Equal(t, 1, got)
 }
 
-// h107FlakyExecutor starts a goroutine per task, but, until mended, one
+// flakyExecutor starts a goroutine per task, but, until mended, one
 // Submit in five panics; half of those keep the task first and run it
 // later, from a goroutine of their own, after a random pause. late waits
 // for those.
-type h107FlakyExecutor struct {
+type flakyExecutor struct {
 	late   sync.WaitGroup
 	mended atomic.Bool
 }
 
-func (e *h107FlakyExecutor) Submit(task func()) error {
+func (e *flakyExecutor) Submit(task func()) error {
 	if e.mended.Load() || rand.IntN(5) != 0 {
 		go task()
 		return nil
@@ -62,10 +62,10 @@ func (e *h107FlakyExecutor) Submit(task func()) error {
 // returns with no key left. Before the fix the first panic left its
 // key's tasks unrun and Shutdown waiting for ever.
 func TestFlakyExecutorLosesNothing(t *testing.T) {
-	for _, kind := range h107Queues {
+	for _, kind := range orderedQueues {
 		t.Run(kind.name, func(t *testing.T) {
 			for iter := range 20 {
-				exec := &h107FlakyExecutor{}
+				exec := &flakyExecutor{}
 				q := kind.open(exec)
 				const producers, tasks, maxKeys = 4, 300, 6
 				require.LessOrEqual(t, q.keys, maxKeys)
@@ -108,7 +108,7 @@ func TestFlakyExecutorLosesNothing(t *testing.T) {
 				}
 				wg.Wait()
 				exec.mended.Store(true) // the Shutdown's own Submit must not panic
-				err := h107ShutdownWithin(t, q.shutdown)
+				err := shutdownWithin(t, q.shutdown)
 				exec.late.Wait()
 				require.NoError(t, err, "iteration %d: Shutdown", iter)
 				for g := range producers {
@@ -127,10 +127,10 @@ func TestFlakyExecutorLosesNothing(t *testing.T) {
 	}
 }
 
-// h107ShutdownWithin calls shutdown with a ctx of 10 seconds, and fails
+// shutdownWithin calls shutdown with a ctx of 10 seconds, and fails
 // the test if it has not returned 10 seconds later: once ctx ends,
 // Shutdown closes, which waited for ever on the code before the fix.
-func h107ShutdownWithin(t *testing.T, shutdown func(context.Context) error) error {
+func shutdownWithin(t *testing.T, shutdown func(context.Context) error) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -145,11 +145,11 @@ func h107ShutdownWithin(t *testing.T, shutdown func(context.Context) error) erro
 	}
 }
 
-// h107BrokenExecutor is an Executor whose first Submit panics, as a
+// brokenExecutor is an Executor whose first Submit panics, as a
 // channel-based executor does once its channel is closed; with keep, it
 // keeps that task first, to run it later (kept). Later Submits start a
 // goroutine.
-func h107BrokenExecutor(keep bool) (Executor, chan func()) {
+func brokenExecutor(keep bool) (Executor, chan func()) {
 	var calls atomic.Int32
 	kept := make(chan func(), 1)
 	return ExecutorFunc(func(task func()) error {
@@ -164,17 +164,17 @@ func h107BrokenExecutor(keep bool) (Executor, chan func()) {
 	}), kept
 }
 
-// h107PanicOf calls f and returns what it panicked with.
-func h107PanicOf(f func()) (v any) {
+// panicValueOf calls f and returns what it panicked with.
+func panicValueOf(f func()) (v any) {
 	defer func() { v = recover() }()
 	f()
 	return nil
 }
 
-// h107SerialLog runs tasks that record their number, note whether two
+// serialLog runs tasks that record their number, note whether two
 // ever ran at once, and, for the first, signal that it started and wait
 // for release.
-type h107SerialLog struct {
+type serialLog struct {
 	mu      sync.Mutex
 	ran     []int
 	running atomic.Int32
@@ -183,11 +183,11 @@ type h107SerialLog struct {
 	release chan struct{}
 }
 
-func newH107SerialLog() *h107SerialLog {
-	return &h107SerialLog{started: make(chan struct{}), release: make(chan struct{})}
+func newSerialLog() *serialLog {
+	return &serialLog{started: make(chan struct{}), release: make(chan struct{})}
 }
 
-func (l *h107SerialLog) task(i int) func() {
+func (l *serialLog) task(i int) func() {
 	return func() {
 		if l.running.Add(1) != 1 {
 			l.overlap.Store(true)
@@ -203,27 +203,27 @@ func (l *h107SerialLog) task(i int) func() {
 	}
 }
 
-// h107Queue is a Serial or a Keyed[int], seen through what the tests of a
+// orderedQueue is a Serial or a Keyed[int], seen through what the tests of a
 // panicking Submit use.
-type h107Queue struct {
+type orderedQueue struct {
 	keys     int // keys it runs apart: 1 for a Serial, whose submit ignores the key
 	submit   func(key int, task func()) error
 	shutdown func(context.Context) error
 	keysLeft func() int // nil for a Serial, which holds no keys
 }
 
-// h107Queues opens each kind of queue on an executor.
-var h107Queues = []struct {
+// orderedQueues opens each kind of queue on an executor.
+var orderedQueues = []struct {
 	name string
-	open func(Executor) h107Queue
+	open func(Executor) orderedQueue
 }{
-	{"Serial", func(exec Executor) h107Queue {
+	{"Serial", func(exec Executor) orderedQueue {
 		s := NewSerial(exec)
-		return h107Queue{keys: 1, submit: func(_ int, task func()) error { return s.Submit(task) }, shutdown: s.Shutdown}
+		return orderedQueue{keys: 1, submit: func(_ int, task func()) error { return s.Submit(task) }, shutdown: s.Shutdown}
 	}},
-	{"Keyed", func(exec Executor) h107Queue {
+	{"Keyed", func(exec Executor) orderedQueue {
 		k := NewKeyed[int](exec)
-		return h107Queue{keys: 6, submit: k.Submit, shutdown: k.Shutdown, keysLeft: func() int { return k.Stats().Keys }}
+		return orderedQueue{keys: 6, submit: k.Submit, shutdown: k.Shutdown, keysLeft: func() int { return k.Stats().Keys }}
 	}},
 }
 
@@ -237,15 +237,15 @@ var h107Queues = []struct {
 // second loop finds the queue held and returns, so tasks still run one at
 // a time.
 func TestSurvivesAPanickingSubmit(t *testing.T) {
-	for _, kind := range h107Queues {
+	for _, kind := range orderedQueues {
 		t.Run(kind.name, func(t *testing.T) {
 			for _, keep := range []bool{false, true} {
 				name := map[bool]string{false: "dropped", true: "kept"}[keep]
 				t.Run(name, func(t *testing.T) {
-					exec, kept := h107BrokenExecutor(keep)
+					exec, kept := brokenExecutor(keep)
 					q := kind.open(exec)
-					l := newH107SerialLog()
-					assert.Equal(t, "executor broke", h107PanicOf(func() { _ = q.submit(0, l.task(1)) }),
+					l := newSerialLog()
+					assert.Equal(t, "executor broke", panicValueOf(func() { _ = q.submit(0, l.task(1)) }),
 						"the executor's panic goes on up Submit's caller's stack")
 					select {
 					case <-l.started:
@@ -266,7 +266,7 @@ func TestSurvivesAPanickingSubmit(t *testing.T) {
 						}
 					}
 					close(l.release)
-					require.NoError(t, h107ShutdownWithin(t, q.shutdown))
+					require.NoError(t, shutdownWithin(t, q.shutdown))
 					assert.Equal(t, []int{1, 2}, l.ran, "each task ran once, in order")
 					assert.False(t, l.overlap.Load(), "two tasks ran at once")
 					if q.keysLeft != nil {
