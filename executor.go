@@ -47,9 +47,9 @@ func (GoExecutor) Submit(task func()) error {
 	return nil
 }
 
-// isNil reports whether e is nil, or holds a nil func or pointer (an
-// ExecutorFunc(nil), a nil *Pool), whose Submit would panic: such an e
-// counts as none.
+// isNil reports whether e is nil, or holds a nil func or pointer: an
+// ExecutorFunc(nil), whose Submit would panic, or a nil *Pool, which
+// refuses every task. Such an e counts as none.
 func isNil(e Executor) bool {
 	if e == nil {
 		return true
