@@ -280,7 +280,8 @@ func NewPool(opts ...PoolOption) *Pool {
 // run by a worker before Close returns, or finds the pool full: then, as
 // when the pool is full at any other time, CallerRuns runs the task on
 // the caller (perhaps after Close returned) and Reject returns
-// ErrPoolFull. Submit does not allocate, except to start a worker.
+// ErrPoolFull. Submit does not allocate, except to start a worker or to
+// grow the queue's ring (see [PoolQueue]) the first times it fills.
 func (p *Pool) Submit(task func()) error {
 	if task == nil {
 		return ErrNilTask
