@@ -490,3 +490,84 @@ func TestNilValueForAPointerNode(t *testing.T) {
 	assert.True(t, isNil.Load())
 	assert.Equal(t, int32(1), s.Load())
 }
+
+// TestSubGraphNodeKeptWhileItsSubGraphDoesNotRun: a SubGraph's Build
+// makes its checkpointed nodes only when the SubGraph node runs. Attempt
+// 1 runs the sub-graph, whose "sg/charge" succeeds, and fails at the
+// sink; attempt 2 fails at "gate", upstream of the SubGraph, which does
+// not run; attempt 3 runs it again. The charge must be replayed on
+// attempt 3: attempt 2's checkpoint dropped it, as the result of a node
+// the graph no longer had, and the charge ran twice.
+func TestSubGraphNodeKeptWhileItsSubGraphDoesNotRun(t *testing.T) {
+	var charges, gates atomic.Int32
+	evs := runJob(t, 4, 10*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		gate := asynctool.NewWrapper("gate", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			gates.Add(1)
+			if job.Attempt == 2 {
+				return 0, errors.New("the gate is closed on attempt 2")
+			}
+			return 1, nil
+		}), 0)
+		sg := asynctool.NewWrapper("sg", asynctool.SubGraph[int, int]{Build: func(context.Context, int, asynctool.Wrappers) (asynctool.Built[int], error) {
+			c := intNode(cp, "sg/charge", &charges, nil)
+			return asynctool.Built[int]{Starts: []asynctool.Wrapper{c}, Output: func() (int, error) {
+				r := c.Result()
+				return r.Value, r.Err
+			}}, nil
+		}}, 0).Depend(gate, true)
+		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			if job.Attempt == 1 {
+				return 0, errors.New("the sink fails attempt 1")
+			}
+			return 0, nil
+		}), 0).Depend(sg, true)
+		return []asynctool.Wrapper{gate}, nil
+	})
+	require.Len(t, evs, 3)
+	assert.Equal(t, river.EventKindJobCompleted, evs[2].Kind)
+	assert.Equal(t, int32(3), gates.Load())
+	assert.Equal(t, int32(1), charges.Load(), "attempt 3 replays the charge attempt 1 checkpointed")
+}
+
+// TestSubGraphNodesTheGraphLostAreDropped bounds what
+// TestSubGraphNodeKeptWhileItsSubGraphDoesNotRun keeps, as
+// TestCheckpointDropsNodesTheGraphLost does for the graph's own nodes:
+// attempt 2's "sg" builds "sg/a" but no longer "sg/b", and its graph has
+// no "sg2" at all, so its checkpoint drops "sg/b" and "sg2/c", which
+// run again when attempt 3 brings them back.
+func TestSubGraphNodesTheGraphLostAreDropped(t *testing.T) {
+	var a, b, c atomic.Int32
+	runs := map[string]*atomic.Int32{"sg/a": &a, "sg/b": &b, "sg2/c": &c}
+	// sub is a SubGraph whose Build makes a checkpointed node per id.
+	sub := func(cp *Checkpoint, ids ...string) asynctool.SubGraph[int, int] {
+		return asynctool.SubGraph[int, int]{Build: func(context.Context, int, asynctool.Wrappers) (asynctool.Built[int], error) {
+			var starts []asynctool.Wrapper
+			for _, id := range ids {
+				starts = append(starts, intNode(cp, id, runs[id], nil))
+			}
+			return asynctool.Built[int]{Starts: starts, Output: func() (int, error) { return 0, nil }}, nil
+		}}
+	}
+	evs := runJob(t, 4, 10*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		sink := asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			if job.Attempt < 3 {
+				return 0, errors.New("the sink fails attempts 1 and 2")
+			}
+			return 0, nil
+		}), 0)
+		if job.Attempt == 2 {
+			sg := asynctool.NewWrapper("sg", sub(cp, "sg/a"), 0)
+			sink.Depend(sg, true)
+			return []asynctool.Wrapper{sg}, nil
+		}
+		sg := asynctool.NewWrapper("sg", sub(cp, "sg/a", "sg/b"), 0)
+		sg2 := asynctool.NewWrapper("sg2", sub(cp, "sg2/c"), 0)
+		sink.Depend(sg, true).Depend(sg2, true)
+		return []asynctool.Wrapper{sg, sg2}, nil
+	})
+	require.Len(t, evs, 3)
+	assert.Equal(t, river.EventKindJobCompleted, evs[2].Kind)
+	assert.Equal(t, int32(1), a.Load(), "sg/a was replayed in attempts 2 and 3")
+	assert.Equal(t, int32(2), b.Load(), "sg/b ran in attempts 1 and 3: attempt 2's sg no longer made it")
+	assert.Equal(t, int32(2), c.Load(), "sg2/c ran in attempts 1 and 3: attempt 2's graph had no sg2")
+}

@@ -386,9 +386,14 @@ func checkIDs(cp *Checkpoint, starts []asynctool.Wrapper) error {
 		return errAnonymousNode
 	}
 	if rep, err := asynctool.Describe(starts...); err == nil {
+		top := make(map[string]bool, len(rep.Nodes))
 		for _, n := range rep.Nodes {
 			ids = append(ids, n.ID)
+			top[n.ID] = true
 		}
+		cp.mu.Lock()
+		cp.top = top
+		cp.mu.Unlock()
 	}
 	for _, id := range ids {
 		if err := storableID(id); err != nil {
@@ -759,6 +764,14 @@ type Checkpoint struct {
 	// paths are the paths in the run (asynctool.Wrappers.Path) of the
 	// checkpointed nodes that ran in this attempt, by id (see claim).
 	paths map[string][]string
+	// within are, for the stored results of checkpointed nodes that a
+	// SubGraph's Build made in an earlier attempt, the path of the node
+	// whose sub-run made them, by id (parkMark.Within); top are the ids
+	// of this attempt's graph, before any sub-run (see checkIDs). Such a
+	// result is kept while its outermost node is in the graph, though
+	// its sub-run is not built in this attempt (see snapshot).
+	within map[string][]string
+	top    map[string]bool
 
 	// save stores a snapshot at once (Worker.SaveEach), nil if not.
 	// saveMu orders the saves and the close after which none is made.
@@ -795,6 +808,12 @@ type parkMark struct {
 	// NotNil are the checkpointed nodes of the graph that parked whose
 	// result type cannot be nil, for which Resume refuses a nil value.
 	NotNil []string `json:"notNil,omitempty"`
+	// Within are, for the stored results of checkpointed nodes that a
+	// SubGraph's Build made (those of a sub-run), the path of the node
+	// whose sub-run made them, by id: an attempt in which that sub-run
+	// is not built keeps them while the path's outermost node is in the
+	// graph. They stay in every later checkpoint, as Decided do.
+	Within map[string][]string `json:"within,omitempty"`
 }
 
 // newCheckpoint returns the checkpoint of an attempt that starts from
@@ -803,11 +822,14 @@ func newCheckpoint(saved map[string]json.RawMessage) *Checkpoint {
 	cp := &Checkpoint{saved: saved, done: make(map[string]json.RawMessage)}
 	if raw, ok := saved[parkKey]; ok {
 		var m parkMark
-		if json.Unmarshal(raw, &m) == nil && len(m.Decided) > 0 {
-			cp.decided = make(map[string]bool, len(m.Decided))
-			for _, id := range m.Decided {
-				cp.decided[id] = true
+		if json.Unmarshal(raw, &m) == nil {
+			if len(m.Decided) > 0 {
+				cp.decided = make(map[string]bool, len(m.Decided))
+				for _, id := range m.Decided {
+					cp.decided[id] = true
+				}
 			}
+			cp.within = m.Within
 		}
 	}
 	return cp
@@ -816,9 +838,9 @@ func newCheckpoint(saved map[string]json.RawMessage) *Checkpoint {
 // parkedSnapshot is snapshot with the mark of attempt, which parks the
 // job on the nodes e names.
 func (cp *Checkpoint) parkedSnapshot(e *SuspendedError, attempt int) map[string]json.RawMessage {
-	all := cp.snapshot()
 	cp.mu.Lock()
-	m := parkMark{Decided: cp.stillDecided(), Nodes: slices.Sorted(maps.Keys(cp.nodes)), Attempt: attempt}
+	all, m := cp.results()
+	m.Nodes, m.Attempt = slices.Sorted(maps.Keys(cp.nodes)), attempt
 	m.NotNil = slices.Sorted(maps.Keys(cp.notNil))
 	cp.mu.Unlock()
 	for _, f := range e.Suspended {
@@ -876,38 +898,81 @@ func (cp *Checkpoint) Has(id string) bool {
 }
 
 // snapshot returns what the next attempt should replay: the results of
-// this attempt's checkpointed nodes, from this attempt or an earlier one.
-// Results of ids the graph no longer has are dropped.
+// this attempt's checkpointed nodes, from this attempt or an earlier one,
+// and those of an earlier attempt's sub-runs that this attempt did not
+// build (see results). Results of ids the graph no longer has are
+// dropped.
 func (cp *Checkpoint) snapshot() map[string]json.RawMessage {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
-	all := make(map[string]json.RawMessage, len(cp.saved)+len(cp.done))
-	for id, raw := range cp.saved {
-		if cp.nodes[id] != nil { // not parkKey, no node's id: a retry is no longer parked
-			all[id] = raw
-		}
-	}
-	maps.Copy(all, cp.done)
-	// A value Resume gave stays decided for as long as it is replayed.
-	if d := cp.stillDecided(); len(d) > 0 {
-		if raw, err := json.Marshal(parkMark{Decided: d}); err == nil {
+	all, m := cp.results()
+	if len(m.Decided) > 0 || len(m.Within) > 0 {
+		if raw, err := json.Marshal(m); err == nil {
 			all[parkKey] = raw
 		}
 	}
 	return all
 }
 
-// stillDecided lists the decided ids whose Resume-given value the next
-// attempt still replays. cp.mu is held.
-func (cp *Checkpoint) stillDecided() []string {
-	var d []string
-	for id := range cp.decided {
-		if _, redone := cp.done[id]; cp.nodes[id] != nil && !redone {
-			d = append(d, id)
+// results returns the results the next attempt should replay, by id, and
+// the mark that goes with them: the decided ids whose Resume-given value
+// is still replayed, and where the results of sub-runs' nodes were made.
+// A result stored by an earlier attempt is kept if its node is in this
+// attempt's graph, or if a sub-run made it in an earlier attempt and
+// this attempt built no node of that sub-run (its SubGraph node did not
+// run: an upstream failed, the run ended first) while the sub-run's
+// outermost node is still in the graph: a sub-run builds its nodes only
+// when it runs, so the graph still has them. cp.mu is held.
+func (cp *Checkpoint) results() (map[string]json.RawMessage, parkMark) {
+	all := make(map[string]json.RawMessage, len(cp.saved)+len(cp.done))
+	var m parkMark
+	within := func(id string, parent []string) {
+		for _, p := range parent {
+			if storableID(p) != nil {
+				return // PostgreSQL could not store the mark: not kept
+			}
+		}
+		if m.Within == nil {
+			m.Within = make(map[string][]string)
+		}
+		m.Within[id] = parent
+	}
+	// The sub-runs that made checkpointed nodes in this attempt: a result
+	// of one of them whose node it no longer makes is dropped.
+	built := make(map[string]bool)
+	for _, path := range cp.paths {
+		if len(path) > 1 {
+			built[strings.Join(path[:len(path)-1], "\x00")] = true
 		}
 	}
-	slices.Sort(d)
-	return d
+	for id, raw := range cp.saved {
+		switch parent, sub := cp.within[id]; {
+		case id == parkKey: // a retry is no longer parked
+		case cp.nodes[id] != nil:
+			all[id] = raw
+		case sub && len(parent) > 0 && cp.top[parent[0]] && !built[strings.Join(parent, "\x00")]:
+			all[id] = raw
+			within(id, parent)
+		}
+	}
+	maps.Copy(all, cp.done)
+	for id := range all {
+		if path := cp.paths[id]; len(path) > 1 {
+			within(id, path[:len(path)-1])
+		} else if parent, sub := cp.within[id]; sub && path == nil {
+			within(id, parent) // built again, but did not run in this attempt
+		}
+	}
+	// A value Resume gave stays decided for as long as it is replayed.
+	for id := range cp.decided {
+		if _, kept := all[id]; kept {
+			if _, redone := cp.done[id]; !redone {
+				m.Decided = append(m.Decided, id)
+			}
+		}
+	}
+	slices.Sort(m.Decided)
+	return all, m
 }
 
 // ErrNilValue is the error, wrapped, of a nil value (nil, or a nil
@@ -958,7 +1023,12 @@ func isNil(v any) bool {
 // runs second fails with an error that wraps asynctool.ErrDuplicateID
 // and names both nodes' paths (asynctool.Wrappers.Path), where it would
 // otherwise take the other's stored result; prefix the ids of a
-// sub-graph's checkpointed nodes with the outer node's id or item. And,
+// sub-graph's checkpointed nodes with the outer node's id or item. A
+// sub-graph builds its nodes only when its node runs: the stored results
+// of those an earlier attempt's sub-graph made are kept through an
+// attempt in which it does not run (an upstream failed), as long as the
+// graph has its outermost node, and dropped once it runs without making
+// them. And,
 // like every id of the graph, it must be valid UTF-8 without a NUL
 // character, or the attempt fails before any node runs
 // ([ErrUnstorableID]; a node that a SubGraph's Build makes during the run
