@@ -53,9 +53,10 @@
 // (a NUL character in it becomes U+FFFD), matching the same context and
 // asynctool errors with errors.Is. A result must have no NUL character or
 // unpaired surrogate in its strings, no bytes that are not UTF-8 (which
-// a json.RawMessage or a MarshalJSON can hold) and no number out of the
-// range of PostgreSQL's numeric, which PostgreSQL cannot store
-// ([ErrUnstorableJSON]). Node ids are stored in the row too, so they must
+// a json.RawMessage or a MarshalJSON can hold, and which encoding/json
+// writes as U+FFFD in a string, so that a replay would give another
+// string) and no number out of the range of PostgreSQL's numeric, which
+// PostgreSQL cannot store ([ErrUnstorableJSON]). Node ids are stored in the row too, so they must
 // be valid UTF-8 without a NUL character ([ErrUnstorableID]); and River
 // stores the text of the error an attempt ends with, in which a NUL
 // character is written as U+FFFD (see [Worker.Work]).
@@ -78,6 +79,7 @@ package durable
 import (
 	"bytes"
 	"context"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -1067,9 +1069,11 @@ func isNil(v any) bool {
 // A result that does not encode as JSON fails the node, and so does one
 // whose JSON PostgreSQL cannot store ([ErrUnstorableJSON]: a string with
 // a NUL character, or an unpaired surrogate escape, or bytes that are not
-// UTF-8 (from a json.RawMessage or a MarshalJSON), or a number out of
-// the range of PostgreSQL's numeric): encode such bytes as a []byte
-// (base64), and such numbers as strings, instead. A stored result
+// UTF-8 (from a json.RawMessage or a MarshalJSON; in a string, which
+// encoding/json would store with U+FFFD in their place, and a replay give
+// back changed), or a number out of the range of PostgreSQL's numeric):
+// encode such bytes as a []byte (base64), and such numbers as strings,
+// instead. A stored result
 // that does not decode into R (a string stored where R is an int) makes
 // the node run its worker again; but JSON decoding ignores unknown fields
 // and leaves missing ones zero, so when the shape of R changes between
@@ -1227,9 +1231,12 @@ func (cp *Checkpoint) claim(id string, path []string) error {
 // escape \u0000 (a NUL character in a string) or a surrogate escape
 // without its pair (such as \ud83d alone, from a json.RawMessage or a
 // MarshalJSON that cut an emoji in two), or bytes that are not UTF-8
-// (encoding/json writes U+FFFD for them in a string, but keeps those of a
-// json.RawMessage or a MarshalJSON as they are; PostgreSQL refuses them
-// in any text), or a number out of the range of PostgreSQL's numeric, in
+// (PostgreSQL refuses them in any text, as those of a json.RawMessage or
+// a MarshalJSON are kept; encoding/json writes U+FFFD for them in a
+// string, a struct's field, a map's key, an encoding.TextMarshaler's
+// text or an asynctool.WorkResult's Value, which PostgreSQL stores, but
+// a replay would give another string than the worker's, so such a value
+// is refused too), or a number out of the range of PostgreSQL's numeric, in
 // which jsonb stores numbers (such as 1e200000 from a json.Number; see
 // numericOverflows). River keeps a job's checkpoint
 // in its metadata, which PostgreSQL stores as jsonb: PostgreSQL would
@@ -1257,7 +1264,104 @@ func checkpointJSON(v any) ([]byte, error) {
 	if jsonbRejects(raw) {
 		return nil, ErrUnstorableJSON
 	}
+	// encoding/json writes the escape \ufffd for each byte of a string
+	// that is not UTF-8 (and U+FFFD itself as it is): the JSON is
+	// storable, but it would replay another string than v's.
+	if bytes.Contains(raw, []byte(`\ufffd`)) && textNotUTF8(reflect.ValueOf(v)) {
+		return nil, fmt.Errorf("a string in it holds bytes that are not UTF-8, which encoding/json writes as U+FFFD, so that a replay would not give them back: %w", ErrUnstorableJSON)
+	}
 	return raw, nil
+}
+
+// asynctoolPkg is the import path of asynctool's WorkResult.
+var asynctoolPkg = reflect.TypeFor[asynctool.WorkResult[int]]().PkgPath()
+
+var (
+	jsonMarshaler = reflect.TypeFor[json.Marshaler]()
+	textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
+)
+
+// textNotUTF8 reports whether v, a value that encoding/json encodes, holds
+// text that is not UTF-8 where encoding/json writes a string from a Go
+// value: a string (a struct's field, a map's key, an item), or the text
+// of an encoding.TextMarshaler. A json.Marshaler's JSON is its own, kept
+// as it is: jsonbRejects finds bytes in it that are not UTF-8. It follows
+// encoding/json's rules: only the fields it encodes, a []byte in base64,
+// a method with a pointer receiver on an addressable value only.
+func textNotUTF8(v reflect.Value) bool {
+	if !v.IsValid() {
+		return false
+	}
+	if k := v.Kind(); k == reflect.Pointer || k == reflect.Interface {
+		// Through the pointer, its elem is addressable: a method on the
+		// pointer is found below, as encoding/json calls it.
+		return !v.IsNil() && textNotUTF8(v.Elem())
+	}
+	t := v.Type()
+	has := func(iface reflect.Type) bool {
+		return t.Implements(iface) || v.CanAddr() && reflect.PointerTo(t).Implements(iface)
+	}
+	if has(jsonMarshaler) {
+		if t.PkgPath() == asynctoolPkg && strings.HasPrefix(t.Name(), "WorkResult[") {
+			// Its MarshalJSON encodes its Value as encoding/json does (its
+			// Err's text is a message, which may change: see
+			// asynctool.WorkResult.MarshalJSON).
+			return textNotUTF8(v.FieldByName("Value"))
+		}
+		return false
+	}
+	if has(textMarshaler) {
+		if !v.CanInterface() {
+			return false // out of reach
+		}
+		m, ok := v.Interface().(encoding.TextMarshaler)
+		if !ok {
+			m = v.Addr().Interface().(encoding.TextMarshaler)
+		}
+		text, err := m.MarshalText()
+		return err == nil && !utf8.Valid(text)
+	}
+	switch v.Kind() {
+	case reflect.String:
+		return !utf8.ValidString(v.String())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if f.Tag.Get("json") == "-" {
+				continue
+			}
+			if !f.IsExported() {
+				ft := f.Type
+				if ft.Kind() == reflect.Pointer {
+					ft = ft.Elem()
+				}
+				if !f.Anonymous || ft.Kind() != reflect.Struct {
+					continue // encoding/json leaves it out
+				}
+			}
+			if textNotUTF8(v.Field(i)) {
+				return true
+			}
+		}
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Uint8 && !reflect.PointerTo(t.Elem()).Implements(jsonMarshaler) && !reflect.PointerTo(t.Elem()).Implements(textMarshaler) {
+			return false // base64
+		}
+		fallthrough
+	case reflect.Array:
+		for i := range v.Len() {
+			if textNotUTF8(v.Index(i)) {
+				return true
+			}
+		}
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			if k := it.Key(); k.Kind() == reflect.String && !utf8.ValidString(k.String()) || k.Kind() != reflect.String && textNotUTF8(k) || textNotUTF8(it.Value()) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // jsonbRejects reports whether raw, valid JSON, holds what jsonb

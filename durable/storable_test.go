@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/big"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -612,4 +613,80 @@ func TestResumeRefusesAHugeNumber(t *testing.T) {
 	require.ErrorIs(t, err, ErrUnstorableJSON)
 	_, err = Resume(context.Background(), client, id, map[string]any{"s": 7})
 	assert.NoError(t, err, "still parked")
+}
+
+// TestNotUTF8StringFailsTheNode: encoding/json writes U+FFFD for each
+// byte of a string that is not UTF-8, so a result whose string held
+// "caf\xe9" (Latin-1) was checkpointed as "caf\uFFFD" and a retry
+// replayed that, another value than the worker's, without an error. Such
+// a result now fails its node with ErrUnstorableJSON, as the package's
+// doc says of bytes that are not UTF-8, wherever the string is (a field,
+// a map's key, a slice's item), and Resume refuses such a value; a
+// string that holds U+FFFD itself, and a []byte (base64), are fine.
+func TestNotUTF8StringFailsTheNode(t *testing.T) {
+	type named struct {
+		Name   string
+		hidden string
+		Skip   string `json:"-"`
+	}
+	for _, tc := range []struct {
+		v    any
+		want bool
+	}{
+		{"caf\xe9", true},
+		{named{Name: "caf\xe9"}, true},
+		{&named{Name: "caf\xe9"}, true},
+		{map[string]int{"caf\xe9": 1}, true},
+		{[]any{"ok", []string{"caf\xe9"}}, true},
+		{map[string]any{"k": named{Name: "caf\xe9"}}, true},
+		{[]asynctool.WorkResult[string]{{Value: "ok"}, {Value: "caf\xe9"}}, true},
+		{asynctool.WorkResult[named]{Value: named{Name: "caf\xe9"}}, true},
+		{asynctool.WorkResult[string]{Value: "café", Err: errors.New("caf\xe9")}, false},
+		{"caf\uFFFD", false},
+		{named{Name: "café", hidden: "caf\xe9", Skip: "caf\xe9"}, false},
+		{[]byte("caf\xe9"), false},
+		{(*named)(nil), false},
+	} {
+		_, err := checkpointJSON(tc.v)
+		if tc.want {
+			assert.ErrorIs(t, err, ErrUnstorableJSON, "%#v", tc.v)
+		} else {
+			assert.NoError(t, err, "%#v", tc.v)
+		}
+	}
+
+	var mu sync.Mutex
+	var seen []string
+	evs := runJob(t, 2, 10*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		name := Node(cp, "name", asynctool.WorkerFunc[int, string](func(context.Context, int, asynctool.Wrappers) (string, error) {
+			return "caf\xe9", nil
+		}), 0)
+		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+			r, err := name.ResultFrom(all)
+			mu.Lock()
+			seen = append(seen, r.Value)
+			mu.Unlock()
+			if job.Attempt == 1 {
+				return 0, errors.New("the sink fails attempt 1")
+			}
+			return 0, err
+		}), 0).Depend(name, true)
+		return []asynctool.Wrapper{name}, nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for _, v := range seen {
+		assert.Equal(t, "caf\xe9", v, "the sink saw another value than the worker returned")
+	}
+	require.NotEmpty(t, evs)
+	last := evs[len(evs)-1]
+	assert.Equal(t, rivertype.JobStateDiscarded, last.Job.State)
+	assert.Contains(t, last.Job.Errors[len(last.Job.Errors)-1].Error, ErrUnstorableJSON.Error())
+
+	var a, s atomic.Int32
+	var approved atomic.Bool
+	var got atomic.Int64
+	client, id, _ := parkApproval(t, &a, &s, &approved, &got)
+	_, err := Resume(context.Background(), client, id, map[string]any{"s": "caf\xe9"})
+	require.ErrorIs(t, err, ErrUnstorableJSON)
 }
