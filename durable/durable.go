@@ -358,7 +358,8 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 // checkpoint and in the mark of a parked job, which names its suspended
 // nodes, checkpointed or not: the check covers every node of the graph.
 // A checkpointed node that a SubGraph's Build makes during the run, after
-// the check, fails with it when it runs.
+// the check, fails with it when it runs, and the mark of a parked job
+// leaves it out (Resume cannot give it a value).
 var ErrUnstorableID = errors.New("a node id must be valid UTF-8 without a NUL character, to be stored in the job's row")
 
 // ErrUndecodableResult is the error, wrapped with the node's id and its
@@ -842,8 +843,13 @@ func newCheckpoint(saved map[string]json.RawMessage) *Checkpoint {
 func (cp *Checkpoint) parkedSnapshot(e *SuspendedError, attempt int) map[string]json.RawMessage {
 	cp.mu.Lock()
 	all, m := cp.results()
-	m.Nodes, m.Attempt = slices.Sorted(maps.Keys(cp.nodes)), attempt
-	m.NotNil = slices.Sorted(maps.Keys(cp.notNil))
+	// A node a SubGraph's Build made with an id PostgreSQL cannot store
+	// failed with ErrUnstorableID: listed, it would make PostgreSQL
+	// refuse the whole checkpoint, and Resume could not decide it anyway.
+	unstorable := func(id string) bool { return storableID(id) != nil }
+	m.Nodes = slices.DeleteFunc(slices.Sorted(maps.Keys(cp.nodes)), unstorable)
+	m.NotNil = slices.DeleteFunc(slices.Sorted(maps.Keys(cp.notNil)), unstorable)
+	m.Attempt = attempt
 	cp.mu.Unlock()
 	for _, f := range e.Suspended {
 		m.Suspended = append(m.Suspended, f.ID)

@@ -660,3 +660,44 @@ func TestUnstorableIDInASubGraphOnPostgres(t *testing.T) {
 		return []asynctool.Wrapper{sub}, nil
 	}, ErrUnstorableID)
 }
+
+// TestUnstorableIDInASubGraphOfAParkedJobOnPostgres is
+// TestUnstorableIDInASubGraphOnPostgres in an attempt that parks the job
+// ("review" suspends): the park mark lists the graph's checkpointed
+// nodes, for Resume, and listed "fetch\x00", which PostgreSQL refused, so
+// the job stayed running until River's rescuer instead of parking.
+func TestUnstorableIDInASubGraphOfAParkedJobOnPostgres(t *testing.T) {
+	url, schema := pgSchema(t)
+	workers := river.NewWorkers()
+	river.AddWorker(workers, mustWorker(t, newAsync(t), 10*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		sub := asynctool.NewWrapper("sub", asynctool.SubGraph[int, int]{Build: func(context.Context, int, asynctool.Wrappers) (asynctool.Built[int], error) {
+			f := intNode(cp, "fetch\x00", new(atomic.Int32), nil)
+			return asynctool.Built[int]{Starts: []asynctool.Wrapper{f}, Output: func() (int, error) {
+				r := f.Result()
+				return r.Value, r.Err
+			}}, nil
+		}}, 0)
+		review := asynctool.NewWrapper("review", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			return 0, errors.New("a person must look")
+		}), 0).OnFailure(asynctool.PolicySuspend)
+		return []asynctool.Wrapper{sub, review}, nil
+	}))
+	client := newClientIn[pgx.Tx](t, riverpgxv5.New(newPool(t, url)), schema, workers, retryNow{})
+	events, cancel := client.Subscribe(river.EventKindJobFailed, river.EventKindJobCompleted, river.EventKindJobCancelled)
+	defer cancel()
+	res, err := client.Insert(context.Background(), sumArgs{Base: 1}, &river.InsertOpts{MaxAttempts: 1})
+	require.NoError(t, err)
+	select {
+	case ev := <-events:
+		require.Equal(t, river.EventKindJobCancelled, ev.Kind)
+		msg := ev.Job.Errors[len(ev.Job.Errors)-1].Error
+		assert.Contains(t, msg, `suspended at "review"`)
+	case <-time.After(30 * time.Second):
+		row, err := client.JobGet(context.Background(), res.Job.ID)
+		require.NoError(t, err)
+		_, _ = client.JobCancel(context.Background(), res.Job.ID)
+		t.Fatalf("the parking attempt was never recorded: after 30 s the job is %s (attempt %d)", row.State, row.Attempt)
+	}
+	_, err = Resume(context.Background(), client, res.Job.ID, map[string]any{"fetch\x00": 1})
+	assert.ErrorContains(t, err, `no checkpointed node "fetch\x00"`)
+}
