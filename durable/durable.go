@@ -247,7 +247,13 @@ func (w *Worker[A]) Timeout(*river.Job[A]) time.Duration {
 // what it holds. Likewise, a panic of the BuildFunc (or of a result's
 // UnmarshalJSON, which Work calls) whose value's text holds a NUL reaches
 // River as a [*StorablePanic] that holds the value.
+//
+// A Worker that [NewWorker] did not make (a zero Worker) fails every
+// attempt with an error that says so.
 func (w *Worker[A]) Work(ctx context.Context, job *river.Job[A]) error {
+	if w.build == nil || w.async == nil {
+		return errZeroWorker
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			panic(storablePanic(v)) // the stack still shows the first panic
@@ -348,6 +354,10 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 	}
 	return &GraphFailedError{Failed: failed, RunErr: err}
 }
+
+// errZeroWorker is the error of every attempt of a Worker that NewWorker
+// did not make: it has no BuildFunc nor Async.
+var errZeroWorker = errors.New("durable: a Worker must be made with NewWorker: this one has no BuildFunc nor Async")
 
 // ErrUnstorableID is the error, wrapped with the id, of an attempt whose
 // graph has a node id that cannot be stored in the job's row: one with a

@@ -253,6 +253,22 @@ func TestNewWorkerChecksItsArguments(t *testing.T) {
 	}
 }
 
+// TestWorkerNotMadeByNewWorker: a Worker declared as a zero value and
+// registered with river.AddWorker called its nil BuildFunc, and every
+// attempt of every job panicked with a nil dereference, which says
+// nothing of the cause. Its attempts now fail with an error that says to
+// make the Worker with NewWorker.
+func TestWorkerNotMadeByNewWorker(t *testing.T) {
+	w := &Worker[sumArgs]{}
+	assert.Zero(t, w.Timeout(nil))
+	evs := runWorker(t, openSQLite(t), w, sumArgs{Base: 1}, 1)
+	require.Len(t, evs, 1)
+	require.Len(t, evs[0].Job.Errors, 1)
+	e := evs[0].Job.Errors[0]
+	assert.Contains(t, e.Error, "durable: a Worker must be made with NewWorker")
+	assert.Empty(t, e.Trace, "an error, not a panic")
+}
+
 // runJob runs one job, sumArgs{Base: 1}, of a graph built by build on
 // a fresh SQLite database: see runWorker.
 func runJob(t *testing.T, maxAttempts int, timeout time.Duration, build BuildFunc[sumArgs]) []*river.Event {
