@@ -571,3 +571,22 @@ func TestSubGraphNodesTheGraphLostAreDropped(t *testing.T) {
 	assert.Equal(t, int32(2), b.Load(), "sg/b ran in attempts 1 and 3: attempt 2's sg no longer made it")
 	assert.Equal(t, int32(2), c.Load(), "sg2/c ran in attempts 1 and 3: attempt 2's graph had no sg2")
 }
+
+// TestZeroCheckpoint: a BuildFunc called by a test with a Checkpoint of
+// its own (&Checkpoint{}) rather than nil makes nodes that run as they
+// would on a first attempt. The zero Checkpoint had no map for this
+// attempt's results, and a node that succeeded panicked storing its
+// result there.
+func TestZeroCheckpoint(t *testing.T) {
+	var runs atomic.Int32
+	cp := &Checkpoint{}
+	n := intNode(cp, "n", &runs, nil)
+	require.NoError(t, newAsync(t).BeginWork(context.Background(), time.Second, n))
+	r := n.Result()
+	require.NoError(t, r.Err)
+	assert.Equal(t, asynctool.ResultSuccess, r.State)
+	assert.Equal(t, 1, r.Value)
+	assert.Equal(t, int32(1), runs.Load())
+	assert.False(t, cp.Has("n"), "nothing from an earlier attempt")
+	assert.Zero(t, cp.Replayed())
+}

@@ -757,7 +757,9 @@ func (e *SuspendedError) Unwrap() []error {
 
 // Checkpoint holds the results of a job's checkpointed nodes: those stored
 // by earlier attempts, and those this attempt's nodes produced. It is safe
-// for concurrent use by the nodes of one attempt.
+// for concurrent use by the nodes of one attempt. A Worker gives each
+// attempt's BuildFunc its own; a zero Checkpoint, which a test of a
+// BuildFunc may make, is that of a first attempt.
 type Checkpoint struct {
 	saved   map[string]json.RawMessage // from earlier attempts; read only
 	decided map[string]bool            // saved ids whose value Resume gave
@@ -1211,6 +1213,9 @@ func (c *checkpointed[P, R]) Action(ctx context.Context, p P, all asynctool.Wrap
 		return v, fmt.Errorf("durable: node %q: result cannot be checkpointed: %w", c.id, err)
 	}
 	c.cp.mu.Lock()
+	if c.cp.done == nil { // a zero Checkpoint, made outside a Worker
+		c.cp.done = make(map[string]json.RawMessage)
+	}
 	c.cp.done[c.id] = raw
 	c.cp.mu.Unlock()
 	return v, c.save()
