@@ -823,11 +823,12 @@ type parkMark struct {
 	// NotNil are the checkpointed nodes of the graph that parked whose
 	// result type cannot be nil, for which Resume refuses a nil value.
 	NotNil []string `json:"notNil,omitempty"`
-	// Within are, for the stored results of checkpointed nodes that a
-	// SubGraph's Build made (those of a sub-run), the path of the node
-	// whose sub-run made them, by id: an attempt in which that sub-run
-	// is not built keeps them while the path's outermost node is in the
-	// graph. They stay in every later checkpoint, as Decided do.
+	// Within are, for the checkpointed nodes that a SubGraph's Build
+	// made (those of a sub-run) and that ran in the attempt or have a
+	// stored result, the path of the node whose sub-run made them, by id:
+	// an attempt in which that sub-run is not built keeps their results,
+	// a value Resume gave included, while the path's outermost node is in
+	// the graph. They stay in every later checkpoint, as Decided do.
 	Within map[string][]string `json:"within,omitempty"`
 }
 
@@ -976,10 +977,16 @@ func (cp *Checkpoint) results() (map[string]json.RawMessage, parkMark) {
 		}
 	}
 	maps.Copy(all, cp.done)
-	for id := range all {
-		if path := cp.paths[id]; len(path) > 1 {
+	// Every node a sub-run made that ran in this attempt, with a result or
+	// not: Resume may give one without a result a value, which the next
+	// attempts keep as they keep a result.
+	for id, path := range cp.paths {
+		if len(path) > 1 {
 			within(id, path[:len(path)-1])
-		} else if parent, sub := cp.within[id]; sub && path == nil {
+		}
+	}
+	for id := range all {
+		if parent, sub := cp.within[id]; sub && cp.paths[id] == nil {
 			within(id, parent) // built again, but did not run in this attempt
 		}
 	}

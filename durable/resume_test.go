@@ -396,3 +396,46 @@ func TestResumeDecidesANodeACustomJoinSuspended(t *testing.T) {
 		assert.Equal(t, int64(6), got.Load())
 	})
 }
+
+// TestDecidedValueInASubGraphOutlivesAnAttempt: Resume gives a value to
+// "sg/charge", a checkpointed node that the SubGraph "sg" builds, whose
+// failure suspended sg and parked the job. The attempt after Resume fails
+// at "gate", upstream of sg, which does not run; the one after runs sg,
+// whose node must take the value given: the checkpoint of the attempt in
+// between dropped it, the node ran its worker again, and the job parked
+// again.
+func TestDecidedValueInASubGraphOutlivesAnAttempt(t *testing.T) {
+	var charges atomic.Int32
+	var got atomic.Int64
+	client, id, events := runParked(t, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		gate := asynctool.NewWrapper("gate", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			if job.Attempt == 2 {
+				return 0, errors.New("the gate is closed on attempt 2")
+			}
+			return 1, nil
+		}), 0)
+		sg := asynctool.NewWrapper("sg", asynctool.SubGraph[int, int]{Build: func(context.Context, int, asynctool.Wrappers) (asynctool.Built[int], error) {
+			c := Node(cp, "sg/charge", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+				charges.Add(1)
+				return 0, errors.New("a person must decide the charge")
+			}), 0)
+			return asynctool.Built[int]{Starts: []asynctool.Wrapper{c}, Output: func() (int, error) {
+				r := c.Result()
+				return r.Value, r.Err
+			}}, nil
+		}}, 0).Depend(gate, true).OnFailure(asynctool.PolicySuspend)
+		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+			r, err := asynctool.ResultOf[int](all, "sg")
+			got.Store(int64(r.Value))
+			return r.Value, err
+		}), 0).Depend(sg, true)
+		return []asynctool.Wrapper{gate}, nil
+	})
+	_, err := Resume(context.Background(), client, id, map[string]any{"sg/charge": 5})
+	require.NoError(t, err)
+	ev := untilParkedOrDone(t, events)
+	require.Equal(t, river.EventKindJobCompleted, ev.Kind, "the job parked again: %v", ev.Job.Errors[len(ev.Job.Errors)-1].Error)
+	assert.Equal(t, 3, ev.Job.Attempt)
+	assert.Equal(t, int64(5), got.Load())
+	assert.Equal(t, int32(1), charges.Load(), "the worker ran on the first attempt only")
+}
