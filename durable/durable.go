@@ -56,10 +56,11 @@
 // a json.RawMessage or a MarshalJSON can hold, and which encoding/json
 // writes as U+FFFD in a string, so that a replay would give another
 // string) and no number out of the range of PostgreSQL's numeric, which
-// PostgreSQL cannot store ([ErrUnstorableJSON]). Node ids are stored in the row too, so they must
-// be valid UTF-8 without a NUL character ([ErrUnstorableID]); and River
-// stores the text of the error an attempt ends with, in which a NUL
-// character is written as U+FFFD (see [Worker.Work]).
+// PostgreSQL cannot store ([ErrUnstorableJSON]). Node ids are stored in
+// the row too, so they must be valid UTF-8 without a NUL character
+// ([ErrUnstorableID]); and River stores the text of the error an
+// attempt ends with, in which a NUL character is written as U+FFFD (see
+// [Worker.Work]).
 // Checkpoints are stored when an attempt ends with an error (a suspension
 // included) or a snooze (River stores a resumable step's cursor whenever
 // Work returns an error). When an attempt's process dies, River rescues
@@ -1098,12 +1099,11 @@ func isNil(v any) bool {
 // encoding/json would store with U+FFFD in their place, and a replay give
 // back changed), or a number out of the range of PostgreSQL's numeric):
 // encode such bytes as a []byte (base64), and such numbers as strings,
-// instead. A stored result
-// that does not decode into R (a string stored where R is an int) makes
-// the node run its worker again; but JSON decoding ignores unknown fields
-// and leaves missing ones zero, so when the shape of R changes between
-// deployments, change the node's id too (say "price/v2"), or the new code
-// replays results of the old shape.
+// instead. A stored result that does not decode into R (a string stored
+// where R is an int) makes the node run its worker again; but JSON
+// decoding ignores unknown fields and leaves missing ones zero, so when
+// the shape of R changes between deployments, change the node's id too
+// (say "price/v2"), or the new code replays results of the old shape.
 func Node[P, R any](cp *Checkpoint, id string, worker asynctool.Worker[P, R], param P) *asynctool.WorkerWrapper[P, R] {
 	// A worker asynctool refuses is left unwrapped for asynctool to
 	// report, as for any node, before any node runs: wrapped, it would
