@@ -596,9 +596,8 @@ func TestSingleUseRunAllocatesLittle(t *testing.T) {
 // TestDiamondBeginWorkAllocatesFixedCost guards the fixed cost of a small
 // single-use graph: what BeginWork allocates for a diamond (a → b, c → d)
 // once the Async's pools are warm, the wrappers excluded. Most of it is
-// the plan and the run's contexts: the deadline's, and since the
-// sixteenth session the mark that tells a run started from inside a
-// worker (see Run.dispatch); see docs/perf.md. The median over many
+// the plan and the run's contexts: the deadline's, and the mark that
+// tells a run started from inside a worker (see Run.dispatch); see docs/perf.md. The median over many
 // runs is guarded: MemStats counts every goroutine's allocations, and a
 // collection that empties the pools, or a pool worker that retires, adds
 // a few to the odd run.

@@ -1030,8 +1030,8 @@ func TestJobRetryThenCancelIsNotParked(t *testing.T) {
 
 // TestSuspendedSnoozeAndACancelElsewhere: a suspended node's snooze must
 // not override another node's river.JobCancel: the job is cancelled, and
-// the suspended node does not run again (helper-47: the GraphFailedError
-// carried the snooze, which River obeys first).
+// the suspended node does not run again (the GraphFailedError carried
+// the snooze, which River obeys first).
 func TestSuspendedSnoozeAndACancelElsewhere(t *testing.T) {
 	var s atomic.Int32
 	build := func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
@@ -1075,7 +1075,7 @@ func (s slowInt) MarshalJSON() ([]byte, error) { return json.Marshal(s.V) }
 // TestDeadlineDuringReplayDoesNotPark: when the group deadline passes
 // while an attempt replays a decided value into a node its custom join
 // suspended, the attempt fails (River retries it) rather than parking the
-// job again, as a person already decided the node (helper-47).
+// job again, as a person already decided the node.
 func TestDeadlineDuringReplayDoesNotPark(t *testing.T) {
 	slowDecodes.Store(0)
 	var got atomic.Int64

@@ -76,8 +76,8 @@ func TestForEachWithAllItemsSucceededIsCheckpointed(t *testing.T) {
 // item's Err as the message and the errors it matched
 // (asynctool.WorkResult's MarshalJSON), and the retry of an attempt that
 // failed elsewhere replays it without calling an item again; the sink
-// reads the item's error back as an *asynctool.StoredError. Before the
-// twenty-third session the error encoded as {} and did not decode back,
+// reads the item's error back as an *asynctool.StoredError. The error
+// once encoded as {} and did not decode back,
 // so the checkpoint failed the node and every retry ran every item again.
 func TestForEachWithAFailedItemIsCheckpointed(t *testing.T) {
 	var calls, gateRuns atomic.Int32
@@ -112,14 +112,16 @@ func TestForEachWithAFailedItemIsCheckpointed(t *testing.T) {
 	assert.ErrorAs(t, item.Err, &stored, "the replayed error is the stored one")
 }
 
-// s23qCents is an item's value whose JSON methods have pointer receivers,
+// foreachCents is an item's value whose JSON methods have pointer receivers,
 // as many types' do (*big.Int's, for one): encoding/json calls them on an
 // addressable value only.
-type s23qCents struct{ n int }
+type foreachCents struct{ n int }
 
-func (c *s23qCents) MarshalJSON() ([]byte, error) { return json.Marshal(fmt.Sprintf("%d cents", c.n)) }
+func (c *foreachCents) MarshalJSON() ([]byte, error) {
+	return json.Marshal(fmt.Sprintf("%d cents", c.n))
+}
 
-func (c *s23qCents) UnmarshalJSON(b []byte) error {
+func (c *foreachCents) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		return err
@@ -138,15 +140,15 @@ func TestForEachOfAPointerMarshalerIsCheckpointed(t *testing.T) {
 	var calls, gateRuns atomic.Int32
 	var got atomic.Value
 	build := func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
-		each := Node(cp, "each", asynctool.ForEach[int, int, s23qCents]{
+		each := Node(cp, "each", asynctool.ForEach[int, int, foreachCents]{
 			Items: func(context.Context, int, asynctool.Wrappers) ([]int, error) { return []int{1, 2, 3}, nil },
-			Worker: asynctool.WorkerFunc[int, s23qCents](func(_ context.Context, i int, _ asynctool.Wrappers) (s23qCents, error) {
+			Worker: asynctool.WorkerFunc[int, foreachCents](func(_ context.Context, i int, _ asynctool.Wrappers) (foreachCents, error) {
 				calls.Add(1)
-				return s23qCents{n: i * 100}, nil
+				return foreachCents{n: i * 100}, nil
 			}),
 		}, 0)
 		Node(cp, "sink", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
-			r, err := asynctool.ResultOf[[]asynctool.WorkResult[s23qCents]](all, "each")
+			r, err := asynctool.ResultOf[[]asynctool.WorkResult[foreachCents]](all, "each")
 			if err == nil {
 				got.Store(r.Value)
 			}
@@ -160,7 +162,7 @@ func TestForEachOfAPointerMarshalerIsCheckpointed(t *testing.T) {
 	require.Equal(t, river.EventKindJobCompleted, evs[len(evs)-1].Kind, "attempts: %d; first error: %v", len(evs), evs[0].Job.Errors)
 	require.Len(t, evs, 2)
 	assert.Equal(t, int32(3), calls.Load(), "the retry replayed each")
-	items, _ := got.Load().([]asynctool.WorkResult[s23qCents])
+	items, _ := got.Load().([]asynctool.WorkResult[foreachCents])
 	require.Len(t, items, 3)
 	for i, it := range items {
 		assert.Equal(t, (i+1)*100, it.Value.n, "item %d", i)
@@ -168,8 +170,8 @@ func TestForEachOfAPointerMarshalerIsCheckpointed(t *testing.T) {
 	}
 }
 
-// s23qItem is what a downstream node saw of one item of a ForEach.
-type s23qItem struct {
+// foreachItem is what a downstream node saw of one item of a ForEach.
+type foreachItem struct {
 	Value              int
 	State              asynctool.ResultState
 	Text               string
@@ -177,10 +179,10 @@ type s23qItem struct {
 	RunEnded, Canceled bool
 }
 
-func s23qSee(rs []asynctool.WorkResult[int]) []s23qItem {
-	out := make([]s23qItem, len(rs))
+func foreachSee(rs []asynctool.WorkResult[int]) []foreachItem {
+	out := make([]foreachItem, len(rs))
 	for i, r := range rs {
-		out[i] = s23qItem{Value: r.Value, State: r.State}
+		out[i] = foreachItem{Value: r.Value, State: r.State}
 		if r.Err != nil {
 			out[i].Text = r.Err.Error()
 			out[i].Deadline = errors.Is(r.Err, context.DeadlineExceeded)
@@ -202,7 +204,7 @@ func s23qSee(rs []asynctool.WorkResult[int]) []s23qItem {
 func TestReplayedForEachLooksTheSame(t *testing.T) {
 	var calls, gateRuns atomic.Int32
 	var mu sync.Mutex
-	var seen [][2][]s23qItem // per attempt: budgeted, joined
+	var seen [][2][]foreachItem // per attempt: budgeted, joined
 	build := func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
 		budgeted := Node(cp, "budgeted", asynctool.ForEach[int, int, int]{
 			Items: func(context.Context, int, asynctool.Wrappers) ([]int, error) { return []int{0, 1, 2}, nil },
@@ -240,7 +242,7 @@ func TestReplayedForEachLooksTheSame(t *testing.T) {
 				return 0, err
 			}
 			mu.Lock()
-			seen = append(seen, [2][]s23qItem{s23qSee(b.Value), s23qSee(j.Value)})
+			seen = append(seen, [2][]foreachItem{foreachSee(b.Value), foreachSee(j.Value)})
 			mu.Unlock()
 			return 0, nil
 		}), 0).Depend(budgeted, true).Depend(joined, true)

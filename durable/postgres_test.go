@@ -427,10 +427,10 @@ func TestCleanerDeletesAParkedJob(t *testing.T) {
 	assert.Contains(t, err.Error(), "CancelledJobRetentionPeriod", "the error says why a parked job can be gone")
 }
 
-// h110LongArgs is a job whose Worker has a long timeout.
-type h110LongArgs struct{}
+// longArgs is a job whose Worker has a long timeout.
+type longArgs struct{}
 
-func (h110LongArgs) Kind() string { return "durable_test_h110_long" }
+func (longArgs) Kind() string { return "durable_test_h110_long" }
 
 // TestDeadMachinesJobIsRescued leaves in the database what a machine
 // that died mid-run leaves: a job running for two hours on a machine
@@ -449,7 +449,7 @@ func TestDeadMachinesJobIsRescued(t *testing.T) {
 	require.NoError(t, err)
 	quick, err := insertOnly.Insert(ctx, sumArgs{Base: 1}, nil)
 	require.NoError(t, err)
-	long, err := insertOnly.Insert(ctx, h110LongArgs{}, nil)
+	long, err := insertOnly.Insert(ctx, longArgs{}, nil)
 	require.NoError(t, err)
 	checkpoint := `{"river:resumable_step": "asynctool-graph", "river:resumable_cursor": {"asynctool-graph": {"a": 41}}}`
 	_, err = pool.Exec(ctx, "UPDATE "+pgx.Identifier{schema, "river_job"}.Sanitize()+
@@ -470,7 +470,7 @@ func TestDeadMachinesJobIsRescued(t *testing.T) {
 		}), 0).Depend(na, true)
 		return []asynctool.Wrapper{na}, nil
 	}))
-	river.AddWorker(workers, mustWorker(t, newAsync(t), 3*time.Hour, func(ctx context.Context, job *river.Job[h110LongArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+	river.AddWorker(workers, mustWorker(t, newAsync(t), 3*time.Hour, func(ctx context.Context, job *river.Job[longArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
 		return []asynctool.Wrapper{intNode(cp, "a", new(atomic.Int32), nil)}, nil
 	}))
 	events := startSubscribed(t, riverpgxv5.New(newPool(t, url)), &river.Config{Schema: schema, RescueStuckJobsAfter: time.Hour, Workers: workers})

@@ -202,7 +202,7 @@ func TestNulResultDoesNotWedgeTheJobOnPostgres(t *testing.T) {
 
 // TestLoneSurrogateDoesNotWedgeTheJobOnPostgres: jsonb refuses an
 // unpaired surrogate escape as it refuses \u0000, so such a result must
-// fail its node, not leave the job running (helper-47).
+// fail its node, not leave the job running.
 func TestLoneSurrogateDoesNotWedgeTheJobOnPostgres(t *testing.T) {
 	requireFailsOnPostgres(t, resultThenFailure(json.RawMessage(`{"name":"caf\ud83d"}`)), ErrUnstorableJSON)
 }
