@@ -1,9 +1,12 @@
 package asynctool
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -44,6 +47,56 @@ type plan struct {
 	// suspends: a node may become pending (PolicySuspend, or a custom
 	// join, which may answer DecideSuspend).
 	suspends bool
+	// built: the compilation that made the plan succeeded, so the nodes
+	// it claimed are its for good (see contend).
+	built atomic.Bool
+	// ticket ranks the compilation against another one that claims the
+	// same nodes at the same time (see contend): 0 until it meets one.
+	ticket atomic.Uint64
+}
+
+// rank returns p's ticket, drawn the first time a compilation meets
+// another one's claim: the lower ticket ranks higher.
+func (p *plan) rank() uint64 {
+	if t := p.ticket.Load(); t != 0 {
+		return t
+	}
+	p.ticket.CompareAndSwap(0, rand.Uint64()|1)
+	return p.ticket.Load()
+}
+
+// contend settles a claim of node c by the compilation tok that found it
+// claimed by compilation o, still at work: either tok waits until o has
+// finished with c, and returns true to claim it again, or tok must yield
+// (false): release every claim it holds, wait with yieldWait and start
+// over. The one of the two with the lower ticket waits, so that two
+// compilations that meet each other's claims do not both give up (each
+// would then report ErrReused for a graph that no run used), and waits
+// only go from higher ranks to lower ones, so that they cannot form a
+// cycle. It is the conflict path alone: a graph compiled by one caller at
+// a time never reaches it.
+func (tok *plan) contend(c *nodeCore, o *plan) bool {
+	mine, theirs := tok.rank(), o.rank()
+	if mine == theirs { // 2^-63: draw again, and yield this once
+		tok.ticket.CompareAndSwap(mine, rand.Uint64()|1)
+		return false
+	}
+	if mine > theirs {
+		return false
+	}
+	yieldWait(c, o)
+	return true
+}
+
+// yieldWait waits until compilation o, at work, no longer holds node c
+// unfinished: o succeeded (c is then reused), failed, or yielded. o's
+// work is bounded: the compilations it may wait for in turn rank lower
+// than it, and so on down, and a compilation that yields waits holding
+// nothing.
+func yieldWait(c *nodeCore, o *plan) {
+	for c.owner.Load() == o && !o.built.Load() {
+		runtime.Gosched()
+	}
 }
 
 // scalarResults reports, per node, whether its result type is a number or
@@ -253,7 +306,9 @@ type pedge struct {
 // forward, validates them and returns the plan, whose nodes stay claimed
 // by it (the caller numbers them with bind). On error every claim is
 // released, so a rejected graph can be fixed and run. A node claimed by an
-// earlier compilation is reported as reused. sc, if not nil, lends compile
+// earlier compilation is reported as reused; one claimed by a compilation
+// still at work is waited for, or yielded to it (see contend), so that of
+// two compilations of one graph at the same time one succeeds. sc, if not nil, lends compile
 // its working arrays.
 func compile(starts []Wrapper, sc *compileScratch) (*plan, error) {
 	return compileGraph(starts, true, sc)
@@ -315,6 +370,10 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 		clear(cores) // the scratch must not keep wrappers alive
 		sc.cores = cores[:0]
 	}()
+	// yieldTo and yieldAt: the compilation this one yields to, and the
+	// node where it met it (see contend).
+	var yieldTo *plan
+	var yieldAt *nodeCore
 	tooMany := func() error { return graphErr(ErrTooManyNodes, nil, "more than %d nodes", maxNodes) }
 	// visit claims c (or, without claiming, records it); the claim's owner
 	// alone writes c.idx, which holds c's position until bind.
@@ -334,21 +393,26 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 			}
 			return nil
 		}
-		switch c.owner.Load() {
-		case tok:
-			return nil // reached again in this compilation
-		case nil:
-			if len(cores) == maxNodes {
-				return tooMany()
-			}
-			if c.owner.CompareAndSwap(nil, tok) {
-				c.idx = int32(len(cores))
-				cores = append(cores, c)
-				return nil
+		for {
+			switch o := c.owner.Load(); {
+			case o == tok:
+				return nil // reached again in this compilation
+			case o == nil:
+				if len(cores) == maxNodes {
+					return tooMany()
+				}
+				if c.owner.CompareAndSwap(nil, tok) {
+					c.idx = int32(len(cores))
+					cores = append(cores, c)
+					return nil
+				}
+			case o.built.Load():
+				return reusedErr(c) // claimed by an earlier compilation
+			case !tok.contend(c, o):
+				yieldTo, yieldAt = o, c
+				return errYield
 			}
 		}
-		// Claimed by another compilation, now or before.
-		return reusedErr(c)
 	}
 	posOf := func(c *nodeCore) (int32, bool) {
 		if !claim {
@@ -357,21 +421,42 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 		}
 		return c.idx, c.owner.Load() == tok
 	}
-	for k, s := range starts {
-		c := coreOf(s)
-		if c == nil {
-			return nil, graphErr(ErrNilWrapper, nil, "start node %d is nil", k)
-		}
-		if err := visit(c); err != nil {
-			return nil, err
-		}
-	}
-	for h := 0; h < len(cores); h++ {
-		for _, e := range cores[h].out {
-			if err := visit(e.to); err != nil {
-				return nil, err
+	claimAll := func() error {
+		for k, s := range starts {
+			c := coreOf(s)
+			if c == nil {
+				return graphErr(ErrNilWrapper, nil, "start node %d is nil", k)
+			}
+			if err := visit(c); err != nil {
+				return err
 			}
 		}
+		for h := 0; h < len(cores); h++ {
+			for _, e := range cores[h].out {
+				if err := visit(e.to); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	for {
+		err := claimAll()
+		if err == nil {
+			break
+		}
+		if err != errYield {
+			return nil, err
+		}
+		// Another compilation at work ranks higher: let it have the
+		// nodes, and claim them again once it is done with them.
+		for _, c := range cores {
+			c.owner.Store(nil)
+		}
+		clear(cores)
+		cores = cores[:0]
+		yieldWait(yieldAt, yieldTo)
+		yieldTo, yieldAt = nil, nil
 	}
 
 	for _, c := range cores {
@@ -552,8 +637,15 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 			}
 		}
 	}
+	if claim {
+		p.built.Store(true)
+	}
 	return p, nil
 }
+
+// errYield is how visit tells compileGraph to yield to another
+// compilation (see contend); it never leaves compileGraph.
+var errYield = errors.New("asynctool: yield to another compilation")
 
 // unreachableErr reports that node j of cores has missing upstream edges
 // declared by nodes that no start node leads to. Only the upstream keeps

@@ -26,7 +26,10 @@ type Wrapper interface {
 // [Async.BeginWork].
 //
 // A WorkerWrapper holds the state of one run: it can be part of one run
-// only (a second BeginWork returns [ErrReused]). Building (the chaining
+// only (a second BeginWork returns [ErrReused]; of two BeginWork, Start or
+// Compile calls that take the same nodes at the same time, one gets them
+// and the other returns ErrReused, and a call refused for another reason,
+// such as a bad graph, leaves them free). Building (the chaining
 // methods) is not safe for concurrent use and must finish before the run
 // starts, or before [Compile] for a plan's template: a chaining method
 // called later changes nothing (the run, or every run of the plan, keeps
