@@ -551,7 +551,10 @@ type traceEvent struct {
 // events never share a track with the outer run's. Their events are named
 // by the path of node ids that leads to them ("profile/name",
 // "prices/2"; "a/b/c" for a sub-run inside a sub-run), and placed at
-// their real times, from the outer run's Start. A Sub in which no node
+// their real times, from the outer run's Start. An id that holds a '/' or
+// starts with '#' or '"' is quoted in names, as by [strconv.Quote], so
+// that names are unambiguous: node "a/b" is `"a/b"`, not node "b" of the
+// sub-run of node "a", and node "#2" is `"#2"`, not the anonymous node 2. A Sub in which no node
 // ran or ended (the node has not started a sub-run) adds no process.
 //
 // It returns an error, and writes nothing, if a node ran, in the run or
@@ -592,7 +595,7 @@ func (t *chromeTrace) add(rep *Report, path string) error {
 	notRun := false
 	for i := range rep.Nodes {
 		n := &rep.Nodes[i]
-		name := path + displayID(n)
+		name := path + traceID(n)
 		args := map[string]any{"state": n.State.String(), "result": n.Result.String(), "attempts": n.Attempts}
 		if n.Status != 0 {
 			args["status"] = n.Status.String()
@@ -652,12 +655,24 @@ func (t *chromeTrace) add(rep *Report, path string) error {
 	}
 	for i := range rep.Nodes {
 		if n := &rep.Nodes[i]; n.Sub != nil {
-			if err := t.add(n.Sub, path+displayID(n)+"/"); err != nil {
+			if err := t.add(n.Sub, path+traceID(n)+"/"); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// traceID is node n's part of its name in a Chrome trace: its display id,
+// quoted (as by [strconv.Quote]) when the id would read as something
+// else: one that holds a '/', which joins the ids of a path, or starts
+// with '#', which marks an anonymous node's index, or with '"', which
+// marks a quoted id.
+func traceID(n *NodeReport) string {
+	if id := n.ID; strings.ContainsRune(id, '/') || strings.HasPrefix(id, "#") || strings.HasPrefix(id, `"`) {
+		return strconv.Quote(id)
+	}
+	return displayID(n)
 }
 
 func maxLane(lanes map[int]bool) int {

@@ -412,6 +412,52 @@ func TestChromeTraceNamesAnonymousNodes(t *testing.T) {
 	assert.EqualError(t, rep.WriteChromeTrace(&buf), `asynctool: node "#0" ran but the report has no times for it; run with WithTimings or hooks`)
 }
 
+// TestChromeTraceNamesAreUnambiguous: a sub-run's events are named by
+// the path of ids that leads to them, joined with "/", and an anonymous
+// node by "#" and its index. An id "a/b" of the outer run was then named
+// as node "b" of the sub-run of node "a", and an id "#1" as the outer
+// run's anonymous node 1: two different nodes, one name, and the same
+// for their sub-runs' processes. Such ids are now quoted in the trace.
+func TestChromeTraceNamesAreUnambiguous(t *testing.T) {
+	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	node := func(i int, id string, from, to int) asynctool.NodeReport {
+		return asynctool.NodeReport{ID: id, Index: i, State: asynctool.StateFinish, Result: asynctool.ResultSuccess,
+			Ran: true, Attempts: 1, Ready: ms(from), Started: ms(from), Ended: ms(to), Lane: 1}
+	}
+	withSub := func(n asynctool.NodeReport, sub ...asynctool.NodeReport) asynctool.NodeReport {
+		n.Sub = &asynctool.Report{Start: n.Started, End: n.Ended, Nodes: sub}
+		return n
+	}
+	rep := &asynctool.Report{Start: t0, End: ms(10), Nodes: []asynctool.NodeReport{
+		withSub(node(0, "a", 0, 2), withSub(node(0, "b", 0, 1), node(0, "c", 0, 1))),
+		withSub(node(1, "a/b", 2, 4), node(0, "c", 2, 3)),
+		withSub(node(2, "", 4, 6), node(0, "x", 4, 5)),
+		withSub(node(3, "#2", 6, 8), node(0, "x", 6, 7)),
+		node(4, `"q"`, 8, 9),
+	}}
+	var buf bytes.Buffer
+	require.NoError(t, rep.WriteChromeTrace(&buf))
+	var names []string
+	for _, e := range traceEvents(t, buf.Bytes(), "X") {
+		names = append(names, e.Name)
+	}
+	assert.ElementsMatch(t, []string{
+		"a", "a/b", "a/b/c",
+		`"a/b"`, `"a/b"/c`,
+		"#2", "#2/x",
+		`"#2"`, `"#2"/x`,
+		`"\"q\""`,
+	}, names)
+	var processes []string
+	for _, e := range traceEvents(t, buf.Bytes(), "M") {
+		if e.Name == "process_name" {
+			processes = append(processes, e.Args["name"].(string))
+		}
+	}
+	assert.ElementsMatch(t, []string{"asynctool run", "sub-run of a", "sub-run of a/b", `sub-run of "a/b"`, "sub-run of #2", `sub-run of "#2"`}, processes)
+}
+
 // TestDOTLongLabelsRender: Graphviz (2.43, Debian's) refuses a
 // quoted string longer than 16384 bytes ("syntax error ... scanning a
 // quoted string (missing endquote? longer than 16384?)"), and a label
