@@ -20,7 +20,12 @@ type edge struct {
 // that an upstream of to was not reached. An edge with a nil end, or an
 // end that was used in a run (and may no longer change), is refused: the
 // error is recorded on each end still free, so that a run started from
-// either reports it instead of going ahead without the edge.
+// either reports it instead of going ahead without the edge. An edge both
+// of whose ends were used has no free end and is dropped, which no later
+// call can tell: a used node is never free again (a compilation releases
+// its claims only before its own call returns), every call that would
+// take it returns ErrReused, and its run and plan keep the graph they
+// had (TestEdgeBetweenUsedNodesIsRefusedWithoutTrace).
 func link(from, to *nodeCore, must bool, method string) {
 	var err *GraphError
 	switch {

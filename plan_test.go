@@ -280,6 +280,46 @@ func TestCycleErrorQuotesIDs(t *testing.T) {
 	}
 }
 
+// TestEdgeBetweenUsedNodesIsRefusedWithoutTrace: an edge both of whose
+// ends were used (in a run, or compiled into a Plan) has no free end to
+// record its refusal on, so link drops it without a word. No later call
+// can tell: the nodes are left as they were, no run or report of theirs
+// changes, and every call that would take either of them is refused
+// with ErrReused anyway.
+func TestEdgeBetweenUsedNodesIsRefusedWithoutTrace(t *testing.T) {
+	a := newAsync(t)
+	ran := NewWrapper("ran", okWorker(), 0)
+	run, err := a.Start(t.Context(), 0, ran)
+	require.NoError(t, err)
+	require.NoError(t, run.Wait(t.Context()))
+	tpl := NewWrapper("tpl", okWorker(), 0)
+	pl, err := Compile(tpl)
+	require.NoError(t, err)
+	before := run.Report()
+
+	ran.Depend(tpl, true)
+	tpl.Next(ran, false)
+	tpl.Depend(ran, true)
+	for _, w := range []*WorkerWrapper[int, int]{ran, tpl} {
+		assert.Empty(t, w.out, "%s: edges", w.ID())
+		assert.Zero(t, w.inEdges, "%s: edges in", w.ID())
+		assert.Nil(t, w.buildErr(), "%s: a used node records no error", w.ID())
+		require.ErrorIs(t, a.BeginWork(t.Context(), 0, w), ErrReused, w.ID())
+		_, err := a.Start(t.Context(), 0, w)
+		require.ErrorIs(t, err, ErrReused, w.ID())
+		_, err = Compile(w)
+		require.ErrorIs(t, err, ErrReused, w.ID())
+		_, err = Describe(w)
+		require.ErrorIs(t, err, ErrReused, w.ID())
+	}
+	assert.Equal(t, before.DOT(), run.Report().DOT(), "the run's report")
+	assert.Empty(t, pl.Describe().Nodes[0].Deps, "the plan's node")
+	prun, err := a.RunPlan(t.Context(), pl, 0)
+	require.NoError(t, err)
+	defer prun.Release()
+	assert.Equal(t, ResultSuccess, tpl.ResultIn(prun).State, "the plan runs as compiled")
+}
+
 // TestEdgeToAPlansNodeNamesThePlan: an edge declared to or from a
 // node compiled into a Plan was refused saying that node "was used in a
 // run", which it never was, with no word of how to use a plan inside
