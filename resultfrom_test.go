@@ -75,3 +75,41 @@ func TestResultFrom(t *testing.T) {
 	assert.Equal(t, WorkResult[int]{}, seen, "an upstream not ended reads as zero")
 	assert.Equal(t, WorkResult[int]{Value: 1, State: ResultSuccess}, slow.Result())
 }
+
+// TestResultInReadsASingleUseRun: ResultIn and ValueIn, documented for
+// plans' runs, read the Run that Start returns for single-use wrappers
+// just as well, by the rules the plan's runs have: nothing before the
+// node ended, nothing for a run the node is not part of, and, since
+// Release does nothing to such a run, its results after a Release too.
+func TestResultInReadsASingleUseRun(t *testing.T) {
+	a := newAsync(t)
+	release := make(chan struct{})
+	slow := NewWrapper("slow", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		<-release
+		return 7, nil
+	}), 0)
+	run, err := a.Start(t.Context(), 0, slow)
+	require.NoError(t, err)
+	_, err = slow.ValueIn(run)
+	require.EqualError(t, err, `asynctool: node "slow" has not ended`)
+	assert.Equal(t, WorkResult[int]{}, slow.ResultIn(run))
+	close(release)
+	require.NoError(t, run.Wait(t.Context()))
+	v, err := slow.ValueIn(run)
+	require.NoError(t, err)
+	assert.Equal(t, 7, v)
+	assert.Equal(t, slow.Result(), slow.ResultIn(run))
+
+	other := NewWrapper("other", okWorker(), 0)
+	otherRun, err := a.Start(t.Context(), 0, other)
+	require.NoError(t, err)
+	require.NoError(t, otherRun.Wait(t.Context()))
+	assert.Equal(t, WorkResult[int]{}, slow.ResultIn(otherRun), "a run slow is not part of")
+	_, err = slow.ValueIn(otherRun)
+	require.ErrorIs(t, err, ErrUnknownID)
+	never := NewWrapper("never", okWorker(), 0)
+	assert.Equal(t, WorkResult[int]{}, never.ResultIn(run), "a wrapper that never ran")
+
+	run.Release()
+	assert.Equal(t, 7, slow.ResultIn(run).Value, "Release does nothing to a single-use run")
+}

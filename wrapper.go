@@ -135,8 +135,11 @@ func (w *WorkerWrapper[P, R]) Result() WorkResult[R] {
 }
 
 // ResultIn returns the node's result in r, a run of the [Plan] the node was
-// compiled into, as Result does for single-use runs. It returns a zero
-// WorkResult if r is not a run of that plan, or was released.
+// compiled into, as Result does for single-use runs. r may also be the
+// run of a single-use node, the Run that [Async.Start] returned, where
+// ResultIn reads what Result does (ExampleWorkerWrapper_ValueIn_singleUse).
+// It returns a zero WorkResult if r is not a run the node is part of, or
+// was released, and before the node has ended.
 func (w *WorkerWrapper[P, R]) ResultIn(r *Run) WorkResult[R] {
 	s := r.live()
 	if s == nil {
@@ -147,11 +150,12 @@ func (w *WorkerWrapper[P, R]) ResultIn(r *Run) WorkResult[R] {
 }
 
 // ValueIn returns the node's value and error in r, a run of the [Plan] the
-// node was compiled into, once the node has ended: its value (or default)
-// and its WorkResult's Err. For a run that is not of that plan, or was
-// released, it returns an error wrapping [ErrUnknownID], and for a node
-// that has not ended yet, an error saying so. Its method value fits
-// [SubPlan]'s Output: Output: card.ValueIn.
+// node was compiled into (or, as for ResultIn, the run of a single-use
+// node), once the node has ended: its value (or default) and its
+// WorkResult's Err. For a run the node is not part of, or a released one,
+// it returns an error wrapping [ErrUnknownID], and for a node that has not
+// ended yet, an error saying so. Its method value fits [SubPlan]'s
+// Output: Output: card.ValueIn.
 func (w *WorkerWrapper[P, R]) ValueIn(r *Run) (R, error) {
 	var zero R
 	s := r.live()
