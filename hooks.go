@@ -33,7 +33,13 @@ type Hooks struct {
 	OnRunStart func(ctx context.Context, info RunInfo) context.Context
 	// OnNodeStart is called when a node is about to run, after it waited
 	// ev.Wait for a goroutine. The context it returns (if not nil) is the
-	// one the node's worker receives; it must derive from ctx.
+	// one the node's worker receives; it must derive from ctx. One that
+	// does not (one from no run, or from another run's node) fails the
+	// node's attempt without calling its worker, with an error that names
+	// OnNodeStart, as SubPlan's Input is checked; one that derives from
+	// ctx but has dropped its cancellation (context.WithoutCancel) reaches
+	// the worker wrapped so that the node's end still ends it, with the
+	// node's cause. A context that only adds values costs nothing more.
 	OnNodeStart func(ctx context.Context, ev NodeEvent) context.Context
 	// OnNodeEnd is called once for every node, after its Result callback,
 	// with its final state, result and duration.

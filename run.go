@@ -415,6 +415,9 @@ type worklist struct {
 	// last shared, woke or retried a helper; attempt then looks at nodes
 	// that may block (see queueBeforeBlocking).
 	refused bool
+	// refusal: the worker of node cur is not to be called, and the
+	// attempt fails with this error (see hookedCtx); nil otherwise.
+	refusal error
 	// hook: the end hook of node prop that is running (see
 	// Run.nodeEnded), "" while its Result callback is: the name a
 	// runtime.Goexit there is reported under (see salvage).
@@ -1454,7 +1457,17 @@ func (r *runState) attempt(i int32, wl *worklist) {
 		t := &r.times[i]
 		t.lane.Store(wl.lane)
 		if r.nodeHooks&hookStart != 0 {
-			ctx = r.nodeStarted(i, ctx)
+			node := ctx
+			if ctx = r.nodeStarted(i, ctx); ctx != node {
+				var cancel context.CancelCauseFunc
+				var stop func() bool
+				if ctx, cancel, stop = r.hookedCtx(node, ctx, wl); cancel != nil {
+					defer func() {
+						stop()
+						cancel(nil)
+					}()
+				}
+			}
 		}
 	}
 	if r.sample {
@@ -1465,6 +1478,35 @@ func (r *runState) attempt(i int32, wl *worklist) {
 		r.p.nodes[i].core.impl.execute(ctx, r, i, wl)
 	}
 	wl.cur = -1
+}
+
+// errHookCtx fails a node whose OnNodeStart hook returned a context that
+// does not derive from the node's (see hookedCtx).
+var errHookCtx = errors.New("asynctool: OnNodeStart returned a context that does not derive from the node's")
+
+// hookedCtx checks c, the context that node's OnNodeStart hooks returned
+// in place of node, the node's own, and returns the worker's. A context
+// that does not derive from node (from no run's, or from another run's,
+// as SubPlan's Input is checked) would take from the worker the node's
+// deadline, cancellation and values, and the mark that makes a run it
+// starts a nested one (see WithMaxWorkers): the worker is not called
+// then, and the node fails with errHookCtx, set in wl.refusal. A context
+// that derives from node but has a Done channel of its own may have
+// dropped node's cancellation (context.WithoutCancel): the worker gets
+// one that node's end ends too, with node's cause, which the caller
+// releases with cancel and stop once the worker has returned (nil when
+// c's Done is node's, as for values added, the usual case).
+func (r *runState) hookedCtx(node, c context.Context, wl *worklist) (_ context.Context, cancel context.CancelCauseFunc, stop func() bool) {
+	if mark, _ := c.Value(inRunKey{}).(*runCtx); mark == nil || context.Context(mark) != r.ctx {
+		wl.refusal = errHookCtx
+		return node, nil, nil
+	}
+	if c.Done() == node.Done() {
+		return c, nil, nil
+	}
+	c, cancel = context.WithCancelCause(c)
+	stop = context.AfterFunc(node, func() { cancel(context.Cause(node)) })
+	return c, cancel, stop
 }
 
 // trigger marks node s ready to run: the end of upstream by satisfied its

@@ -446,7 +446,11 @@ func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *runState, i int32,
 	pn := &r.p.nodes[i]
 	var v R
 	var err error
-	if pn.hasCallback || pn.flow != nil {
+	if wl.refusal != nil {
+		// OnNodeStart's context was refused: the attempt fails
+		// without calling Begin or the worker (see hookedCtx).
+		err, wl.refusal = wl.refusal, nil
+	} else if pn.hasCallback || pn.flow != nil {
 		var beginPanic bool
 		v, err, beginPanic = w.call(ctx, r, i, pn.hasCallback)
 		if beginPanic {

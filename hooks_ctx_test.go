@@ -1,0 +1,216 @@
+package asynctool
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type hookValueKey struct{}
+
+// cancelList holds the cancel functions of contexts that hooks made, to
+// be called when the test is done with them.
+type cancelList struct {
+	mu  sync.Mutex
+	fns []context.CancelFunc
+}
+
+func (l *cancelList) add(f context.CancelFunc) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.fns = append(l.fns, f)
+}
+
+// cancel calls every function added, and reports how many.
+func (l *cancelList) cancel() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, f := range l.fns {
+		f()
+	}
+	n := len(l.fns)
+	l.fns = nil
+	return n
+}
+
+// TestCancelList: cancel calls what was added, once.
+func TestCancelList(t *testing.T) {
+	var l cancelList
+	ctx, cancel := context.WithCancel(t.Context())
+	l.add(cancel)
+	assert.NoError(t, ctx.Err())
+	assert.Equal(t, 1, l.cancel())
+	assert.ErrorIs(t, ctx.Err(), context.Canceled)
+	assert.Zero(t, l.cancel())
+}
+
+// waitForCtx is a worker that returns when its context ends, and records
+// whether it ended; it gives up after an hour.
+func waitForCtx(ended *atomic.Bool) WorkerFunc[int, int] {
+	return func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		select {
+		case <-ctx.Done():
+			ended.Store(true)
+			return 0, ctx.Err()
+		case <-time.After(time.Hour):
+			return 0, nil
+		}
+	}
+}
+
+// TestWaitForCtx: the test worker returns when its context ends, and
+// after an hour without.
+func TestWaitForCtx(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ended atomic.Bool
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		_, err := waitForCtx(&ended)(ctx, 0, Wrappers{})
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.True(t, ended.Load())
+		ended.Store(false)
+		t0 := time.Now()
+		_, err = waitForCtx(&ended)(context.WithoutCancel(ctx), 0, Wrappers{})
+		assert.NoError(t, err)
+		assert.False(t, ended.Load())
+		assert.Equal(t, time.Hour, time.Since(t0))
+	})
+}
+
+// TestOnNodeStartCannotDropTheNodesCancellation: a context returned by
+// OnNodeStart that keeps the node's values but not its cancellation
+// (context.WithoutCancel, then WithCancel of that for a context that
+// looks live) reached the worker as it was: the group deadline never
+// reached the worker, which held Close until it gave up on its own. The
+// node's end now ends the worker's context, with the node's cause, as it
+// does for SubPlan's Input.
+func TestOnNodeStartCannotDropTheNodesCancellation(t *testing.T) {
+	for name, detach := range map[string]func(context.Context, *cancelList) context.Context{
+		"WithoutCancel": func(ctx context.Context, _ *cancelList) context.Context { return context.WithoutCancel(ctx) },
+		"WithCancel of WithoutCancel": func(ctx context.Context, cancels *cancelList) context.Context {
+			c, cancel := context.WithCancel(context.WithoutCancel(ctx))
+			cancels.add(cancel) // called when the test is done: the point is a context nothing cancels
+			return c
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var cancels cancelList
+				defer cancels.cancel()
+				var ended atomic.Bool
+				var got atomic.Value
+				a := New(WithHooks(&Hooks{OnNodeStart: func(ctx context.Context, _ NodeEvent) context.Context {
+					return detach(context.WithValue(ctx, hookValueKey{}, "span"), &cancels)
+				}}))
+				w := NewWrapper("w", WorkerFunc[int, int](func(ctx context.Context, p int, all Wrappers) (int, error) {
+					got.Store(ctx.Value(hookValueKey{}))
+					return waitForCtx(&ended)(ctx, p, all)
+				}), 0)
+				t0 := time.Now()
+				err := a.BeginWork(t.Context(), time.Second, w)
+				require.ErrorIs(t, err, context.DeadlineExceeded)
+				require.NoError(t, a.Close())
+				assert.True(t, ended.Load(), "the worker's context ended")
+				assert.Equal(t, time.Second, time.Since(t0), "Close returned with the deadline")
+				assert.Equal(t, "span", got.Load(), "the hook's value reached the worker")
+			})
+		})
+	}
+}
+
+// TestOnNodeStartContextFromElsewhereFailsTheNode: a context returned by
+// OnNodeStart that does not derive from the node's (from no run, or from
+// another run) went to the worker: without the node's deadline,
+// cancellation or values, and without the mark that tells a run started
+// by the worker that it is nested (see WithMaxWorkers). The node now
+// fails, with an error that names OnNodeStart, and its worker is not
+// called, as SubPlan's Input does for such a context.
+func TestOnNodeStartContextFromElsewhereFailsTheNode(t *testing.T) {
+	var cancels cancelList
+	defer cancels.cancel()
+	for name, foreign := range map[string]func(context.Context) context.Context{
+		"Background": func(context.Context) context.Context { return context.Background() },
+		"TODO with a deadline": func(context.Context) context.Context {
+			c, cancel := context.WithTimeout(context.TODO(), time.Minute)
+			cancels.add(cancel)
+			return c
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var called atomic.Bool
+			a := newAsync(t, WithHooks(&Hooks{OnNodeStart: func(ctx context.Context, _ NodeEvent) context.Context {
+				return foreign(ctx)
+			}}))
+			w := NewWrapper("w", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+				called.Store(true)
+				return 1, nil
+			}), 0)
+			next := NewWrapper("next", okWorker(), 0).Depend(w, true)
+			require.NoError(t, a.BeginWork(t.Context(), 0, w))
+			assert.False(t, called.Load(), "the worker ran with the hook's context")
+			require.Equal(t, ResultException, w.Result().State)
+			assert.EqualError(t, w.Result().Err, "asynctool: OnNodeStart returned a context that does not derive from the node's")
+			assert.ErrorIs(t, next.Result().Err, w.Result().Err, "its must downstream fails with it")
+		})
+	}
+}
+
+// TestOnNodeStartContextOfAnotherRunFailsTheNode: a context of another
+// run's node, kept by a hook, derives from a run's context, but not from
+// this node's.
+func TestOnNodeStartContextOfAnotherRunFailsTheNode(t *testing.T) {
+	var kept atomic.Value
+	first := true
+	a := newAsync(t, WithHooks(&Hooks{OnNodeStart: func(ctx context.Context, _ NodeEvent) context.Context {
+		if first {
+			first = false
+			kept.Store(ctx)
+			return nil
+		}
+		return kept.Load().(context.Context)
+	}}))
+	require.NoError(t, a.BeginWork(t.Context(), 0, NewWrapper("one", okWorker(), 0)))
+	two := NewWrapper("two", okWorker(), 0)
+	require.NoError(t, a.BeginWork(t.Context(), 0, two))
+	assert.EqualError(t, two.Result().Err, "asynctool: OnNodeStart returned a context that does not derive from the node's")
+}
+
+// TestOnNodeStartContextsThatDerive: a context that derives from the
+// node's (values added, a shorter deadline) reaches the worker as the
+// hook returned it.
+func TestOnNodeStartContextsThatDerive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var cancels cancelList
+		defer cancels.cancel()
+		a := New(WithHooks(&Hooks{OnNodeStart: func(ctx context.Context, ev NodeEvent) context.Context {
+			ctx = context.WithValue(ctx, hookValueKey{}, ev.ID)
+			if ev.ID == "short" {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, time.Second)
+				cancels.add(cancel)
+			}
+			return ctx
+		}}))
+		defer a.Close()
+		var ended atomic.Bool
+		short := NewWrapper("short", waitForCtx(&ended), 0)
+		plain := NewWrapper("plain", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			if ctx.Value(hookValueKey{}) != "plain" {
+				return 0, context.Canceled
+			}
+			return 1, nil
+		}), 0)
+		t0 := time.Now()
+		require.NoError(t, a.BeginWork(t.Context(), time.Minute, short, plain))
+		assert.Equal(t, time.Second, time.Since(t0), "the hook's deadline")
+		assert.True(t, ended.Load())
+		assert.ErrorIs(t, short.Result().Err, context.DeadlineExceeded)
+		assert.Equal(t, WorkResult[int]{State: ResultSuccess, Value: 1}, plain.Result())
+	})
+}
