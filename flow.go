@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -684,7 +686,10 @@ func (r *runState) endRun(i int32, err error) {
 }
 
 // Resume resumes the pending node with the given id: it runs it again,
-// ends it with a value, or fails it, as how says. It returns an error
+// ends it with a value, or fails it, as how says. A node without an id is
+// named as [Report.DOT] shows it, "#" and its index in the run
+// ([NodeReport.Index], [NodeEvent.Index]): "#3" (unless a node has the
+// id "#3", which that names). It returns an error
 // wrapping [ErrUnknownID], [ErrNotPending] (the node is not pending, for
 // example because the deadline ended it first, or it only waits on a
 // pending upstream, which the error then names; once the run's context
@@ -707,9 +712,27 @@ func (h *Run) Resume(id string, how Resumption) error {
 	return s.Resume(id, how)
 }
 
+// anonymous returns the index of the node that name names as the
+// pictures name a node without an id: "#" and its index, in decimal
+// without a sign or leading zeros, of a node whose id is empty.
+func (p *plan) anonymous(name string) (int32, bool) {
+	digits, ok := strings.CutPrefix(name, "#")
+	if !ok {
+		return 0, false
+	}
+	k, err := strconv.Atoi(digits)
+	if err != nil || k < 0 || k >= len(p.nodes) || strconv.Itoa(k) != digits || p.nodes[k].core.id != "" {
+		return 0, false
+	}
+	return int32(k), true
+}
+
 // Resume is Run.Resume's, without the handle's check.
 func (r *runState) Resume(id string, how Resumption) error {
 	i, ok := r.p.lookup(id)
+	if !ok {
+		i, ok = r.p.anonymous(id)
+	}
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownID, id)
 	}

@@ -343,3 +343,70 @@ func TestRerunThatEndsTheRunIsAccepted(t *testing.T) {
 		})
 	}
 }
+
+// TestResumeANodeWithoutAnID: a node with the empty id could become
+// pending (PolicySuspend, or its custom join's DecideSuspend), but
+// Resume finds nodes by id, and it has none: nothing could resume it,
+// and a run without a deadline waited for ever, holding Close. Resume
+// now names it as the reports and pictures do, "#" and its index, and
+// the error of a run cancelled at it names it so.
+func TestResumeANodeWithoutAnID(t *testing.T) {
+	fails := func() WorkerFunc[int, int] {
+		var n atomic.Int32
+		return func(context.Context, int, Wrappers) (int, error) {
+			if n.Add(1) == 1 {
+				return 0, errors.New("first attempt fails")
+			}
+			return 5, nil
+		}
+	}
+	t.Run("PolicySuspend", func(t *testing.T) {
+		a := newAsync(t)
+		up := NewWrapper("up", okWorker(), 0)
+		anon := NewWrapper("", fails(), 0).OnFailure(PolicySuspend).Depend(up, true)
+		run, err := a.Start(t.Context(), 0, up)
+		require.NoError(t, err)
+		<-run.Suspended()
+		idx := anon.idx
+		name := fmt.Sprintf("#%d", idx)
+		require.Equal(t, StatusPending, run.Report().Nodes[idx].Status)
+		require.NoError(t, run.Resume(name, Rerun()))
+		require.NoError(t, run.Wait(t.Context()))
+		assert.Equal(t, WorkResult[int]{State: ResultSuccess, Value: 5}, anon.Result())
+	})
+	t.Run("DecideSuspend", func(t *testing.T) {
+		a := newAsync(t)
+		up := NewWrapper("up", okWorker(), 0)
+		anon := NewWrapper("", okWorker(), 0).Depend(up, true).
+			Join(CustomJoin(func([]Upstream) Decision { return DecideSuspend }))
+		run, err := a.Start(t.Context(), 0, up)
+		require.NoError(t, err)
+		<-run.Suspended()
+		require.NoError(t, run.Resume(fmt.Sprintf("#%d", anon.idx), SucceedWith(9)))
+		require.NoError(t, run.Wait(t.Context()))
+		assert.Equal(t, WorkResult[int]{State: ResultSuccess, Value: 9}, anon.Result())
+	})
+	t.Run("BeginWork names it", func(t *testing.T) {
+		a := newAsync(t)
+		anon := NewWrapper("", fails(), 0).OnFailure(PolicySuspend)
+		err := a.BeginWork(t.Context(), 0, anon)
+		require.ErrorContains(t, err, `asynctool: run suspended at node "#0", and was cancelled`)
+	})
+	t.Run("names that are not an anonymous node's", func(t *testing.T) {
+		// A chain, whose order is its indexes: "#1" -> anonymous -> "x".
+		a := newAsync(t)
+		named := NewWrapper("#1", okWorker(), 0)
+		anon := NewWrapper("", fails(), 0).OnFailure(PolicySuspend).Depend(named, true)
+		NewWrapper("x", okWorker(), 0).Depend(anon, true)
+		run, err := a.Start(t.Context(), 0, named)
+		require.NoError(t, err)
+		<-run.Suspended()
+		require.Equal(t, int32(1), anon.idx, "the anonymous node's index")
+		assert.ErrorIs(t, run.Resume("#1", Rerun()), ErrNotPending, `"#1" is the node with that id`)
+		for _, id := range []string{"#0", "#2", "#01", "#+1", "# 1", "#", "#9", "#-1", ""} {
+			assert.ErrorIs(t, run.Resume(id, Rerun()), ErrUnknownID, id)
+		}
+		run.Cancel()
+		require.ErrorIs(t, run.Wait(t.Context()), context.Canceled)
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 )
 
 // SubPlan is a worker that runs a compiled [Plan] as one node of another
@@ -191,7 +192,7 @@ func runSub(ctx context.Context, all Wrappers, sub *runState, noun string) (*Run
 		pending := sub.firstPending()
 		sub.Cancel()
 		<-sub.done
-		return nil, suspendedError(noun, pending.ID, "was cancelled", pending.Err)
+		return nil, suspendedError(noun, displayID(&pending), "was cancelled", pending.Err)
 	}
 	if err := sub.err(); err != nil {
 		if sub.budget == nil || context.Cause(ctx) != error(sub.budget) || !sub.onlyTimedOut() {
@@ -235,7 +236,11 @@ func (r *runState) suspendedWhenSwept() (id string, why error, ok bool) {
 	if r.swept == 0 {
 		return "", nil, false
 	}
-	return r.p.nodes[r.swept-1].core.id, r.sweptErr, true
+	k := r.swept - 1
+	if id := r.p.nodes[k].core.id; id != "" {
+		return id, r.sweptErr, true
+	}
+	return "#" + strconv.Itoa(int(k)), r.sweptErr, true
 }
 
 // stopping reports whether h's run is stopping (its context is done, so
