@@ -115,6 +115,47 @@ func TestStartWaitsForAClaimThatFails(t *testing.T) {
 	assert.Equal(t, StateFinish, y.State())
 }
 
+// TestDescribeWaitsForAClaimThatFails: Describe of nodes that a Start
+// holds while it is refused said they were "part of a run"; it waits
+// until the Start lets go of them, and describes them.
+func TestDescribeWaitsForAClaimThatFails(t *testing.T) {
+	a := New()
+	defer a.Close()
+	x := NewWrapper("x", okWorker(), 0)
+	NewWrapper("y", okWorker(), 0).Depend(x, true)
+	inGate, open := make(chan struct{}), make(chan struct{})
+	gated := &gatedWrapper{WorkerWrapper: NewWrapper("g", okWorker(), 0), gate: func() {
+		close(inGate)
+		<-open
+	}}
+	failed := make(chan error)
+	go func() {
+		_, err := a.Start(context.Background(), 0, x, gated, nil)
+		failed <- err
+	}()
+	<-inGate // the failing Start holds x
+	type result struct {
+		rep *Report
+		err error
+	}
+	described := make(chan result)
+	go func() {
+		rep, err := Describe(x)
+		described <- result{rep, err}
+	}()
+	var got result
+	select {
+	case got = <-described: // refused while the other held x
+		close(open)
+	case <-time.After(100 * time.Millisecond):
+		close(open)
+		got = <-described
+	}
+	require.ErrorIs(t, <-failed, ErrNilWrapper)
+	require.NoError(t, got.err, "Describe of nodes claimed by a Start that failed")
+	assert.Len(t, got.rep.Nodes, 2)
+}
+
 // TestConcurrentStartsThatMeetEachOthersClaims: two Start calls for one
 // single-use graph each claim a start node, then meet the other's claim.
 // One of them runs the graph and the other is refused with ErrReused:

@@ -383,7 +383,14 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 				if len(cores) == maxNodes {
 					return tooMany()
 				}
-				if o := c.owner.Load(); o != nil && o.compiled.Load() {
+				o := c.owner.Load()
+				for o != nil && !o.built.Load() {
+					// A compilation at work: whether it keeps the node
+					// is its outcome's (see contend).
+					yieldWait(c, o)
+					o = c.owner.Load()
+				}
+				if o != nil && o.compiled.Load() {
 					return graphErr(ErrReused, []string{c.id}, "node %q belongs to a compiled Plan: Plan.Describe describes it", c.id)
 				} else if o != nil {
 					return graphErr(ErrReused, []string{c.id}, "node %q is part of a run: Run.Report describes it", c.id)
