@@ -1459,14 +1459,8 @@ func (r *runState) attempt(i int32, wl *worklist) {
 		if r.nodeHooks&hookStart != 0 {
 			node := ctx
 			if ctx = r.nodeStarted(i, ctx); ctx != node {
-				var cancel context.CancelCauseFunc
-				var stop func() bool
-				if ctx, cancel, stop = r.hookedCtx(node, ctx, wl); cancel != nil {
-					defer func() {
-						stop()
-						cancel(nil)
-					}()
-				}
+				r.executeHooked(i, node, ctx, wl)
+				return
 			}
 		}
 	}
@@ -1476,6 +1470,29 @@ func (r *runState) attempt(i int32, wl *worklist) {
 		r.p.nodes[i].timed(time.Since(r.a.epoch) - t0)
 	} else {
 		r.p.nodes[i].core.impl.execute(ctx, r, i, wl)
+	}
+	wl.cur = -1
+}
+
+// executeHooked is the end of attempt, under c, the context that node
+// i's OnNodeStart hooks returned in place of node, the node's own, once
+// hookedCtx has checked it; a context it made is released when the
+// worker has returned. It is a function of its own, so that attempt,
+// which every node goes through, has no defer and no extra call.
+func (r *runState) executeHooked(i int32, node, c context.Context, wl *worklist) {
+	c, cancel, stop := r.hookedCtx(node, c, wl)
+	if cancel != nil {
+		defer func() {
+			stop()
+			cancel(nil)
+		}()
+	}
+	if r.sample {
+		t0 := time.Since(r.a.epoch)
+		r.p.nodes[i].core.impl.execute(c, r, i, wl)
+		r.p.nodes[i].timed(time.Since(r.a.epoch) - t0)
+	} else {
+		r.p.nodes[i].core.impl.execute(c, r, i, wl)
 	}
 	wl.cur = -1
 }
