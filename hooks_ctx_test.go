@@ -152,11 +152,15 @@ func TestOnNodeStartContextFromElsewhereFailsTheNode(t *testing.T) {
 				return 1, nil
 			}), 0)
 			next := NewWrapper("next", okWorker(), 0).Depend(w, true)
-			require.NoError(t, a.BeginWork(t.Context(), 0, w))
+			run, err := a.Start(t.Context(), 0, w)
+			require.NoError(t, err)
+			require.NoError(t, run.Wait(t.Context()))
 			assert.False(t, called.Load(), "the worker ran with the hook's context")
 			require.Equal(t, ResultException, w.Result().State)
 			assert.EqualError(t, w.Result().Err, "asynctool: OnNodeStart returned a context that does not derive from the node's")
 			assert.ErrorIs(t, next.Result().Err, w.Result().Err, "its must downstream fails with it")
+			assert.Equal(t, "hook OnNodeStart returned a context that does not derive from the node's; the worker was not called",
+				run.Report().Nodes[w.idx].Reason, "not a worker's failure")
 		})
 	}
 }

@@ -464,6 +464,9 @@ func (r *runState) reason(i int32) string {
 	if _, ok := err.(*policyPanic); ok {
 		return "retry policy panicked"
 	}
+	if err == errHookCtx {
+		return "hook OnNodeStart returned a context that does not derive from the node's; the worker was not called"
+	}
 	if errors.Is(err, ErrGoexit) {
 		if by := r.beforeWorker(i, nil); by != "" {
 			return by + " called runtime.Goexit"
