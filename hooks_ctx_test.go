@@ -2,6 +2,7 @@ package asynctool
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -217,4 +218,65 @@ func TestOnNodeStartContextsThatDerive(t *testing.T) {
 		assert.ErrorIs(t, short.Result().Err, context.DeadlineExceeded)
 		assert.Equal(t, WorkResult[int]{State: ResultSuccess, Value: 1}, plain.Result())
 	})
+}
+
+// TestOnRunStartCannotDetachTheRunFromItsCaller: the context OnRunStart
+// returns becomes the parent of the run's context, and one that did not
+// keep the caller's (context.WithoutCancel, or one from elsewhere) took
+// the caller's deadline and cancellation from the run: BeginWork with a
+// context that ended after a second returned only when the worker gave
+// up, an hour later, and reported success. The run now ends with the
+// caller's context, with its cause, and keeps the hook's values.
+func TestOnRunStartCannotDetachTheRunFromItsCaller(t *testing.T) {
+	errCaller := errors.New("the caller gave up")
+	for name, detach := range map[string]func(context.Context) context.Context{
+		"WithoutCancel": context.WithoutCancel,
+		"Background":    func(context.Context) context.Context { return context.Background() },
+	} {
+		t.Run(name, func(t *testing.T) {
+			for _, c := range []struct {
+				name    string
+				timeout time.Duration
+				caller  func() (context.Context, context.CancelFunc)
+				want    error
+				at      time.Duration
+			}{
+				{"caller's deadline", 0, func() (context.Context, context.CancelFunc) {
+					return context.WithTimeout(context.Background(), time.Second)
+				}, context.DeadlineExceeded, time.Second},
+				{"caller's cancel", time.Minute, func() (context.Context, context.CancelFunc) {
+					ctx, cancel := context.WithCancelCause(context.Background())
+					time.AfterFunc(2*time.Second, func() { cancel(errCaller) })
+					return ctx, func() { cancel(nil) }
+				}, errCaller, 2 * time.Second},
+				{"group timeout", 3 * time.Second, func() (context.Context, context.CancelFunc) {
+					return context.WithCancel(context.Background())
+				}, context.DeadlineExceeded, 3 * time.Second},
+			} {
+				t.Run(c.name, func(t *testing.T) {
+					synctest.Test(t, func(t *testing.T) {
+						var ended atomic.Bool
+						var got atomic.Value
+						a := New(WithHooks(&Hooks{OnRunStart: func(ctx context.Context, _ RunInfo) context.Context {
+							return context.WithValue(detach(ctx), hookValueKey{}, "span")
+						}}))
+						w := NewWrapper("w", WorkerFunc[int, int](func(ctx context.Context, p int, all Wrappers) (int, error) {
+							got.Store(ctx.Value(hookValueKey{}))
+							return waitForCtx(&ended)(ctx, p, all)
+						}), 0)
+						ctx, cancel := c.caller()
+						defer cancel()
+						t0 := time.Now()
+						err := a.BeginWork(ctx, c.timeout, w)
+						assert.ErrorIs(t, err, c.want)
+						assert.Equal(t, c.at, time.Since(t0), "BeginWork returned")
+						require.NoError(t, a.Close())
+						assert.True(t, ended.Load(), "the worker's context ended")
+						assert.Equal(t, c.at, time.Since(t0), "Close returned")
+						assert.Equal(t, "span", got.Load(), "the hook's value reached the worker")
+					})
+				})
+			}
+		})
+	}
 }

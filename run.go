@@ -592,6 +592,7 @@ func (r *runState) start(ctx context.Context, a *Async, timeout time.Duration, i
 		r.hooks = append(r.hooks, h)
 	}
 	_, r.nested = ctx.Value(inRunKey{}).(*runCtx)
+	caller := ctx
 	r.nodeHooks = nodeHooksOf(r.hooks)
 	if len(r.hooks) > 0 || a.timings {
 		r.startTimes()
@@ -619,9 +620,12 @@ func (r *runState) start(ctx context.Context, a *Async, timeout time.Duration, i
 	// Workers' contexts say which run they are in, for runs they start
 	// (and SubPlan's check of its Input): the handle holds that mark.
 	h := &Run{runState: r, done: r.done, gen: r.gen.Load()}
-	if timeout > 0 {
+	switch {
+	case ctx != caller && ctx.Done() != caller.Done():
+		ctx, r.cancel = keepCaller(caller, ctx, timeout)
+	case timeout > 0:
 		ctx, r.cancel = context.WithTimeout(ctx, timeout)
-	} else {
+	default:
 		ctx, r.cancel = context.WithCancel(ctx)
 	}
 	h.workers = runCtx{Context: ctx}
@@ -644,6 +648,36 @@ func (r *runState) start(ctx context.Context, a *Async, timeout time.Duration, i
 	}
 	r.dispatch(r.helper) // its first call in the run: it starts the run
 	return h
+}
+
+// keepCaller returns the context of a run whose OnRunStart hooks returned
+// c in place of caller, the context the run was started with, and its
+// cancel function. c's Done channel is not caller's: it may not derive
+// from caller, or may have dropped its cancellation
+// (context.WithoutCancel), and the run would then not end with caller,
+// as BeginWork promises. The run's context has c's values, the group
+// deadline (the earlier of caller's deadline and now+timeout, unless c
+// has an earlier one), and ends when caller does, with caller's cause.
+// The cancel function also stops the watch on caller, so that a
+// long-lived caller does not keep the run.
+func keepCaller(caller, c context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	c, cancelCause := context.WithCancelCause(c)
+	stop := context.AfterFunc(caller, func() { cancelCause(context.Cause(caller)) })
+	deadline, ok := caller.Deadline()
+	if timeout > 0 {
+		if t := time.Now().Add(timeout); !ok || t.Before(deadline) {
+			deadline, ok = t, true
+		}
+	}
+	cancelDeadline := context.CancelFunc(func() {})
+	if ok {
+		c, cancelDeadline = context.WithDeadline(c, deadline)
+	}
+	return c, func() {
+		stop()
+		cancelDeadline()
+		cancelCause(nil)
+	}
 }
 
 // inRunKey marks the contexts that workers receive, with their run's
