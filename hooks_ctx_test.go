@@ -280,3 +280,32 @@ func TestOnRunStartCannotDetachTheRunFromItsCaller(t *testing.T) {
 		})
 	}
 }
+
+// mapCtx is a context of a type that == cannot compare: comparing two
+// of them as interfaces panics.
+type mapCtx struct {
+	context.Context
+	tags map[string]string
+}
+
+// TestHooksTakeContextsOfAnyType: a run started with a context whose
+// type is not comparable, and hooks that return it, or one made from it,
+// unchanged, runs as any other.
+func TestHooksTakeContextsOfAnyType(t *testing.T) {
+	a := newAsync(t, WithHooks(&Hooks{
+		OnRunStart: func(ctx context.Context, _ RunInfo) context.Context { return ctx },
+		OnNodeStart: func(ctx context.Context, _ NodeEvent) context.Context {
+			return mapCtx{Context: ctx, tags: map[string]string{"node": "w"}}
+		},
+	}))
+	var tags atomic.Value
+	w := NewWrapper("w", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		if m, ok := ctx.(mapCtx); ok {
+			tags.Store(m.tags["node"])
+		}
+		return 1, nil
+	}), 0)
+	require.NoError(t, a.BeginWork(mapCtx{Context: t.Context(), tags: map[string]string{}}, 0, w))
+	assert.Equal(t, WorkResult[int]{State: ResultSuccess, Value: 1}, w.Result())
+	assert.Equal(t, "w", tags.Load(), "the worker got the hook's context")
+}

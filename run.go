@@ -592,7 +592,7 @@ func (r *runState) start(ctx context.Context, a *Async, timeout time.Duration, i
 		r.hooks = append(r.hooks, h)
 	}
 	_, r.nested = ctx.Value(inRunKey{}).(*runCtx)
-	caller := ctx
+	caller, hooked := ctx, false // hooked: an OnRunStart hook returned a context
 	r.nodeHooks = nodeHooksOf(r.hooks)
 	if len(r.hooks) > 0 || a.timings {
 		r.startTimes()
@@ -608,7 +608,7 @@ func (r *runState) start(ctx context.Context, a *Async, timeout time.Duration, i
 				if h.OnRunStart != nil {
 					r.hooked("OnRunStart", -1, func() {
 						if c := h.OnRunStart(ctx, info); c != nil {
-							ctx = c
+							ctx, hooked = c, true
 						}
 					})
 				}
@@ -621,7 +621,9 @@ func (r *runState) start(ctx context.Context, a *Async, timeout time.Duration, i
 	// (and SubPlan's check of its Input): the handle holds that mark.
 	h := &Run{runState: r, done: r.done, gen: r.gen.Load()}
 	switch {
-	case ctx != caller && ctx.Done() != caller.Done():
+	case hooked && ctx.Done() != caller.Done():
+		// Not ctx != caller: two contexts of a type that is not
+		// comparable (a struct value) would panic.
 		ctx, r.cancel = keepCaller(caller, ctx, timeout)
 	case timeout > 0:
 		ctx, r.cancel = context.WithTimeout(ctx, timeout)
