@@ -282,7 +282,7 @@ func (h *Run) waitUnresumable(method string) error {
 	pending := h.firstPending()
 	h.runState.Cancel()
 	<-h.done
-	return errors.Join(suspendedError("run", displayID(&pending), "was cancelled: "+method+" gives no Run to resume it with", pending.Err), h.err())
+	return errors.Join(suspendedError("run", errName(pending.ID, pending.Index), "was cancelled: "+method+" gives no Run to resume it with", pending.Err), h.err())
 }
 
 // StartPlan is the asynchronous form of [Async.RunPlan].

@@ -349,7 +349,8 @@ func TestRerunThatEndsTheRunIsAccepted(t *testing.T) {
 // Resume finds nodes by id, and it has none: nothing could resume it,
 // and a run without a deadline waited for ever, holding Close. Resume
 // now names it as the reports and pictures do, "#" and its index, and
-// the error of a run cancelled at it names it so.
+// the error of a run cancelled at it names it as Report.Err does: #0,
+// unquoted, not "" (nor "#0", a node with that id).
 func TestResumeANodeWithoutAnID(t *testing.T) {
 	fails := func() WorkerFunc[int, int] {
 		var n atomic.Int32
@@ -390,7 +391,7 @@ func TestResumeANodeWithoutAnID(t *testing.T) {
 		a := newAsync(t)
 		anon := NewWrapper("", fails(), 0).OnFailure(PolicySuspend)
 		err := a.BeginWork(t.Context(), 0, anon)
-		require.ErrorContains(t, err, `asynctool: run suspended at node "#0", and was cancelled`)
+		require.ErrorContains(t, err, `asynctool: run suspended at node #0, and was cancelled`)
 	})
 	t.Run("names that are not an anonymous node's", func(t *testing.T) {
 		// A chain, whose order is its indexes: "#1" -> anonymous -> "x".

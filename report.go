@@ -208,11 +208,7 @@ func (rep *Report) Err() error {
 	var errs []error
 	for i := range rep.Nodes {
 		if n := &rep.Nodes[i]; n.Err != nil {
-			id := strconv.Quote(n.ID)
-			if n.ID == "" {
-				id = displayID(n) // "#" and its index, as String and DOT show it
-			}
-			errs = append(errs, fmt.Errorf("node %s: %w", id, n.Err))
+			errs = append(errs, fmt.Errorf("node %s: %w", errName(n.ID, n.Index), n.Err))
 		}
 	}
 	return errors.Join(errs...)

@@ -192,7 +192,7 @@ func runSub(ctx context.Context, all Wrappers, sub *runState, noun string) (*Run
 		pending := sub.firstPending()
 		sub.Cancel()
 		<-sub.done
-		return nil, suspendedError(noun, displayID(&pending), "was cancelled", pending.Err)
+		return nil, suspendedError(noun, errName(pending.ID, pending.Index), "was cancelled", pending.Err)
 	}
 	if err := sub.err(); err != nil {
 		if sub.budget == nil || context.Cause(ctx) != error(sub.budget) || !sub.onlyTimedOut() {
@@ -203,21 +203,32 @@ func runSub(ctx context.Context, all Wrappers, sub *runState, noun string) (*Run
 		// join that suspended on the items the Budget stopped: the node
 		// fails as it would have once the sub-run stalled, rather than
 		// report the suspended node as stopped by the Budget.
-		if id, why, ok := sub.suspendedWhenSwept(); ok {
-			return nil, suspendedError(noun, id, "its Budget ran out", why)
+		if name, why, ok := sub.suspendedWhenSwept(); ok {
+			return nil, suspendedError(noun, name, "its Budget ran out", why)
 		}
 	}
 	return h, nil
 }
 
 // suspendedError is the error of a node whose sub-run (noun) suspended
-// at node id, with the failure why (nil for a custom join's
-// DecideSuspend), and then ended as then says.
-func suspendedError(noun, id, then string, why error) error {
+// at the node named name (see errName), with the failure why (nil for a
+// custom join's DecideSuspend), and then ended as then says.
+func suspendedError(noun, name, then string, why error) error {
 	if why == nil {
-		return fmt.Errorf("asynctool: %s suspended at node %q, and %s", noun, id, then)
+		return fmt.Errorf("asynctool: %s suspended at node %s, and %s", noun, name, then)
 	}
-	return fmt.Errorf("asynctool: %s suspended at node %q, and %s: %w", noun, id, then, why)
+	return fmt.Errorf("asynctool: %s suspended at node %s, and %s: %w", noun, name, then, why)
+}
+
+// errName is how errors name the node with the given id and index: the
+// id quoted, or, for the empty id, "#" and the index unquoted, as
+// [Report.Err] names it, so that it is not taken for a node whose id is
+// "#3".
+func errName(id string, index int) string {
+	if id == "" {
+		return "#" + strconv.Itoa(index)
+	}
+	return strconv.Quote(id)
 }
 
 // onlyTimedOut reports whether r, which has ended, was stopped by its
@@ -230,17 +241,14 @@ func (r *runState) onlyTimedOut() bool {
 
 // suspendedWhenSwept returns the first node of r, which has ended, that
 // its sweep ended while it was pending, and the failure that suspended it.
-func (r *runState) suspendedWhenSwept() (id string, why error, ok bool) {
+func (r *runState) suspendedWhenSwept() (name string, why error, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.swept == 0 {
 		return "", nil, false
 	}
 	k := r.swept - 1
-	if id := r.p.nodes[k].core.id; id != "" {
-		return id, r.sweptErr, true
-	}
-	return "#" + strconv.Itoa(int(k)), r.sweptErr, true
+	return errName(r.p.nodes[k].core.id, int(k)), r.sweptErr, true
 }
 
 // stopping reports whether h's run is stopping (its context is done, so
