@@ -113,3 +113,24 @@ func TestResultInReadsASingleUseRun(t *testing.T) {
 	run.Release()
 	assert.Equal(t, 7, slow.ResultIn(run).Value, "Release does nothing to a single-use run")
 }
+
+// TestReadingANilWrapper: the methods that read a node's result answer
+// for a nil *WorkerWrapper (a variable never assigned, say a SubPlan
+// Output of a node not built) as for a node the run does not have, as
+// ResultFrom and State did; Result, ResultIn, ValueIn and ID panicked.
+func TestReadingANilWrapper(t *testing.T) {
+	a := newAsync(t)
+	x := NewWrapper("x", okWorker(), 0)
+	run, err := a.Start(t.Context(), 0, x)
+	require.NoError(t, err)
+	require.NoError(t, run.Wait(t.Context()))
+	var w *WorkerWrapper[int, int]
+	assert.Equal(t, WorkResult[int]{}, w.Result())
+	assert.Equal(t, WorkResult[int]{}, w.ResultIn(run))
+	_, err = w.ValueIn(run)
+	assert.ErrorIs(t, err, ErrUnknownID)
+	assert.Empty(t, w.ID())
+	assert.Equal(t, StateInit, w.State())
+	_, err = w.ResultFrom(Wrappers{})
+	assert.ErrorIs(t, err, ErrUnknownID)
+}

@@ -129,8 +129,11 @@ func (w *WorkerWrapper[P, R]) Next(down Wrapper, must bool) *WorkerWrapper[P, R]
 // Result returns the node's result. Before the node ends its State is
 // ResultDefault and Value is the zero value. It is safe to call
 // concurrently with the run; inside a worker, read other nodes through
-// [ResultOf] instead.
+// [ResultOf] instead. For a nil w it returns a zero WorkResult.
 func (w *WorkerWrapper[P, R]) Result() WorkResult[R] {
+	if w == nil {
+		return WorkResult[R]{}
+	}
 	return w.resultIn(w.singleRun()) // a single-use run is bound like a plan's
 }
 
@@ -139,8 +142,11 @@ func (w *WorkerWrapper[P, R]) Result() WorkResult[R] {
 // run of a single-use node, the Run that [Async.Start] returned, where
 // ResultIn reads what Result does (ExampleWorkerWrapper_ValueIn_singleUse).
 // It returns a zero WorkResult if r is not a run the node is part of, or
-// was released, and before the node has ended.
+// was released, before the node has ended, and for a nil w.
 func (w *WorkerWrapper[P, R]) ResultIn(r *Run) WorkResult[R] {
+	if w == nil {
+		return WorkResult[R]{}
+	}
 	s := r.live()
 	if s == nil {
 		return WorkResult[R]{}
@@ -152,12 +158,15 @@ func (w *WorkerWrapper[P, R]) ResultIn(r *Run) WorkResult[R] {
 // ValueIn returns the node's value and error in r, a run of the [Plan] the
 // node was compiled into (or, as for ResultIn, the run of a single-use
 // node), once the node has ended: its value (or default) and its
-// WorkResult's Err. For a run the node is not part of, or a released one,
-// it returns an error wrapping [ErrUnknownID], and for a node that has not
-// ended yet, an error saying so. Its method value fits [SubPlan]'s
-// Output: Output: card.ValueIn.
+// WorkResult's Err. For a run the node is not part of, a released one,
+// or a nil w, it returns an error wrapping [ErrUnknownID], and for a node
+// that has not ended yet, an error saying so. Its method value fits
+// [SubPlan]'s Output: Output: card.ValueIn.
 func (w *WorkerWrapper[P, R]) ValueIn(r *Run) (R, error) {
 	var zero R
+	if w == nil {
+		return zero, fmt.Errorf("%w: node <nil> is not part of this run", ErrUnknownID)
+	}
 	s := r.live()
 	if s == nil {
 		return zero, fmt.Errorf("%w: node %q: no run, or a released one", ErrUnknownID, w.id)
@@ -205,8 +214,13 @@ func (w *WorkerWrapper[P, R]) ResultFrom(all Wrappers) (WorkResult[R], error) {
 	return w.resultIn(all.r), nil
 }
 
-// ID returns the node's id.
-func (w *WorkerWrapper[P, R]) ID() string { return w.id }
+// ID returns the node's id ("" for a nil w).
+func (w *WorkerWrapper[P, R]) ID() string {
+	if w == nil {
+		return ""
+	}
+	return w.id
+}
 
 // State returns the node's current state.
 func (w *WorkerWrapper[P, R]) State() State {
