@@ -309,3 +309,35 @@ func TestHooksTakeContextsOfAnyType(t *testing.T) {
 	assert.Equal(t, WorkResult[int]{State: ResultSuccess, Value: 1}, w.Result())
 	assert.Equal(t, "w", tags.Load(), "the worker got the hook's context")
 }
+
+// TestOnNodeStartForeignContextCannotHideANestedRun: a worker that starts
+// a run with its context and waits for it is the one case WithMaxWorkers
+// lets past its bound: the nested run's first node gets a goroutine of
+// its own, found by the mark in the worker's context. A context from
+// OnNodeStart that does not derive from the node's has no mark: with one
+// goroutine, the nested run's node waited in the pool's queue behind the
+// worker waiting for it, and BeginWork never returned. The node now fails
+// without its worker being called.
+func TestOnNodeStartForeignContextCannotHideANestedRun(t *testing.T) {
+	a := newAsync(t, WithMaxWorkers(1), WithHooks(&Hooks{OnNodeStart: func(ctx context.Context, ev NodeEvent) context.Context {
+		if ev.ID == "outer" {
+			return context.Background()
+		}
+		return ctx
+	}}))
+	var called atomic.Bool
+	outer := NewWrapper("outer", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		called.Store(true)
+		return 0, a.BeginWork(ctx, 0, NewWrapper("inner", okWorker(), 0))
+	}), 0)
+	done := make(chan error, 1)
+	go func() { done <- a.BeginWork(t.Context(), 0, outer) }()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("BeginWork did not return")
+	}
+	assert.False(t, called.Load(), "the worker ran with the hook's context")
+	assert.ErrorContains(t, outer.Result().Err, "OnNodeStart returned a context that does not derive from the node's")
+}
