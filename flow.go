@@ -901,7 +901,7 @@ func (r *runState) notPending(i int32, id string) error {
 				k, _ := upstream(v)
 				switch st := r.nodes[k].st(); {
 				case st == sPending:
-					return fmt.Errorf("%w: %q waits on pending node %q: resume that one", ErrNotPending, id, r.p.nodes[k].core.id)
+					return fmt.Errorf("%w: %q waits on pending node %s: resume that one", ErrNotPending, id, errName(r.p.nodes[k].core.id, int(k)))
 				case st == sInit && !seen[k]:
 					seen[k] = true
 					stack = append(stack, k)

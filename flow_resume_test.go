@@ -404,6 +404,8 @@ func TestResumeANodeWithoutAnID(t *testing.T) {
 		<-run.Suspended()
 		require.Equal(t, int32(1), anon.idx, "the anonymous node's index")
 		assert.ErrorIs(t, run.Resume("#1", Rerun()), ErrNotPending, `"#1" is the node with that id`)
+		assert.EqualError(t, run.Resume("x", Rerun()), `asynctool: node is not pending: "x" waits on pending node #1: resume that one`,
+			"the pending upstream is named as one without an id, not \"\"")
 		for _, id := range []string{"#0", "#2", "#01", "#+1", "# 1", "#", "#9", "#-1", ""} {
 			assert.ErrorIs(t, run.Resume(id, Rerun()), ErrUnknownID, id)
 		}
