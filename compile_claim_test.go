@@ -54,6 +54,23 @@ func startRacers(a *Async, orders ...[]Wrapper) ([]*Run, []error) {
 	return runs, errs
 }
 
+// TestStartRacersStartsEveryCall: startRacers makes every call and
+// returns each one's run and error in the order of the calls.
+func TestStartRacersStartsEveryCall(t *testing.T) {
+	a := New()
+	defer a.Close()
+	x, y := NewWrapper("x", okWorker(), 0), NewWrapper("y", okWorker(), 0)
+	runs, errs := startRacers(a, []Wrapper{x}, []Wrapper{y}, []Wrapper{nil})
+	require.Len(t, runs, 3)
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[1])
+	require.ErrorIs(t, errs[2], ErrNilWrapper)
+	require.NoError(t, runs[0].Wait(context.Background()))
+	require.NoError(t, runs[1].Wait(context.Background()))
+	assert.Equal(t, StateFinish, x.State())
+	assert.Equal(t, StateFinish, y.State())
+}
+
 // requireOneRan checks that exactly one of the racing calls started a
 // run, which it waits for, and that the others were refused with
 // ErrReused.
