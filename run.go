@@ -661,7 +661,11 @@ func (r *runState) start(ctx context.Context, a *Async, timeout time.Duration, i
 // deadline (the earlier of caller's deadline and now+timeout, unless c
 // has an earlier one), and ends when caller does, with caller's cause.
 // The cancel function also stops the watch on caller, so that a
-// long-lived caller does not keep the run.
+// long-lived caller does not keep the run. One seam: when caller's own
+// deadline is the group deadline and caller has a cause of its own for
+// it (context.WithDeadlineCause), the run's deadline and caller's fire
+// at one instant, and the run's cause is either caller's or
+// context.DeadlineExceeded; it ends on time either way.
 func keepCaller(caller, c context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
 	c, cancelCause := context.WithCancelCause(c)
 	stop := context.AfterFunc(caller, func() { cancelCause(context.Cause(caller)) })
