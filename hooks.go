@@ -30,10 +30,12 @@ type Hooks struct {
 	// OnRunStart is called before any node starts. The context it returns
 	// (if not nil) becomes the parent of the run's context, so values it
 	// adds (a tracing span) reach every worker and every later hook. The
-	// run still ends with the context it was started with, with its
-	// cause, and has the group deadline, also when the hook's context does
-	// not derive from ctx or has dropped its cancellation
-	// (context.WithoutCancel).
+	// run still has the group deadline and ends when the context it was
+	// started with does, with its cause, also when the hook's context
+	// does not derive from ctx or has dropped its cancellation
+	// (context.WithoutCancel); then, at a deadline of ctx's that has a
+	// cause of its own (context.WithDeadlineCause), the run's cause may
+	// be context.DeadlineExceeded instead.
 	OnRunStart func(ctx context.Context, info RunInfo) context.Context
 	// OnNodeStart is called when a node is about to run, after it waited
 	// ev.Wait for a goroutine. The context it returns (if not nil) is the
