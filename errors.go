@@ -314,16 +314,29 @@ func (e *AttemptTimeoutError) Error() string {
 func (e *AttemptTimeoutError) Unwrap() error { return context.DeadlineExceeded }
 
 // EndError is how a run ends when a node with [PolicyEnd] fails: it is
-// BeginWork's error and the Err of every node that had not ended.
+// BeginWork's error and the Err of every node that had not ended. Its
+// message names the node by its id, quoted, or, for a node without one,
+// by "#" and its index, as [Report.Err] does.
 type EndError struct {
 	// ID is the node whose failure ended the run.
 	ID string
 	// Err is that node's error.
 	Err error
+	// at is 1 + the index of the node, when it has no id (0 otherwise):
+	// Error names it "#" and its index, as Report.Err does.
+	at int
 }
 
 func (e *EndError) Error() string {
-	return fmt.Sprintf("asynctool: run ended by node %q: %v", e.ID, e.Err)
+	return fmt.Sprintf("asynctool: run ended by node %s: %v", e.name(), e.Err)
+}
+
+// name is the node's name in messages (see errName).
+func (e *EndError) name() string {
+	if e.ID == "" && e.at > 0 {
+		return errName("", e.at-1)
+	}
+	return strconv.Quote(e.ID)
 }
 
 // Unwrap returns the failing node's error.

@@ -654,7 +654,7 @@ func (r *runState) endedOne(i int32) {
 	r.mu.Lock()
 	ends := r.endErr.Load() == nil
 	if ends {
-		r.early.Store(&runEnded{id: r.p.nodes[i].core.id})
+		r.early.Store(&runEnded{id: r.p.nodes[i].core.id, at: anonymousAt(r.p.nodes[i].core.id, i)})
 	}
 	r.mu.Unlock()
 	if ends {
@@ -663,14 +663,31 @@ func (r *runState) endedOne(i int32) {
 }
 
 // runEnded is the error of the nodes stopped because the run ended with
-// node id (see EndsRun).
-type runEnded struct{ id string }
+// node id (see EndsRun); at is 1 + its index when it has no id.
+type runEnded struct {
+	id string
+	at int
+}
 
 func (e *runEnded) Error() string {
-	return fmt.Sprintf("asynctool: the run ended with node %q", e.id)
+	name := strconv.Quote(e.id)
+	if e.id == "" && e.at > 0 {
+		name = errName("", e.at-1)
+	}
+	return fmt.Sprintf("asynctool: the run ended with node %s", name)
 }
 
 func (e *runEnded) Is(target error) bool { return target == ErrRunEnded }
+
+// anonymousAt is 1 + i for node i whose id is empty, 0 otherwise: how
+// EndError and runEnded keep the index of a node without an id, for
+// their messages.
+func anonymousAt(id string, i int32) int {
+	if id != "" {
+		return 0
+	}
+	return int(i) + 1
+}
 
 // endRun stops the run because node i failed under PolicyEnd, unless
 // the run has ended with its EndsRun nodes already: it stopped nothing.
@@ -678,7 +695,8 @@ func (r *runState) endRun(i int32, err error) {
 	// The check and the store are one step under r.mu, as in endedOne:
 	// which of the two stops the run is decided once.
 	r.mu.Lock()
-	ends := r.early.Load() == nil && r.endErr.CompareAndSwap(nil, &EndError{ID: r.p.nodes[i].core.id, Err: err})
+	id := r.p.nodes[i].core.id
+	ends := r.early.Load() == nil && r.endErr.CompareAndSwap(nil, &EndError{ID: id, Err: err, at: anonymousAt(id, i)})
 	r.mu.Unlock()
 	if ends {
 		r.cancel()

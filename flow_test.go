@@ -1037,3 +1037,43 @@ func TestContinueAppliesToNodeTimeout(t *testing.T) {
 		assert.Equal(t, ResultSuccess, down.Result().State)
 	})
 }
+
+// TestRunEndsNameANodeWithoutAnID: the errors of a run that a node
+// without an id ended (PolicyEnd, EndsRun) named it "", which names no
+// node: BeginWork's "run ended by node \"\"", and every stopped node's
+// Err and Reason. They name it as Report.Err does, "#" and its index,
+// unquoted; a node with an id is named as before.
+func TestRunEndsNameANodeWithoutAnID(t *testing.T) {
+	boom := errors.New("boom")
+	block := WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		<-ctx.Done()
+		return 0, ctx.Err()
+	})
+	t.Run("PolicyEnd", func(t *testing.T) {
+		a := newAsync(t)
+		// A chain, so that the anonymous node is node 1.
+		first := NewWrapper("first", okWorker(), 0)
+		anon := NewWrapper("", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, boom }), 0).
+			OnFailure(PolicyEnd).Depend(first, true)
+		waiting := NewWrapper("waiting", block, 0)
+		run, err := a.Start(t.Context(), 0, first, waiting)
+		require.NoError(t, err)
+		err = run.Wait(t.Context())
+		require.Equal(t, int32(1), anon.idx)
+		var ee *EndError
+		require.ErrorAs(t, err, &ee)
+		assert.Empty(t, ee.ID, "the node has no id")
+		assert.EqualError(t, ee, "asynctool: run ended by node #1: boom")
+		rep := run.Report()
+		assert.Equal(t, "stopped: node #1 ended the run", rep.Nodes[waiting.idx].Reason)
+		assert.EqualError(t, (&EndError{ID: "x", Err: boom}), `asynctool: run ended by node "x": boom`, "a node with an id")
+	})
+	t.Run("EndsRun", func(t *testing.T) {
+		a := newAsync(t)
+		anon := NewWrapper("", okWorker(), 0).EndsRun()
+		waiting := NewWrapper("waiting", block, 0)
+		require.NoError(t, a.BeginWork(t.Context(), 0, anon, waiting))
+		assert.ErrorIs(t, waiting.Result().Err, ErrRunEnded)
+		assert.EqualError(t, waiting.Result().Err, fmt.Sprintf("asynctool: the run ended with node #%d", anon.idx))
+	})
+}

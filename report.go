@@ -432,7 +432,7 @@ func (r *runState) reason(i int32) string {
 	var ee *EndError
 	switch {
 	case errors.As(err, &ee) && err == error(ee):
-		return fmt.Sprintf("stopped: node %q ended the run", ee.ID)
+		return fmt.Sprintf("stopped: node %s ended the run", ee.name())
 	case isSkip(err):
 		return "no successor needed it any more"
 	case err == ErrNotTaken:
