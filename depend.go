@@ -576,7 +576,7 @@ func reached(c *atomic.Int32, need int32) bool {
 
 func (r *runState) upstreamErr(i int32) error {
 	pn := &r.p.nodes[i]
-	return &UpstreamError{ID: pn.core.id, Err: pn.core.impl.resultErr(r.slot(i), r.nodes[i].st())}
+	return &UpstreamError{ID: pn.core.id, Err: pn.core.impl.resultErr(r.slot(i), r.nodes[i].st()), at: anonymousAt(pn.core.id, i)}
 }
 
 // allUpstreamErr joins the errors of the upstreams of s that failed:

@@ -178,16 +178,29 @@ func cycleErr(path []string) *GraphError {
 
 // UpstreamError is the Err of a node that did not run because an upstream
 // node it depended on failed. It wraps the upstream's error, so
-// errors.Is(err, cause) sees through any chain of failed nodes.
+// errors.Is(err, cause) sees through any chain of failed nodes. Its
+// message names an upstream without an id as [EndError]'s does.
 type UpstreamError struct {
 	// ID is the id of the failed upstream node.
 	ID string
 	// Err is the upstream node's error.
 	Err error
+	// at is 1 + the upstream's index when it has no id (see EndError).
+	at int
 }
 
 func (e *UpstreamError) Error() string {
-	return fmt.Sprintf("asynctool: upstream %q failed: %v", e.ID, e.Err)
+	return fmt.Sprintf("asynctool: upstream %s failed: %v", nameAt(e.ID, e.at), e.Err)
+}
+
+// nameAt is the name in messages of the node with the given id, or, when
+// the id is empty and at (1 + the node's index) is known, "#" and the
+// index, as errName gives.
+func nameAt(id string, at int) string {
+	if id == "" && at > 0 {
+		return errName("", at-1)
+	}
+	return strconv.Quote(id)
 }
 
 // Unwrap returns the upstream's error.
@@ -277,10 +290,11 @@ func (e *BudgetError) Unwrap() error { return context.DeadlineExceeded }
 type NodeTimeoutError struct {
 	ID      string
 	Timeout time.Duration
+	at      int // 1 + the node's index when it has no id (see EndError)
 }
 
 func (e *NodeTimeoutError) Error() string {
-	return fmt.Sprintf("asynctool: node %q exceeded its timeout of %v", e.ID, e.Timeout)
+	return fmt.Sprintf("asynctool: node %s exceeded its timeout of %v", nameAt(e.ID, e.at), e.Timeout)
 }
 
 // Unwrap returns context.DeadlineExceeded.
@@ -332,12 +346,7 @@ func (e *EndError) Error() string {
 }
 
 // name is the node's name in messages (see errName).
-func (e *EndError) name() string {
-	if e.ID == "" && e.at > 0 {
-		return errName("", e.at-1)
-	}
-	return strconv.Quote(e.ID)
-}
+func (e *EndError) name() string { return nameAt(e.ID, e.at) }
 
 // Unwrap returns the failing node's error.
 func (e *EndError) Unwrap() error { return e.Err }

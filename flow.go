@@ -350,7 +350,7 @@ func (r *runState) nodeTimedOut(i int32) {
 	}
 	pn := &r.p.nodes[i]
 	wl := r.a.getWorklist()
-	if r.end(i, sWorking, ResultTimeout, &NodeTimeoutError{ID: pn.core.id, Timeout: pn.flow.timeout}, -1, wl) {
+	if r.end(i, sWorking, ResultTimeout, &NodeTimeoutError{ID: pn.core.id, Timeout: pn.flow.timeout, at: anonymousAt(pn.core.id, i)}, -1, wl) {
 		r.loop(-1, wl) // settles and runs what became ready; returns wl
 		return
 	}
@@ -670,11 +670,7 @@ type runEnded struct {
 }
 
 func (e *runEnded) Error() string {
-	name := strconv.Quote(e.id)
-	if e.id == "" && e.at > 0 {
-		name = errName("", e.at-1)
-	}
-	return fmt.Sprintf("asynctool: the run ended with node %s", name)
+	return fmt.Sprintf("asynctool: the run ended with node %s", nameAt(e.id, e.at))
 }
 
 func (e *runEnded) Is(target error) bool { return target == ErrRunEnded }

@@ -1038,12 +1038,13 @@ func TestContinueAppliesToNodeTimeout(t *testing.T) {
 	})
 }
 
-// TestRunEndsNameANodeWithoutAnID: the errors of a run that a node
-// without an id ended (PolicyEnd, EndsRun) named it "", which names no
-// node: BeginWork's "run ended by node \"\"", and every stopped node's
-// Err and Reason. They name it as Report.Err does, "#" and its index,
+// TestErrorsNameANodeWithoutAnID: the errors that name a node named a
+// node without an id "", which names no node: BeginWork's "run ended by
+// node \"\"" (PolicyEnd) and every stopped node's Err and Reason, the
+// error of the nodes an EndsRun node stopped, an UpstreamError, a
+// NodeTimeoutError. They name it as Report.Err does, "#" and its index,
 // unquoted; a node with an id is named as before.
-func TestRunEndsNameANodeWithoutAnID(t *testing.T) {
+func TestErrorsNameANodeWithoutAnID(t *testing.T) {
 	boom := errors.New("boom")
 	block := WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
 		<-ctx.Done()
@@ -1067,6 +1068,28 @@ func TestRunEndsNameANodeWithoutAnID(t *testing.T) {
 		rep := run.Report()
 		assert.Equal(t, "stopped: node #1 ended the run", rep.Nodes[waiting.idx].Reason)
 		assert.EqualError(t, (&EndError{ID: "x", Err: boom}), `asynctool: run ended by node "x": boom`, "a node with an id")
+	})
+	t.Run("UpstreamError", func(t *testing.T) {
+		a := newAsync(t)
+		anon := NewWrapper("", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, boom }), 0)
+		down := NewWrapper("down", okWorker(), 0).Depend(anon, true)
+		require.NoError(t, a.BeginWork(t.Context(), 0, anon))
+		var ue *UpstreamError
+		require.ErrorAs(t, down.Result().Err, &ue)
+		assert.Empty(t, ue.ID)
+		assert.EqualError(t, ue, "asynctool: upstream #0 failed: boom")
+		assert.EqualError(t, &UpstreamError{ID: "x", Err: boom}, `asynctool: upstream "x" failed: boom`, "a node with an id")
+	})
+	t.Run("NodeTimeoutError", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := New()
+			defer a.Close()
+			anon := NewWrapper("", block, 0).Timeout(time.Second)
+			require.NoError(t, a.BeginWork(t.Context(), 0, anon))
+			var te *NodeTimeoutError
+			require.ErrorAs(t, anon.Result().Err, &te)
+			assert.EqualError(t, te, "asynctool: node #0 exceeded its timeout of 1s")
+		})
 	})
 	t.Run("EndsRun", func(t *testing.T) {
 		a := newAsync(t)

@@ -1422,7 +1422,7 @@ func (r *runState) expiredNode(i int32) (ResultState, error, bool) {
 	ctx := ext.ctx
 	ext.mu.Unlock()
 	if ctx != nil && ctx.Err() != nil {
-		return ResultTimeout, &NodeTimeoutError{ID: r.p.nodes[i].core.id, Timeout: r.p.nodes[i].flow.timeout}, true
+		return ResultTimeout, &NodeTimeoutError{ID: r.p.nodes[i].core.id, Timeout: r.p.nodes[i].flow.timeout, at: anonymousAt(r.p.nodes[i].core.id, i)}, true
 	}
 	return 0, nil, false
 }
