@@ -601,7 +601,7 @@ func (r *runState) counts(j int32) bool {
 
 func (r *runState) joinImpossible(s int32) error {
 	pn := &r.p.nodes[s]
-	return fmt.Errorf("asynctool: join %v of %q cannot be met: %w", pn.flow.join, pn.core.id, r.allUpstreamErr(s))
+	return fmt.Errorf("asynctool: join %v of %s cannot be met: %w", pn.flow.join, errName(pn.core.id, int(s)), r.allUpstreamErr(s))
 }
 
 // customJoin asks node s's custom join, after upstream from ended.
@@ -685,7 +685,7 @@ func (r *runState) decideJoin(s, from int32, all bool, wl *worklist) {
 	case d == DecideRun:
 		r.trigger(s, from, wl)
 	case d == DecideFail:
-		r.failFromUpstream(s, from, fmt.Errorf("%w: node %q", ErrJoinFailed, pn.core.id), wl)
+		r.failFromUpstream(s, from, fmt.Errorf("%w: node %s", ErrJoinFailed, errName(pn.core.id, int(s))), wl)
 	case d == DecideSkip:
 		r.notTaken(s, from, wl)
 	case d == DecideSuspend && r.budget != nil && r.stopping():
@@ -693,7 +693,7 @@ func (r *runState) decideJoin(s, from int32, all bool, wl *worklist) {
 		// stopping: the sweep, which leaves it to decide (see stop), would
 		// not end it as a pending node. It ends here as the sweep would.
 		r.notePendingSwept(s)
-		r.failFromUpstream(s, from, fmt.Errorf("%w: node %q", ErrJoinUndecided, pn.core.id), wl)
+		r.failFromUpstream(s, from, fmt.Errorf("%w: node %s", ErrJoinUndecided, errName(pn.core.id, int(s))), wl)
 	case d == DecideSuspend:
 		// The node has not fired: its upstreams are not released (their
 		// results are what a Rerun reads) until Resume decides.
@@ -705,7 +705,7 @@ func (r *runState) decideJoin(s, from int32, all bool, wl *worklist) {
 			r.nodePending(s, nil, wl)
 		}
 	case all:
-		r.failFromUpstream(s, from, fmt.Errorf("%w: node %q", ErrJoinUndecided, pn.core.id), wl)
+		r.failFromUpstream(s, from, fmt.Errorf("%w: node %s", ErrJoinUndecided, errName(pn.core.id, int(s))), wl)
 	}
 }
 
@@ -743,7 +743,7 @@ func (r *runState) askJoin(s, from int32, all bool) (d Decision, perr error, ok 
 	if perr == nil && (d < DecideWait || d > DecideSkip) {
 		// Not one of the five: it would decide nothing, and the node
 		// would wait for ever. It fails the node, as a panic does.
-		perr = fmt.Errorf("asynctool: custom join of %q returned Decision(%d), which is none of the five", pn.core.id, int(d))
+		perr = fmt.Errorf("asynctool: custom join of %s returned Decision(%d), which is none of the five", errName(pn.core.id, int(s)), int(d))
 	}
 	ext.decided = perr != nil || d != DecideWait
 	return d, perr, true

@@ -1042,7 +1042,8 @@ func TestContinueAppliesToNodeTimeout(t *testing.T) {
 // node without an id "", which names no node: BeginWork's "run ended by
 // node \"\"" (PolicyEnd) and every stopped node's Err and Reason, the
 // error of the nodes an EndsRun node stopped, an UpstreamError, a
-// NodeTimeoutError. They name it as Report.Err does, "#" and its index,
+// NodeTimeoutError, a join's errors and the Reason of a node downstream
+// of one not taken. They name it as Report.Err does, "#" and its index,
 // unquoted; a node with an id is named as before.
 func TestErrorsNameANodeWithoutAnID(t *testing.T) {
 	boom := errors.New("boom")
@@ -1090,6 +1091,22 @@ func TestErrorsNameANodeWithoutAnID(t *testing.T) {
 			require.ErrorAs(t, anon.Result().Err, &te)
 			assert.EqualError(t, te, "asynctool: node #0 exceeded its timeout of 1s")
 		})
+	})
+	t.Run("joins", func(t *testing.T) {
+		// A chain whose order is its indexes: up -> #1 (its join fails)
+		// and up -> #2 (not taken) -> down.
+		a := newAsync(t)
+		up := NewWrapper("up", okWorker(), 0)
+		failed := NewWrapper("", okWorker(), 0).Depend(up, true).Join(CustomJoin(func([]Upstream) Decision { return DecideFail }))
+		skipped := NewWrapper("", okWorker(), 0).Depend(failed, false).Depend(up, true).
+			Join(CustomJoin(func([]Upstream) Decision { return DecideSkip }))
+		down := NewWrapper("down", okWorker(), 0).Depend(skipped, true)
+		run, err := a.Start(t.Context(), 0, up)
+		require.NoError(t, err)
+		require.NoError(t, run.Wait(t.Context()))
+		require.Equal(t, []int32{1, 2}, []int32{failed.idx, skipped.idx})
+		assert.EqualError(t, failed.Result().Err, ErrJoinFailed.Error()+": node #1")
+		assert.Equal(t, "upstream #2 was not taken", run.Report().Nodes[down.idx].Reason)
 	})
 	t.Run("EndsRun", func(t *testing.T) {
 		a := newAsync(t)

@@ -440,7 +440,7 @@ func (r *runState) reason(i int32) string {
 		// on: its condition decided, whichever upstream ended last.
 		propagated := pn.flow == nil || !pn.flow.join.whenResult
 		if by := r.nodes[i].decidedBy(); by >= 0 && propagated && r.isNotTaken(by) {
-			return fmt.Sprintf("upstream %q was not taken", r.p.nodes[by].core.id)
+			return fmt.Sprintf("upstream %s was not taken", errName(r.p.nodes[by].core.id, int(by)))
 		}
 		if pn.flow != nil {
 			return fmt.Sprintf("not taken: join %v decided so", pn.flow.join)

@@ -1340,7 +1340,7 @@ func (r *runState) salvage(wl *worklist, pe *PanicError) *worklist {
 		// the other successors of the node that ended.
 		i, k := wl.after, wl.edge
 		s := r.p.out(i)[k].node
-		r.failFromUpstream(s, i, fmt.Errorf("asynctool: join of %q: %w", r.p.nodes[s].core.id, why), cont)
+		r.failFromUpstream(s, i, fmt.Errorf("asynctool: join of %s: %w", errName(r.p.nodes[s].core.id, int(s)), why), cont)
 		r.afterCallback(i, len(r.p.out(i))-int(k), cont)
 	}
 	return cont
