@@ -216,9 +216,11 @@ func (rep *Report) Err() error {
 
 // String renders the report compactly, one node per line, for logs. The
 // nodes of a node's Sub (a [SubPlan], [SubGraph] or [ForEach] node's)
-// follow it, indented. An id is shown as it is, unless it holds a newline
-// or another character that is not printable, when it is quoted; the
-// empty id is "#" and the node's index, as in [Report.DOT]. A node's
+// follow it, indented. An id is shown as it is, unless it could be read
+// as something else: one that holds a newline or another character that
+// is not printable, or ": ", or starts with '#', '"' or a space, is
+// quoted; the empty id is "#" and the node's index, as in [Report.DOT].
+// A node's
 // line has its Duration ("ran 3h0m1.2s") and, if it was pending, its
 // Pending, which that includes ("pending 3h0m0s"): a worker that failed,
 // then succeeded once a person had it rerun, ran for 1.2s.
@@ -233,7 +235,11 @@ func (rep *Report) write(b *strings.Builder, indent string) {
 	for i := range rep.Nodes {
 		n := &rep.Nodes[i]
 		b.WriteString(indent)
-		fmt.Fprintf(b, "%s: %v", lineID(displayID(n)), n.Status)
+		name := displayID(n) // "#" and the index, for the empty id
+		if n.ID != "" {
+			name = lineID(n.ID)
+		}
+		fmt.Fprintf(b, "%s: %v", name, n.Status)
 		if d := n.Duration(); d > 0 {
 			fmt.Fprintf(b, " ran %v", d)
 		}
@@ -268,11 +274,14 @@ func (rep *Report) write(b *strings.Builder, indent string) {
 	}
 }
 
-// lineID is id as String shows it: quoted if it holds a character that
-// is not printable, a newline for one, which would break the node's line
-// in two.
+// lineID is id, not empty, as String shows it: quoted if it holds a
+// character that is not printable (a newline, which would break the
+// node's line in two), or ": " (which ends the id on its line), or if it
+// starts with '#' (an anonymous node's name), '"' (a quoted id) or a
+// space (the indentation of a sub-run's node).
 func lineID(id string) string {
-	if strings.ContainsFunc(id, func(r rune) bool { return !unicode.IsPrint(r) }) {
+	if strings.ContainsFunc(id, func(r rune) bool { return !unicode.IsPrint(r) }) ||
+		strings.Contains(id, ": ") || strings.HasPrefix(id, "#") || strings.HasPrefix(id, `"`) || strings.HasPrefix(id, " ") {
 		return strconv.Quote(id)
 	}
 	return id

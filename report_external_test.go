@@ -25,3 +25,25 @@ func TestReportStringKeepsOneLinePerNode(t *testing.T) {
 		`"tab\there": skipped by="sku\nforged: succeeded"`+"\n"+
 		"plain é: succeeded\n", rep.String())
 }
+
+// TestReportStringIDsThatReadAsSomethingElse: an id that starts with '#'
+// read as an anonymous node's name ("#0: succeeded" for node "#0" and for
+// anonymous node 0), one that starts with spaces as a sub-run's node, one
+// with ": " as a shorter id with another status, and one that starts
+// with '"' as a quoted id. Such ids are quoted.
+func TestReportStringIDsThatReadAsSomethingElse(t *testing.T) {
+	rep := &asynctool.Report{Nodes: []asynctool.NodeReport{
+		{ID: "", Index: 0, Status: asynctool.StatusSucceeded},
+		{ID: "#0", Index: 1, Status: asynctool.StatusFailed},
+		{ID: "  sub", Index: 2, Status: asynctool.StatusSucceeded},
+		{ID: "a: failed", Index: 3, Status: asynctool.StatusSucceeded, DecidedBy: "#0"},
+		{ID: `"q"`, Index: 4, Status: asynctool.StatusSucceeded},
+		{ID: "a:b #c", Index: 5, Status: asynctool.StatusSucceeded},
+	}}
+	assert.Equal(t, "#0: succeeded\n"+
+		`"#0": failed`+"\n"+
+		`"  sub": succeeded`+"\n"+
+		`"a: failed": succeeded by="#0"`+"\n"+
+		`"\"q\"": succeeded`+"\n"+
+		"a:b #c: succeeded\n", rep.String())
+}
