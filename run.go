@@ -415,9 +415,6 @@ type worklist struct {
 	// last shared, woke or retried a helper; attempt then looks at nodes
 	// that may block (see queueBeforeBlocking).
 	refused bool
-	// refusal: the worker of node cur is not to be called, and the
-	// attempt fails with this error (see hookedCtx); nil otherwise.
-	refusal error
 	// hook: the end hook of node prop that is running (see
 	// Run.nodeEnded), "" while its Result callback is: the name a
 	// runtime.Goexit there is reported under (see salvage).
@@ -1409,6 +1406,38 @@ func (r *runState) mayEndLate(i int32) bool {
 	return r.inner.Err() != nil || r.exts != nil && r.exts[i] != nil
 }
 
+// returnedLate ends node i, whose attempt has returned, as a timeout if it
+// returned at or after the deadline (or its own timeout): the result is
+// a timeout then, whoever gets to end the node. It reports whether it
+// did. Callers ask mayEndLate first, which is inlined, so that a node's
+// attempt pays no call while the run has no deadline passed and the node
+// no timeout of its own.
+func (r *runState) returnedLate(i int32, wl *worklist) bool {
+	if st, cause, late := r.expiredNode(i); late {
+		r.end(i, sWorking, st, cause, -1, wl)
+		return true
+	}
+	return false
+}
+
+// attemptFailed ends node i's attempt, which failed with err (its worker
+// returned err, or the attempt failed without calling it): as a timeout
+// if it returned late (see returnedLate), else by its failure policy, which
+// may retry it or make it pending, else as failed.
+func (r *runState) attemptFailed(i int32, err error, wl *worklist) {
+	if r.mayEndLate(i) && r.returnedLate(i, wl) {
+		return
+	}
+	wl.fresh = true
+	if r.p.nodes[i].flow != nil {
+		var handled bool
+		if handled, err = r.afterFailure(i, err, wl); handled {
+			return // retrying or pending
+		}
+	}
+	r.failAttempt(i, err, wl)
+}
+
 // expiredNode is expired, plus node i's own timeout.
 func (r *runState) expiredNode(i int32) (ResultState, error, bool) {
 	if st, err, late := r.expired(); late {
@@ -1520,7 +1549,13 @@ func (r *runState) attempt(i int32, wl *worklist) {
 // worker has returned. It is a function of its own, so that attempt,
 // which every node goes through, has no defer and no extra call.
 func (r *runState) executeHooked(i int32, node, c context.Context, wl *worklist) {
-	c, cancel, stop := r.hookedCtx(node, c, wl)
+	c, cancel, stop, ok := r.hookedCtx(node, c)
+	if !ok {
+		// The attempt fails without calling Begin or the worker.
+		r.attemptFailed(i, errHookCtx, wl)
+		wl.cur = -1
+		return
+	}
 	if cancel != nil {
 		defer func() {
 			stop()
@@ -1547,23 +1582,22 @@ var errHookCtx = errors.New("asynctool: OnNodeStart returned a context that does
 // as SubPlan's Input is checked) would take from the worker the node's
 // deadline, cancellation and values, and the mark that makes a run it
 // starts a nested one (see WithMaxWorkers): the worker is not called
-// then, and the node fails with errHookCtx, set in wl.refusal. A context
+// then, and the node fails with errHookCtx (ok is false). A context
 // that derives from node but has a Done channel of its own may have
 // dropped node's cancellation (context.WithoutCancel): the worker gets
 // one that node's end ends too, with node's cause, which the caller
 // releases with cancel and stop once the worker has returned (nil when
 // c's Done is node's, as for values added, the usual case).
-func (r *runState) hookedCtx(node, c context.Context, wl *worklist) (_ context.Context, cancel context.CancelCauseFunc, stop func() bool) {
+func (r *runState) hookedCtx(node, c context.Context) (_ context.Context, cancel context.CancelCauseFunc, stop func() bool, ok bool) {
 	if mark, _ := c.Value(inRunKey{}).(*runCtx); mark == nil || context.Context(mark) != r.ctx {
-		wl.refusal = errHookCtx
-		return node, nil, nil
+		return node, nil, nil, false
 	}
 	if c.Done() == node.Done() {
-		return c, nil, nil
+		return c, nil, nil, true
 	}
 	c, cancel = context.WithCancelCause(c)
 	stop = context.AfterFunc(node, func() { cancel(context.Cause(node)) })
-	return c, cancel, stop
+	return c, cancel, stop, true
 }
 
 // trigger marks node s ready to run: the end of upstream by satisfied its

@@ -460,11 +460,7 @@ func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *runState, i int32,
 	pn := &r.p.nodes[i]
 	var v R
 	var err error
-	if wl.refusal != nil {
-		// OnNodeStart's context was refused: the attempt fails
-		// without calling Begin or the worker (see hookedCtx).
-		err, wl.refusal = wl.refusal, nil
-	} else if pn.hasCallback || pn.flow != nil {
+	if pn.hasCallback || pn.flow != nil {
 		var beginPanic bool
 		v, err, beginPanic = w.call(ctx, r, i, pn.hasCallback)
 		if beginPanic {
@@ -479,30 +475,19 @@ func (w *WorkerWrapper[P, R]) execute(ctx context.Context, r *runState, i int32,
 		v, err = w.worker.Action(ctx, w.param, Wrappers{r, i})
 		wl.action = false
 	}
-	if r.mayEndLate(i) {
-		if st, cause, late := r.expiredNode(i); late {
-			// Returned at or after the deadline: the result is a
-			// timeout, whoever gets to end the node.
-			r.end(i, sWorking, st, cause, -1, wl)
-			return
-		}
+	if err != nil {
+		r.attemptFailed(i, err, wl)
+		return
+	}
+	if r.mayEndLate(i) && r.returnedLate(i, wl) {
+		return
 	}
 	wl.fresh = true
-	flow := pn.flow
-	if err != nil && flow != nil {
-		var handled bool
-		if handled, err = r.afterFailure(i, err, wl); handled {
-			return // retrying or pending
-		}
+	w.slotIn(r).val = v
+	if r.nodes[i].move(sWorking, sFinish, 0) {
+		r.finished(i, wl)
 	}
-	if err == nil {
-		w.slotIn(r).val = v
-		if r.nodes[i].move(sWorking, sFinish, 0) {
-			r.finished(i, wl)
-		}
-		return // or the deadline ended the node first: the late value is not read
-	}
-	r.failAttempt(i, err, wl)
+	// Or the deadline ended the node first: the late value is not read.
 }
 
 // call runs the callback's Begin (if the node has a callback) and then
