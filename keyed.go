@@ -254,6 +254,17 @@ func (k *Keyed[K]) drainHeld(q *keyQueue[K]) {
 			k.completed.Add(1)
 			key := q.key
 			q.held.Store(false)
+			// After Close the loop only drops tasks: it does so here,
+			// rather than on the executor, which Close would wait for
+			// (a Close that found q held waits for its loop to end).
+			// closed is read after held is released, so either Close
+			// takes q or this sees closed.
+			if k.closed.Load() {
+				if q.held.CompareAndSwap(false, true) {
+					k.drainHeld(q)
+				}
+				return
+			}
 			k.schedule(q, key)
 		}
 	}()
