@@ -510,9 +510,13 @@ func (s *Serial) drain() {
 // waits for the task that is running, if any, to return, but not for the
 // executor to start a drain loop (one waiting in a [Pool]'s queue, or a
 // Submit or a delayed task's timer waiting for room under [Block]): with
-// no task running, Close drops the queued tasks itself. A Submit that
-// races Close may still return nil; its task has then run or been
-// dropped and counted when Close returns. Close is idempotent. It must
+// no task running, Close drops the queued tasks itself. So a delayed
+// task's timer that came due just as Close was called may still call the
+// executor's Submit after Close has returned, with a drain loop that
+// finds nothing to run: an executor closed after the Serial must still
+// return from that Submit (with an error, as a closed [Pool] does). A
+// Submit that races Close may still return nil; its task has then run or
+// been dropped and counted when Close returns. Close is idempotent. It must
 // not be called from inside one of the Serial's tasks, which would wait
 // for itself. A Serial satisfies [Executor], but dropping queued tasks breaks
 // that interface's run-exactly-once contract: a Serial passed as an
