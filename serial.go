@@ -91,12 +91,13 @@ type SerialStats struct {
 // idle Serial holds its worker while it waits, and once every worker does,
 // nothing runs again. Give such a pool a queue (PoolQueue) with room for
 // the Serials its tasks submit to, or submit from outside its tasks.
-// Close and Shutdown never submit to the executor: they wait for the
-// loop already started, if any, so they neither wait for room in it nor
-// take its panic (a Submit whose executor panics while Shutdown waits
-// takes that panic; its task runs, and Shutdown returns nil once it has).
-// Close does not wait for the executor to start a loop either; see
-// [Serial.Close].
+// Close and Shutdown never submit to the executor themselves, so they
+// take no panic from it (a Submit whose executor panics while Shutdown
+// waits takes that panic; its task runs, and Shutdown returns nil once it
+// has), and wait for room in it only as Shutdown waits for the accepted
+// tasks to run: on the loop that a Submit or a timer handed to the
+// executor, which may still wait there for room (until ctx ends). Close
+// does not wait for the executor to start a loop; see [Serial.Close].
 //
 // A task that panics does not stop the loop: see [SerialPanicHandler].
 //
