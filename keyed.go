@@ -363,8 +363,10 @@ func (k *Keyed[K]) stopIntake() {
 // [Keyed.Close] does, dropping the tasks that have not started, and
 // returns ctx's error once the running tasks have returned. If Close is
 // called meanwhile, or was before, Shutdown returns [ErrSerialClosed] once
-// every drain loop has ended; so does a Shutdown that begins after another
-// has finished, while Shutdowns called together all wait and return nil.
+// every key's tasks have run or been dropped (a drain loop that the
+// executor has not started then finds nothing when it runs; see Close);
+// so does a Shutdown that begins after another has finished, while
+// Shutdowns called together all wait and return nil.
 // Shutdown must not be called from inside one of the Keyed's tasks, which
 // would wait for itself.
 func (k *Keyed[K]) Shutdown(ctx context.Context) error {
