@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestGoexitInDefaultValueDuringLateSucceedWith (helper-52): endedLate
+// TestGoexitInDefaultValueDuringLateSucceedWith: endedLate
 // calls the worker's DefaultValue (user code) on the caller's goroutine while Resume holds its task reference. If it ends
 // the goroutine (runtime.Goexit), failResult's rescueEnding ends the node
 // with references of its own, but settleResumed never runs: the
@@ -42,7 +42,7 @@ func TestGoexitInDefaultValueDuringLateSucceedWith(t *testing.T) {
 
 // TestGoexitInDefaultValueDuringFailWith: Resume(FailWith) writes the
 // node's default value; a DefaultValue that calls runtime.Goexit left
-// Resume's reference held, so Close never returned (helper-52).
+// Resume's reference held, so Close never returned.
 func TestGoexitInDefaultValueDuringFailWith(t *testing.T) {
 	a := New()
 	p := NewWrapper("p", Worker[int, int](goexitDefaulter{}), 0).OnFailure(PolicySuspend)

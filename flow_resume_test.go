@@ -23,8 +23,8 @@ func TestResumeOnANilRunSaysSo(t *testing.T) {
 
 // TestCustomJoinSuspendKeepsUpstreams: a node its custom join suspended
 // has not fired, so its upstreams that have not started must not be
-// short-circuited: a Rerun reads them (helper-40's review: they were
-// skipped at the suspension). Once Resume decides the node with a value,
+// short-circuited: a Rerun reads them (they were skipped at the
+// suspension). Once Resume decides the node with a value,
 // they are released, as for a node that ended without starting.
 func TestCustomJoinSuspendKeepsUpstreams(t *testing.T) {
 	for _, how := range []string{"rerun", "succeed"} {
@@ -95,7 +95,7 @@ func indexOf(r *Run, id string) int {
 // duration.
 // TestRerunOfJoinSuspendedNodeHasAReadyTime: a node its custom join
 // suspended had no ready time when Resume reran it, so its report's Wait
-// was the time since the zero time (helper-46).
+// was the time since the zero time.
 func TestRerunOfJoinSuspendedNodeHasAReadyTime(t *testing.T) {
 	a := New(WithTimings(true))
 	defer a.Close()
@@ -115,7 +115,7 @@ func TestRerunOfJoinSuspendedNodeHasAReadyTime(t *testing.T) {
 // TestLateResumeRacesClose: a Resume that comes after its run ended
 // (ErrNotPending, as documented) while the Async is closing added to the
 // Async's inflight count as Close waited for it to reach zero, a
-// WaitGroup misuse that panicked the process (helper-49).
+// WaitGroup misuse that panicked the process.
 func TestLateResumeRacesClose(t *testing.T) {
 	for k := range 100 {
 		a := New(WithMaxWorkers(2))
@@ -159,7 +159,7 @@ func TestLateResumeRacesClose(t *testing.T) {
 // TestRerunOfANodeThatRanIsNotSkipped: a PolicySuspend node that ran is
 // made ready again by Resume(Rerun); if its only successor stops needing
 // it before a goroutine starts it, it was skipped (ErrSkipped, although
-// it ran), and the rerun Resume had accepted never happened (helper-49).
+// it ran), and the rerun Resume had accepted never happened.
 func TestRerunOfANodeThatRanIsNotSkipped(t *testing.T) {
 	ex := &holdExec{}
 	a := New(WithExecutor(ex))
@@ -194,7 +194,7 @@ func TestRerunOfANodeThatRanIsNotSkipped(t *testing.T) {
 // accepted rerun never happens, as in TestRerunOfANodeThatRanIsNotSkipped.
 // TestRerunOfAJoinSuspendedNodeIsNotSkipped: once Resume(Rerun) has
 // accepted a node its custom join suspended (one that never started), it
-// is not skipped when its last successor stops needing it (helper-51).
+// is not skipped when its last successor stops needing it.
 func TestRerunOfAJoinSuspendedNodeIsNotSkipped(t *testing.T) {
 	ex := &holdExec{}
 	a := New(WithExecutor(ex))
@@ -224,7 +224,7 @@ func TestRerunOfAJoinSuspendedNodeIsNotSkipped(t *testing.T) {
 // TestResumeAfterTheDeadlineBeforeTheSweep: a SucceedWith or FailWith
 // that comes after the deadline, while the sweep has not reached the
 // pending node yet, decided the node's result, where a worker returning
-// then ends as a timeout (helper-50). The node now ends as a timeout and
+// then ends as a timeout. The node now ends as a timeout and
 // Resume returns ErrNotPending.
 func TestResumeAfterTheDeadlineBeforeTheSweep(t *testing.T) {
 	for _, how := range []Resumption{SucceedWith(7), FailWith(errBoom)} {
@@ -277,7 +277,7 @@ func holdSweepBeforeP(t *testing.T, pw Worker[int, int]) (a *Async, r *Run, p *W
 	return a, r, p, func() { relOnce.Do(func() { close(held); close(done) }) }
 }
 
-// TestLateRerunIsNotAcceptedSilently (helper-52): after the deadline, Resume(Rerun) still returns nil (the rerun
+// TestLateRerunIsNotAcceptedSilently: after the deadline, Resume(Rerun) still returns nil (the rerun
 // "is promised") though the worker never runs again and the node ends as
 // a timeout, while SucceedWith/FailWith in the same situation now return
 // ErrNotPending (dac8c32's contract: the run was stopped first).

@@ -385,7 +385,7 @@ func (r *runState) firstPending() NodeReport {
 // has gone through every node (waitSwept), not when the sub-run is done:
 // that also waits for the Result callbacks and hooks that its other
 // goroutines began before it stopped, and one of them may be the caller
-// (helper-100 found Report and Close hanging so). The wait is skipped
+// (Report and Close hung so). The wait is skipped
 // while the sweep runs user code (sweepCall): that may be the caller,
 // which would wait for itself; the sub-run is then shown as it is. For a node
 // ended by its own Timeout, the wait starts once the sub-run's context is
