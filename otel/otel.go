@@ -182,14 +182,25 @@ func (st *runState) take(i int) trace.Span {
 	return span
 }
 
-type runKey struct{}
+// runKey is the context key of a run's state for the hooks of one
+// Hooks call: two sets of hooks on one run (an Async's and a run's own,
+// with different providers) each keep their own spans.
+type runKey struct{ in *instruments }
+
+// state returns the state that in's runStart gave ctx's run, nil if none.
+func (in *instruments) state(ctx context.Context) *runState {
+	st, _ := ctx.Value(runKey{in}).(*runState)
+	return st
+}
 
 // Hooks returns hooks that trace every run with tp and record metrics with
 // mp; a nil provider means the global one (otel.GetTracerProvider,
 // otel.GetMeterProvider). Install them with [asynctool.WithHooks] or, for
 // one run, [asynctool.WithRunHooks]. The hooks are safe for concurrent
-// use by any number of runs. Errors creating the instruments go to
-// otel.Handle.
+// use by any number of runs. The hooks of several calls (an Async's and a
+// run's, with different providers) may observe one run: each call's keep
+// their own run and node spans, the node spans children of their own run
+// span. Errors creating the instruments go to otel.Handle.
 func Hooks(tp trace.TracerProvider, mp metric.MeterProvider) *asynctool.Hooks {
 	if tp == nil {
 		tp = otel.GetTracerProvider()
@@ -232,11 +243,11 @@ func (in *instruments) runStart(ctx context.Context, info asynctool.RunInfo) con
 	}
 	ctx, span := in.tracer.Start(ctx, "asynctool.run", trace.WithAttributes(attrs...))
 	st := &runState{span: span, start: time.Now(), nodes: make([]nodeSpan, info.Nodes)}
-	return context.WithValue(ctx, runKey{}, st)
+	return context.WithValue(ctx, runKey{in}, st)
 }
 
 func (in *instruments) nodeStart(ctx context.Context, ev asynctool.NodeEvent) context.Context {
-	st, _ := ctx.Value(runKey{}).(*runState)
+	st := in.state(ctx)
 	if st == nil {
 		return ctx
 	}
@@ -260,6 +271,13 @@ func (in *instruments) nodeStart(ctx context.Context, ev asynctool.NodeEvent) co
 		// is the backoff, retry_in_ms on the attempt's span before).
 		startAttrs = append(startAttrs, KeyNodeWaitMS.Float64(float64(ev.Wait)/float64(time.Millisecond)))
 	}
+	if !trace.SpanContextFromContext(ctx).Equal(st.span.SpanContext()) {
+		// Another set of hooks on the run put its own span in ctx: the
+		// node's span is still a child of this set's run span. (Spans
+		// are not compared with !=: a span not sampled is a struct that
+		// the comparison panics on.)
+		ctx = trace.ContextWithSpan(ctx, st.span)
+	}
 	ctx, span := in.tracer.Start(ctx, "asynctool.node "+ev.ID, trace.WithAttributes(startAttrs...))
 	old := n.span
 	n.span = span
@@ -281,7 +299,7 @@ func (in *instruments) nodeStart(ctx context.Context, ev asynctool.NodeEvent) co
 // nodeRetry ends the span of an attempt that failed and will be retried,
 // with the attempt's error; the next attempt starts a span of its own.
 func (in *instruments) nodeRetry(ctx context.Context, ev asynctool.NodeEvent) {
-	st, _ := ctx.Value(runKey{}).(*runState)
+	st := in.state(ctx)
 	if st == nil {
 		return
 	}
@@ -311,7 +329,7 @@ func (in *instruments) nodeRetry(ctx context.Context, ev asynctool.NodeEvent) {
 // yet: it is counted only.
 func (in *instruments) nodePending(ctx context.Context, ev asynctool.NodeEvent) {
 	in.pending.Add(ctx, 1, metric.WithAttributes(KeyNodeID.String(ev.ID)))
-	st, _ := ctx.Value(runKey{}).(*runState)
+	st := in.state(ctx)
 	if st == nil {
 		return
 	}
@@ -350,7 +368,7 @@ func outcome(ev asynctool.NodeEvent) string {
 }
 
 func (in *instruments) nodeEnd(ctx context.Context, ev asynctool.NodeEvent) {
-	st, _ := ctx.Value(runKey{}).(*runState)
+	st := in.state(ctx)
 	if st == nil {
 		return
 	}
@@ -431,7 +449,7 @@ func runErrParts(err error) []error {
 }
 
 func (in *instruments) runEnd(ctx context.Context, rep *asynctool.Report) {
-	st, _ := ctx.Value(runKey{}).(*runState)
+	st := in.state(ctx)
 	if st == nil {
 		return
 	}

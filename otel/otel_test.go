@@ -311,6 +311,43 @@ func TestPerRunHooks(t *testing.T) {
 	assert.Len(t, exp.GetSpans(), 2)
 }
 
+// TestTwoHookSetsKeepTheirOwnSpans: the hooks of an Async and those a
+// run's context adds, from two calls of Hooks with two providers, shared
+// one key for the run's state in its context. The second set's state hid
+// the first's, so the first provider's run span never ended and its node
+// span ended as a "suspended" attempt with status Error, while the second
+// provider got two spans for the node.
+func TestTwoHookSetsKeepTheirOwnSpans(t *testing.T) {
+	var recs [2]*tracetest.SpanRecorder
+	var hooks [2]*asynctool.Hooks
+	for i := range recs {
+		recs[i] = tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recs[i]))
+		t.Cleanup(func() { assert.NoError(t, tp.Shutdown(context.Background())) })
+		hooks[i] = asynctoolotel.Hooks(tp, nil)
+	}
+	a := asynctool.New(asynctool.WithHooks(hooks[0]))
+	x := asynctool.NewWrapper("x", asynctooltest.Returns[int](1), 0)
+	ctx := asynctool.WithRunHooks(context.Background(), hooks[1])
+	require.NoError(t, a.BeginWork(ctx, time.Minute, x))
+	require.NoError(t, a.Close())
+
+	for i, rec := range recs {
+		assert.Len(t, rec.Started(), 2, "provider %d: a run span and a node span", i)
+		ended := map[string]sdktrace.ReadOnlySpan{}
+		for _, s := range rec.Ended() {
+			ended[s.Name()] = s
+		}
+		require.Len(t, ended, 2, "provider %d: both spans ended", i)
+		run, node := ended["asynctool.run"], ended["asynctool.node x"]
+		require.NotNil(t, run, "provider %d", i)
+		require.NotNil(t, node, "provider %d", i)
+		assert.Equal(t, run.SpanContext().SpanID(), node.Parent().SpanID(), "provider %d", i)
+		assert.Equal(t, "success", attrs(node.Attributes())["asynctool.node.outcome"].AsString(), "provider %d", i)
+		assert.Equal(t, codes.Unset, node.Status().Code, "provider %d", i)
+	}
+}
+
 // TestNodeStartedAfterItsRunEndedEndsItsSpan: a cancellation that
 // ends a node while its OnNodeStart hooks run (here held open by an
 // earlier hook until the whole run has ended) made nodeStart store a span

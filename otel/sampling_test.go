@@ -1,0 +1,51 @@
+package asynctoolotel_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/asynctool-go/asynctool"
+	"github.com/asynctool-go/asynctool/asynctooltest"
+	asynctoolotel "github.com/asynctool-go/asynctool/otel"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+)
+
+// TestUnsampledRunsEnd: runs whose spans are not sampled (a sampler that
+// drops the trace, or the global provider's no-op tracer) end as any
+// run. Comparing the span in a node's context with the run's by != made
+// the start hook panic on such a span, a struct holding a slice, with
+// the run's lock held, and the node's end hook then waited on the lock
+// for ever.
+func TestUnsampledRunsEnd(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tp   func(t *testing.T) *asynctool.Hooks
+	}{
+		{"never sample", func(t *testing.T) *asynctool.Hooks {
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample()), sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder()))
+			t.Cleanup(func() { assert.NoError(t, tp.Shutdown(context.Background())) })
+			return asynctoolotel.Hooks(tp, nil)
+		}},
+		{"global providers", func(*testing.T) *asynctool.Hooks { return asynctoolotel.Hooks(nil, nil) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := asynctool.New(asynctool.WithHooks(tc.tp(t)))
+			x := asynctool.NewWrapper("x", asynctooltest.Returns[int](1), 0)
+			asynctool.NewWrapper("y", asynctooltest.Returns[int](2), 0).Depend(x, true)
+			run, err := a.Start(context.Background(), time.Minute, x)
+			require.NoError(t, err)
+			select {
+			case <-run.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatal("the run never ended")
+			}
+			require.NoError(t, run.Wait(context.Background()))
+			require.NoError(t, a.Close())
+			assert.Equal(t, 1, x.Result().Value)
+		})
+	}
+}
