@@ -12,7 +12,8 @@ import (
 // concurrently, and a run notes which per-node hooks are set as it
 // starts. Install hooks on every
 // run of an Async with [WithHooks], or on one run through its context with
-// [WithRunHooks] (both fire when both are set, the Async's first).
+// [WithRunHooks] (both fire when both are set, the Async's first; the
+// same *Hooks given to both fires once).
 //
 // Hooks run synchronously on the goroutine where the event happens, so
 // they must be quick and safe for concurrent use: nodes of one run end on
@@ -134,8 +135,10 @@ func WithTimings(on bool) Option {
 type hooksKey struct{}
 
 // WithRunHooks returns a copy of ctx that installs h on the run started
-// with it (by BeginWork, Start, RunPlan or StartPlan). ctx must not be nil,
-// as for [context.WithValue], which panics on it.
+// with it (by BeginWork, Start, RunPlan or StartPlan), besides the hooks
+// of its Async; an h that is the Async's own (the pointer given to
+// [WithHooks]) is not called twice. ctx must not be nil, as for
+// [context.WithValue], which panics on it.
 func WithRunHooks(ctx context.Context, h *Hooks) context.Context {
 	return context.WithValue(ctx, hooksKey{}, h)
 }

@@ -125,3 +125,35 @@ func TestNodeHooksSplitAcrossHookSets(t *testing.T) {
 	assert.Equal(t, 1, reports)
 	assert.Equal(t, ResultSuccess, w.Result().State)
 }
+
+// TestSameHooksForAsyncAndRunFireOnce: hooks given both to the Async and
+// to a run's context (a shared value, installed everywhere) fired twice
+// for every event, so that a tracer started two spans per node and
+// counted each node's outcome twice.
+func TestSameHooksForAsyncAndRunFireOnce(t *testing.T) {
+	var mu sync.Mutex
+	calls := map[string]int{}
+	count := func(name string) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls[name]++
+	}
+	h := &Hooks{
+		OnRunStart: func(ctx context.Context, _ RunInfo) context.Context { count("OnRunStart"); return ctx },
+		OnNodeStart: func(ctx context.Context, _ NodeEvent) context.Context {
+			count("OnNodeStart")
+			return ctx
+		},
+		OnNodeEnd: func(context.Context, NodeEvent) { count("OnNodeEnd") },
+		OnRunEnd:  func(context.Context, *Report) { count("OnRunEnd") },
+	}
+	a := newAsync(t, WithHooks(h))
+	inner := NewWrapper("inner", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil }), 0)
+	pl, err := Compile(inner)
+	require.NoError(t, err)
+	x := NewWrapper("x", SubPlan[int, int]{Plan: pl, Output: inner.ValueIn}, 0)
+	require.NoError(t, a.BeginWork(WithRunHooks(context.Background(), h), time.Minute, x))
+	// The run and its SubPlan's sub-run, which inherits the run's
+	// hooks from x's context: each calls h once per event.
+	assert.Equal(t, map[string]int{"OnRunStart": 2, "OnNodeStart": 2, "OnNodeEnd": 2, "OnRunEnd": 2}, calls)
+}

@@ -585,7 +585,9 @@ func (r *runState) start(ctx context.Context, a *Async, timeout time.Duration, i
 	if a.hooks != nil {
 		r.hooks = append(r.hooks, a.hooks)
 	}
-	if h, ok := ctx.Value(hooksKey{}).(*Hooks); ok && h != nil {
+	if h, ok := ctx.Value(hooksKey{}).(*Hooks); ok && h != nil && h != a.hooks {
+		// The Async's own hooks, given again for the run (or inherited by
+		// a sub-run from a run that was given them), fire once.
 		r.hooks = append(r.hooks, h)
 	}
 	_, r.nested = ctx.Value(inRunKey{}).(*runCtx)

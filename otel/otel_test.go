@@ -348,6 +348,33 @@ func TestTwoHookSetsKeepTheirOwnSpans(t *testing.T) {
 	}
 }
 
+// TestSameHooksOnAsyncAndRunTraceOnce: the hooks given to an Async and
+// again to a run's context fired twice for every event; the run's first
+// span never ended, the node got a second span, the first ended as a
+// "suspended" attempt, and its outcome was counted twice.
+func TestSameHooksOnAsyncAndRunTraceOnce(t *testing.T) {
+	h, exp, reader, _ := setup(t)
+	a := asynctool.New(asynctool.WithHooks(h))
+	x := asynctool.NewWrapper("x", asynctooltest.Returns[int](1), 0)
+	require.NoError(t, a.BeginWork(asynctool.WithRunHooks(context.Background(), h), time.Minute, x))
+	require.NoError(t, a.Close())
+
+	var names []string
+	for _, s := range exp.GetSpans() {
+		names = append(names, s.Name)
+	}
+	assert.ElementsMatch(t, []string{"asynctool.run", "asynctool.node x"}, names)
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if m.Name == "asynctool.node.outcomes" {
+			dps := m.Data.(metricdata.Sum[int64]).DataPoints
+			require.Len(t, dps, 1)
+			assert.Equal(t, int64(1), dps[0].Value)
+		}
+	}
+}
+
 // TestNodeStartedAfterItsRunEndedEndsItsSpan: a cancellation that
 // ends a node while its OnNodeStart hooks run (here held open by an
 // earlier hook until the whole run has ended) made nodeStart store a span
