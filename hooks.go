@@ -69,7 +69,11 @@ type Hooks struct {
 	// who must look before the run can go on. A Rerun that fails again
 	// calls it again. It is not called for a join that decides to
 	// suspend in the run's sweep, once the run's context is done: the
-	// sweep ends that node at once, as a timeout.
+	// sweep ends that node at once, as a timeout. Nor is it called for a
+	// node of a [SubPlan]'s, [SubGraph]'s or [ForEach]'s sub-run, which
+	// no Resume reaches: the sub-run is cancelled once it waits only on
+	// pending nodes, and its node fails (and is pending in its turn,
+	// resumable as a whole, if its policy is PolicySuspend).
 	OnNodePending func(ctx context.Context, ev NodeEvent)
 	// OnRunEnd is called once every node has ended, with the run's report.
 	OnRunEnd func(ctx context.Context, rep *Report)
@@ -263,6 +267,13 @@ func (r *runState) nodeRetrying(i int32, err error, delay time.Duration) {
 func (r *runState) nodePending(i int32, err error, wl *worklist) {
 	if wl.cur == i {
 		wl.cur = -1 // attempt clears it once the worker's call is over anyway
+	}
+	if r.outer != nil {
+		// A SubPlan's, SubGraph's or ForEach's sub-run, which no Resume
+		// reaches: it is cancelled once it waits only on pending nodes,
+		// and fails its node (see runSub), whose own PolicySuspend, if
+		// any, is the one a person resumes.
+		return
 	}
 	ev := r.event(i)
 	ev.Err, ev.Reason = err, pendingReason(err)

@@ -117,3 +117,45 @@ func TestOnNodePending(t *testing.T) {
 		})
 	}
 }
+
+// TestOnNodePendingNotForSubRuns: a node of a SubPlan's or ForEach's
+// sub-run that became pending called OnNodePending, the hook where a
+// person is alerted, for a node no Resume reaches: the sub-run is
+// cancelled and fails its node at once. Only the outer node, pending
+// under its own PolicySuspend, calls it.
+func TestOnNodePendingNotForSubRuns(t *testing.T) {
+	fails := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, errBoom })
+	inner := NewWrapper("inner", fails, 0).OnFailure(PolicySuspend)
+	pl, err := Compile(inner)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name string
+		node func() Wrapper
+	}{
+		{"subplan", func() Wrapper {
+			return NewWrapper("outer", SubPlan[int, int]{Plan: pl, Output: inner.ValueIn}, 0).OnFailure(PolicySuspend)
+		}},
+		{"foreach", func() Wrapper {
+			return NewWrapper("outer", ForEach[int, int, int]{
+				Items:  func(context.Context, int, Wrappers) ([]int, error) { return []int{1, 2}, nil },
+				Worker: fails,
+				Node:   func(_ int, _ int, n *WorkerWrapper[int, int]) { n.OnFailure(PolicySuspend) },
+			}, 0).OnFailure(PolicySuspend)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &pendingEvents{}
+			a := New(WithHooks(p.hooks()))
+			defer func() { require.NoError(t, a.Close()) }()
+			run, err := a.Start(context.Background(), time.Minute, tc.node())
+			require.NoError(t, err)
+			defer run.Cancel()
+			waitSuspended(t, run)
+			var ids []string
+			for _, ev := range p.all() {
+				ids = append(ids, ev.ID)
+			}
+			assert.Equal(t, []string{"outer"}, ids, "only the node a Resume reaches")
+		})
+	}
+}

@@ -87,6 +87,9 @@
 //	asynctool.node.pending   counter of nodes that became pending
 //	                         (asynctool.Hooks.OnNodePending), by
 //	                         asynctool.node.id: the one to alert on
+//	                         (a node of a sub-run, which no Resume
+//	                         reaches, is not counted: its SubPlan,
+//	                         SubGraph or ForEach node fails instead)
 //	asynctool.run.duration   histogram, seconds, of every run, by
 //	                         asynctool.run.outcome (ok; stopped: cut
 //	                         short by its deadline, a cancellation or
