@@ -203,7 +203,9 @@ func (in *instruments) state(ctx context.Context) *runState {
 // use by any number of runs. The hooks of several calls (an Async's and a
 // run's, with different providers) may observe one run: each call's keep
 // their own run and node spans, the node spans children of their own run
-// span. Errors creating the instruments go to otel.Handle.
+// span. Errors creating the instruments go to otel.Handle. A panic of the
+// SDK's (a span processor's, for one) is a panic of the hook that called
+// it, which the run reports as any hook's ([asynctool.CallbackPanicError]).
 func Hooks(tp trace.TracerProvider, mp metric.MeterProvider) *asynctool.Hooks {
 	if tp == nil {
 		tp = otel.GetTracerProvider()
@@ -254,18 +256,41 @@ func (in *instruments) nodeStart(ctx context.Context, ev asynctool.NodeEvent) co
 	if st == nil {
 		return ctx
 	}
-	// The span is started under st.mu, so that nodeEnd, which takes it,
-	// comes either before (and the node gets no second span) or after
-	// (and ends this one with the node's outcome).
+	ctx, old := in.startNode(ctx, st, ev)
+	if old != nil {
+		// An earlier attempt that nodeRetry did not end: it failed, the
+		// node was suspended, and Resume reruns it now.
+		old.SetAttributes(
+			KeyNodeOutcome.String("suspended"),
+			KeyNodeRan.Bool(true),
+			KeyNodeAttempts.Int(ev.Attempt-1),
+		)
+		old.SetStatus(codes.Error, "failed and suspended; rerun by Resume")
+		old.End()
+	}
+	return ctx
+}
+
+// startNode starts the span of the node's attempt, unless the node has
+// ended, and returns the worker's context and the span of an earlier
+// attempt that it replaces, if any.
+//
+// The span is started under st.mu, so that nodeEnd, which takes it,
+// comes either before (and the node gets no second span) or after (and
+// ends this one with the node's outcome). The lock is released by a
+// defer: a span processor that panics in OnStart makes the hook panic,
+// which the run reports, and must not leave the lock held, for the
+// node's OnNodeEnd would wait on it for ever.
+func (in *instruments) startNode(ctx context.Context, st *runState, ev asynctool.NodeEvent) (context.Context, trace.Span) {
 	st.mu.Lock()
+	defer st.mu.Unlock()
 	n := st.node(ev.Index)
 	if n == nil || n.ended {
 		// The deadline, a cancellation or the run's end ended the node
 		// while this hook was on its way: nodeEnd has been, and gave the
 		// node its span (zero-length, as a node that never ran). A second
 		// span, which no one would give an outcome, is left out.
-		st.mu.Unlock()
-		return ctx
+		return ctx, nil
 	}
 	startAttrs := []attribute.KeyValue{KeyNodeID.String(ev.ID), KeyNodeIndex.Int(ev.Index)}
 	if ev.Attempt <= 1 {
@@ -284,19 +309,7 @@ func (in *instruments) nodeStart(ctx context.Context, ev asynctool.NodeEvent) co
 	ctx, span := in.tracer.Start(ctx, "asynctool.node "+ev.ID, trace.WithAttributes(startAttrs...))
 	old := n.span
 	n.span = span
-	st.mu.Unlock()
-	if old != nil {
-		// An earlier attempt that nodeRetry did not end: it failed, the
-		// node was suspended, and Resume reruns it now.
-		old.SetAttributes(
-			KeyNodeOutcome.String("suspended"),
-			KeyNodeRan.Bool(true),
-			KeyNodeAttempts.Int(ev.Attempt-1),
-		)
-		old.SetStatus(codes.Error, "failed and suspended; rerun by Resume")
-		old.End()
-	}
-	return ctx
+	return ctx, old
 }
 
 // nodeRetry ends the span of an attempt that failed and will be retried,

@@ -2,6 +2,7 @@ package asynctoolotel_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,4 +49,38 @@ func TestUnsampledRunsEnd(t *testing.T) {
 			assert.Equal(t, 1, x.Result().Value)
 		})
 	}
+}
+
+// panickyProcessor is a span processor whose OnStart panics for node
+// spans, as a faulty processor of a user's might.
+type panickyProcessor struct{ sdktrace.SpanProcessor }
+
+func (p panickyProcessor) OnStart(ctx context.Context, s sdktrace.ReadWriteSpan) {
+	if strings.HasPrefix(s.Name(), "asynctool.node") {
+		panic("processor broke")
+	}
+	p.SpanProcessor.OnStart(ctx, s)
+}
+
+// TestPanickingSpanProcessorDoesNotHangTheRun: a span processor that
+// panicked as a node's span started (in OnNodeStart, with the run's lock
+// held) left the lock held, and the node's OnNodeEnd waited on it for
+// ever. The panic is now the hook's, reported by the run, which ends.
+func TestPanickingSpanProcessorDoesNotHangTheRun(t *testing.T) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(panickyProcessor{tracetest.NewSpanRecorder()}))
+	t.Cleanup(func() { assert.NoError(t, tp.Shutdown(context.Background())) })
+	a := asynctool.New(asynctool.WithHooks(asynctoolotel.Hooks(tp, nil)))
+	x := asynctool.NewWrapper("x", asynctooltest.Returns[int](1), 0)
+	run, err := a.Start(context.Background(), time.Minute, x)
+	require.NoError(t, err)
+	select {
+	case <-run.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run never ended")
+	}
+	err = run.Wait(context.Background())
+	var cpe *asynctool.CallbackPanicError
+	require.ErrorAs(t, err, &cpe)
+	assert.Contains(t, err.Error(), "OnNodeStart")
+	require.NoError(t, a.Close())
 }
