@@ -105,6 +105,7 @@ package asynctoolotel
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -198,19 +199,21 @@ func (in *instruments) state(ctx context.Context) *runState {
 
 // Hooks returns hooks that trace every run with tp and record metrics with
 // mp; a nil provider means the global one (otel.GetTracerProvider,
-// otel.GetMeterProvider). Install them with [asynctool.WithHooks] or, for
-// one run, [asynctool.WithRunHooks]. The hooks are safe for concurrent
-// use by any number of runs. The hooks of several calls (an Async's and a
-// run's, with different providers) may observe one run: each call's keep
-// their own run and node spans, the node spans children of their own run
-// span. Errors creating the instruments go to otel.Handle. A panic of the
-// SDK's (a span processor's, for one) is a panic of the hook that called
-// it, which the run reports as any hook's ([asynctool.CallbackPanicError]).
+// otel.GetMeterProvider), whether it is a nil interface or holds a nil
+// pointer (a *sdktrace.TracerProvider variable never set). Install them
+// with [asynctool.WithHooks] or, for one run, [asynctool.WithRunHooks].
+// The hooks are safe for concurrent use by any number of runs. The hooks
+// of several calls (an Async's and a run's, with different providers) may
+// observe one run: each call's keep their own run and node spans, the
+// node spans children of their own run span. Errors creating the
+// instruments go to otel.Handle. A panic of the SDK's (a span
+// processor's, for one) is a panic of the hook that called it, which the
+// run reports as any hook's ([asynctool.CallbackPanicError]).
 func Hooks(tp trace.TracerProvider, mp metric.MeterProvider) *asynctool.Hooks {
-	if tp == nil {
+	if isNil(tp) {
 		tp = otel.GetTracerProvider()
 	}
-	if mp == nil {
+	if isNil(mp) {
 		mp = otel.GetMeterProvider()
 	}
 	meter := mp.Meter(ScopeName)
@@ -236,6 +239,16 @@ func Hooks(tp trace.TracerProvider, mp metric.MeterProvider) *asynctool.Hooks {
 		OnNodePending: in.nodePending,
 		OnRunEnd:      in.runEnd,
 	}
+}
+
+// isNil reports whether p, a provider, is nil or holds a nil pointer,
+// whose methods would dereference it.
+func isNil(p any) bool {
+	if p == nil {
+		return true
+	}
+	v := reflect.ValueOf(p)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 func (in *instruments) runStart(ctx context.Context, info asynctool.RunInfo) context.Context {

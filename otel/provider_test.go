@@ -11,6 +11,7 @@ import (
 	asynctoolotel "github.com/asynctool-go/asynctool/otel"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
@@ -83,4 +84,20 @@ func TestPanickingSpanProcessorDoesNotHangTheRun(t *testing.T) {
 	require.ErrorAs(t, err, &cpe)
 	assert.Contains(t, err.Error(), "OnNodeStart")
 	require.NoError(t, a.Close())
+}
+
+// TestNilPointerProvidersMeanTheGlobalOnes: Hooks took a nil interface
+// for the global provider, but panicked on a nil *sdktrace.TracerProvider
+// or *sdkmetric.MeterProvider, as a variable set only when telemetry is
+// configured holds otherwise.
+func TestNilPointerProvidersMeanTheGlobalOnes(t *testing.T) {
+	var tp *sdktrace.TracerProvider
+	var mp *sdkmetric.MeterProvider
+	var h *asynctool.Hooks
+	require.NotPanics(t, func() { h = asynctoolotel.Hooks(tp, mp) })
+	a := asynctool.New(asynctool.WithHooks(h))
+	x := asynctool.NewWrapper("x", asynctooltest.Returns[int](1), 0)
+	require.NoError(t, a.BeginWork(context.Background(), time.Minute, x))
+	require.NoError(t, a.Close())
+	assert.Equal(t, 1, x.Result().Value)
 }
