@@ -43,12 +43,14 @@
 //	asynctool.node.retry_in_ms  the backoff before the next attempt (retried attempts only)
 //
 // A node that did not succeed has its error recorded on the span
-// (RecordError) and the span's status set to Error; a node ended by the
-// deadline while running also gets a "timeout" event. A node not taken
-// (its Err is [asynctool.ErrNotTaken]: a [asynctool.When] join or a
-// custom join's DecideSkip chose another branch, or an upstream it needed
-// was not taken) has not failed: its outcome is not_taken, its reason
-// says why, and its span has no error and status Unset. Nor has a node
+// (RecordError) and the span's status set to Error; a node that had
+// started and was then ended by the deadline, a cancellation or its own
+// Timeout (while running, pending or between attempts) also gets a
+// "timeout" event. A node not taken (its Err is [asynctool.ErrNotTaken]:
+// a [asynctool.When] join or a custom join's DecideSkip chose another
+// branch, or an upstream it needed was not taken) has not failed: its
+// outcome is not_taken, its reason says why, and its span has no error
+// and status Unset. Nor has a node
 // stopped because the run had ended with its [asynctool.WorkerWrapper.EndsRun]
 // nodes (its Err wraps [asynctool.ErrRunEnded]): its outcome is run_ended.
 // Nor has an item of a [asynctool.ForEach] that its Budget stopped, or
@@ -62,16 +64,19 @@
 // asynctool.node.retry_in_ms the backoff before the next attempt. A node
 // suspended by [asynctool.PolicySuspend] keeps its failed attempt's span
 // open while it is pending, with a "pending" event (its
-// asynctool.node.reason names the failure); if Resume reruns it, that span ends when the
-// rerun starts, with status Error, asynctool.node.outcome = "suspended"
-// and the attempt's number. The last attempt's span carries the node's
-// outcome, as above. The run's span carries asynctool.run.nodes,
-// asynctool.run.deadline (the group deadline, RFC 3339, when the run has
-// one), asynctool.run.nested (true for a run started from inside a worker,
-// a SubPlan's, SubGraph's or ForEach's sub-run for one, whose span is a
-// child of that worker's node's), asynctool.run.failed (the number of
-// nodes that did not succeed, not counting those not taken or stopped by
-// the run's end or a Budget) and, if the run was cut short, its error. A
+// asynctool.node.reason names the failure); if Resume reruns it, that
+// span ends when the rerun starts, with status Error,
+// asynctool.node.outcome = "suspended" and the attempt's number. (A node
+// of a SubPlan's, SubGraph's or ForEach's sub-run, which no Resume
+// reaches, gets no "pending" event: see [asynctool.Hooks].OnNodePending.)
+// The last attempt's span carries the node's outcome, as above. The run's
+// span carries asynctool.run.nodes, asynctool.run.deadline (the group
+// deadline, RFC 3339, when the run has one), asynctool.run.nested (true
+// for a run started from inside a worker, a SubPlan's, SubGraph's or
+// ForEach's sub-run for one, whose span is a child of that worker's
+// node's), asynctool.run.failed (the number of nodes that did not
+// succeed, not counting those not taken or stopped by the run's end or a
+// Budget) and, if the run was cut short, its error. A
 // ForEach's sub-run also carries asynctool.run.limit and
 // asynctool.run.budget_ms, its Limit and Budget, when it has them; one
 // that its Budget stopped gets a "budget" event, not status Error.

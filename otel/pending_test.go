@@ -116,3 +116,67 @@ func TestPendingTimeIsNotLatency(t *testing.T) {
 	assert.InDelta(t, (rep.Duration() - rep.Pending).Seconds(), sum, 1e-9)
 	assert.Less(t, sum, pause.Seconds(), "the pending time is not the node's latency")
 }
+
+// A pending node that the run's cancellation ends keeps its "pending"
+// event and gets a "timeout" one, as the package doc says of a node that
+// had started and was ended while pending.
+func TestPendingNodeCancelledGetsTimeoutEvent(t *testing.T) {
+	h, exp, _, _ := setup(t)
+	x := asynctool.NewWrapper("x", asynctooltest.Fails[int, int](errDown), 0).OnFailure(asynctool.PolicySuspend)
+	a := asynctool.New(asynctool.WithHooks(h))
+	run, err := a.Start(context.Background(), time.Minute, x)
+	require.NoError(t, err)
+	<-run.Suspended()
+	run.Cancel()
+	<-run.Done()
+	require.NoError(t, a.Close())
+
+	var events []string
+	for _, s := range exp.GetSpans() {
+		if s.Name == "asynctool.node x" {
+			for _, e := range s.Events {
+				events = append(events, e.Name)
+			}
+			assert.Equal(t, "timeout", attrs(s.Attributes)["asynctool.node.outcome"].AsString())
+		}
+	}
+	assert.Equal(t, []string{"pending", "timeout", "exception"}, events)
+}
+
+// A node of a SubPlan's sub-run that its PolicySuspend leaves pending is
+// not counted in asynctool.node.pending, nor marked pending: no Resume
+// reaches it, and the sub-run is cancelled. The SubPlan node, pending
+// under its own PolicySuspend, is.
+func TestSubRunPendingNodeIsNotCounted(t *testing.T) {
+	h, exp, reader, _ := setup(t)
+	inner := asynctool.NewWrapper("inner", asynctooltest.Fails[int, int](errDown), 0).OnFailure(asynctool.PolicySuspend)
+	pl, err := asynctool.Compile(inner)
+	require.NoError(t, err)
+	sp := asynctool.NewWrapper("sp", asynctool.SubPlan[int, int]{Plan: pl, Output: inner.ValueIn}, 0).OnFailure(asynctool.PolicySuspend)
+	a := asynctool.New(asynctool.WithHooks(h))
+	run, err := a.Start(context.Background(), time.Minute, sp)
+	require.NoError(t, err)
+	<-run.Suspended()
+	run.Cancel()
+	<-run.Done()
+	require.NoError(t, a.Close())
+
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	pending := map[string]int64{}
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if m.Name == "asynctool.node.pending" {
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				id, _ := dp.Attributes.Value("asynctool.node.id")
+				pending[id.AsString()] = dp.Value
+			}
+		}
+	}
+	assert.Equal(t, map[string]int64{"sp": 1}, pending)
+	for _, s := range exp.GetSpans() {
+		if s.Name == "asynctool.node inner" {
+			assert.False(t, slices.ContainsFunc(s.Events, func(e sdktrace.Event) bool { return e.Name == "pending" }),
+				"inner is not marked pending")
+		}
+	}
+}
