@@ -256,6 +256,80 @@ func TestConcurrentRuns(t *testing.T) {
 	}
 }
 
+// TestConcurrentPlanRuns runs one plan 1,000 times at once, with a
+// retried node, releasing each run for the next to reuse: every span
+// ends, each node span is under its own run's span, and each node's
+// outcome is counted once per run.
+func TestConcurrentPlanRuns(t *testing.T) {
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() {
+		assert.NoError(t, tp.Shutdown(context.Background()))
+		assert.NoError(t, mp.Shutdown(context.Background()))
+	})
+	h := asynctoolotel.Hooks(tp, mp)
+	var calls atomic.Int32
+	x := asynctool.NewWrapper("x", asynctooltest.Func(func(context.Context, int) (int, error) {
+		if calls.Add(1)%3 == 0 {
+			return 0, errDown
+		}
+		return 1, nil
+	}), 0).Retry(asynctool.RetryPolicy{Attempts: 2})
+	y := asynctool.NewWrapper("y", asynctooltest.Returns[int](2), 0)
+	asynctool.NewWrapper("z", asynctooltest.Returns[int](3), 0).Depend(x, true).Depend(y, true)
+	pl, err := asynctool.Compile(x, y)
+	require.NoError(t, err)
+	a := asynctool.New(asynctool.WithHooks(h))
+	const runs = 1000
+	var wg sync.WaitGroup
+	for range runs {
+		wg.Go(func() {
+			r, err := a.RunPlan(context.Background(), pl, time.Minute)
+			assert.NoError(t, err)
+			r.Release()
+		})
+	}
+	wg.Wait()
+	require.NoError(t, a.Close())
+
+	spans := sr.Ended()
+	require.Len(t, spans, len(sr.Started()), "every span ended")
+	nodes := map[trace.SpanID]int{} // run span -> its final node spans
+	for _, s := range spans {
+		if s.Name() == "asynctool.run" {
+			nodes[s.SpanContext().SpanID()] += 0
+		}
+	}
+	require.Len(t, nodes, runs)
+	for _, s := range spans {
+		if s.Name() == "asynctool.run" {
+			continue
+		}
+		_, ok := nodes[s.Parent().SpanID()]
+		require.True(t, ok, "%s is under a run span", s.Name())
+		if attrs(s.Attributes())["asynctool.node.outcome"].AsString() != "retried" {
+			nodes[s.Parent().SpanID()]++
+		}
+	}
+	for id, n := range nodes {
+		require.Equal(t, 3, n, "run %v has one final span per node", id)
+	}
+
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	var counted int64
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if m.Name == "asynctool.node.outcomes" {
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				counted += dp.Value
+			}
+		}
+	}
+	assert.Equal(t, int64(3*runs), counted)
+}
+
 // TestMetrics checks the duration histogram and the outcome counter.
 func TestMetrics(t *testing.T) {
 	h, _, reader, _ := setup(t)
