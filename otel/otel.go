@@ -139,6 +139,7 @@ const (
 	KeyNodeWaitMS   = attribute.Key("asynctool.node.wait_ms")
 	KeyNodeRetryMS  = attribute.Key("asynctool.node.retry_in_ms")
 	KeyRunNodes     = attribute.Key("asynctool.run.nodes")
+	KeyRunDeadline  = attribute.Key("asynctool.run.deadline")
 	KeyRunNested    = attribute.Key("asynctool.run.nested")
 	KeyRunFailed    = attribute.Key("asynctool.run.failed")
 	KeyRunOutcome   = attribute.Key("asynctool.run.outcome")
@@ -259,7 +260,7 @@ func isNil(p any) bool {
 func (in *instruments) runStart(ctx context.Context, info asynctool.RunInfo) context.Context {
 	attrs := []attribute.KeyValue{KeyRunNodes.Int(info.Nodes)}
 	if !info.Deadline.IsZero() {
-		attrs = append(attrs, attribute.String("asynctool.run.deadline", info.Deadline.Format(time.RFC3339Nano)))
+		attrs = append(attrs, KeyRunDeadline.String(info.Deadline.Format(time.RFC3339Nano)))
 	}
 	if info.Nested {
 		attrs = append(attrs, KeyRunNested.Bool(true))

@@ -96,6 +96,9 @@ func TestSpans(t *testing.T) {
 	assert.Equal(t, int64(5), attrs(run.Attributes)["asynctool.run.nodes"].AsInt64())
 	assert.Equal(t, int64(3), attrs(run.Attributes)["asynctool.run.failed"].AsInt64())
 	assert.Equal(t, codes.Unset, run.Status.Code)
+	deadline, err := time.Parse(time.RFC3339Nano, attrs(run.Attributes)[asynctoolotel.KeyRunDeadline].AsString())
+	require.NoError(t, err, "the run's deadline, under its exported key")
+	assert.WithinDuration(t, run.StartTime.Add(10*time.Second), deadline, time.Second)
 	for _, id := range []string{"user", "bad", "bad2", "page", "audit"} {
 		s := spans["asynctool.node "+id]
 		assert.Equal(t, run.SpanContext.SpanID(), s.Parent.SpanID(), "%s nests under the run", id)
