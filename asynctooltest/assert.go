@@ -2,6 +2,7 @@ package asynctooltest
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -16,7 +17,9 @@ import (
 // is named by a path, that node's id, a slash and its id in the sub-run
 // ("profile/name", "prices/2"; deeper sub-runs add more); an id of
 // the report itself is found first, so ids that contain a slash still
-// work.
+// work. A node without an id is named as [asynctool.Run.Resume] and the
+// report's pictures name it, "#" and its index in its run ("#0",
+// "profile/#2"), unless a node has that id.
 
 func node(t testing.TB, rep *asynctool.Report, id string) (*asynctool.NodeReport, bool) {
 	t.Helper()
@@ -47,9 +50,9 @@ func paths(rep *asynctool.Report) string {
 				return
 			}
 			n := &rep.Nodes[i]
-			out = append(out, prefix+n.ID)
+			out = append(out, prefix+name(n))
 			if n.Sub != nil {
-				walk(n.Sub, prefix+n.ID+"/")
+				walk(n.Sub, prefix+name(n)+"/")
 			}
 		}
 	}
@@ -69,14 +72,28 @@ func find(rep *asynctool.Report, id string) *asynctool.NodeReport {
 		}
 	}
 	for i := range rep.Nodes {
+		if n := &rep.Nodes[i]; n.ID == "" && name(n) == id {
+			return n
+		}
+	}
+	for i := range rep.Nodes {
 		n := &rep.Nodes[i]
-		if rest, ok := strings.CutPrefix(id, n.ID+"/"); ok && n.Sub != nil {
+		if rest, ok := strings.CutPrefix(id, name(n)+"/"); ok && n.Sub != nil {
 			if m := find(n.Sub, rest); m != nil {
 				return m
 			}
 		}
 	}
 	return nil
+}
+
+// name is how the assertions name node n: its id, or "#" and its index
+// for a node without one.
+func name(n *asynctool.NodeReport) string {
+	if n.ID == "" {
+		return "#" + strconv.Itoa(n.Index)
+	}
+	return n.ID
 }
 
 // RanBefore checks that the nodes a and b both ran and that a ended no

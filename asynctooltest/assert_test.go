@@ -233,3 +233,25 @@ func TestPathsIntoAStaticForEach(t *testing.T) {
 	require.Len(t, s.errors, 1)
 	assert.True(t, strings.Contains(s.errors[0], `no node "prices/each item"`), s.errors[0])
 }
+
+// A node without an id is named "#" and its index, as Run.Resume and the
+// report's pictures name it, in a path too; a node whose id is "#1" keeps
+// that name. A failure lists such nodes by that name.
+func TestAnonymousNodesByIndex(t *testing.T) {
+	inner := asynctool.SubGraph[int, int]{Build: func(context.Context, int, asynctool.Wrappers) (asynctool.Built[int], error) {
+		n := asynctool.NewWrapper("", asynctooltest.Returns[int](7), 0)
+		return asynctool.Built[int]{Starts: []asynctool.Wrapper{n}, Output: func() (int, error) { r := n.Result(); return r.Value, r.Err }}, nil
+	}}
+	anon := asynctool.NewWrapper("", asynctooltest.Returns[int](1), 0)
+	hash := asynctool.NewWrapper("#1", asynctooltest.Fails[int, int](errDown), 0)
+	sub := asynctool.NewWrapper("sub", inner, 0)
+	rep := asynctooltest.Run(t, anon, hash, sub)
+	s := onSpy(t, func(s *spy) {
+		assert.True(t, asynctooltest.Succeeded(s, rep, "#0"))
+		assert.True(t, asynctooltest.Failed(s, rep, "#1", errDown), "the id #1, not node 1")
+		assert.True(t, asynctooltest.Succeeded(s, rep, "sub/#0"))
+		assert.False(t, asynctooltest.Succeeded(s, rep, "sub/#1"))
+	})
+	require.Len(t, s.errors, 1)
+	assert.Contains(t, s.errors[0], `no node "sub/#1" in the report (its paths: #0, #1, sub, sub/#0)`)
+}

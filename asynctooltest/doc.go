@@ -14,7 +14,7 @@
 //     [WasSkipped], [NotTaken], [NeverStarted], [Succeeded], [Failed],
 //     [TimedOut]. They name a node of a sub-run (a SubPlan's, SubGraph's
 //     or ForEach's) by its path from the report's node: "profile/name",
-//     "prices/2";
+//     "prices/2", and a node without an id by "#" and its index, "#0";
 //   - [Run] and [RunWithin], which run a graph on a fresh Async that
 //     records times and return its report, [Start] for tests that
 //     act while the run is going on, and [RunPlan] for a compiled plan.
