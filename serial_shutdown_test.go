@@ -122,24 +122,34 @@ func TestSerialStatsCountNoMarker(t *testing.T) {
 	}
 }
 
-// TestSerialCloseDoesNotWaitForTheExecutor closes a Serial whose drain
-// loop waits in its Pool's queue behind a busy worker. No task of the
-// Serial is running, so Close (and a Shutdown whose ctx ends) drops the
-// queued tasks and returns without waiting for the pool to get to the
-// loop; the loop, when the pool runs it, finds nothing left.
-func TestSerialCloseDoesNotWaitForTheExecutor(t *testing.T) {
-	for _, stop := range []struct {
-		name string
-		call func(*Serial) error
-		want error
-	}{
+// serialStop is a way to stop a Serial, and what it returns.
+type serialStop struct {
+	name string
+	call func(*Serial) error
+	want error
+}
+
+// stopsThatMustNotWait are Close and a Shutdown whose ctx ends after a
+// second: neither may wait for an executor that has no room, once no
+// task of the Serial runs.
+func stopsThatMustNotWait() []serialStop {
+	return []serialStop{
 		{"Close", func(s *Serial) error { s.Close(); return nil }, nil},
 		{"Shutdown", func(s *Serial) error {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			return s.Shutdown(ctx)
 		}, context.DeadlineExceeded},
-	} {
+	}
+}
+
+// TestSerialCloseDoesNotWaitForTheExecutor closes a Serial whose drain
+// loop waits in its Pool's queue behind a busy worker. No task of the
+// Serial is running, so Close (and a Shutdown whose ctx ends) drops the
+// queued tasks and returns without waiting for the pool to get to the
+// loop; the loop, when the pool runs it, finds nothing left.
+func TestSerialCloseDoesNotWaitForTheExecutor(t *testing.T) {
+	for _, stop := range stopsThatMustNotWait() {
 		t.Run(stop.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				p := NewPool(PoolSize(1), PoolQueue(4))
@@ -180,18 +190,7 @@ func TestSerialCloseDoesNotWaitForTheExecutor(t *testing.T) {
 // The task is queued and no task runs, so Close (and a Shutdown whose ctx
 // ends) drops it and returns without waiting for the pool.
 func TestSerialCloseDoesNotWaitForABlockedTimer(t *testing.T) {
-	for _, stop := range []struct {
-		name string
-		call func(*Serial) error
-		want error
-	}{
-		{"Close", func(s *Serial) error { s.Close(); return nil }, nil},
-		{"Shutdown", func(s *Serial) error {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			return s.Shutdown(ctx)
-		}, context.DeadlineExceeded},
-	} {
+	for _, stop := range stopsThatMustNotWait() {
 		t.Run(stop.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				p := NewPool(PoolSize(1), PoolQueue(0), PoolWhenFull(Block))
