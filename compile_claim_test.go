@@ -88,6 +88,25 @@ func requireOneRan(t *testing.T, runs []*Run, errs []error) {
 	require.Equal(t, 1, ran, "runs started, of %d calls racing for one graph (errors: %v)", len(runs), errors.Join(errs...))
 }
 
+// holdInAFailingStart starts, on a goroutine of its own, a Start of x
+// that is refused (for a nil start node) and returns once that Start holds
+// x: it waits at a gate until open is closed, then sends its error on
+// failed.
+func holdInAFailingStart(a *Async, x Wrapper) (open chan struct{}, failed chan error) {
+	inGate := make(chan struct{})
+	open, failed = make(chan struct{}), make(chan error)
+	gated := &gatedWrapper{WorkerWrapper: NewWrapper("g", okWorker(), 0), gate: func() {
+		close(inGate)
+		<-open
+	}}
+	go func() {
+		_, err := a.Start(context.Background(), 0, x, gated, nil)
+		failed <- err
+	}()
+	<-inGate
+	return open, failed
+}
+
 // TestStartWaitsForAClaimThatFails: a Start whose graph is refused
 // (here for a nil start node) holds the nodes it claimed until it
 // returns. A Start of the same nodes at that moment used to be refused
@@ -98,17 +117,7 @@ func TestStartWaitsForAClaimThatFails(t *testing.T) {
 	defer a.Close()
 	x := NewWrapper("x", okWorker(), 0)
 	y := NewWrapper("y", okWorker(), 0).Depend(x, true)
-	inGate, open := make(chan struct{}), make(chan struct{})
-	gated := &gatedWrapper{WorkerWrapper: NewWrapper("g", okWorker(), 0), gate: func() {
-		close(inGate)
-		<-open
-	}}
-	failed := make(chan error)
-	go func() {
-		_, err := a.Start(context.Background(), 0, x, gated, nil)
-		failed <- err
-	}()
-	<-inGate // the failing Start holds x
+	open, failed := holdInAFailingStart(a, x)
 	type result struct {
 		run *Run
 		err error
@@ -140,17 +149,7 @@ func TestDescribeWaitsForAClaimThatFails(t *testing.T) {
 	defer a.Close()
 	x := NewWrapper("x", okWorker(), 0)
 	NewWrapper("y", okWorker(), 0).Depend(x, true)
-	inGate, open := make(chan struct{}), make(chan struct{})
-	gated := &gatedWrapper{WorkerWrapper: NewWrapper("g", okWorker(), 0), gate: func() {
-		close(inGate)
-		<-open
-	}}
-	failed := make(chan error)
-	go func() {
-		_, err := a.Start(context.Background(), 0, x, gated, nil)
-		failed <- err
-	}()
-	<-inGate // the failing Start holds x
+	open, failed := holdInAFailingStart(a, x)
 	type result struct {
 		rep *Report
 		err error
