@@ -261,11 +261,7 @@ func (e *CallbackPanicError) Error() string {
 	case e.ID == "" && e.Index < 0:
 		return fmt.Sprintf("asynctool: %s panic of the run: %v", e.Method, e.Panic.Value)
 	}
-	id := strconv.Quote(e.ID)
-	if e.ID == "" {
-		id = "#" + strconv.Itoa(e.Index) // as Report.String names it
-	}
-	return fmt.Sprintf("asynctool: callback %s of node %s panicked: %v", e.Method, id, e.Panic.Value)
+	return fmt.Sprintf("asynctool: callback %s of node %s panicked: %v", e.Method, errName(e.ID, e.Index), e.Panic.Value)
 }
 
 // Unwrap returns the recovered panic.
