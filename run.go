@@ -666,8 +666,7 @@ func (r *runState) start(ctx context.Context, a *Async, timeout time.Duration, i
 // at one instant, and the run's cause is either caller's or
 // context.DeadlineExceeded; it ends on time either way.
 func keepCaller(caller, c context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
-	c, cancelCause := context.WithCancelCause(c)
-	stop := context.AfterFunc(caller, func() { cancelCause(context.Cause(caller)) })
+	c, release := endingWith(c, caller)
 	deadline, ok := caller.Deadline()
 	if timeout > 0 {
 		if t := time.Now().Add(timeout); !ok || t.Before(deadline) {
@@ -679,10 +678,35 @@ func keepCaller(caller, c context.Context, timeout time.Duration) (context.Conte
 		c, cancelDeadline = context.WithDeadline(c, deadline)
 	}
 	return c, func() {
-		stop()
 		cancelDeadline()
-		cancelCause(nil)
+		release()
 	}
+}
+
+// endingWith returns a context with c's values and deadline that also
+// ends when parent does, with parent's cause, and the function that
+// releases it: it stops the watch on parent and cancels the context. It
+// keeps a context that may have dropped parent's cancellation
+// (context.WithoutCancel, or one from elsewhere) tied to parent: a run's
+// to its caller's (keepCaller), a worker's to its node's (hookedCtx), a
+// SubPlan's sub-run to its node's.
+func endingWith(c, parent context.Context) (context.Context, func()) {
+	c, cancel := context.WithCancelCause(c)
+	stop := context.AfterFunc(parent, func() { cancel(context.Cause(parent)) })
+	return c, func() {
+		stop()
+		cancel(nil)
+	}
+}
+
+// owns reports whether c is, or derives from, the context that r's
+// workers receive: a context a hook or a SubPlan's Input returns must,
+// for the node's deadline, cancellation and values to reach what runs
+// under it, and the mark that makes a run started under it a nested one
+// (see WithMaxWorkers).
+func (r *runState) owns(c context.Context) bool {
+	mark, _ := c.Value(inRunKey{}).(*runCtx)
+	return mark != nil && context.Context(mark) == r.ctx
 }
 
 // inRunKey marks the contexts that workers receive, with their run's
@@ -1551,18 +1575,15 @@ func (r *runState) attempt(i int32, wl *worklist) {
 // worker has returned. It is a function of its own, so that attempt,
 // which every node goes through, has no defer and no extra call.
 func (r *runState) executeHooked(i int32, node, c context.Context, wl *worklist) {
-	c, cancel, stop, ok := r.hookedCtx(node, c)
+	c, release, ok := r.hookedCtx(node, c)
 	if !ok {
 		// The attempt fails without calling Begin or the worker.
 		r.attemptFailed(i, errHookCtx, wl)
 		wl.cur = -1
 		return
 	}
-	if cancel != nil {
-		defer func() {
-			stop()
-			cancel(nil)
-		}()
+	if release != nil {
+		defer release()
 	}
 	if r.sample {
 		t0 := time.Since(r.a.epoch)
@@ -1587,19 +1608,18 @@ var errHookCtx = errors.New("asynctool: OnNodeStart returned a context that does
 // then, and the node fails with errHookCtx (ok is false). A context
 // that derives from node but has a Done channel of its own may have
 // dropped node's cancellation (context.WithoutCancel): the worker gets
-// one that node's end ends too, with node's cause, which the caller
-// releases with cancel and stop once the worker has returned (nil when
+// one that node's end ends too, with node's cause (see endingWith), which
+// the caller releases once the worker has returned (release is nil when
 // c's Done is node's, as for values added, the usual case).
-func (r *runState) hookedCtx(node, c context.Context) (_ context.Context, cancel context.CancelCauseFunc, stop func() bool, ok bool) {
-	if mark, _ := c.Value(inRunKey{}).(*runCtx); mark == nil || context.Context(mark) != r.ctx {
-		return node, nil, nil, false
+func (r *runState) hookedCtx(node, c context.Context) (_ context.Context, release func(), ok bool) {
+	if !r.owns(c) {
+		return node, nil, false
 	}
 	if c.Done() == node.Done() {
-		return c, nil, nil, true
+		return c, nil, true
 	}
-	c, cancel = context.WithCancelCause(c)
-	stop = context.AfterFunc(node, func() { cancel(context.Cause(node)) })
-	return c, cancel, stop, true
+	c, release = endingWith(c, node)
+	return c, release, true
 }
 
 // trigger marks node s ready to run: the end of upstream by satisfied its

@@ -113,7 +113,7 @@ func (s SubPlan[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R, 
 		}
 		if in == nil {
 			in = ctx
-		} else if mark, _ := in.Value(inRunKey{}).(*runCtx); mark == nil || context.Context(mark) != outer.ctx || in.Done() == nil {
+		} else if !outer.owns(in) || in.Done() == nil {
 			// From outside any run, from another run's worker (an earlier
 			// run's too, whose state this run reuses), or detached
 			// (context.WithoutCancel): the sub-run would not have the
@@ -131,11 +131,9 @@ func (s SubPlan[P, R]) Action(ctx context.Context, param P, all Wrappers) (v R, 
 			// channel (ctx with values added, Input's usual result): it
 			// ends with ctx already, and the wrapping would cost each
 			// call 8 allocations.
-			var cancel context.CancelCauseFunc
-			in, cancel = context.WithCancelCause(in)
-			defer cancel(nil)
-			stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
-			defer stop()
+			var release func()
+			in, release = endingWith(in, ctx)
+			defer release()
 		}
 	}
 	h, err := runSub(in, all, s.Plan.p.getRun(), "sub-plan")
