@@ -19,8 +19,9 @@ import "reflect"
 // the stack of whatever called Submit: a [Serial] or [Keyed] first
 // starts its drain loop on a goroutine of its own, so that its tasks
 // still run, but on a timer's goroutine (a task of [Serial.SubmitAfter]
-// once its delay has passed, an Async's retry after its backoff) there is
-// no caller to take the panic, and it ends the program, as a panic in any
+// once its delay has passed, an Async's retry after its backoff), or on
+// the goroutine a Serial or Keyed starts to carry on after a task called
+// runtime.Goexit, there is no caller to take the panic, and it ends the program, as a panic in any
 // time.AfterFunc function does. It is not kept to be reported later:
 // SubmitAfter returned long before, a later Submit's error would say that
 // its own task was refused (and invite a second submission of a task that

@@ -265,7 +265,10 @@ func (k *Keyed[K]) drainHeld(q *keyQueue[K]) {
 				}
 				return
 			}
-			k.schedule(q, key)
+			// The loop is asked for on a goroutine of its own: this
+			// one may hold the executor's only room (a Pool's worker
+			// under Block), which it gives up once it has exited.
+			go k.schedule(q, key)
 		}
 	}()
 	for {

@@ -459,11 +459,13 @@ func (s *Serial) drain() {
 		if !normal {
 			// A task called runtime.Goexit; it counts as completed.
 			// Carry on from the next item in a new loop; running is
-			// still set.
+			// still set. The loop is asked for on a goroutine of its
+			// own: this one may hold the executor's only room (a Pool's
+			// worker under Block), which it gives up once it has exited.
 			s.completed.Add(1)
 			s.pending, s.next = pending, next
 			s.held.Store(false)
-			s.schedule()
+			go s.schedule()
 		}
 	}()
 	for {
