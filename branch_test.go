@@ -223,6 +223,26 @@ func TestWhenUpstreamFails(t *testing.T) {
 		assert.False(t, asked.Load())
 		assert.Equal(t, `must upstream "up" failed`, nodeReport(t, run.Report(), "x").Reason)
 	})
+	t.Run("anonymous", func(t *testing.T) {
+		// An upstream without an id is named by its index, in the
+		// error and in the report's reason, not as "". The default
+		// join's node beside it says the same.
+		a := newAsync(t)
+		up := NewWrapper("", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, errBoom }), 0)
+		b := NewWrapper("b", okWorker(), 0)
+		x := NewWrapper("x", okWorker(), 0).Depend(up, true).Depend(b, true).Join(When("b", func(int) bool { return true }))
+		y := NewWrapper("y", okWorker(), 0).Depend(up, true)
+		run, err := a.Start(context.Background(), 0, up, b)
+		require.NoError(t, err)
+		require.NoError(t, run.Wait(context.Background()))
+		for _, n := range []*WorkerWrapper[int, int]{x, y} {
+			var ue *UpstreamError
+			require.ErrorAs(t, n.Result().Err, &ue)
+			assert.Empty(t, ue.ID)
+			assert.EqualError(t, ue, "asynctool: upstream #0 failed: boom")
+			assert.Equal(t, "must upstream #0 failed", nodeReport(t, run.Report(), n.ID()).Reason)
+		}
+	})
 	t.Run("continue", func(t *testing.T) {
 		a := newAsync(t)
 		var got atomic.Int64

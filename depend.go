@@ -227,7 +227,7 @@ func When[T any](id string, cond func(v T) bool) Join {
 		case !last.OK && last.Err == ErrNotTaken:
 			return DecideSkip, nil
 		case !last.OK:
-			return DecideFail, &UpstreamError{ID: last.ID, Err: last.Err}
+			return DecideFail, &UpstreamError{ID: last.ID, Err: last.Err, at: last.at}
 		case ups == nil:
 			return DecideWait, nil
 		}
@@ -242,7 +242,7 @@ func When[T any](id string, cond func(v T) bool) Join {
 			case !u.OK && u.Err == ErrNotTaken:
 				skip = true
 			case !u.OK:
-				return DecideFail, &UpstreamError{ID: u.ID, Err: u.Err}
+				return DecideFail, &UpstreamError{ID: u.ID, Err: u.Err, at: u.at}
 			case u.ID == id && at == nil:
 				at = u
 			}
@@ -375,6 +375,9 @@ type Upstream struct {
 	Result ResultState
 	Err    error
 	Value  any
+	// at is 1 + the upstream's index when it has no id, for the
+	// UpstreamError a When join makes of it (see EndError).
+	at int
 }
 
 // Decision is a custom join's answer.
@@ -752,7 +755,8 @@ func (r *runState) askJoin(s, from int32, all bool) (d Decision, perr error, ok 
 // upstreamView is upstream j as a custom join sees it now; without its
 // Value unless value is set (boxing it may allocate).
 func (r *runState) upstreamView(j int32, value bool) Upstream {
-	up := Upstream{ID: r.p.nodes[j].core.id}
+	id := r.p.nodes[j].core.id
+	up := Upstream{ID: id, at: anonymousAt(id, j)}
 	st := r.nodes[j].st()
 	up.Pending = st == sPending
 	if terminal(st) {

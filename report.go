@@ -551,7 +551,7 @@ func joinReason(pn *pnode, err error) string {
 		if pn.flow.join.when != nil {
 			switch {
 			case errors.As(err, &up) && err == error(up):
-				return fmt.Sprintf("must upstream %q failed", up.ID)
+				return fmt.Sprintf("must upstream %s failed", nameAt(up.ID, up.at))
 			case errors.As(err, &pe) && err == error(pe):
 				return fmt.Sprintf("join %v: its condition panicked", pn.flow.join)
 			case errors.Is(err, ErrResultType):
@@ -579,7 +579,7 @@ func joinReason(pn *pnode, err error) string {
 		case pn.nMust == 0:
 			return "every optional upstream failed"
 		default:
-			return fmt.Sprintf("must upstream %q failed", up.ID)
+			return fmt.Sprintf("must upstream %s failed", nameAt(up.ID, up.at))
 		}
 	}
 	return ""
