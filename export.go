@@ -608,6 +608,8 @@ func (t *chromeTrace) add(rep *Report, path string) error {
 		}
 		if n.DecidedBy != "" {
 			args["decided_by"] = n.DecidedBy
+		} else if n.decidedAt > 0 {
+			args["decided_by"] = errName("", n.decidedAt-1)
 		}
 		switch {
 		case n.Ran:

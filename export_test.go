@@ -535,3 +535,30 @@ func TestDOTLabelKeepsAmpersands(t *testing.T) {
 	}
 	assert.False(t, strings.ContainsRune(svg, 1), "a control character in the SVG")
 }
+
+// TestDecidedByAnAnonymousUpstream: a node whose join an upstream without
+// an id decided has an empty DecidedBy, as the field's doc says; String
+// and the Chrome trace name that upstream "#" and its index, where they
+// left it out, as they do for a start node that nothing decided.
+func TestDecidedByAnAnonymousUpstream(t *testing.T) {
+	a := asynctool.New(asynctool.WithTimings(true))
+	defer a.Close()
+	work := asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) { return 1, nil })
+	up := asynctool.NewWrapper("", work, 0)
+	down := asynctool.NewWrapper("down", work, 0).Depend(up, true)
+	r, err := a.Start(context.Background(), time.Second, up)
+	require.NoError(t, err)
+	require.NoError(t, r.Wait(context.Background()))
+	rep := r.Report()
+	n := rep.Nodes[1]
+	require.Equal(t, down.ID(), n.ID)
+	assert.Empty(t, n.DecidedBy)
+	assert.Regexp(t, `\ndown: succeeded .* by=#0\n`, rep.String())
+	var buf bytes.Buffer
+	require.NoError(t, rep.WriteChromeTrace(&buf))
+	decided := map[string]any{}
+	for _, e := range traceEvents(t, buf.Bytes(), "X") {
+		decided[e.Name] = e.Args["decided_by"]
+	}
+	assert.Equal(t, map[string]any{"#0": nil, "down": "#0"}, decided)
+}

@@ -71,7 +71,12 @@ type NodeReport struct {
 	// join (triggered or failed it), empty for start nodes and for nodes
 	// ended by the deadline or skipped before their join decided (a node
 	// triggered, then skipped or stopped before it started, keeps it).
+	// It is empty too when that upstream has no id; [Report.String] and
+	// the Chrome trace then name it "#" and its index.
 	DecidedBy string
+	// decidedAt is 1 + the index of the upstream that decided the join
+	// when it has no id (see nameAt), 0 otherwise.
+	decidedAt int
 	// Reason explains, in words, why a node did not succeed.
 	Reason string
 	// Join is the node's join strategy in words, as [Join.String] gives
@@ -171,6 +176,7 @@ func (r *runState) Report() *Report {
 			nr.Reason = r.reason(int32(i))
 			if by := n.decidedBy(); by >= 0 {
 				nr.DecidedBy = r.p.nodes[by].core.id
+				nr.decidedAt = anonymousAt(nr.DecidedBy, by)
 			}
 		}
 		if r.times != nil {
@@ -252,8 +258,8 @@ func (rep *Report) write(b *strings.Builder, indent string) {
 		if n.Attempts > 1 {
 			fmt.Fprintf(b, " attempts=%d", n.Attempts)
 		}
-		if n.DecidedBy != "" {
-			fmt.Fprintf(b, " by=%s", lineID(n.DecidedBy))
+		if by := n.decidedByName(); by != "" {
+			fmt.Fprintf(b, " by=%s", by)
 		}
 		if n.Sub != nil && n.Sub.Limit > 0 {
 			fmt.Fprintf(b, " limit=%d", n.Sub.Limit)
@@ -272,6 +278,19 @@ func (rep *Report) write(b *strings.Builder, indent string) {
 	if rep.RunErr != nil {
 		fmt.Fprintf(b, "%srun: %v\n", indent, rep.RunErr)
 	}
+}
+
+// decidedByName is the upstream that decided n's join as String names
+// it: its id (see lineID), or "#" and its index when it has none; ""
+// when no upstream did.
+func (n *NodeReport) decidedByName() string {
+	switch {
+	case n.DecidedBy != "":
+		return lineID(n.DecidedBy)
+	case n.decidedAt > 0:
+		return errName("", n.decidedAt-1)
+	}
+	return ""
 }
 
 // lineID is id, not empty, as String shows it: quoted if it holds a
