@@ -1,9 +1,10 @@
 // Package mpsc provides an unbounded, lock-free multi-producer
 // single-consumer intake. Producers push one value at a time with a
 // single compare-and-swap; the consumer takes everything pushed so far in
-// one atomic swap and gets it back in push order. This is how the serial
-// executors and streams link appends from many goroutines in batches
-// instead of taking a lock per append.
+// one atomic swap and gets it back in push order. This is how a stream
+// links appends from many goroutines in batches instead of taking a lock
+// per append. (The serial executors keep a mutex-guarded double buffer
+// instead, which allocates nothing per task.)
 package mpsc
 
 import "sync/atomic"
