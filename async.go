@@ -40,7 +40,7 @@ type Async struct {
 	hooks    *Hooks
 	timings  bool
 	inflight sync.WaitGroup // tasks handed to the executor and not yet returned
-	mu       sync.RWMutex   // held for reading while starting a run
+	mu       sync.RWMutex   // held for reading while a run is checked against Close (see launch)
 	closed   bool
 	cfgErr   error
 	hist     history // what single-use runs timed, by node id
@@ -324,13 +324,22 @@ func (a *Async) check(ctx context.Context, timeout time.Duration) error {
 	return nil
 }
 
-// launch starts r unless a is closed, and returns its handle.
+// launch starts r unless a is closed, and returns its handle. The lock
+// covers only the check and a hold on inflight, which keeps Close waiting
+// until start has taken the run's own: start runs user code (OnRunStart
+// hooks, and the run's nodes when the executor runs tasks on the caller),
+// which may start a run on a, and a read lock held across it would make
+// that run's launch wait behind a Close waiting for the lock, and so for
+// the first run.
 func (a *Async) launch(ctx context.Context, r *runState, timeout time.Duration) (*Run, error) {
 	a.mu.RLock()
-	defer a.mu.RUnlock()
 	if a.closed {
+		a.mu.RUnlock()
 		return nil, ErrClosed
 	}
+	a.inflight.Add(1)
+	a.mu.RUnlock()
+	defer a.inflight.Done()
 	return r.start(ctx, a, timeout, false), nil
 }
 

@@ -715,3 +715,43 @@ func TestPanicInPlainWorkerKeepsTheWorkerLimit(t *testing.T) {
 		assert.Equal(t, ResultSuccess, s.Result().State)
 	})
 }
+
+// TestCloseDuringARunStartedOnTheCallerDoesNotDeadlock checks that a run
+// whose start runs its nodes on the calling goroutine (an executor of the
+// user's that runs tasks on the caller) does not hold the Async's lock
+// while they run: a worker that starts a run of its own on the same Async
+// as Close waits for that lock would wait behind Close, which waits for
+// the worker's run.
+func TestCloseDuringARunStartedOnTheCallerDoesNotDeadlock(t *testing.T) {
+	a := New(WithExecutor(ExecutorFunc(func(task func()) error { task(); return nil })))
+	closing := make(chan error, 1)
+	var inner error
+	w := NewWrapper("outer", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		go func() { closing <- a.Close() }()
+		// Until Close waits for the lock, or has taken it.
+		for {
+			if !a.mu.TryRLock() {
+				break // Close waits for the lock
+			}
+			closed := a.closed
+			a.mu.RUnlock()
+			if closed {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		leaf := NewWrapper("leaf", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil }), 0)
+		inner = a.BeginWork(ctx, 0, leaf)
+		return 1, nil
+	}), 0)
+	ran := make(chan error, 1)
+	go func() { ran <- a.BeginWork(context.Background(), 0, w) }()
+	select {
+	case err := <-ran:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("BeginWork still running after 10s: its worker's run waits for Close, which waits for it")
+	}
+	require.NoError(t, <-closing)
+	assert.ErrorIs(t, inner, ErrClosed, "a run started after Close is refused")
+}
