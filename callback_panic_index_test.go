@@ -3,6 +3,7 @@ package asynctool
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,4 +45,31 @@ func TestAnonymousCallbackPanicNamesItsIndex(t *testing.T) {
 	rep := r.Report().String()
 	assert.Contains(t, rep, "#0: succeeded")
 	assert.Contains(t, rep, "#2: succeeded")
+}
+
+// TestInternalPanicOutsideAnyNodeHasNoIndex: a panic that reaches a run's
+// goroutine while it works on no node (here an executor's Submit that
+// panics, against its contract, as the goroutine shares ready nodes) is
+// an internal panic of the run, Index -1 as CallbackPanicError's doc
+// says, not one of node 0, which had long ended.
+func TestInternalPanicOutsideAnyNodeHasNoIndex(t *testing.T) {
+	var submits atomic.Int32
+	a := New(WithExecutor(ExecutorFunc(func(task func()) error {
+		if submits.Add(1) == 2 { // the first goroutine the run asks for beyond its start
+			panic("executor broke")
+		}
+		go task()
+		return nil
+	})))
+	root := NewWrapper("root", okWorker(), 0)
+	for _, id := range []string{"b", "c", "d"} {
+		NewWrapper(id, okWorker(), 0).Depend(root, true)
+	}
+	err := a.BeginWork(context.Background(), time.Minute, root)
+	var cpe *CallbackPanicError
+	require.ErrorAs(t, err, &cpe)
+	assert.Equal(t, "internal", cpe.Method)
+	assert.Equal(t, -1, cpe.Index, "%v", cpe)
+	assert.Equal(t, "", cpe.ID, "%v", cpe)
+	assert.Equal(t, "asynctool: internal panic of the run: executor broke", cpe.Error())
 }

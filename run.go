@@ -909,7 +909,7 @@ func (r *runState) drive(first int32, wl *worklist) (again bool) {
 				again = true
 				return
 			}
-			r.callbackPanic(max(wl.cur, wl.prop, wl.after, 0), "internal", pe)
+			r.callbackPanic(max(wl.cur, wl.prop, wl.after), "internal", pe) // -1: outside any node
 		}
 		// The goroutine's work goes on elsewhere.
 		r.continueAfterGoexit(wl, pe)
