@@ -26,7 +26,13 @@ import "reflect"
 // SubmitAfter returned long before, a later Submit's error would say that
 // its own task was refused (and invite a second submission of a task that
 // runs), Close returns nothing, and Shutdown may never be called, so the
-// executor's bug would go unseen; the crash names it.
+// executor's bug would go unseen; the crash names it. An [Async] calls
+// Submit from the goroutine that starts a run, where the panic goes on
+// up to the caller of Start, BeginWork, StartPlan or RunPlan, and from
+// the run's own goroutines, which recover it: the run goes on, and its
+// Wait (BeginWork, RunPlan) returns the panic as a [*CallbackPanicError]
+// of Method "internal". Either way the Async counted the task as handed
+// over and never takes that back, so its Close then waits for ever.
 type Executor interface {
 	Submit(task func()) error
 }
