@@ -266,7 +266,8 @@ func (a *Async) RunPlan(ctx context.Context, pl *Plan, timeout time.Duration) (*
 // once it has stalled on pending nodes ([PolicySuspend], a custom join's
 // DecideSuspend), nothing but its deadline can end it, and nothing
 // without one: it is cancelled then, as a SubPlan's sub-run is, and the
-// error names the pending node and wraps its failure.
+// error names the pending node and wraps its failure (unless the run's
+// context ended the node first, which the run's error then says).
 func (h *Run) waitUnresumable(method string) error {
 	if !h.p.suspends {
 		// A plain receive: a select, even with one case never ready,
@@ -282,6 +283,11 @@ func (h *Run) waitUnresumable(method string) error {
 	pending := h.firstPending()
 	h.runState.Cancel()
 	<-h.done
+	if pending.Status != StatusPending {
+		// The run's context ended the pending nodes between the stall
+		// and the look for them: the run's error says so.
+		return h.err()
+	}
 	return errors.Join(suspendedError("run", errName(pending.ID, pending.Index), "was cancelled: "+method+" gives no Run to resume it with", pending.Err), h.err())
 }
 

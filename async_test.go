@@ -755,3 +755,54 @@ func TestCloseDuringARunStartedOnTheCallerDoesNotDeadlock(t *testing.T) {
 	require.NoError(t, <-closing)
 	assert.ErrorIs(t, inner, ErrClosed, "a run started after Close is refused")
 }
+
+// stallRacingErr is a node's error whose As method, called by the report
+// that BeginWork reads once its run has stalled on a pending node, first
+// runs hook: as if the run's context ended right then.
+type stallRacingErr struct{ hook func() }
+
+func (e *stallRacingErr) Error() string { return "x failed" }
+
+func (e *stallRacingErr) As(any) bool {
+	if e.hook != nil {
+		h := e.hook
+		e.hook = nil
+		h()
+	}
+	return false
+}
+
+// TestBeginWorkStallEndedByItsContextNamesNoPendingNode: BeginWork
+// cancels a run stalled on a pending node with an error naming that node.
+// When the run's context ended the node after the stall but before
+// BeginWork looked for it (here the caller's cancel, in a race the
+// hook makes certain), no node was pending any more, and the error said
+// the run "suspended at node #0", a node that does not exist by that
+// name. The run's own error is returned then: its context's cause.
+func TestBeginWorkStallEndedByItsContextNamesNoPendingNode(t *testing.T) {
+	a := newAsync(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var p *WorkerWrapper[int, int]
+	xerr := &stallRacingErr{}
+	xerr.hook = func() {
+		cancel()
+		for p.State() != StateError { // the sweep ends the pending node
+			time.Sleep(time.Millisecond)
+		}
+	}
+	x := NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, xerr }), 0)
+	p = NewWrapper("p", WorkerFunc[int, int](func(_ context.Context, _ int, all Wrappers) (int, error) {
+		for {
+			if st, _ := all.State("x"); st == StateError {
+				return 0, errBoom
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}), 0).OnFailure(PolicySuspend)
+	err := a.BeginWork(ctx, 0, x, p)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.NotContains(t, err.Error(), "suspended at node")
+	assert.Equal(t, ResultTimeout, p.Result().State)
+}
