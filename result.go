@@ -23,9 +23,12 @@ const (
 	// *NodeTimeoutError), or the group deadline passed, or the run's context was
 	// cancelled, before the node ended.
 	ResultTimeout
-	// ResultException: the worker returned an error or panicked, an
-	// upstream it needed failed, its join failed it, the node was
-	// skipped, or a PolicyEnd node ended the run before it ended.
+	// ResultException: the worker returned an error, panicked or called
+	// runtime.Goexit (an attempt that passed its RetryPolicy's
+	// AttemptTimeout fails so too), an upstream it needed failed, its
+	// join failed it, the node was skipped or was a branch not taken
+	// ([ErrNotTaken]), or a PolicyEnd node ended the run before it
+	// ended. [WorkResult]'s Err says which.
 	ResultException
 )
 
