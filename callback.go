@@ -12,7 +12,10 @@ package asynctool
 // started when the deadline passes, and BeginWork returns only after it
 // has run for each of them. A panic in a callback is recovered and
 // reported as a [*CallbackPanicError] by BeginWork; a panic in Begin also
-// fails the node.
+// fails the node. A Begin called as the group deadline passes, for a node
+// whose start was under way then (its worker is called too, with ctx
+// done), is not waited for: the deadline ends the node without it, and a
+// panic in it may come after BeginWork has returned, without it.
 type Callback[P, R any] interface {
 	Begin()
 	Result(success bool, param P, r WorkResult[R])

@@ -142,7 +142,11 @@
 // custom join or a When condition fails the join's node; a panic in a
 // hook is recovered. A
 // panic in Begin, Result, DefaultValue or a hook is also returned by
-// BeginWork as a [*CallbackPanicError], so none is lost; a panic in
+// BeginWork as a [*CallbackPanicError], so none is lost (but for a
+// Begin or an OnNodeStart hook called as the run's context ended, for a
+// node whose start was under way then: the run does not wait for it, and
+// its panic may come after BeginWork returned; a later [Run.Wait] returns
+// it); a panic in
 // Retryable, Backoff or a custom join is, like a worker's, the node's
 // failure, found in its result and not returned by BeginWork. User code
 // that ends its goroutine with runtime.Goexit (t.FailNow in a test) does
