@@ -14,25 +14,26 @@ import "reflect"
 // must be safe for concurrent use. An Async's executor must also not wait
 // for room in Submit (see [WithExecutor]).
 //
-// Submit must not panic: a closed channel-based executor should return
-// an error. The package does not recover such a panic, which goes on up
-// the stack of whatever called Submit: a [Serial] or [Keyed] first
-// starts its drain loop on a goroutine of its own, so that its tasks
-// still run, but on a timer's goroutine (a task of [Serial.SubmitAfter]
-// once its delay has passed, an Async's retry after its backoff), or on
-// the goroutine a Serial or Keyed starts to carry on after a task called
-// runtime.Goexit, there is no caller to take the panic, and it ends the program, as a panic in any
+// Submit must not panic: a closed channel-based executor should return an
+// error. Outside a run's own goroutines (below) the package does not
+// recover such a panic, which goes on up the stack of whatever called
+// Submit: a [Serial] or [Keyed] first starts its drain loop on a
+// goroutine of its own, so that its tasks still run, but on a timer's
+// goroutine (a task of [Serial.SubmitAfter] once its delay has passed, an
+// Async's retry after its backoff), or on the goroutine a Serial or Keyed
+// starts to carry on after a task called runtime.Goexit, there is no
+// caller to take the panic, and it ends the program, as a panic in any
 // time.AfterFunc function does. It is not kept to be reported later:
 // SubmitAfter returned long before, a later Submit's error would say that
 // its own task was refused (and invite a second submission of a task that
 // runs), Close returns nothing, and Shutdown may never be called, so the
 // executor's bug would go unseen; the crash names it. An [Async] calls
-// Submit from the goroutine that starts a run, where the panic goes on
-// up to the caller of Start, BeginWork, StartPlan or RunPlan, and from
-// the run's own goroutines, which recover it: the run goes on, and its
-// Wait (BeginWork, RunPlan) returns the panic as a [*CallbackPanicError]
-// of Method "internal". Either way the Async counted the task as handed
-// over and never takes that back, so its Close then waits for ever.
+// Submit from the goroutine that starts a run, where the panic goes on up
+// to the caller of Start, BeginWork, StartPlan or RunPlan, and from the
+// run's own goroutines, which recover it: the run goes on, and its Wait
+// (BeginWork, RunPlan) returns the panic as a [*CallbackPanicError] of
+// Method "internal". Either way the Async counted the task as handed over
+// and never takes that back, so its Close then waits for ever.
 type Executor interface {
 	Submit(task func()) error
 }
