@@ -187,7 +187,8 @@ type Plan struct {
 // Compile validates the graph reachable from starts, as BeginWork does,
 // and compiles it into a Plan. The wrappers become the plan's template:
 // they cannot be run by BeginWork or compiled again, and their Result and
-// State methods do not see the plan's runs (use ResultIn). Nor do their
+// State methods do not see the plan's runs (use ResultIn; Result's Err
+// says so, wrapping [ErrReused]). Nor do their
 // chaining methods change the plan: a Default, Timeout, Retry, Depend or
 // other setting made after Compile is ignored, and every run of the plan
 // runs the graph as it was compiled (ExampleCompile_changesAfterCompile).

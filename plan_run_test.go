@@ -68,9 +68,28 @@ func TestPlanTemplateCannotRunAlone(t *testing.T) {
 	assert.ErrorIs(t, a.BeginWork(context.Background(), 0, z), ErrReused)
 	_, err := Compile(z)
 	assert.ErrorIs(t, err, ErrReused)
-	assert.Equal(t, WorkResult[int]{}, z.Result(), "Result does not see plan runs")
+	assert.ErrorIs(t, z.Result().Err, ErrReused, "Result does not see plan runs")
 	_, err = Compile()
 	assert.ErrorIs(t, err, ErrNoStart)
+}
+
+// TestTemplateResultSaysToReadTheRun checks that Result on a compiled
+// wrapper, after a run of its plan succeeded, does not pass for a node
+// that has not ended yet (a zero WorkResult, which code moved from
+// BeginWork to RunPlan would read as an empty success path): its Err
+// says the node belongs to a plan and names ResultIn.
+func TestTemplateResultSaysToReadTheRun(t *testing.T) {
+	a := newAsync(t)
+	pl, z := sumPlan(t)
+	r, err := a.RunPlan(context.WithValue(t.Context(), reqKey{}, 2), pl, time.Minute)
+	require.NoError(t, err)
+	defer r.Release()
+	require.Equal(t, WorkResult[int]{Value: 22, State: ResultSuccess}, z.ResultIn(r))
+	res := z.Result()
+	assert.Equal(t, ResultDefault, res.State)
+	assert.Zero(t, res.Value)
+	require.ErrorIs(t, res.Err, ErrReused)
+	assert.EqualError(t, res.Err, `asynctool: wrapper already used in a run: node "z" belongs to a compiled Plan: read a run's result with ResultIn or ValueIn`)
 }
 
 // TestResultInOtherRun checks that ResultIn ignores runs of other graphs.

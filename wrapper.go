@@ -130,9 +130,18 @@ func (w *WorkerWrapper[P, R]) Next(down Wrapper, must bool) *WorkerWrapper[P, R]
 // ResultDefault and Value is the zero value. It is safe to call
 // concurrently with the run; inside a worker, read other nodes through
 // [ResultOf] instead. For a nil w it returns a zero WorkResult.
+//
+// A node compiled into a [Plan] has no result of its own: each run of
+// the plan has one, read with [WorkerWrapper.ResultIn] or
+// [WorkerWrapper.ValueIn]. Its Result has State ResultDefault, the zero
+// value and an Err wrapping [ErrReused] that says so, rather than pass
+// for a node that has not ended yet.
 func (w *WorkerWrapper[P, R]) Result() WorkResult[R] {
 	if w == nil {
 		return WorkResult[R]{}
+	}
+	if o := w.owner.Load(); o != nil && o.compiled.Load() {
+		return WorkResult[R]{Err: fmt.Errorf("%w: node %q belongs to a compiled Plan: read a run's result with ResultIn or ValueIn", ErrReused, w.id)}
 	}
 	return w.resultIn(w.singleRun()) // a single-use run is bound like a plan's
 }
