@@ -179,6 +179,9 @@ func (rep *Report) criticalEdges() map[[2]int]bool {
 // It is drawn plain when it is static (the shape of a SubPlan or ForEach
 // node that has not started a sub-run) and when the outer report is.
 func (rep *Report) DOT() string {
+	if rep == nil {
+		rep = &Report{}
+	}
 	var b strings.Builder
 	b.WriteString("digraph asynctool {\n")
 	b.WriteString("  rankdir=LR;\n")
@@ -320,6 +323,9 @@ const dotPiece = 4096
 // (n3_0, n3_1, ...) and edges; a dotted link without an arrowhead (-.-)
 // ties the node to each start node of the Sub.
 func (rep *Report) Mermaid() string {
+	if rep == nil {
+		rep = &Report{}
+	}
 	var b strings.Builder
 	b.WriteString("flowchart LR\n")
 	classes := map[string][]string{}
@@ -456,6 +462,9 @@ func mermaidEscape(lines []string) string {
 // chain inside the sub-run is its [NodeReport.Sub]'s CriticalPath (the
 // one DOT and Mermaid draw inside the node's box).
 func (rep *Report) CriticalPath() []int {
+	if rep == nil {
+		return nil
+	}
 	last := -1
 	for i := range rep.Nodes {
 		n := &rep.Nodes[i]
@@ -561,6 +570,9 @@ type traceEvent struct {
 // in a sub-run, but the report has no times for it: record them with
 // [WithTimings] or hooks.
 func (rep *Report) WriteChromeTrace(w io.Writer) error {
+	if rep == nil {
+		rep = &Report{}
+	}
 	t := chromeTrace{start: rep.Start}
 	if err := t.add(rep, ""); err != nil {
 		return err

@@ -12,6 +12,11 @@ import (
 // Report explains a run: one entry per node, in the run's topological
 // order. Times are recorded only when the run had hooks or its Async was
 // created with [WithTimings]; otherwise they are zero.
+//
+// A nil *Report, such as the [NodeReport.Sub] of a node that started no
+// sub-run, reads as an empty one: its String is empty, its Err and
+// CriticalPath nil, and DOT, Mermaid and WriteChromeTrace draw a graph
+// without nodes.
 type Report struct {
 	// Nodes has one entry per node.
 	Nodes []NodeReport
@@ -211,6 +216,9 @@ func (r *runState) Report() *Report {
 // counted twice; the errors of the sub-run's own nodes are its
 // [NodeReport.Sub]'s Err.
 func (rep *Report) Err() error {
+	if rep == nil {
+		return nil
+	}
 	var errs []error
 	for i := range rep.Nodes {
 		if n := &rep.Nodes[i]; n.Err != nil {
@@ -231,6 +239,9 @@ func (rep *Report) Err() error {
 // Pending, which that includes ("pending 3h0m0s"): a worker that failed,
 // then succeeded once a person had it rerun, ran for 1.2s.
 func (rep *Report) String() string {
+	if rep == nil {
+		return ""
+	}
 	var b strings.Builder
 	rep.write(&b, "")
 	return b.String()

@@ -1,6 +1,7 @@
 package asynctool
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -439,4 +440,44 @@ func TestConcurrentDescribe(t *testing.T) {
 	assert.Zero(t, fails.Load(), "concurrent Describe calls failed")
 	a := newAsync(t)
 	require.NoError(t, a.BeginWork(context.Background(), time.Minute, root), "Describe consumed nothing")
+}
+
+// TestNilReportReadsAsEmpty: the Sub of a node that started no sub-run
+// (any plain node, or a ForEach whose Items failed) is nil, and so is
+// Describe's report with its error; calling Sub.Err(), as the README
+// suggests for a sub-run's errors, or any other method of a nil *Report
+// panicked with a nil dereference. A nil report now reads as an empty
+// one.
+func TestNilReportReadsAsEmpty(t *testing.T) {
+	a := newAsync(t)
+	page := NewWrapper("page", okWorker(), 0)
+	prices := NewWrapper("prices", ForEach[int, int, int]{
+		Items:  func(context.Context, int, Wrappers) ([]int, error) { return nil, errBoom },
+		Worker: okWorker(),
+	}, 0)
+	r, err := a.Start(t.Context(), 0, page, prices)
+	require.NoError(t, err)
+	require.NoError(t, r.Wait(t.Context()))
+	rep := r.Report()
+	require.Len(t, rep.Nodes, 2)
+	empty := &Report{}
+	for _, n := range rep.Nodes {
+		require.Nil(t, n.Sub, n.ID)
+		assert.NotPanics(t, func() {
+			assert.NoError(t, n.Sub.Err())
+			assert.Empty(t, n.Sub.String())
+			assert.Nil(t, n.Sub.CriticalPath())
+			assert.Equal(t, empty.DOT(), n.Sub.DOT())
+			assert.Equal(t, empty.Mermaid(), n.Sub.Mermaid())
+			var got, want bytes.Buffer
+			require.NoError(t, n.Sub.WriteChromeTrace(&got))
+			require.NoError(t, empty.WriteChromeTrace(&want))
+			assert.Equal(t, want.String(), got.String())
+		}, n.ID)
+	}
+	assert.ErrorIs(t, rep.Err(), errBoom, "the ForEach node failed")
+
+	d, err := Describe()
+	require.ErrorIs(t, err, ErrNoStart)
+	assert.NotPanics(t, func() { assert.Empty(t, d.String()) })
 }
