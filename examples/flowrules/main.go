@@ -234,9 +234,16 @@ func main() {
 	_ = receipt
 	a := asynctool.New()
 	defer a.Close()
-	r, _ := a.Start(context.Background(), time.Second, payment)
-	for r.Report().Nodes[0].Status != asynctool.StatusPending {
-		time.Sleep(time.Millisecond)
+	r, err := a.Start(context.Background(), time.Second, payment)
+	if err != nil {
+		fmt.Println("PolicySuspend rejected:", err)
+		return
+	}
+	// Suspended is closed once the run can go no further without a
+	// Resume; Done, if the run ended instead (its deadline, say).
+	select {
+	case <-r.Suspended():
+	case <-r.Done():
 	}
 	fmt.Printf("== PolicySuspend: before Resume\n%s", r.Report())
 	if err := r.Resume("payment", asynctool.Rerun()); err != nil {
