@@ -251,6 +251,13 @@ func (w *Worker[A]) Timeout(*river.Job[A]) time.Duration {
 //
 // A Worker that [NewWorker] did not make (a zero Worker) fails every
 // attempt with an error that says so.
+//
+// Work is River's to call: the checkpoint is a River resumable step,
+// which needs the state River puts in the attempt's ctx, so a direct
+// call (from a unit test, say) panics with River's "resumable step can
+// only be used within a Worker". Test a Worker with rivertest.Worker,
+// which runs it as a client would, and a BuildFunc by calling it with a
+// zero Checkpoint.
 func (w *Worker[A]) Work(ctx context.Context, job *river.Job[A]) error {
 	if w.build == nil || w.async == nil {
 		return errZeroWorker

@@ -19,6 +19,7 @@ import (
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
+	"github.com/riverqueue/river/rivertest"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -1214,4 +1215,34 @@ func TestCallbackPanicSurvivesRiversTimeout(t *testing.T) {
 	require.Equal(t, rivertype.JobStateDiscarded, ev.Job.State, "River's timeout ended the attempt: no park")
 	require.NotEmpty(t, ev.Job.Errors)
 	assert.Contains(t, ev.Job.Errors[len(ev.Job.Errors)-1].Error, `callback OnNodeEnd of node "approve" panicked: the audit hook broke`)
+}
+
+// TestWorkOutsideRiver pins what Work's doc says of a unit test of a
+// Worker: Work called directly, outside a job River runs, panics with
+// River's own message (the checkpoint is a River resumable step, which
+// needs River's state in ctx), while rivertest.Worker runs it as a
+// client would, checkpoints included.
+func TestWorkOutsideRiver(t *testing.T) {
+	cnt := &counters{}
+	worker := mustWorker(t, newAsync(t), time.Minute, sumGraph(cnt))
+	job := &river.Job[sumArgs]{JobRow: &rivertype.JobRow{}, Args: sumArgs{Base: 2}}
+	assert.PanicsWithError(t, "river: resumable step can only be used within a Worker", func() {
+		_ = worker.Work(context.Background(), job)
+	})
+	assert.Zero(t, cnt.a.Load(), "no node ran")
+
+	db := openSQLite(t)
+	tw := rivertest.NewWorker(t, riversqlite.New(db), &river.Config{}, worker)
+	tx, err := db.BeginTx(t.Context(), nil)
+	require.NoError(t, err)
+	defer tx.Rollback()
+	cnt.failB.Store(1)
+	res, err := tw.Work(t.Context(), t, tx, sumArgs{Base: 2}, nil)
+	require.Error(t, err, "b fails the first attempt")
+	assert.Equal(t, river.EventKindJobFailed, res.EventKind)
+	res, err = tw.WorkJob(t.Context(), t, tx, res.Job)
+	require.NoError(t, err)
+	assert.Equal(t, river.EventKindJobCompleted, res.EventKind)
+	assert.Equal(t, int32(1), cnt.a.Load(), "the retry replays a")
+	assert.Equal(t, int64(23), cnt.total.Load())
 }
