@@ -125,7 +125,11 @@
 // for a run it started, a [SubPlan]'s included: once it has run what it
 // could of the sub-run, it waits for the rest, which other goroutines
 // run (a nested run never waits on a task of its own that the pool has
-// queued, so a busy pool, even of one goroutine, cannot stall it).
+// queued, so a busy pool, even of one goroutine, cannot stall it). A run
+// is nested when its context is the worker's ctx or derives from it: a
+// worker that starts one with context.Background() starts a run like any
+// other, whose nodes may wait in the pool's queue behind the worker that
+// waits for them, until the run's deadline.
 //
 // # Panics
 //

@@ -112,6 +112,46 @@ func TestNestedRunRetriesAndResumesOnABusyPool(t *testing.T) {
 	}
 }
 
+// TestNestedRunNeedsTheWorkersContext pins the condition of the rule
+// above: a run is nested, and so never queued behind the worker that
+// waits for it, when its context is the worker's ctx or derives from
+// it. Started from a worker with context.Background(), it is a run like
+// any other: on a pool of one, busy with that worker, its node waits in
+// the pool's queue until the run's deadline (for ever without one).
+func TestNestedRunNeedsTheWorkersContext(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		ctx    func(worker context.Context) context.Context
+		took   time.Duration
+		result ResultState
+	}{
+		{"worker's ctx", func(ctx context.Context) context.Context { return ctx }, 0, ResultSuccess},
+		{"derived from it", func(ctx context.Context) context.Context {
+			return context.WithValue(ctx, reqKey{}, 1)
+		}, 0, ResultSuccess},
+		{"context.Background", func(context.Context) context.Context { return context.Background() }, time.Hour, ResultTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := New(WithMaxWorkers(1))
+				defer a.Close()
+				var took time.Duration
+				var inner *WorkerWrapper[int, int]
+				outer := NewWrapper("outer", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+					inner = NewWrapper("inner", okWorker(), 0)
+					start := time.Now()
+					err := a.BeginWork(tc.ctx(ctx), time.Hour, inner)
+					took = time.Since(start)
+					return 0, err
+				}), 0)
+				require.NoError(t, a.BeginWork(context.Background(), 2*time.Hour, outer))
+				assert.Equal(t, tc.took, took)
+				assert.Equal(t, tc.result, inner.Result().State)
+			})
+		})
+	}
+}
+
 // A snapshot taken while a node is being started: its started bit (Ran) is
 // set by the CAS into sWorking (or the claim) before attempt records its
 // start time, so WriteChromeTrace refuses the snapshot of a timed run,
