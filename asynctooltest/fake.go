@@ -2,6 +2,7 @@ package asynctooltest
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,7 +12,9 @@ import (
 
 // Fake is a worker for tests: it does what its constructor says and
 // records its calls. Build it with [Returns], [Fails], [Panics], [Sleeps],
-// [Blocks] or [Func]; the zero value is not usable. A Fake is safe for
+// [Blocks] or [Func]; the zero value, and a nil *Fake, are not usable:
+// as a worker they fail their node with an error that says so, and
+// their Started channel is nil, which never closes. A Fake is safe for
 // concurrent use and must not be copied.
 type Fake[P, R any] struct {
 	act func(ctx context.Context, p P) (R, error)
@@ -33,6 +36,10 @@ func newFake[P, R any](act func(ctx context.Context, p P) (R, error)) *Fake[P, R
 // Action implements [asynctool.Worker]: it records the call, then acts as
 // the fake was built to.
 func (f *Fake[P, R]) Action(ctx context.Context, p P, _ asynctool.Wrappers) (R, error) {
+	if f == nil || f.started == nil {
+		var zero R
+		return zero, errNotMade
+	}
 	f.calls.Add(1)
 	f.mu.Lock()
 	f.params = append(f.params, p)
@@ -58,7 +65,12 @@ func (f *Fake[P, R]) Started() <-chan struct{} { return f.started }
 // Release lets every call of a fake built by [Blocks] return, those
 // waiting now and those to come. It is idempotent and does nothing for
 // other fakes.
-func (f *Fake[P, R]) Release() { f.releaseOnce.Do(func() { close(f.release) }) }
+func (f *Fake[P, R]) Release() {
+	if f == nil || f.release == nil {
+		return // not made by a constructor: nothing waits on it
+	}
+	f.releaseOnce.Do(func() { close(f.release) })
+}
 
 // Returns returns a fake that returns v and no error.
 func Returns[P, R any](v R) *Fake[P, R] {
@@ -118,5 +130,14 @@ func Blocks[P, R any](v R) *Fake[P, R] {
 // Func returns a fake that calls fn, for behaviour the other constructors
 // do not cover, with the same call recording.
 func Func[P, R any](fn func(ctx context.Context, p P) (R, error)) *Fake[P, R] {
+	if fn == nil {
+		fn = func(context.Context, P) (R, error) {
+			var zero R
+			return zero, errors.New("asynctooltest: Func(nil): the fake has no function to call")
+		}
+	}
 	return newFake(fn)
 }
+
+// errNotMade is the error of a Fake that no constructor made.
+var errNotMade = errors.New("asynctooltest: a Fake must be made with Returns, Fails, Panics, Sleeps, Blocks or Func")

@@ -112,3 +112,31 @@ func TestBlocksHonoursDeadline(t *testing.T) {
 		assert.ErrorIs(t, rep.RunErr, context.DeadlineExceeded)
 	})
 }
+
+// TestFakeNotMadeByAConstructor: a Fake written as a composite literal
+// (&Fake{}) or a nil *Fake, and a Func(nil), failed their node with a
+// panic that named nothing of the fake ("close of nil channel", a nil
+// dereference), and Release on a zero Fake panicked. Their node now
+// fails with an error that says how to make one, and Release does
+// nothing.
+func TestFakeNotMadeByAConstructor(t *testing.T) {
+	var nilFake *asynctooltest.Fake[int, int]
+	for name, tc := range map[string]struct {
+		fake *asynctooltest.Fake[int, int]
+		want string
+	}{
+		"zero":      {&asynctooltest.Fake[int, int]{}, "asynctooltest: a Fake must be made with Returns, Fails, Panics, Sleeps, Blocks or Func"},
+		"nil":       {nilFake, "asynctooltest: a Fake must be made with Returns, Fails, Panics, Sleeps, Blocks or Func"},
+		"Func(nil)": {asynctooltest.Func[int, int](nil), "asynctooltest: Func(nil): the fake has no function to call"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			assert.NotPanics(t, tc.fake.Release)
+			w := asynctool.NewWrapper("n", tc.fake, 0)
+			rep := asynctooltest.Run(t, w)
+			asynctooltest.Failed(t, rep, "n", nil)
+			var pe *asynctool.PanicError
+			assert.False(t, errors.As(w.Result().Err, &pe), "not a panic: %v", w.Result().Err)
+			assert.EqualError(t, w.Result().Err, tc.want)
+		})
+	}
+}
