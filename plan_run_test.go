@@ -89,7 +89,7 @@ func TestTemplateResultSaysToReadTheRun(t *testing.T) {
 	assert.Equal(t, ResultDefault, res.State)
 	assert.Zero(t, res.Value)
 	require.ErrorIs(t, res.Err, ErrReused)
-	assert.EqualError(t, res.Err, `asynctool: wrapper already used in a run: node "z" belongs to a compiled Plan: read a run's result with ResultIn or ValueIn`)
+	assert.EqualError(t, res.Err, `asynctool: wrapper already used in a run: node "z" belongs to a compiled Plan: read a run's result with ResultIn or ValueIn, or from a worker with ResultFrom`)
 }
 
 // TestResultInOtherRun checks that ResultIn ignores runs of other graphs.

@@ -133,7 +133,8 @@ func (w *WorkerWrapper[P, R]) Next(down Wrapper, must bool) *WorkerWrapper[P, R]
 //
 // A node compiled into a [Plan] has no result of its own: each run of
 // the plan has one, read with [WorkerWrapper.ResultIn] or
-// [WorkerWrapper.ValueIn]. Its Result has State ResultDefault, the zero
+// [WorkerWrapper.ValueIn], or by a worker of the run with
+// [WorkerWrapper.ResultFrom]. Its Result has State ResultDefault, the zero
 // value and an Err wrapping [ErrReused] that says so, rather than pass
 // for a node that has not ended yet.
 func (w *WorkerWrapper[P, R]) Result() WorkResult[R] {
@@ -141,7 +142,7 @@ func (w *WorkerWrapper[P, R]) Result() WorkResult[R] {
 		return WorkResult[R]{}
 	}
 	if o := w.owner.Load(); o != nil && o.compiled.Load() {
-		return WorkResult[R]{Err: fmt.Errorf("%w: node %q belongs to a compiled Plan: read a run's result with ResultIn or ValueIn", ErrReused, w.id)}
+		return WorkResult[R]{Err: fmt.Errorf("%w: node %q belongs to a compiled Plan: read a run's result with ResultIn or ValueIn, or from a worker with ResultFrom", ErrReused, w.id)}
 	}
 	return w.resultIn(w.singleRun()) // a single-use run is bound like a plan's
 }
