@@ -20,8 +20,10 @@ const (
 	// ResultSuccess: the worker returned a value and no error.
 	ResultSuccess
 	// ResultTimeout: the node's own Timeout passed (Err is then a
-	// *NodeTimeoutError), or the group deadline passed, or the run's context was
-	// cancelled, before the node ended.
+	// *NodeTimeoutError), or the group deadline passed, or the run's
+	// context was cancelled, or the run ended with its EndsRun nodes
+	// (Err wraps ErrRunEnded), or, for an item of a ForEach, its Budget
+	// ran out (a *BudgetError), before the node ended.
 	ResultTimeout
 	// ResultException: the worker returned an error, panicked or called
 	// runtime.Goexit (an attempt that passed its RetryPolicy's
