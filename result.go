@@ -63,6 +63,9 @@ func (s ResultState) String() string {
 //   - an [*AttemptTimeoutError] if its last attempt passed its
 //     [RetryPolicy.AttemptTimeout];
 //   - an [*EndError] if a [PolicyEnd] node ended the run first;
+//   - an error wrapping [ErrRunEnded] if the run ended with its
+//     [WorkerWrapper.EndsRun] nodes first, or a [*BudgetError] for an
+//     item of a [ForEach] that its Budget stopped;
 //   - an error wrapping [ErrJoinFailed] or [ErrJoinUndecided], or a
 //     *PanicError, if its custom join failed it; an error wrapping
 //     [ErrResultType], or a *PanicError, if its [When] or [WhenResult]
