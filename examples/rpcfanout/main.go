@@ -91,7 +91,9 @@ func main() {
 	recs := asynctool.NewWrapper("recs", rpc(300*time.Millisecond, []string{"personalised"}, nil), uid).
 		Default([]string{"bestsellers"})
 
-	// Two review replicas; the first one to answer wins.
+	// Two review replicas, both optional: reviews runs on the first one
+	// that succeeds (reviews-a answers first, with an error, and is
+	// passed over).
 	reviewsA := asynctool.NewWrapper("reviews-a", rpc(5*time.Millisecond, &Reviews{}, errors.New("replica a is down")), uid)
 	reviewsB := asynctool.NewWrapper("reviews-b", rpc(12*time.Millisecond, &Reviews{Stars: 4.5}, nil), uid)
 	reviews := asynctool.NewWrapper("reviews", asynctool.WorkerFunc[int64, *Reviews](
