@@ -251,7 +251,15 @@ func (w *WorkerWrapper[P, R]) core() *nodeCore {
 	return &w.nodeCore
 }
 
-func (w *WorkerWrapper[P, R]) String() string { return fmt.Sprintf("node %q", w.id) }
+// String names the node for logs and errors: node "id" (node "" for a
+// node without an id, and node <nil> for a nil w, as [WorkerWrapper.ValueIn]
+// names it).
+func (w *WorkerWrapper[P, R]) String() string {
+	if w == nil {
+		return "node <nil>"
+	}
+	return fmt.Sprintf("node %q", w.id)
+}
 
 // nodeCore is the untyped half of a wrapper: identity, declared edges and
 // the binding to the run it belongs to.

@@ -75,6 +75,9 @@ func TestWrapperBeforeRun(t *testing.T) {
 	assert.Equal(t, `node "w"`, w.String())
 	var nilW *WorkerWrapper[int, int]
 	assert.Equal(t, StateInit, nilW.State())
+	// String was the one reading method that panicked on a nil w (a
+	// variable never assigned, logged with %s by a caller's own code).
+	assert.NotPanics(t, func() { assert.Equal(t, "node <nil>", nilW.String()) })
 }
 
 func TestStrings(t *testing.T) {
