@@ -88,9 +88,10 @@ func (f optionFunc) apply(c *config) { f(c) }
 // still holds a goroutine of the pool, so that such a worker does not hold
 // the run back. A task that neither a free goroutine nor the pool's queue
 // can take (a burst that fills both) is not lost either: a run's first
-// node, a retry and a resumed node then run on a goroutine of their own (a
-// retry on its backoff timer's), past the bound, and other ready nodes on
-// the goroutine that made them ready. n must be at least 1; a smaller n
+// node, each of its start nodes not known to be quick (see [Async]), a
+// retry and a resumed node then run on a goroutine of their own (a retry
+// on its backoff timer's), past the bound, and other ready nodes on the
+// goroutine that made them ready. n must be at least 1; a smaller n
 // makes every BeginWork return an error saying so.
 func WithMaxWorkers(n int) Option {
 	return optionFunc(func(c *config) {
@@ -111,6 +112,14 @@ func WithMaxWorkers(n int) Option {
 // executor slows a run down but never loses a node or deadlocks. Unlike
 // the Async's own pool, e is not asked again when it may have room: a run
 // it refused asks again only when it next puts nodes in its queue.
+//
+// Start nodes are the exception, so that one start node never waits
+// behind another: each start node not known to be quick (every one
+// until the Async, or the plan, has timed it; see [Async]) gets a task
+// of its own, and one that e refuses runs on a goroutine of its own. A graph
+// with many start nodes runs them all at once, whatever e's bound; to
+// bound calls to a service, bound the nodes (a [ForEach] with a Limit,
+// or nodes behind one start node, which e's bound holds to).
 //
 // An executor whose Submit runs the task on the caller (a caller-runs
 // policy) nests the scheduler's loops on that goroutine and makes Start
