@@ -15,8 +15,8 @@ import (
 //
 // A nil *Report, such as the [NodeReport.Sub] of a node that started no
 // sub-run, reads as an empty one: its String is empty, its Err and
-// CriticalPath nil, and DOT, Mermaid and WriteChromeTrace draw a graph
-// without nodes.
+// CriticalPath nil, DOT and Mermaid draw a graph without nodes, and
+// WriteChromeTrace writes a trace without node events.
 type Report struct {
 	// Nodes has one entry per node.
 	Nodes []NodeReport
