@@ -159,8 +159,11 @@
 // [ErrGoexit] (for a worker's Goexit the node's failure policy applies,
 // but not its retries, as for a panic), and one in Begin or OnNodeStart
 // is also returned by BeginWork as a *CallbackPanicError wrapping
-// ErrGoexit, its node's reason naming the call; in a custom join it fails
-// the join's node with an error wrapping ErrGoexit. In Callback.Result,
+// ErrGoexit, its node's reason naming the call; in a RetryPolicy's
+// Retryable or Backoff it ends the retries as a panic there does, with an
+// error that wraps ErrGoexit and the failed attempt's error (a stream
+// node's stops the stream, whose goroutine it ended); in a custom join it
+// fails the join's node with an error wrapping ErrGoexit. In Callback.Result,
 // DefaultValue or an end hook (OnNodeEnd, OnNodeSkip, OnNodeTimeout,
 // OnRunEnd) the node's result, or the run's, stands, as for a panic there,
 // and BeginWork returns a *CallbackPanicError wrapping ErrGoexit.

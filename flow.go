@@ -292,6 +292,11 @@ type nodeExt struct {
 	lastErr       error       // the failure that made the node pending
 	resumedFail   bool        // Resume ended the node with FailWith
 	retries       *time.Timer
+	// asking is the failure the node's retry policy is being asked
+	// about, nil when it is not: a runtime.Goexit in its Retryable or
+	// Backoff is the policy's, not the worker's (see endAborted). Only
+	// the goroutine running the node's attempt uses it.
+	asking error
 	// With timings, pendingAt is the clock (see runState.clock) at which
 	// the node, suspended after its worker failed, became pending, 0
 	// while it is not, and pendingFor the time it was pending before (see
@@ -367,7 +372,9 @@ func (r *runState) afterFailure(i int32, err error, wl *worklist) (bool, error) 
 	if rp := f.retry; rp != nil {
 		done := int(n.attempts.Load() - ext.base)
 		if done < rp.Attempts {
+			ext.asking = err
 			again, delay, perr := retryDecision(rp, err, done)
+			ext.asking = nil
 			switch {
 			case perr != nil:
 				// The policy itself failed: no retry, and the node fails
@@ -461,8 +468,18 @@ func (r *runState) unpend(ext *nodeExt) {
 // ErrGoexit), or a panic escaped. A node with flow rules ends as execute
 // ends a failed attempt, under its failure policy (suspended, continued,
 // or ending the run), though without a retry, as for a panic; after the
-// deadline, as a timeout.
+// deadline, as a timeout. A Goexit in the node's retry policy (its
+// Retryable or Backoff, asked about a failed attempt) is the policy's
+// failure, as a panic there is: err then wraps the attempt's error too.
 func (r *runState) endAborted(i int32, err error, wl *worklist) {
+	if r.exts != nil && r.exts[i] != nil {
+		if ext := r.exts[i]; ext.asking != nil {
+			if err == ErrGoexit {
+				err = &policyPanic{attempt: ext.asking}
+			}
+			ext.asking = nil
+		}
+	}
 	if st, cause, late := r.expiredNode(i); late {
 		r.end(i, sWorking, st, cause, -1, wl)
 		return
@@ -539,20 +556,29 @@ func callBounded[R any](ctx context.Context, bound *AttemptTimeoutError, f func(
 }
 
 // policyPanic is the error of a node whose retry policy's Retryable or
-// Backoff panicked when asked about attempt's failure: the node fails
-// with both, the panic first, so that errors.As finds the [*PanicError]
-// and errors.Is the attempt's error, and its report blames the policy,
-// not the worker.
+// Backoff panicked, or called runtime.Goexit (panic is nil then), when
+// asked about attempt's failure: the node fails with both, the panic
+// first, so that errors.As finds the [*PanicError] (errors.Is finds
+// [ErrGoexit]) and errors.Is the attempt's error, and its report blames
+// the policy, not the worker.
 type policyPanic struct {
 	attempt error
 	panic   *PanicError
 }
 
 func (e *policyPanic) Error() string {
+	if e.panic == nil {
+		return fmt.Sprintf("asynctool: retry policy called runtime.Goexit (asked about the attempt's error: %v)", e.attempt)
+	}
 	return fmt.Sprintf("asynctool: retry policy: %v (asked about the attempt's error: %v)", e.panic, e.attempt)
 }
 
-func (e *policyPanic) Unwrap() []error { return []error{e.panic, e.attempt} }
+func (e *policyPanic) Unwrap() []error {
+	if e.panic == nil {
+		return []error{ErrGoexit, e.attempt}
+	}
+	return []error{e.panic, e.attempt}
+}
 
 // retryDecision asks the policy whether err is retryable and for the
 // delay before attempt done+1; a panic in Retryable or Backoff is

@@ -448,3 +448,58 @@ func TestGoexitInAnInlineHelper(t *testing.T) {
 		assert.Equal(t, ResultSuccess, b.Result().State)
 	})
 }
+
+// TestGoexitInRetryPolicyIsNotTheWorkers: a RetryPolicy's Retryable or
+// Backoff that ended its goroutine with runtime.Goexit made the node fail
+// with a bare ErrGoexit, "worker called runtime.Goexit", and a report
+// that blamed the worker (which had returned an error and called Goexit
+// nowhere), and the error the worker returned, the failure the policy
+// was asked about, was lost; a stream node's Goexit there stopped the
+// stream as if the node's function had called it. As for a panic there
+// (TestRetryPolicyPanicIsNotTheWorkers), the node now fails with an error
+// that wraps ErrGoexit and the attempt's error and blames the retry
+// policy, under its failure policy, for graph and stream nodes alike.
+func TestGoexitInRetryPolicyIsNotTheWorkers(t *testing.T) {
+	policies := map[string]RetryPolicy{
+		"Retryable": {Attempts: 3, Retryable: func(error) bool { runtime.Goexit(); return true }},
+		"Backoff":   {Attempts: 3, Backoff: func(int) time.Duration { runtime.Goexit(); return 0 }},
+	}
+	check := func(t *testing.T, err error) {
+		t.Helper()
+		assert.ErrorIs(t, err, ErrGoexit)
+		assert.ErrorIs(t, err, errBoom, "the worker's own error")
+		assert.Contains(t, err.Error(), "retry policy")
+		assert.Contains(t, err.Error(), errBoom.Error())
+	}
+	for name, rp := range policies {
+		t.Run(name, func(t *testing.T) {
+			a := newAsync(t)
+			x := NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+				return 0, errBoom
+			}), 0).Retry(rp).OnFailure(PolicyContinue)
+			y := NewWrapper("y", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+				return 1, nil
+			}), 0).Depend(x, true)
+			r, err := a.Start(context.Background(), time.Minute, x)
+			require.NoError(t, err)
+			require.NoError(t, r.Wait(context.Background()))
+			check(t, x.ResultIn(r).Err)
+			assert.Equal(t, ResultSuccess, y.ResultIn(r).State, "x failed under PolicyContinue")
+			n := r.Report().Nodes[0]
+			assert.Equal(t, 1, n.Attempts)
+			assert.Equal(t, "retry policy called runtime.Goexit", n.Reason)
+
+			s := NewStream(0)
+			sn := s.AppendWith(func(context.Context, int) (int, error) { return 0, errBoom }, PolicyFail, StreamRetry(rp))
+			next := s.Append(func(_ context.Context, v int) (int, error) { return v + 1, nil })
+			go func() { _ = s.Run(context.Background()) }()
+			_, err = sn.Wait()
+			check(t, err)
+			assert.NotErrorIs(t, err, ErrStreamStopped, "the node failed; it was not stopped")
+			_, err = next.Wait()
+			assert.ErrorIs(t, err, ErrStreamStopped)
+			assert.ErrorIs(t, err, errBoom, "stopped by the node's failure")
+			assert.ErrorIs(t, s.Close(), errBoom)
+		})
+	}
+}

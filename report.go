@@ -496,7 +496,10 @@ func (r *runState) reason(i int32) string {
 		// error of another run's node that the worker returned.
 		return fmt.Sprintf("attempt %d passed its attempt timeout of %v", ate.Attempt, ate.Timeout)
 	}
-	if _, ok := err.(*policyPanic); ok {
+	if pp, ok := err.(*policyPanic); ok {
+		if pp.panic == nil {
+			return "retry policy called runtime.Goexit"
+		}
 		return "retry policy panicked"
 	}
 	if err == errHookCtx {

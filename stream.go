@@ -131,7 +131,10 @@ func (o streamRetry) applyStreamNode(c *streamNodeConfig) { c.retry = o.p }
 // retries and becomes the node's error (a [*PanicError], wrapped with the
 // failed attempt's error), and a node that calls
 // runtime.Goexit is not retried (it stops the stream, as it does without
-// retries). The backoff waits on Run's goroutine and ends early when Run's
+// retries). A runtime.Goexit in Retryable or Backoff ends Run's goroutine:
+// the node fails with an error wrapping [ErrGoexit] and the failed
+// attempt's error, whatever its policy, and the stream stops with that
+// error, as under PolicyFail. The backoff waits on Run's goroutine and ends early when Run's
 // context does, and a retry never starts, nor a backoff sleeps, past that
 // context's deadline: the failure policy applies at once instead. A
 // [Rerun] of a suspended node starts a new round of p.Attempts attempts. p
@@ -301,12 +304,26 @@ func (s *Stream[T]) Run(ctx context.Context) error {
 		i     int // next node of batch to run
 		ended bool
 		pos   int // user nodes started so far
+		// asking is the failure, and askedV the value, of the attempt
+		// of batch[i] that its retry policy is being asked about (see
+		// backoff); asking is nil when it is not.
+		asking error
+		askedV T
 	)
 	defer func() {
 		if !ended {
 			// A node called runtime.Goexit on Run's goroutine.
-			cause := errors.New("asynctool: a stream node called runtime.Goexit")
-			s.end(batch[i:], fmt.Errorf("%w: %w", ErrStreamStopped, cause), cause)
+			var cause error = errors.New("asynctool: a stream node called runtime.Goexit")
+			rest := batch[i:]
+			if asking != nil {
+				// Its retry policy did, asked about the node's failure:
+				// the node has failed, as for a panic there, and its
+				// failure stops the stream.
+				cause = &policyPanic{attempt: asking}
+				batch[i].end(askedV, cause)
+				rest = batch[i+1:]
+			}
+			s.end(rest, fmt.Errorf("%w: %w", ErrStreamStopped, cause), cause)
 		}
 		close(s.finished)
 	}()
@@ -357,7 +374,10 @@ func (s *Stream[T]) Run(ctx context.Context) error {
 				}
 				if rp := n.retry; rp != nil && n.fn != nil && round < rp.Attempts {
 					var again bool
-					if again, err = backoff(ctx, rp, err, round); again {
+					asking, askedV = err, v
+					again, err = backoff(ctx, rp, err, round)
+					asking = nil
+					if again {
 						continue
 					}
 				}
