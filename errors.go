@@ -51,8 +51,9 @@ var (
 
 	// ErrGoexit is the Err of a node whose worker called runtime.Goexit
 	// (as t.FailNow does in a test) instead of returning, or whose
-	// Callback.Begin or OnNodeStart or OnNodeRetry hook did, and of a
-	// [RunBatches] item whose process did. A Goexit elsewhere in user
+	// Callback.Begin or OnNodeStart or OnNodeRetry hook did, of a
+	// [Stream] node whose function did, and of a [RunBatches] item whose
+	// process did. A Goexit elsewhere in user
 	// code is reported wrapping it: see the package documentation.
 	ErrGoexit = errors.New("asynctool: worker called runtime.Goexit")
 	// ErrSkipped is the Err of a node that was short-circuited: it had not

@@ -33,7 +33,10 @@ type StreamFunc[T any] func(ctx context.Context, prev T) (T, error)
 // option: as with a graph node's [RetryPolicy], a node counts as failed
 // only once its last attempt did. What the failure does is the node's
 // [FailurePolicy], given to [Stream.AppendWith] ([Stream.Append] means
-// [PolicyFail]):
+// [PolicyFail]), except for a function that calls runtime.Goexit, which
+// ends Run's goroutine: the node fails with [ErrGoexit], without retries,
+// and the stream stops as under PolicyFail (Run does not return; Close
+// returns ErrGoexit).
 //
 //   - [PolicyFail] stops the stream: Run returns the node's error, and
 //     every node after it, including nodes appended later, ends without
@@ -131,10 +134,10 @@ func (o streamRetry) applyStreamNode(c *streamNodeConfig) { c.retry = o.p }
 // retries and becomes the node's error (a [*PanicError], wrapped with the
 // failed attempt's error), and a node that calls
 // runtime.Goexit is not retried (it stops the stream, as it does without
-// retries). A runtime.Goexit in Retryable or Backoff ends Run's goroutine:
-// the node fails with an error wrapping [ErrGoexit] and the failed
-// attempt's error, whatever its policy, and the stream stops with that
-// error, as under PolicyFail. The backoff waits on Run's goroutine and ends early when Run's
+// retries: see [Stream]). A runtime.Goexit in Retryable or Backoff ends
+// Run's goroutine too: the node fails with an error wrapping [ErrGoexit]
+// and the failed attempt's error, whatever its policy, and the stream
+// stops with that error, as under PolicyFail. The backoff waits on Run's goroutine and ends early when Run's
 // context does, and a retry never starts, nor a backoff sleeps, past that
 // context's deadline: the failure policy applies at once instead. A
 // [Rerun] of a suspended node starts a new round of p.Attempts attempts. p
@@ -312,18 +315,18 @@ func (s *Stream[T]) Run(ctx context.Context) error {
 	)
 	defer func() {
 		if !ended {
-			// A node called runtime.Goexit on Run's goroutine.
-			var cause error = errors.New("asynctool: a stream node called runtime.Goexit")
-			rest := batch[i:]
+			// The function of node batch[i] called runtime.Goexit on
+			// Run's goroutine, or its retry policy did, asked about the
+			// node's failure (as for a panic there, the node's error
+			// then wraps that failure too). The node has failed, and
+			// its failure stops the stream.
+			var cause error = ErrGoexit
+			var v T
 			if asking != nil {
-				// Its retry policy did, asked about the node's failure:
-				// the node has failed, as for a panic there, and its
-				// failure stops the stream.
-				cause = &policyPanic{attempt: asking}
-				batch[i].end(askedV, cause)
-				rest = batch[i+1:]
+				cause, v = &policyPanic{attempt: asking}, askedV
 			}
-			s.end(rest, fmt.Errorf("%w: %w", ErrStreamStopped, cause), cause)
+			batch[i].end(v, cause)
+			s.end(batch[i+1:], fmt.Errorf("%w: %w", ErrStreamStopped, cause), cause)
 		}
 		close(s.finished)
 	}()

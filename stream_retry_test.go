@@ -477,7 +477,7 @@ func TestStreamRetryGoexit(t *testing.T) {
 	<-done
 	assert.Equal(t, 1, n.Attempts(), "attempts")
 	_, err := n.Wait()
-	assert.ErrorIs(t, err, ErrStreamStopped)
+	assert.ErrorIs(t, err, ErrGoexit, "the node ran, and failed")
 	_, err = later.Wait()
 	assert.ErrorIs(t, err, ErrStreamStopped)
 	assert.Error(t, s.Close())

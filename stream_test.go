@@ -230,11 +230,16 @@ func TestStreamNodeGoexit(t *testing.T) {
 		_ = s.Run(t.Context())
 	}()
 	<-done
+	// The node that called Goexit ran: it failed, and was not stopped
+	// before it ran, as ErrStreamStopped says of the nodes after it.
 	_, err := n.Wait()
-	assert.ErrorIs(t, err, ErrStreamStopped)
+	assert.ErrorIs(t, err, ErrGoexit)
+	assert.NotErrorIs(t, err, ErrStreamStopped)
+	assert.Equal(t, 1, n.Attempts())
 	_, err = later.Wait()
 	assert.ErrorIs(t, err, ErrStreamStopped)
-	assert.Error(t, s.Close())
+	assert.ErrorIs(t, err, ErrGoexit)
+	assert.ErrorIs(t, s.Close(), ErrGoexit)
 }
 
 // TestStreamEveryNodeEndsOnce appends from many goroutines while the
