@@ -53,8 +53,8 @@ var (
 	// (as t.FailNow does in a test) instead of returning, or whose
 	// Callback.Begin or OnNodeStart or OnNodeRetry hook did, of a
 	// [Stream] node whose function did, and of a [RunBatches] item whose
-	// process did. A Goexit elsewhere in user
-	// code is reported wrapping it: see the package documentation.
+	// process did. A Goexit elsewhere in user code is reported wrapping
+	// it: see the package documentation.
 	ErrGoexit = errors.New("asynctool: worker called runtime.Goexit")
 	// ErrSkipped is the Err of a node that was short-circuited: it had not
 	// started and none of its successors needed its result any more.

@@ -132,24 +132,24 @@ func (o streamRetry) applyStreamNode(c *streamNodeConfig) { c.retry = o.p }
 // attempt's error and value. An error p.Retryable refuses (by default a
 // [*PanicError]) is not retried; a panic in Retryable or Backoff ends the
 // retries and becomes the node's error (a [*PanicError], wrapped with the
-// failed attempt's error), and a node that calls
-// runtime.Goexit is not retried (it stops the stream, as it does without
-// retries: see [Stream]). A runtime.Goexit in Retryable or Backoff ends
-// Run's goroutine too: the node fails with an error wrapping [ErrGoexit]
-// and the failed attempt's error, whatever its policy, and the stream
-// stops with that error, as under PolicyFail. The backoff waits on Run's goroutine and ends early when Run's
-// context does, and a retry never starts, nor a backoff sleeps, past that
-// context's deadline: the failure policy applies at once instead. A
-// [Rerun] of a suspended node starts a new round of p.Attempts attempts. p
-// is copied: the option may be given to many nodes, and costs them no
-// allocation. With p.AttemptTimeout, each call's context ends at the
-// earlier of the call's start plus AttemptTimeout and the end of Run's
+// failed attempt's error), and a node that calls runtime.Goexit is not
+// retried (it stops the stream, as it does without retries: see [Stream]).
+// A runtime.Goexit in Retryable or Backoff ends Run's goroutine too: the
+// node fails with an error wrapping [ErrGoexit] and the failed attempt's
+// error, whatever its policy, and the stream stops with that error, as
+// under PolicyFail. The backoff waits on Run's goroutine and ends early
+// when Run's context does, and a retry never starts, nor a backoff sleeps,
+// past that context's deadline: the failure policy applies at once
+// instead. A [Rerun] of a suspended node starts a new round of p.Attempts
+// attempts. p is copied: the option may be given to many nodes, and costs
+// them no allocation. With p.AttemptTimeout, each call's context ends at
+// the earlier of the call's start plus AttemptTimeout and the end of Run's
 // context, and a call that returns after its own bound passed fails with
 // an [*AttemptTimeoutError] (ID empty) and the zero value, unless it
-// panicked; Run's goroutine waits for a function that ignores its
-// context, so the next attempt starts only once it has returned. A node
-// with p.Attempts < 1 or a negative p.AttemptTimeout ends at once with
-// an error wrapping [ErrBadRetry].
+// panicked; Run's goroutine waits for a function that ignores its context,
+// so the next attempt starts only once it has returned. A node with
+// p.Attempts < 1 or a negative p.AttemptTimeout ends at once with an error
+// wrapping [ErrBadRetry].
 func StreamRetry(p RetryPolicy) StreamNodeOption {
 	return streamRetry{&p}
 }
