@@ -141,3 +141,14 @@ func asCallbackPanics(err error) []*CallbackPanicError {
 	walk(err)
 	return out
 }
+
+// TestNilResultFuncIsNoCallback: Callback(nil) restores the no-op
+// callback, and a nil ResultFunc, the adapter for a plain function, is
+// taken the same way, as a nil WorkerFunc is taken as no worker. It was
+// called, so every run of the node reported a panic in its Result.
+func TestNilResultFuncIsNoCallback(t *testing.T) {
+	a := newAsync(t)
+	w := NewWrapper("w", okWorker(), 1).Callback(ResultFunc[int, int](nil))
+	require.NoError(t, a.BeginWork(context.Background(), 0, w))
+	assert.Equal(t, ResultSuccess, w.Result().State)
+}

@@ -67,13 +67,13 @@ func NewWrapper[P, R any](id string, worker Worker[P, R], param P) *WorkerWrappe
 	return w
 }
 
-// Callback sets the node's callback (nil restores the no-op default) and
-// returns w.
+// Callback sets the node's callback (nil, or a nil [ResultFunc], restores
+// the no-op default) and returns w.
 func (w *WorkerWrapper[P, R]) Callback(cb Callback[P, R]) *WorkerWrapper[P, R] {
 	if !w.checkBuildable("Callback") {
 		return w
 	}
-	if cb == nil {
+	if f, ok := cb.(ResultFunc[P, R]); cb == nil || ok && f == nil {
 		cb = NopCallback[P, R]{}
 	}
 	w.cb = cb
