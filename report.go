@@ -161,10 +161,17 @@ func (r *runState) Report() *Report {
 			j, must := upstream(v)
 			nr.Deps[k], nr.Must[k] = int(j), must
 		}
-		st := n.st()
+		// One read of the node's state word classifies it, and what is
+		// read after it (its attempts, its times) is made to agree with
+		// it: the node moves on meanwhile, and a snapshot would otherwise
+		// show a node waiting that ran, or ended without an end time.
+		w := n.state.Load()
+		st := int32(w & stateMask)
 		nr.State = publicState(st)
 		nr.Status = r.status(int32(i), st, rep)
-		nr.Attempts = int(r.attemptsOf(int32(i)))
+		if w&startedBit != 0 || st != sInit && st != sReady {
+			nr.Attempts = int(r.attemptsOf(int32(i)))
+		}
 		nr.Ran = nr.Attempts > 0
 		if pn.flow != nil && pn.joinKind != joinDefault {
 			nr.Join = pn.flow.join.String()
@@ -186,7 +193,17 @@ func (r *runState) Report() *Report {
 		}
 		if r.times != nil {
 			t := &r.times[i]
-			nr.Ready, nr.Ended = r.wall(t.ready.Load()), r.wall(t.end.Load())
+			end := int64(0) // a node not ended, as st says, has no end yet
+			if terminal(st) {
+				// The node's end time is written just after its final
+				// state: one not written yet is now, as good a time
+				// and kept for the node's end.
+				if end = t.end.Load(); end == 0 {
+					t.end.CompareAndSwap(0, r.clock())
+					end = t.end.Load()
+				}
+			}
+			nr.Ready, nr.Ended = r.wall(t.ready.Load()), r.wall(end)
 			if nr.Attempts > 0 {
 				// attemptsOf read the start time: a goroutine that
 				// writes it after that look shows in the next report.

@@ -87,3 +87,45 @@ func TestSnapshotTraceOfATimedRun(t *testing.T) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// A report taken while goroutines run a fan's nodes classifies each node
+// by one read of its state, and the rest of its line must agree with
+// that: a node waiting or ready has not run and has no start or end
+// time, one running has no end time, and one that has ended has one.
+// Before, the attempts and times were read after the state, so a node
+// that moved on meanwhile showed waiting with an attempt and an end time,
+// or succeeded without an end time.
+func TestReportSnapshotAgreesWithItsState(t *testing.T) {
+	const n = 64
+	a := New(WithTimings(true))
+	defer func() { require.NoError(t, a.Close()) }()
+	var bad atomic.Value
+	for iter := 0; iter < 300 && bad.Load() == nil; iter++ {
+		work := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, nil })
+		root := NewWrapper("root", work, 0)
+		for k := range n {
+			NewWrapper(fmt.Sprint("n", k), work, 0).Depend(root, true)
+		}
+		run, err := a.Start(context.Background(), time.Minute, root)
+		require.NoError(t, err)
+		for {
+			rep := run.Report()
+			for _, nr := range rep.Nodes {
+				ended := nr.Status >= StatusSucceeded
+				notYet := nr.Status == StatusWaiting || nr.Status == StatusReady
+				if ended == nr.Ended.IsZero() || notYet && (nr.Ran || !nr.Started.IsZero()) ||
+					nr.Ran == nr.Started.IsZero() || ended && nr.Ended.Before(nr.Started) {
+					bad.Store(fmt.Sprintf("iteration %d, node %s: %v, ran %v (%d attempts), started %v, ended %v",
+						iter, nr.ID, nr.Status, nr.Ran, nr.Attempts, nr.Started, nr.Ended))
+				}
+			}
+			if !rep.End.IsZero() {
+				break
+			}
+		}
+		require.NoError(t, run.Wait(context.Background()))
+	}
+	if s := bad.Load(); s != nil {
+		t.Fatal(s)
+	}
+}
