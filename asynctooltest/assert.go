@@ -98,6 +98,8 @@ func name(n *asynctool.NodeReport) string {
 
 // RanBefore checks that the nodes a and b both ran and that a ended no
 // later than b started. It needs the report's times, which [Run] records.
+// In a report of a run still going on, b may still be running; a must
+// have ended.
 func RanBefore(t testing.TB, rep *asynctool.Report, a, b string) bool {
 	t.Helper()
 	na, ok1 := node(t, rep, a)
@@ -105,28 +107,28 @@ func RanBefore(t testing.TB, rep *asynctool.Report, a, b string) bool {
 	if !ok1 || !ok2 {
 		return false
 	}
-	for _, n := range []*asynctool.NodeReport{na, nb} {
-		if !n.Ran {
-			t.Errorf("%q did not run (%v/%v), want it to run before or after %q", n.ID, n.State, n.Result, other(n, a, b))
+	for _, n := range []struct {
+		id, other string
+		n         *asynctool.NodeReport
+	}{{a, b, na}, {b, a, nb}} {
+		if !n.n.Ran {
+			t.Errorf("%q did not run (%v/%v), want it to run before or after %q", n.id, n.n.State, n.n.Result, n.other)
 			return false
 		}
-		if n.Started.IsZero() || n.Ended.IsZero() {
-			t.Errorf("the report has no times for %q: run with asynctooltest.Run or asynctool.WithTimings", n.ID)
+		if n.n.Started.IsZero() {
+			t.Errorf("the report has no times for %q: run with asynctooltest.Run or asynctool.WithTimings", n.id)
 			return false
 		}
+	}
+	if na.Ended.IsZero() {
+		t.Errorf("%q has not ended (%v), want it to end before %q started", a, na.Status, b)
+		return false
 	}
 	if na.Ended.After(nb.Started) {
 		t.Errorf("%q ended %v after %q started, want it to end before", a, na.Ended.Sub(nb.Started), b)
 		return false
 	}
 	return true
-}
-
-func other(n *asynctool.NodeReport, a, b string) string {
-	if n.ID == a {
-		return b
-	}
-	return a
 }
 
 // RanOnce checks that the node started exactly once: one attempt, as

@@ -164,6 +164,35 @@ func TestRanBeforeNeedsTimes(t *testing.T) {
 	assert.Contains(t, s.errors[0], `the report has no times for "a"`)
 }
 
+// RanBefore names the nodes in its failures as the test named them, a
+// path or "#" and an index, not by their bare ids; and in a report of a
+// run going on, it holds for a b still running, and fails for an a that
+// has not ended, saying so rather than that the report has no times.
+func TestRanBeforeNamesNodesAsGiven(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	rep := &asynctool.Report{Nodes: []asynctool.NodeReport{
+		{ID: "sub", Index: 0, Ran: true, Attempts: 1, Status: asynctool.StatusRunning, State: asynctool.StateWorking, Started: at(0),
+			Sub: &asynctool.Report{Nodes: []asynctool.NodeReport{{ID: "x", Status: asynctool.StatusWaiting}}}},
+		{Index: 1, Status: asynctool.StatusWaiting},
+		{ID: "done", Index: 2, Ran: true, Attempts: 1, Status: asynctool.StatusSucceeded, State: asynctool.StateFinish, Result: asynctool.ResultSuccess, Started: at(0), Ended: at(5)},
+		{ID: "late", Index: 3, Ran: true, Attempts: 1, Status: asynctool.StatusRunning, State: asynctool.StateWorking, Started: at(10)},
+	}}
+	for _, tt := range []struct{ a, b, want string }{
+		{"sub/x", "done", `"sub/x" did not run (init/default), want it to run before or after "done"`},
+		{"done", "sub/x", `"sub/x" did not run (init/default), want it to run before or after "done"`},
+		{"done", "#1", `"#1" did not run (init/default), want it to run before or after "done"`},
+		{"late", "done", `"late" has not ended (running), want it to end before "done" started`},
+	} {
+		var ok bool
+		s := onSpy(t, func(s *spy) { ok = asynctooltest.RanBefore(s, rep, tt.a, tt.b) })
+		assert.False(t, ok, "%s before %s", tt.a, tt.b)
+		assert.Equal(t, []string{tt.want}, s.errors)
+	}
+	s := onSpy(t, func(s *spy) { assert.True(t, asynctooltest.RanBefore(s, rep, "done", "late")) })
+	assert.Empty(t, s.errors, "b is still running, and started after a ended")
+}
+
 // TimedOut holds for an item its ForEach's Budget stopped, named by its
 // path, as its doc says; Succeeded for the node that went on.
 func TestTimedOutForABudgetStoppedItem(t *testing.T) {
