@@ -19,7 +19,7 @@ import (
 // the report itself is found first, so ids that contain a slash still
 // work. A node without an id is named as [asynctool.Run.Resume] and the
 // report's pictures name it, "#" and its index in its run ("#0",
-// "profile/#2"), unless a node has that id.
+// "profile/#2"), unless a node has that id; the empty id names none.
 
 func node(t testing.TB, rep *asynctool.Report, id string) (*asynctool.NodeReport, bool) {
 	t.Helper()
@@ -30,7 +30,10 @@ func node(t testing.TB, rep *asynctool.Report, id string) (*asynctool.NodeReport
 	if n := find(rep, id); n != nil {
 		return n, true
 	}
-	if strings.Contains(id, "/") {
+	if id == "" || strings.HasSuffix(id, "/") {
+		// The empty id names no node: not the first without an id.
+		t.Errorf("asynctooltest: no node %q in the report: name a node without an id by \"#\" and its index (its paths: %s)", id, paths(rep))
+	} else if strings.Contains(id, "/") {
 		// A path: say which paths there are, the usual mistake being
 		// a sub-run's node named by its own id, or a typo.
 		t.Errorf("asynctooltest: no node %q in the report (its paths: %s)", id, paths(rep))
@@ -66,6 +69,9 @@ func paths(rep *asynctool.Report) string {
 // find returns the node of rep with the given id, or with the given path
 // through nodes' sub-runs (NodeReport.Sub), nil if there is none.
 func find(rep *asynctool.Report, id string) *asynctool.NodeReport {
+	if id == "" {
+		return nil // a node without an id is "#" and its index (see name)
+	}
 	for i := range rep.Nodes {
 		if rep.Nodes[i].ID == id {
 			return &rep.Nodes[i]

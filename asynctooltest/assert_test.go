@@ -263,6 +263,33 @@ func TestPathsIntoAStaticForEach(t *testing.T) {
 	assert.True(t, strings.Contains(s.errors[0], `no node "prices/each item"`), s.errors[0])
 }
 
+// The empty id, alone or at the end of a path, names no node: before, it
+// named the first node without an id, so that Succeeded held for "" in a
+// run whose other anonymous node failed.
+func TestEmptyIDNamesNoNode(t *testing.T) {
+	rep := &asynctool.Report{Nodes: []asynctool.NodeReport{
+		{Index: 0, State: asynctool.StateFinish, Result: asynctool.ResultSuccess, Status: asynctool.StatusSucceeded},
+		{Index: 1, State: asynctool.StateError, Result: asynctool.ResultException, Status: asynctool.StatusFailed, Err: errDown},
+		{ID: "sub", Index: 2, State: asynctool.StateFinish, Result: asynctool.ResultSuccess, Status: asynctool.StatusSucceeded,
+			Sub: &asynctool.Report{Nodes: []asynctool.NodeReport{{Index: 0, State: asynctool.StateFinish, Result: asynctool.ResultSuccess}}}},
+	}}
+	for id, want := range map[string]string{
+		"":     `asynctooltest: no node "" in the report: name a node without an id by "#" and its index (its paths: #0, #1, sub, sub/#0)`,
+		"sub/": `asynctooltest: no node "sub/" in the report: name a node without an id by "#" and its index (its paths: #0, #1, sub, sub/#0)`,
+	} {
+		var ok bool
+		s := onSpy(t, func(s *spy) { ok = asynctooltest.Succeeded(s, rep, id) })
+		assert.False(t, ok, id)
+		assert.Equal(t, []string{want}, s.errors)
+	}
+	s := onSpy(t, func(s *spy) {
+		assert.True(t, asynctooltest.Succeeded(s, rep, "#0"))
+		assert.True(t, asynctooltest.Failed(s, rep, "#1", errDown))
+		assert.True(t, asynctooltest.Succeeded(s, rep, "sub/#0"))
+	})
+	assert.Empty(t, s.errors)
+}
+
 // A node without an id is named "#" and its index, as Run.Resume and the
 // report's pictures name it, in a path too; a node whose id is "#1" keeps
 // that name. A failure lists such nodes by that name.
