@@ -97,3 +97,33 @@ func TestWrappersPath(t *testing.T) {
 
 	assert.Nil(t, Wrappers{}.Path())
 }
+
+// Nodes without ids are named in a path by "#" and their index, as the
+// reports and Run.Resume name them: the nodes "x" of two anonymous
+// SubGraph nodes' sub-runs do not share a path, as Path's doc says. Before,
+// both were ["", "x"], which a durable graph's check of checkpointed ids
+// (one stored result per id, and per path) could not tell apart.
+func TestWrappersPathNamesAnonymousNodes(t *testing.T) {
+	var log pathLog
+	sub := func() *WorkerWrapper[int, int] {
+		return NewWrapper("", SubGraph[int, int]{
+			Build: func(context.Context, int, Wrappers) (Built[int], error) {
+				x := NewWrapper("x", log.worker("x"), 0)
+				NewWrapper("", log.worker("anonymous"), 0).Depend(x, true)
+				return Built[int]{Starts: []Wrapper{x}, Output: func() (int, error) { return 0, nil }}, nil
+			},
+		}, 0)
+	}
+	a := New()
+	defer func() { require.NoError(t, a.Close()) }()
+	run, err := a.Start(context.Background(), time.Minute, sub(), sub())
+	require.NoError(t, err)
+	require.NoError(t, run.Wait(context.Background()))
+
+	got := log.get("x")
+	slices.SortFunc(got, func(a, b []string) int { return slices.Compare(a, b) })
+	assert.Equal(t, [][]string{{"#0", "x"}, {"#1", "x"}}, got)
+	got = log.get("anonymous")
+	slices.SortFunc(got, func(a, b []string) int { return slices.Compare(a, b) })
+	assert.Equal(t, [][]string{{"#0", "#1"}, {"#1", "#1"}}, got)
+}

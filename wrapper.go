@@ -634,7 +634,9 @@ type Wrappers struct {
 // node whose worker was given this view: its id alone for a node of a
 // run that BeginWork, Start, RunPlan or StartPlan started, and the path
 // of the node whose worker started the run ([SubGraph], [SubPlan],
-// [ForEach]) followed by its id for a node of a sub-run. Ids are unique
+// [ForEach]) followed by its id for a node of a sub-run. A node without
+// an id is named, as [Run.Resume] and the reports name it, "#" and its
+// index in its run ("#3"). Ids are unique
 // within one run only, so the nodes of two sub-runs may share an id, but
 // not a path, unless both sub-runs are one node's: the concurrent calls
 // of a [Hedged] one, or a SubGraph node whose worker runs again (a
@@ -651,7 +653,9 @@ func (all Wrappers) Path() []string {
 	path := make([]string, depth)
 	r, self := all.r, all.self
 	for k := depth - 1; k >= 0; k-- {
-		path[k] = r.p.nodeID(self)
+		if path[k] = r.p.nodeID(self); path[k] == "" {
+			path[k] = fmt.Sprint("#", self)
+		}
 		r, self = r.outer, r.outerSelf
 	}
 	return path
