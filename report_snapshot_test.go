@@ -129,3 +129,45 @@ func TestReportSnapshotAgreesWithItsState(t *testing.T) {
 		t.Fatal(s)
 	}
 }
+
+// A report taken while a failed root fails a fan of SubPlan nodes
+// upstream shows each node's Sub as its status says: the plan's static
+// shape for a node not ended, none for a node that ended without a
+// sub-run. Before, the Sub was decided on a second read of the node's
+// state, so a node shown waiting could have no Sub, as the doc says it
+// has.
+func TestReportSnapshotShowsTheStaticSubOfANodeNotEnded(t *testing.T) {
+	const n = 64
+	a := New()
+	defer func() { require.NoError(t, a.Close()) }()
+	inner := NewWrapper("in", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, nil }), 0)
+	pl, err := Compile(inner)
+	require.NoError(t, err)
+	var bad atomic.Value
+	for iter := 0; iter < 300 && bad.Load() == nil; iter++ {
+		root := NewWrapper("root", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			return 0, errBoom
+		}), 0)
+		for k := range n {
+			NewWrapper(fmt.Sprint("n", k), SubPlan[int, int]{Plan: pl, Output: inner.ValueIn}, 0).Depend(root, true)
+		}
+		run, err := a.Start(context.Background(), time.Minute, root)
+		require.NoError(t, err)
+		for done := false; !done; {
+			select {
+			case <-run.Done():
+				done = true
+			default:
+			}
+			for _, nr := range run.Report().Nodes[1:] {
+				if (nr.Status < StatusSucceeded) != (nr.Sub != nil) {
+					bad.Store(fmt.Sprintf("iteration %d, node %s: %v, has a Sub: %v", iter, nr.ID, nr.Status, nr.Sub != nil))
+				}
+			}
+		}
+		require.NoError(t, run.Wait(context.Background()))
+	}
+	if s := bad.Load(); s != nil {
+		t.Fatal(s)
+	}
+}

@@ -405,7 +405,7 @@ func (r *runState) reportSubs(rep *Report) {
 				sub.waitSwept()
 			}
 			rep.Nodes[i].Sub = sub.Report()
-		} else if !terminal(r.nodes[i].st()) {
+		} else if rep.Nodes[i].Status < StatusSucceeded { // not ended, as the report says
 			rep.Nodes[i].Sub = r.p.nodes[i].core.impl.staticSub()
 		}
 	}
