@@ -204,6 +204,14 @@ func (r *runState) Report() *Report {
 				}
 			}
 			nr.Ready, nr.Ended = r.wall(t.ready.Load()), r.wall(end)
+			nr.Lane = int(t.lane.Load()) // written just after the start time
+			if nr.Attempts > 0 && nr.Lane == 0 && !terminal(st) {
+				// Its goroutine wrote the start time, not yet the lane,
+				// and has not called the worker: not started yet, as a
+				// node whose start time is not written (see attemptsOf),
+				// rather than a node run on no lane.
+				nr.Attempts, nr.Ran = 0, false
+			}
 			if nr.Attempts > 0 {
 				// attemptsOf read the start time: a goroutine that
 				// writes it after that look shows in the next report.
@@ -212,7 +220,6 @@ func (r *runState) Report() *Report {
 			if !nr.Started.IsZero() && !nr.Ready.IsZero() {
 				nr.Wait = nr.Started.Sub(nr.Ready)
 			}
-			nr.Lane = int(t.lane.Load())
 			nr.Pending = r.pendingTime(int32(i))
 		}
 	}
