@@ -616,7 +616,10 @@ func (t *chromeTrace) add(rep *Report, path string) error {
 			args["reason"] = n.Reason
 		}
 		if n.Err != nil {
-			args["error"] = n.Err.Error()
+			// As String and Err print it: fmt recovers an Error method
+			// that panics, such as a typed nil's (a worker that returned
+			// a nil *MyError as its error).
+			args["error"] = fmt.Sprint(n.Err)
 		}
 		if n.DecidedBy != "" {
 			args["decided_by"] = n.DecidedBy

@@ -267,6 +267,46 @@ func TestChromeTraceNeedsTimes(t *testing.T) {
 	assert.Zero(t, buf.Len(), "nothing written")
 }
 
+// nilPointerError is an error type whose Error reads its receiver, so
+// that a nil *nilPointerError, returned as an error, panics when asked.
+type nilPointerError struct{ msg string }
+
+func (e *nilPointerError) Error() string { return e.msg }
+
+// A worker that returns a typed nil as its error fails its node with an
+// error whose Error method panics. String and Err print it as fmt does;
+// WriteChromeTrace called the method itself and panicked, where it now
+// writes the trace with the error as fmt prints it.
+func TestChromeTraceOfAnErrorWhoseMethodPanics(t *testing.T) {
+	a := asynctool.New(asynctool.WithTimings(true))
+	defer a.Close()
+	w := asynctool.NewWrapper("w", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+		var e *nilPointerError
+		return 0, e
+	}), 0)
+	run, err := a.Start(context.Background(), time.Minute, w)
+	require.NoError(t, err)
+	require.NoError(t, run.Wait(context.Background()))
+	rep := run.Report()
+	require.Equal(t, asynctool.StatusFailed, rep.Nodes[0].Status)
+	var buf bytes.Buffer
+	require.NotPanics(t, func() { require.NoError(t, rep.WriteChromeTrace(&buf)) })
+	var trace struct {
+		TraceEvents []struct {
+			Name string         `json:"name"`
+			Args map[string]any `json:"args"`
+		} `json:"traceEvents"`
+	}
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &trace))
+	var got []any
+	for _, e := range trace.TraceEvents {
+		if e.Name == "w" {
+			got = append(got, e.Args["error"])
+		}
+	}
+	assert.Equal(t, []any{fmt.Sprint(rep.Nodes[0].Err)}, got)
+}
+
 // TestExportRun exports a real run under fake time, where durations are
 // exact.
 func TestExportRun(t *testing.T) {
