@@ -409,8 +409,11 @@ func (rep *Report) writeMermaid(b *strings.Builder, prefix, indent string, stati
 
 // mermaidEscape joins a label's lines with <br/> and escapes the text for
 // a double-quoted Mermaid label: characters Mermaid or its HTML labels
-// would interpret (" # & < > and the backtick that starts a Markdown
-// label) become Mermaid entity codes, control characters become spaces.
+// would interpret (" # & < >, the backtick that starts a Markdown label,
+// and %, since Mermaid reads "%%{" anywhere as a directive and "%%" at
+// the start of a line as a comment) become Mermaid entity codes; control
+// characters, and U+2028 and U+2029, which Mermaid's JavaScript takes
+// for line ends, become spaces.
 func mermaidEscape(lines []string) string {
 	var b strings.Builder
 	for i, line := range lines {
@@ -431,7 +434,9 @@ func mermaidEscape(lines []string) string {
 				b.WriteString("#gt;")
 			case r == '`':
 				b.WriteString("#96;")
-			case unicode.IsControl(r):
+			case r == '%':
+				b.WriteString("#37;")
+			case unicode.IsControl(r), r == '\u2028', r == '\u2029':
 				b.WriteByte(' ')
 			default:
 				b.WriteRune(r)

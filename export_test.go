@@ -143,6 +143,33 @@ func TestExportEscaping(t *testing.T) {
 	}
 }
 
+// Mermaid reads "%%{" anywhere in its text as a directive, and "%%" at
+// the start of a line as a comment, and its JavaScript takes U+2028 and
+// U+2029 for line ends: an id "x\u2028%%y" made the rest of its line a
+// comment, and one that holds "%%{" a directive, so the diagram did not
+// parse (as Mermaid's parser showed). Every % is now an entity code,
+// those two characters spaces, in a node's label and a box's title.
+func TestMermaidEscapesPercentsAndLineSeparators(t *testing.T) {
+	for id, want := range map[string]string{
+		"x\u2028%%y":          "x #37;#37;y",
+		"a\u2029b":            "a b",
+		"%%{init: {}}%% x":    "#37;#37;{init: {}}#37;#37; x",
+		"100% done":           "100#37; done",
+		"%%{subgraph\u2028)|": "#37;#37;{subgraph )|",
+	} {
+		rep := &asynctool.Report{Nodes: []asynctool.NodeReport{
+			{ID: id, Sub: &asynctool.Report{Nodes: []asynctool.NodeReport{{ID: id}}}},
+		}}
+		m := rep.Mermaid()
+		assert.Contains(t, m, `  subgraph cluster_n0 ["`+want+`"]`+"\n", "%q", id)
+		assert.Contains(t, m, `    n0["`+want+`"]`+"\n", "%q", id)
+		assert.Contains(t, m, `    n0_0["`+want+`"]`+"\n", "%q", id)
+		assert.NotContains(t, m, "%", "%q", id)
+		assert.NotContains(t, m, "\u2028", "%q", id)
+		assert.NotContains(t, m, "\u2029", "%q", id)
+	}
+}
+
 // describeGraph builds a graph with every kind of edge and returns its
 // static report.
 func describeGraph(t *testing.T) *asynctool.Report {
