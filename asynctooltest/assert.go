@@ -46,10 +46,12 @@ func node(t testing.TB, rep *asynctool.Report, id string) (*asynctool.NodeReport
 // paths lists, for an error, the ids and paths of rep's nodes, at most 20.
 func paths(rep *asynctool.Report) string {
 	var out []string
+	more := false // a path past the 20th, which "..." stands for
 	var walk func(rep *asynctool.Report, prefix string)
 	walk = func(rep *asynctool.Report, prefix string) {
 		for i := range rep.Nodes {
 			if len(out) == 20 {
+				more = true
 				return
 			}
 			n := &rep.Nodes[i]
@@ -60,7 +62,7 @@ func paths(rep *asynctool.Report) string {
 		}
 	}
 	walk(rep, "")
-	if len(out) == 20 {
+	if more {
 		out = append(out, "...")
 	}
 	return strings.Join(out, ", ")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -288,6 +289,29 @@ func TestEmptyIDNamesNoNode(t *testing.T) {
 		assert.True(t, asynctooltest.Succeeded(s, rep, "sub/#0"))
 	})
 	assert.Empty(t, s.errors)
+}
+
+// A failure lists at most 20 paths, and "..." only when there are more:
+// before, a report of exactly 20 nodes ended its list with "..." too.
+func TestMissingPathListsAtMostTwentyPaths(t *testing.T) {
+	withNodes := func(n int) *asynctool.Report {
+		rep := &asynctool.Report{}
+		for i := range n {
+			rep.Nodes = append(rep.Nodes, asynctool.NodeReport{ID: strconv.Itoa(i), Index: i})
+		}
+		return rep
+	}
+	var twenty []string
+	for i := range 20 {
+		twenty = append(twenty, strconv.Itoa(i))
+	}
+	for n, list := range map[int]string{
+		20: strings.Join(twenty, ", "),
+		21: strings.Join(twenty, ", ") + ", ...",
+	} {
+		s := onSpy(t, func(s *spy) { asynctooltest.Succeeded(s, withNodes(n), "a/b") })
+		assert.Equal(t, []string{`asynctooltest: no node "a/b" in the report (its paths: ` + list + `)`}, s.errors, "%d nodes", n)
+	}
 }
 
 // A node without an id is named "#" and its index, as Run.Resume and the
