@@ -190,7 +190,11 @@ func runSub(ctx context.Context, all Wrappers, sub *runState, noun string) (*Run
 		pending := sub.firstPending()
 		sub.Cancel()
 		<-sub.done
-		return nil, suspendedError(noun, errName(pending.ID, pending.Index), "was cancelled", pending.Err)
+		if pending.Status == StatusPending {
+			return nil, suspendedError(noun, errName(pending.ID, pending.Index), "was cancelled", pending.Err)
+		}
+		// The sub-run's context ended the pending nodes between the
+		// stall and the look for them: the sub-run's error says so.
 	}
 	if err := sub.err(); err != nil {
 		if sub.budget == nil || context.Cause(ctx) != error(sub.budget) || !sub.onlyTimedOut() {

@@ -1022,3 +1022,50 @@ func TestNilSubPlanPointer(t *testing.T) {
 		})
 	}
 }
+
+// TestSubPlanStallEndedByItsContextNamesNoPendingNode: a SubPlan node
+// whose sub-run stalls on a pending node fails with an error naming that
+// node. When the sub-run's context ended the pending node after the
+// stall but before the node looked for it (here a cancel of the context
+// Input made, in a race stallRacingErr's hook makes certain), no node was
+// pending any more, and the error said the sub-plan "suspended at node
+// #0", a node that does not exist by that name. The sub-run's own error
+// is the node's then, as it is for BeginWork.
+func TestSubPlanStallEndedByItsContextNamesNoPendingNode(t *testing.T) {
+	a := newAsync(t)
+	var cancelSub context.CancelFunc
+	swept := make(chan struct{})
+	xerr := &stallRacingErr{}
+	xerr.hook = func() {
+		cancelSub()
+		select {
+		case <-swept: // the sweep ended the pending node
+		case <-time.After(10 * time.Second):
+			t.Error("the pending node was not ended 10s after the cancel")
+		}
+	}
+	x := NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, xerr }), 0)
+	p := NewWrapper("p", WorkerFunc[int, int](func(_ context.Context, _ int, all Wrappers) (int, error) {
+		for {
+			if st, _ := all.State("x"); st == StateError {
+				return 0, errBoom
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}), 0).OnFailure(PolicySuspend).Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) { close(swept) }))
+	pl, err := Compile(x, p)
+	require.NoError(t, err)
+	node := NewWrapper("outer", SubPlan[int, int]{
+		Plan: pl,
+		Input: func(ctx context.Context, _ int, _ Wrappers) (context.Context, error) {
+			ctx, cancelSub = context.WithCancel(ctx)
+			return ctx, nil
+		},
+		Output: func(*Run) (int, error) { return 1, nil },
+	}, 0)
+	require.NoError(t, a.BeginWork(context.Background(), time.Minute, node))
+	assert.Equal(t, ResultException, node.Result().State)
+	assert.ErrorIs(t, node.Result().Err, context.Canceled)
+	assert.NotContains(t, node.Result().Err.Error(), "suspended at node")
+	assert.Nil(t, xerr.hook, "the race was made")
+}
