@@ -17,65 +17,46 @@ import (
 // Two checkpointed nodes with one id, in two sub-graphs, would share one
 // stored result, the second taking the first's without calling its
 // worker: the second to run fails instead, naming both nodes' paths. One
-// worker runs; the attempt fails.
+// worker runs; the attempt fails. So do they when the SubGraph nodes have
+// no ids: their paths name them "#" and their index. Before, both paths
+// were ["" "fetch"], equal, and the second node took the first's stored
+// result without its worker.
 func TestNodesSharingAnIDInTwoSubGraphsFail(t *testing.T) {
-	var runs atomic.Int32
-	sub := func(cp *Checkpoint) asynctool.SubGraph[int, int] {
-		return asynctool.SubGraph[int, int]{Build: func(context.Context, int, asynctool.Wrappers) (asynctool.Built[int], error) {
-			f := intNode(cp, "fetch", &runs, nil)
-			return asynctool.Built[int]{Starts: []asynctool.Wrapper{f}, Output: func() (int, error) {
-				r := f.Result()
-				return r.Value, r.Err
-			}}, nil
-		}}
+	for _, tc := range []struct {
+		name, left, right, leftPath, rightPath string
+	}{
+		{"named", "left", "right", `["left" "fetch"]`, `["right" "fetch"]`},
+		{"anonymous", "", "", `["#0" "fetch"]`, `["#1" "fetch"]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var runs atomic.Int32
+			sub := func(cp *Checkpoint) asynctool.SubGraph[int, int] {
+				return asynctool.SubGraph[int, int]{Build: func(context.Context, int, asynctool.Wrappers) (asynctool.Built[int], error) {
+					f := intNode(cp, "fetch", &runs, nil)
+					return asynctool.Built[int]{Starts: []asynctool.Wrapper{f}, Output: func() (int, error) {
+						r := f.Result()
+						return r.Value, r.Err
+					}}, nil
+				}}
+			}
+			evs := runJob(t, 1, 10*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+				l := asynctool.NewWrapper(tc.left, sub(cp), 0)
+				r := asynctool.NewWrapper(tc.right, sub(cp), 0)
+				asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+					return 0, nil
+				}), 0).Depend(l, true).Depend(r, true)
+				return []asynctool.Wrapper{l, r}, nil
+			})
+			require.Len(t, evs, 1)
+			assert.Equal(t, rivertype.JobStateDiscarded, evs[0].Job.State)
+			require.NotEmpty(t, evs[0].Job.Errors)
+			msg := evs[0].Job.Errors[0].Error
+			assert.Contains(t, msg, `both have id "fetch"`)
+			assert.Contains(t, msg, tc.leftPath)
+			assert.Contains(t, msg, tc.rightPath)
+			assert.Equal(t, int32(1), runs.Load())
+		})
 	}
-	evs := runJob(t, 1, 10*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
-		l := asynctool.NewWrapper("left", sub(cp), 0)
-		r := asynctool.NewWrapper("right", sub(cp), 0)
-		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
-			return 0, nil
-		}), 0).Depend(l, true).Depend(r, true)
-		return []asynctool.Wrapper{l, r}, nil
-	})
-	require.Len(t, evs, 1)
-	assert.Equal(t, rivertype.JobStateDiscarded, evs[0].Job.State)
-	msg := evs[0].Job.Errors[0].Error
-	assert.Contains(t, msg, `both have id "fetch"`)
-	assert.Contains(t, msg, `["left" "fetch"]`)
-	assert.Contains(t, msg, `["right" "fetch"]`)
-	assert.Equal(t, int32(1), runs.Load())
-}
-
-// So do they when the SubGraph nodes have no ids: their paths name them
-// "#" and their index. Before, both paths were ["" "fetch"], equal, and
-// the second node took the first's stored result without its worker.
-func TestNodesSharingAnIDInTwoAnonymousSubGraphsFail(t *testing.T) {
-	var runs atomic.Int32
-	sub := func(cp *Checkpoint) asynctool.SubGraph[int, int] {
-		return asynctool.SubGraph[int, int]{Build: func(context.Context, int, asynctool.Wrappers) (asynctool.Built[int], error) {
-			f := intNode(cp, "fetch", &runs, nil)
-			return asynctool.Built[int]{Starts: []asynctool.Wrapper{f}, Output: func() (int, error) {
-				r := f.Result()
-				return r.Value, r.Err
-			}}, nil
-		}}
-	}
-	evs := runJob(t, 1, 10*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
-		l := asynctool.NewWrapper("", sub(cp), 0)
-		r := asynctool.NewWrapper("", sub(cp), 0)
-		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
-			return 0, nil
-		}), 0).Depend(l, true).Depend(r, true)
-		return []asynctool.Wrapper{l, r}, nil
-	})
-	require.Len(t, evs, 1)
-	assert.Equal(t, rivertype.JobStateDiscarded, evs[0].Job.State)
-	require.NotEmpty(t, evs[0].Job.Errors)
-	msg := evs[0].Job.Errors[0].Error
-	assert.Contains(t, msg, `both have id "fetch"`)
-	assert.Contains(t, msg, `["#0" "fetch"]`)
-	assert.Contains(t, msg, `["#1" "fetch"]`)
-	assert.Equal(t, int32(1), runs.Load())
 }
 
 // A SubGraph retried in the same attempt builds its checkpointed node
