@@ -15,11 +15,21 @@ import (
 // attempt count and its start time; a node must not show a start time
 // beside zero attempts, nor be counted as run without one.
 func TestReportSnapshotAgreesOnAStart(t *testing.T) {
+	fanSnapshots(t, func(nr *NodeReport) bool {
+		return (nr.Attempts == 0) != nr.Started.IsZero() || nr.Ran != (nr.Attempts > 0)
+	})
+}
+
+// fanSnapshots starts a root with a fan of 64 nodes under it, up to 300
+// times, reads reports until each run ends, and fails the test on the
+// first node of a report for which bad is true.
+func fanSnapshots(t *testing.T, bad func(nr *NodeReport) bool) {
+	t.Helper()
 	const n = 64
 	a := New(WithTimings(true))
 	defer func() { require.NoError(t, a.Close()) }()
-	var bad atomic.Value
-	for iter := 0; iter < 300 && bad.Load() == nil; iter++ {
+	found := ""
+	for iter := 0; iter < 300 && found == ""; iter++ {
 		work := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, nil })
 		root := NewWrapper("root", work, 0)
 		for k := range n {
@@ -29,10 +39,10 @@ func TestReportSnapshotAgreesOnAStart(t *testing.T) {
 		require.NoError(t, err)
 		for {
 			rep := run.Report()
-			for _, nr := range rep.Nodes {
-				if (nr.Attempts == 0) != nr.Started.IsZero() || nr.Ran != (nr.Attempts > 0) {
-					bad.Store(fmt.Sprintf("iteration %d, node %s: attempts %d, ran %v, started %v",
-						iter, nr.ID, nr.Attempts, nr.Ran, nr.Started))
+			for i := range rep.Nodes {
+				if nr := &rep.Nodes[i]; found == "" && bad(nr) {
+					found = fmt.Sprintf("iteration %d, node %s: %v, ran %v (%d attempts) on lane %d, started %v, ended %v",
+						iter, nr.ID, nr.Status, nr.Ran, nr.Attempts, nr.Lane, nr.Started, nr.Ended)
 				}
 			}
 			if !rep.End.IsZero() {
@@ -41,8 +51,8 @@ func TestReportSnapshotAgreesOnAStart(t *testing.T) {
 		}
 		require.NoError(t, run.Wait(context.Background()))
 	}
-	if s := bad.Load(); s != nil {
-		t.Fatal(s)
+	if found != "" {
+		t.Fatal(found)
 	}
 }
 
@@ -97,38 +107,12 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 // that moved on meanwhile showed waiting with an attempt and an end time,
 // or succeeded without an end time.
 func TestReportSnapshotAgreesWithItsState(t *testing.T) {
-	const n = 64
-	a := New(WithTimings(true))
-	defer func() { require.NoError(t, a.Close()) }()
-	var bad atomic.Value
-	for iter := 0; iter < 300 && bad.Load() == nil; iter++ {
-		work := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, nil })
-		root := NewWrapper("root", work, 0)
-		for k := range n {
-			NewWrapper(fmt.Sprint("n", k), work, 0).Depend(root, true)
-		}
-		run, err := a.Start(context.Background(), time.Minute, root)
-		require.NoError(t, err)
-		for {
-			rep := run.Report()
-			for _, nr := range rep.Nodes {
-				ended := nr.Status >= StatusSucceeded
-				notYet := nr.Status == StatusWaiting || nr.Status == StatusReady
-				if ended == nr.Ended.IsZero() || notYet && (nr.Ran || !nr.Started.IsZero()) ||
-					nr.Ran == nr.Started.IsZero() || ended && nr.Ended.Before(nr.Started) || nr.Ran && nr.Lane == 0 {
-					bad.Store(fmt.Sprintf("iteration %d, node %s: %v, ran %v (%d attempts) on lane %d, started %v, ended %v",
-						iter, nr.ID, nr.Status, nr.Ran, nr.Attempts, nr.Lane, nr.Started, nr.Ended))
-				}
-			}
-			if !rep.End.IsZero() {
-				break
-			}
-		}
-		require.NoError(t, run.Wait(context.Background()))
-	}
-	if s := bad.Load(); s != nil {
-		t.Fatal(s)
-	}
+	fanSnapshots(t, func(nr *NodeReport) bool {
+		ended := nr.Status >= StatusSucceeded
+		notYet := nr.Status == StatusWaiting || nr.Status == StatusReady
+		return ended == nr.Ended.IsZero() || notYet && (nr.Ran || !nr.Started.IsZero()) ||
+			nr.Ran == nr.Started.IsZero() || ended && nr.Ended.Before(nr.Started) || nr.Ran && nr.Lane == 0
+	})
 }
 
 // A report taken while a failed root fails a fan of SubPlan nodes
