@@ -1113,3 +1113,51 @@ func TestBudgetContinueRacingEnds(t *testing.T) {
 		}
 	}
 }
+
+// A ForEach's sub-run that stalls on a suspended item is cancelled, and
+// the node's error names the item. When the Budget ran out after the
+// stall but before the node looked for the item (here while the report
+// it reads calls the As method of the other item's error), the sweep had
+// ended the item already: no item was pending, and the error named
+// "node #0", which no item is called, with no failure. The node fails as
+// it does when the Budget ends a suspended item, naming it and its
+// failure.
+func TestBudgetEndingAStalledSubRunNamesTheSuspendedItem(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		var suspended *WorkerWrapper[int, int]
+		xerr := &stallRacingErr{}
+		xerr.hook = func() {
+			time.Sleep(time.Second)                 // past the Budget: its sweep ends the suspended item
+			for suspended.State() == StateWorking { // pending
+				time.Sleep(time.Millisecond)
+			}
+		}
+		f := budgetItems(2, 30*time.Millisecond)
+		f.Worker = WorkerFunc[int, int](func(_ context.Context, i int, all Wrappers) (int, error) {
+			if i == 0 {
+				return 0, xerr
+			}
+			for { // item 1 fails once item 0 has, so that the report reads item 0's error
+				if st, _ := all.State("0"); st == StateError {
+					return 0, errBoom
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+		f.Node = func(i int, _ int, n *WorkerWrapper[int, int]) {
+			if i == 1 {
+				n.OnFailure(PolicySuspend)
+				suspended = n
+			}
+		}
+		each := NewWrapper("each", f, 0)
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
+		err := each.Result().Err
+		require.Error(t, err, "the suspended item fails the node")
+		assert.NotContains(t, err.Error(), "node #0")
+		assert.ErrorContains(t, err, `suspended at node "1", and its Budget ran out`)
+		assert.ErrorIs(t, err, errBoom)
+	})
+}

@@ -193,8 +193,9 @@ func runSub(ctx context.Context, all Wrappers, sub *runState, noun string) (*Run
 		if pending.Status == StatusPending {
 			return nil, suspendedError(noun, errName(pending.ID, pending.Index), "was cancelled", pending.Err)
 		}
-		// The sub-run's context ended the pending nodes between the
-		// stall and the look for them: the sub-run's error says so.
+		// The sub-run's context (an Input's, a ForEach's Budget, the
+		// node's end) ended the pending nodes between the stall and the
+		// look for them: the sub-run ended as that says, below.
 	}
 	if err := sub.err(); err != nil {
 		if sub.budget == nil || context.Cause(ctx) != error(sub.budget) || !sub.onlyTimedOut() {
