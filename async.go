@@ -380,9 +380,10 @@ func unclaim(p *plan, n int) {
 // workers that outlived their run's deadline), and releases its pool. A
 // run with a pending node keeps Close waiting until the node is resumed,
 // the run is cancelled, or its deadline passes. It is safe to call more
-// than once, and on a nil *Async (it does nothing), but not from a worker
-// or callback of one of the Async's runs: it would wait for its own
-// return.
+// than once, and on a nil *Async (it does nothing), but not from a worker,
+// callback or hook (OnRunStart, OnRunEnd and the others) of one of the
+// Async's runs: it would wait for its own return. Call it on a goroutine
+// of its own there.
 func (a *Async) Close() error {
 	if a == nil {
 		return nil // it never started a run
