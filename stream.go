@@ -312,21 +312,31 @@ func (s *Stream[T]) Run(ctx context.Context) error {
 		// backoff); asking is nil when it is not.
 		asking error
 		askedV T
+		// calling: Run's goroutine is in the function of batch[i].
+		calling bool
 	)
 	defer func() {
 		if !ended {
-			// The function of node batch[i] called runtime.Goexit on
-			// Run's goroutine, or its retry policy did, asked about the
-			// node's failure (as for a panic there, the node's error
-			// then wraps that failure too). The node has failed, and
-			// its failure stops the stream.
-			var cause error = ErrGoexit
-			var v T
-			if asking != nil {
-				cause, v = &policyPanic{attempt: asking}, askedV
+			if calling || asking != nil {
+				// The function of node batch[i] called runtime.Goexit
+				// on Run's goroutine, or its retry policy did, asked
+				// about the node's failure (as for a panic there, the
+				// node's error then wraps that failure too). The node
+				// has failed, and its failure stops the stream.
+				var cause error = ErrGoexit
+				var v T
+				if asking != nil {
+					cause, v = &policyPanic{attempt: asking}, askedV
+				}
+				batch[i].end(v, cause)
+				s.end(batch[i+1:], fmt.Errorf("%w: %w", ErrStreamStopped, cause), cause)
+			} else {
+				// Run's goroutine ended outside any node (in a method of
+				// ctx, say): no node ran into it, and batch may have no
+				// node i. The nodes left are stopped.
+				cause := errors.New("asynctool: the stream's Run ended outside any node (runtime.Goexit, or a panic)")
+				s.end(batch[i:], fmt.Errorf("%w: %w", ErrStreamStopped, cause), cause)
 			}
-			batch[i].end(v, cause)
-			s.end(batch[i+1:], fmt.Errorf("%w: %w", ErrStreamStopped, cause), cause)
 		}
 		close(s.finished)
 	}()
@@ -371,7 +381,9 @@ func (s *Stream[T]) Run(ctx context.Context) error {
 					return stop(batch[i:], cause)
 				}
 				round++
+				calling = true
 				v, err = runNode(ctx, n, prev)
+				calling = false
 				if err == nil {
 					break
 				}

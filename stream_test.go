@@ -242,6 +242,63 @@ func TestStreamNodeGoexit(t *testing.T) {
 	assert.ErrorIs(t, s.Close(), ErrGoexit)
 }
 
+// goexitCtx is a context whose Done or Err (as set) calls
+// runtime.Goexit: Run's goroutine ends outside any node's function.
+type goexitCtx struct {
+	context.Context
+	inDone, inErr bool
+}
+
+func (c goexitCtx) Done() <-chan struct{} {
+	if c.inDone {
+		runtime.Goexit()
+	}
+	return c.Context.Done()
+}
+
+func (c goexitCtx) Err() error {
+	if c.inErr {
+		runtime.Goexit()
+	}
+	return c.Context.Err()
+}
+
+// TestStreamGoexitOutsideAnyNode: Run's goroutine that ends in a method
+// of its ctx, not in a node's function, blames no node. Run's deferred
+// end took node i of its batch as the one that called Goexit: on an idle
+// stream (an empty batch) that indexed past the batch, a panic that
+// left Close waiting for ever, and with a node about to start it failed
+// that node with ErrGoexit although its function never ran.
+func TestStreamGoexitOutsideAnyNode(t *testing.T) {
+	t.Run("idle", func(t *testing.T) {
+		s := NewStream(0)
+		done := make(chan any, 1)
+		go func() {
+			defer func() { done <- recover() }()
+			_ = s.Run(goexitCtx{Context: t.Context(), inDone: true})
+		}()
+		require.Nil(t, <-done, "Run's goroutine panicked as it ended")
+		_, err := s.Append(addOne).Wait()
+		assert.ErrorIs(t, err, ErrStreamStopped)
+		assert.ErrorContains(t, s.Close(), "outside any node")
+	})
+	t.Run("before a node", func(t *testing.T) {
+		s := NewStream(0)
+		n := s.Append(addOne)
+		done := make(chan any, 1)
+		go func() {
+			defer func() { done <- recover() }()
+			_ = s.Run(goexitCtx{Context: t.Context(), inErr: true})
+		}()
+		require.Nil(t, <-done, "Run's goroutine panicked as it ended")
+		_, err := n.Wait()
+		assert.Zero(t, n.Attempts(), "the node's function never ran")
+		assert.ErrorIs(t, err, ErrStreamStopped)
+		assert.NotErrorIs(t, err, ErrGoexit, "the node called no Goexit")
+		assert.ErrorContains(t, s.Close(), "outside any node")
+	})
+}
+
 // TestStreamEveryNodeEndsOnce appends from many goroutines while the
 // stream fails part-way: every node ends, with a value or an error.
 func TestStreamEveryNodeEndsOnce(t *testing.T) {
