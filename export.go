@@ -122,6 +122,11 @@ func roundDuration(d time.Duration) time.Duration {
 	return d
 }
 
+// must reports whether n's k-th dependency is a must one. A report built
+// by hand may give Must fewer entries than Deps: the edges it leaves out
+// are drawn as optional, not a panic.
+func (n *NodeReport) must(k int) bool { return k < len(n.Must) && n.Must[k] }
+
 // criticalEdges returns the set of edges (from, to) on the critical path.
 func (rep *Report) criticalEdges() map[[2]int]bool {
 	path := rep.CriticalPath()
@@ -234,11 +239,12 @@ func (rep *Report) writeDOT(b *strings.Builder, prefix, indent string, static bo
 		n := &rep.Nodes[i]
 		for k, d := range n.Deps {
 			var attrs []string
-			if !n.Must[k] {
+			must := n.must(k)
+			if !must {
 				attrs = append(attrs, "style=dashed")
 			}
 			if critical[[2]int{d, n.Index}] {
-				if n.Must[k] {
+				if must {
 					attrs = append(attrs, "style=bold")
 				} else {
 					attrs[0] = "style=\"dashed,bold\""
@@ -399,7 +405,7 @@ func (rep *Report) writeMermaid(b *strings.Builder, prefix, indent string, stati
 			switch {
 			case critical[[2]int{d, n.Index}]:
 				arrow = "==>"
-			case !n.Must[k]:
+			case !n.must(k):
 				arrow = "-.->"
 			}
 			fmt.Fprintf(b, "%s%s%d %s %s%d\n", indent, prefix, d, arrow, prefix, n.Index)

@@ -629,3 +629,15 @@ func TestDecidedByAnAnonymousUpstream(t *testing.T) {
 	}
 	assert.Equal(t, map[string]any{"#0": nil, "down": "#0"}, decided)
 }
+
+// TestExportOfAHandBuiltReportWithoutMust: a report built by hand, as a
+// test's fixture, that sets Deps and not Must panicked in DOT and Mermaid
+// (index out of range). The edges Must leaves out are drawn as optional.
+func TestExportOfAHandBuiltReportWithoutMust(t *testing.T) {
+	rep := &asynctool.Report{Nodes: []asynctool.NodeReport{
+		{ID: "a", Index: 0},
+		{ID: "b", Index: 1, Deps: []int{0}},
+	}}
+	assert.Contains(t, rep.DOT(), "n0 -> n1 [style=dashed];")
+	assert.Contains(t, rep.Mermaid(), "n0 -.-> n1")
+}
