@@ -45,7 +45,9 @@ type NodeReport struct {
 	// one, under [NamedSucceeded] the named ones, and under
 	// [AnySucceeded], [AtLeast], [AllDone], [WhenResult] and a
 	// [CustomJoin], which count successes or decide for themselves, none.
-	// [Report.DOT] and [Report.Mermaid] draw edges as Must says.
+	// [Report.DOT] and [Report.Mermaid] draw edges as Must says (an
+	// edge past the end of a short Must, in a report built by hand, as
+	// optional).
 	Deps []int
 	Must []bool
 	// Status is the node's state in finer terms than State: it tells
