@@ -10,12 +10,17 @@ package asynctool
 // used to log or to adjust shared state they read. Callbacks should be
 // quick: Result for nodes ended by the group deadline runs on a goroutine
 // started when the deadline passes, and BeginWork returns only after it
-// has run for each of them. A panic in a callback is recovered and
-// reported as a [*CallbackPanicError] by BeginWork; a panic in Begin also
-// fails the node. A Begin called as the group deadline passes, for a node
-// whose start was under way then (its worker is called too, with ctx
-// done), is not waited for: the deadline ends the node without it, and a
-// panic in it may come after BeginWork has returned, without it.
+// has run for each of them. A callback should not start a run and wait
+// for it: it holds one of the run's goroutines, and it has no context
+// that would make the new run a nested one (see Scheduling in the package
+// doc), so with a small bound ([WithMaxWorkers] of 1) that run's nodes
+// wait for the goroutine the callback holds. Start such a run from a
+// worker, with its ctx. A panic in a callback is recovered and reported
+// as a [*CallbackPanicError] by BeginWork; a panic in Begin also fails
+// the node. A Begin called as the group deadline passes, for a node whose
+// start was under way then (its worker is called too, with ctx done), is
+// not waited for: the deadline ends the node without it, and a panic in
+// it may come after BeginWork has returned, without it.
 type Callback[P, R any] interface {
 	Begin()
 	Result(success bool, param P, r WorkResult[R])
