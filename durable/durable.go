@@ -38,7 +38,9 @@
 // cancelled one, which River's JobCleaner deletes, checkpoint and all,
 // once the client's CancelledJobRetentionPeriod (24 hours by default) has
 // passed: set it to -1, or to longer than a person may take, on every
-// client of the database, as whichever client leads runs the cleaner.
+// client of the database, as whichever client leads runs the cleaner
+// (on PostgreSQL, a job the cleaner has picked is deleted even if [Resume]
+// makes it available as the cleaner's DELETE runs).
 // Nor is cancelled among River's default unique states: a unique job
 // that parks frees its unique key, for a job with the same args to be
 // inserted meanwhile, unless its UniqueOpts.ByState has

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
@@ -425,6 +426,45 @@ func TestCleanerDeletesAParkedJob(t *testing.T) {
 	_, err = Resume(context.Background(), client, id, map[string]any{"s": 1})
 	require.ErrorIs(t, err, rivertype.ErrNotFound)
 	assert.Contains(t, err.Error(), "CancelledJobRetentionPeriod", "the error says why a parked job can be gone")
+}
+
+// TestCleanerDeletesAJobResumedAsItDeletes: River's JobCleaner picks the
+// parked jobs whose retention has passed and deletes them by id, without
+// locking them first. A Resume that holds the job's row when the
+// cleaner's DELETE reaches it makes the job available and returns it,
+// and the DELETE, which waited for the row, deletes it all the same: the
+// Resume is lost, as the package's doc and Resume's say. The row's lock
+// holds both back until they wait, Resume first.
+func TestCleanerDeletesAJobResumedAsItDeletes(t *testing.T) {
+	pool, schema, client, id := parkedOnly(t)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, "UPDATE "+pgx.Identifier{schema, "river_job"}.Sanitize()+
+		" SET finalized_at = now() - interval '25 hours' WHERE id = $1", id)
+	require.NoError(t, err)
+	hold := holdRow(t, pool, "SELECT 1 FROM %s WHERE id = $1 FOR UPDATE", schema, id)
+	resumed := make(chan error, 1)
+	go func() {
+		_, err := Resume(ctx, client, id, map[string]any{"s": 42})
+		resumed <- err
+	}()
+	waitLockWaiters(t, pool, 1)
+	cleaned := make(chan error, 1)
+	go func() {
+		// The query of the JobCleaner, with River's default retention.
+		_, err := client.Driver().GetExecutor().JobDeleteBefore(ctx, &riverdriver.JobDeleteBeforeParams{
+			CancelledDoDelete:           true,
+			CancelledFinalizedAtHorizon: time.Now().Add(-24 * time.Hour),
+			Max:                         1000,
+			Schema:                      schema,
+		})
+		cleaned <- err
+	}()
+	waitLockWaiters(t, pool, 2)
+	require.NoError(t, hold.Commit(ctx))
+	require.NoError(t, <-resumed, "Resume made the job available")
+	require.NoError(t, <-cleaned)
+	_, err = client.JobGet(ctx, id)
+	require.ErrorIs(t, err, rivertype.ErrNotFound, "the cleaner deleted the job Resume had made available")
 }
 
 // longArgs is a job whose Worker has a long timeout.

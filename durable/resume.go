@@ -64,7 +64,11 @@ var ErrNotParked = errors.New("durable: the job is not parked by a suspended nod
 // is a cancelled one to River, whose JobCleaner deletes it once the
 // CancelledJobRetentionPeriod of the client that leads, 24 hours by
 // default, has passed since it parked; set it to -1 on every client to
-// keep parked jobs until someone resumes them); a unique job
+// keep parked jobs until someone resumes them; on PostgreSQL, a Resume
+// that comes as the cleaner deletes the job, its retention passed,
+// returns the job made available, and the cleaner deletes it all the
+// same, as its DELETE picks jobs without locking them and does not look
+// again at the state of one that a transaction held meanwhile); a unique job
 // (InsertOpts.UniqueOpts) that River cannot make available again, with
 // River's error and why (parked, it is cancelled to River, which frees
 // its unique key unless UniqueOpts.ByState has JobStateCancelled, so a
