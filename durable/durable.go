@@ -153,6 +153,18 @@ type SaveFunc[A river.JobArgs] func(ctx context.Context, job *river.Job[A], curs
 // progress is cancelled and the attempt waits for that save to return;
 // no save starts after that.
 //
+// A save writes the job's row whatever attempt now holds it: an attempt
+// that River rescued as stuck while its machine still ran it (one cut off
+// from the database, say) goes on saving, each save replacing the
+// checkpoint of the attempt that took the job over, what that attempt
+// saved and, if it parked the job, the mark [Resume] looks for (Resume
+// then refuses the job with [ErrNotParked]). A save that first locks the
+// job's row and, unless the row is running job.Attempt, returns nil
+// without writing (on PostgreSQL, SELECT attempt, state FROM river_job
+// WHERE id = $1 FOR UPDATE, in its transaction) leaves the row to the
+// attempt that holds it; what River itself stores when such an attempt
+// ends is River's (see Resume).
+//
 // Call SaveEach before registering w with river.AddWorker: it sets a
 // field that every attempt reads without a lock, so a call once River may
 // run w's jobs is a data race.

@@ -741,3 +741,143 @@ func TestUnstorableIDInASubGraphOfAParkedJobOnPostgres(t *testing.T) {
 	_, err = Resume(context.Background(), client, res.Job.ID, map[string]any{"fetch\x00": 1})
 	assert.ErrorContains(t, err, `no checkpointed node "fetch\x00"`)
 }
+
+// pgSave is a SaveFunc on PostgreSQL that stores the checkpoint with
+// River's ResumableSetStepCursorTx, in a transaction of its own. If
+// checkAttempt is set, it first locks the job's row and leaves it alone
+// unless the row is running job's attempt, as SaveEach's doc advises.
+// saved, if not nil, is called after each save, with whether it wrote.
+func pgSave(pool *pgxpool.Pool, schema string, checkAttempt bool, saved func(job *river.Job[sumArgs], wrote bool)) SaveFunc[sumArgs] {
+	return func(ctx context.Context, job *river.Job[sumArgs], cursor map[string]json.RawMessage) error {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx)
+		if checkAttempt {
+			var attempt int
+			var state string
+			if err := tx.QueryRow(ctx, "SELECT attempt, state FROM "+pgx.Identifier{schema, "river_job"}.Sanitize()+
+				" WHERE id = $1 FOR UPDATE", job.ID).Scan(&attempt, &state); err != nil {
+				return err
+			}
+			if attempt != job.Attempt || state != string(rivertype.JobStateRunning) {
+				if err := tx.Rollback(ctx); err != nil {
+					return err
+				}
+				if saved != nil {
+					saved(job, false)
+				}
+				return nil // a later attempt holds the row
+			}
+		}
+		if _, err := river.ResumableSetStepCursorTx[*riverpgxv5.Driver](ctx, tx, job, cursor); err != nil {
+			return err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return err
+		}
+		if saved != nil {
+			saved(job, true)
+		}
+		return nil
+	}
+}
+
+// TestStaleAttemptSavesOverAParkedJob: an attempt that River rescued as
+// stuck while its machine still ran it (here, made available by hand
+// while machine m0 runs its attempt 1, as the rescuer would) goes on, and
+// its SaveEach saves. Machine m1 runs attempt 2, which parks the job; then
+// attempt 1's node a succeeds and its save replaced the row's checkpoint
+// with its own, park mark and all: Resume refused the parked job with
+// ErrNotParked. A save that checks the row's attempt first, as
+// SaveEach's doc advises, leaves the parked job for Resume.
+func TestStaleAttemptSavesOverAParkedJob(t *testing.T) {
+	run := func(t *testing.T, checkAttempt bool) error {
+		url, schema := pgSchema(t)
+		gate, resumed := make(chan struct{}), make(chan struct{})
+		var calls atomic.Int32
+		aStarted := make(chan struct{}, 1)
+		staleSaved := make(chan bool, 1)
+		build := func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+			a := Node(cp, "a", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+				if calls.Add(1) == 1 { // attempt 1's, on m0
+					aStarted <- struct{}{}
+					<-gate
+				}
+				return 1, nil
+			}), 0)
+			s := Node(cp, "s", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+				return 0, errors.New("a person must look")
+			}), 0).OnFailure(asynctool.PolicySuspend)
+			return []asynctool.Wrapper{a, s}, nil
+		}
+		// A machine with one worker: m0's is busy with attempt 1, so that
+		// m0 does not take the job again.
+		machine := func() *river.Client[pgx.Tx] {
+			pool := newPool(t, url)
+			w := mustWorker(t, newAsync(t), time.Minute, build).SaveEach(pgSave(pool, schema, checkAttempt, func(job *river.Job[sumArgs], wrote bool) {
+				if job.Attempt == 1 {
+					staleSaved <- wrote
+					<-resumed // attempt 1 ends after the Resume
+				}
+			}))
+			workers := river.NewWorkers()
+			river.AddWorker(workers, w)
+			client, err := river.NewClient[pgx.Tx](riverpgxv5.New(pool), &river.Config{
+				Schema:            schema,
+				Logger:            slog.New(slog.DiscardHandler),
+				Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 1}},
+				FetchCooldown:     5 * time.Millisecond,
+				FetchPollInterval: 20 * time.Millisecond,
+				Workers:           workers,
+			})
+			require.NoError(t, err)
+			require.NoError(t, client.Start(context.Background()))
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				require.NoError(t, client.Stop(ctx))
+			})
+			return client
+		}
+		release, resume := releaser(t, gate), releaser(t, resumed)
+		m0 := machine()
+		res, err := m0.Insert(context.Background(), sumArgs{Base: 1}, nil)
+		require.NoError(t, err)
+		select {
+		case <-aStarted:
+		case <-time.After(30 * time.Second):
+			t.Fatal("attempt 1 did not start")
+		}
+		_, err = newPool(t, url).Exec(context.Background(), "UPDATE "+pgx.Identifier{schema, "river_job"}.Sanitize()+
+			" SET state = 'available', scheduled_at = now() WHERE id = $1", res.Job.ID)
+		require.NoError(t, err)
+		m1 := machine()
+		events, cancel := m1.Subscribe(river.EventKindJobCancelled)
+		defer cancel()
+		select {
+		case ev := <-events:
+			require.Equal(t, 2, ev.Job.Attempt)
+			require.Contains(t, ev.Job.Errors[len(ev.Job.Errors)-1].Error, `suspended at "s"`)
+		case <-time.After(30 * time.Second):
+			t.Fatal("attempt 2 did not park the job")
+		}
+		release()
+		select {
+		case wrote := <-staleSaved:
+			require.Equal(t, !checkAttempt, wrote, "attempt 1's save wrote the row")
+		case <-time.After(30 * time.Second):
+			t.Fatal("attempt 1 did not save a")
+		}
+		_, err = Resume(context.Background(), m1, res.Job.ID, map[string]any{"s": 42})
+		resume()
+		return err
+	}
+	t.Run("save without a check", func(t *testing.T) {
+		require.ErrorIs(t, run(t, false), ErrNotParked, "the stale save dropped the park mark")
+	})
+	t.Run("save that checks the attempt", func(t *testing.T) {
+		require.NoError(t, run(t, true))
+	})
+}
