@@ -1027,6 +1027,7 @@ func TestJobRetryThenCancelIsNotParked(t *testing.T) {
 	require.Contains(t, ev.Job.Errors[len(ev.Job.Errors)-1].Error, "order deleted")
 	_, err = Resume(context.Background(), client, id, nil)
 	assert.ErrorIs(t, err, ErrNotParked, "the last attempt cancelled the job for another reason")
+	assert.ErrorContains(t, err, "attempt 1's, not its last attempt's (2)", "the error says whose the mark is")
 }
 
 // TestSuspendedSnoozeAndACancelElsewhere: a suspended node's snooze must

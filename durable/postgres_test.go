@@ -875,7 +875,10 @@ func TestStaleAttemptSavesOverAParkedJob(t *testing.T) {
 		return err
 	}
 	t.Run("save without a check", func(t *testing.T) {
-		require.ErrorIs(t, run(t, false), ErrNotParked, "the stale save dropped the park mark")
+		err := run(t, false)
+		require.ErrorIs(t, err, ErrNotParked, "the stale save dropped the park mark")
+		assert.ErrorContains(t, err, "holds no park mark", "the error says what it found")
+		assert.ErrorContains(t, err, "rescued as stuck", "and what may have done it")
 	})
 	t.Run("save that checks the attempt", func(t *testing.T) {
 		require.NoError(t, run(t, true))

@@ -35,7 +35,9 @@ var ErrJobRunning = errors.New("durable: the job is running")
 
 // ErrNotParked is returned by Resume for a job that a suspended node did
 // not park: one that completed, waits for a retry, or was cancelled for
-// another reason. Client.JobRetry runs such a job again.
+// another reason, or one whose parking attempt's checkpoint an attempt
+// rescued as stuck replaced (see [Worker.SaveEach] and Resume); the error
+// says which the job's row shows. Client.JobRetry runs such a job again.
 var ErrNotParked = errors.New("durable: the job is not parked by a suspended node")
 
 // Resume resumes a job that a suspended node parked (see
@@ -134,7 +136,7 @@ func Resume[TTx any](ctx context.Context, client *river.Client[TTx], jobID int64
 	// The mark must be the last attempt's: one that ended before it
 	// stored a checkpoint leaves an earlier attempt's in the row.
 	if row.State != rivertype.JobStateCancelled || mark == nil || len(mark.Suspended) == 0 || mark.Attempt != row.Attempt {
-		return nil, fmt.Errorf("%w: job %d is %s", ErrNotParked, jobID, row.State)
+		return nil, fmt.Errorf("%w: %s", ErrNotParked, notParked(row, mark))
 	}
 	update, err := withValues(cursors, cp, mark, values)
 	if err != nil {
@@ -162,6 +164,19 @@ func Resume[TTx any](ctx context.Context, client *river.Client[TTx], jobID int64
 		return nil, fmt.Errorf("durable: Resume of job %d: %w", jobID, err)
 	}
 	return row, nil
+}
+
+// notParked says why row, a job Resume finds with mark (nil if none) in
+// its checkpoint, is not parked.
+func notParked(row *rivertype.JobRow, mark *parkMark) string {
+	const overwritten = "or an attempt that River rescued as stuck, still running when a later attempt parked the job, stored its checkpoint over that attempt's"
+	switch {
+	case row.State != rivertype.JobStateCancelled:
+		return fmt.Sprintf("job %d is %s", row.ID, row.State)
+	case mark != nil && len(mark.Suspended) > 0:
+		return fmt.Sprintf("job %d is cancelled, and the park mark in its checkpoint is attempt %d's, not its last attempt's (%d): that attempt ended without storing a checkpoint, %s", row.ID, mark.Attempt, row.Attempt, overwritten)
+	}
+	return fmt.Sprintf("job %d is cancelled, and its checkpoint holds no park mark: it was cancelled for another reason (a river.JobCancel, Client.JobCancel), %s", row.ID, overwritten)
 }
 
 // parked reads, from a job's metadata, River's cursors, this package's
