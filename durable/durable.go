@@ -73,7 +73,11 @@
 // the job's timeout (see [NewWorker]), and never if the job has none (a
 // timeout of 0 on a client whose JobTimeout is -1); no test in this
 // package kills a process, but one leaves the row of a dead machine for
-// another to rescue.
+// another to rescue. The rescuer is that of whichever client working jobs
+// leads, with its own settings and Workers: a stuck job whose kind that
+// client has no worker for is discarded, not retried (its checkpoint
+// stays in the row, for a Client.JobRetry), so register the Worker on
+// every client that works jobs on the database.
 // A checkpoint stays in the job's row after the job succeeds, so retrying
 // a completed job by hand (Client.JobRetry) replays what the last stored
 // checkpoint holds.

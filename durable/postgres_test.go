@@ -884,3 +884,42 @@ func TestStaleAttemptSavesOverAParkedJob(t *testing.T) {
 		require.NoError(t, run(t, true))
 	})
 }
+
+// TestRescueByALeaderWithoutTheWorker: River's rescuer runs on whichever
+// client of the database leads, and decides by that client's own
+// Workers: a job whose kind the leader has no worker for is discarded
+// when it is stuck, not retried, so that a durable job whose machine died
+// is not resumed from its checkpoint. The package's doc says to register
+// the Worker on every client that works jobs on the database.
+func TestRescueByALeaderWithoutTheWorker(t *testing.T) {
+	url, schema := pgSchema(t)
+	pool := newPool(t, url)
+	ctx := context.Background()
+	insertOnly, err := river.NewClient[pgx.Tx](riverpgxv5.New(pool), &river.Config{Schema: schema})
+	require.NoError(t, err)
+	res, err := insertOnly.Insert(ctx, sumArgs{Base: 1}, nil)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, "UPDATE "+pgx.Identifier{schema, "river_job"}.Sanitize()+
+		" SET state = 'running', attempt = 1, attempted_at = now() - interval '2 hours', attempted_by = '{dead-machine}',"+
+		` metadata = '{"river:resumable_cursor": {"asynctool-graph": {"a": 41}}}' WHERE id = $1`, res.Job.ID)
+	require.NoError(t, err)
+
+	// The only client, so the leader: it works another kind of job.
+	workers := river.NewWorkers()
+	river.AddWorker(workers, mustWorker(t, newAsync(t), time.Minute, func(ctx context.Context, job *river.Job[longArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		return []asynctool.Wrapper{intNode(cp, "a", new(atomic.Int32), nil)}, nil
+	}))
+	startSubscribed(t, riverpgxv5.New(newPool(t, url)), &river.Config{Schema: schema, RescueStuckJobsAfter: time.Hour, Workers: workers})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		row, err := insertOnly.JobGet(ctx, res.Job.ID)
+		require.NoError(t, err)
+		if row.State != rivertype.JobStateRunning {
+			assert.Equal(t, rivertype.JobStateDiscarded, row.State, "rescued by a leader that does not know its kind")
+			assert.Contains(t, string(row.Metadata), `"a": 41`, "the checkpoint is still in the row")
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "the stuck job was not rescued in 30 s")
+		time.Sleep(50 * time.Millisecond)
+	}
+}
