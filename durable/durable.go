@@ -157,9 +157,10 @@ type SaveFunc[A river.JobArgs] func(ctx context.Context, job *river.Job[A], curs
 // progress is cancelled and the attempt waits for that save to return;
 // no save starts after that.
 //
-// A save writes the job's row whatever attempt now holds it: an attempt
-// that River rescued as stuck while its machine still ran it (one cut off
-// from the database, say) goes on saving, each save replacing the
+// River's ResumableSetStepCursorTx writes the job's row whatever attempt
+// now holds it: an attempt that River rescued as stuck while its machine
+// still ran it (its process paused for longer than RescueStuckJobsAfter
+// and the job's timeout, say) goes on saving, each save replacing the
 // checkpoint of the attempt that took the job over, what that attempt
 // saved and, if it parked the job, the mark [Resume] looks for (Resume
 // then refuses the job with [ErrNotParked]). A save that first locks the
