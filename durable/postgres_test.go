@@ -841,8 +841,9 @@ func TestStaleAttemptSavesOverAParkedJob(t *testing.T) {
 			})
 			return client
 		}
-		release, resume := releaser(t, gate), releaser(t, resumed)
 		m0 := machine()
+		// After m0's Async, whose Close waits for attempt 1 (see releaser).
+		release, resume := releaser(t, gate), releaser(t, resumed)
 		res, err := m0.Insert(context.Background(), sumArgs{Base: 1}, nil)
 		require.NoError(t, err)
 		select {
