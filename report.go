@@ -259,11 +259,12 @@ func (rep *Report) Err() error {
 // follow it, indented. An id is shown as it is, unless it could be read
 // as something else: one that holds a newline or another character that
 // is not printable, or ": ", or starts with '#', '"' or a space, is
-// quoted; the empty id is "#" and the node's index, as in [Report.DOT].
-// A node's
-// line has its Duration ("ran 3h0m1.2s") and, if it was pending, its
-// Pending, which that includes ("pending 3h0m0s"): a worker that failed,
-// then succeeded once a person had it rerun, ran for 1.2s.
+// quoted; the empty id is "#" and the node's index, as in [Report.DOT]. A
+// node's line has its Duration ("ran 3h0m1.2s") and, if it was pending,
+// its Pending, which that includes ("pending 3h0m0s"): a worker that
+// failed, then succeeded once a person had it rerun, ran for 1.2s. It
+// names the upstream that decided the node's join after "by=" (its
+// [NodeReport.DecidedBy], or "#" and the index of one without an id).
 func (rep *Report) String() string {
 	if rep == nil {
 		return ""
