@@ -204,12 +204,15 @@ func (l *serialLog) task(i int) func() {
 }
 
 // orderedQueue is a Serial or a Keyed[int], seen through what the tests of a
-// panicking Submit use.
+// panicking Submit and of a task's Goexit use.
 type orderedQueue struct {
 	keys     int // keys it runs apart: 1 for a Serial, whose submit ignores the key
 	submit   func(key int, task func()) error
 	shutdown func(context.Context) error
-	keysLeft func() int // nil for a Serial, which holds no keys
+	close    func()
+	stats    func() SerialStats
+	keysLeft func() int         // nil for a Serial, which holds no keys
+	empty    func(t *testing.T) // checks that nothing is left queued
 }
 
 // orderedQueues opens each kind of queue on an executor.
@@ -219,11 +222,16 @@ var orderedQueues = []struct {
 }{
 	{"Serial", func(exec Executor) orderedQueue {
 		s := NewSerial(exec)
-		return orderedQueue{keys: 1, submit: func(_ int, task func()) error { return s.Submit(task) }, shutdown: s.Shutdown}
+		return orderedQueue{keys: 1, submit: func(_ int, task func()) error { return s.Submit(task) }, shutdown: s.Shutdown,
+			close: s.Close, stats: s.Stats, empty: func(t *testing.T) { assert.Zero(t, s.Stats().Queued, "Queued") }}
 	}},
 	{"Keyed", func(exec Executor) orderedQueue {
 		k := NewKeyed[int](exec)
-		return orderedQueue{keys: 6, submit: k.Submit, shutdown: k.Shutdown, keysLeft: func() int { return k.Stats().Keys }}
+		return orderedQueue{keys: 6, submit: k.Submit, shutdown: k.Shutdown, close: k.Close, stats: k.Stats,
+			keysLeft: func() int { return k.Stats().Keys }, empty: func(t *testing.T) {
+				assert.Zero(t, k.Stats().Keys, "Keys")
+				assertNoKeyQueues(t, k)
+			}}
 	}},
 }
 

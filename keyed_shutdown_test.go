@@ -2,7 +2,6 @@ package asynctool
 
 import (
 	"context"
-	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -63,45 +62,4 @@ func TestKeyedCloseDoesNotWaitForTheExecutor(t *testing.T) {
 			})
 		})
 	}
-}
-
-// TestKeyedCloseDoesNotWaitForTheExecutorAfterAGoexit closes a Keyed
-// while a key's task runs; the task then calls runtime.Goexit, with
-// another task of the key queued. Close found the key's queue held, so
-// it waits for that loop; the loop that carries on after the Goexit must
-// drop the queued task itself rather than hand a new loop to the
-// executor, here a full Pool under Block, which Close would then wait
-// for (the Goexit's worker is still busy, so the pool has room only once
-// the other worker is released).
-func TestKeyedCloseDoesNotWaitForTheExecutorAfterAGoexit(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p := NewPool(PoolSize(2), PoolQueue(0), PoolWhenFull(Block))
-		release := make(chan struct{})
-		require.NoError(t, p.Submit(func() { <-release })) // one of two workers
-		k := NewKeyed[int](p)
-		started, exit := make(chan struct{}), make(chan struct{})
-		require.NoError(t, k.Submit(1, func() { close(started); <-exit; runtime.Goexit() }))
-		ran := false
-		require.NoError(t, k.Submit(1, func() { ran = true }))
-		<-started
-		done := make(chan struct{})
-		go func() { k.Close(); close(done) }()
-		synctest.Wait() // Close waits for key 1's running task
-		close(exit)
-		time.Sleep(time.Minute)
-		select {
-		case <-done:
-		default:
-			t.Error("Close still waiting for the pool a minute after the task's Goexit")
-		}
-		close(release)
-		<-done
-		require.NoError(t, p.Close())
-		assert.False(t, ran, "the dropped task ran")
-		st := k.Stats()
-		assert.Equal(t, uint64(1), st.Dropped, "Dropped")
-		assert.Equal(t, uint64(1), st.Completed, "Completed (the Goexit)")
-		assert.Zero(t, st.Keys, "Keys")
-		assertNoKeyQueues(t, k)
-	})
 }

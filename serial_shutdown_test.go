@@ -3,7 +3,6 @@ package asynctool
 import (
 	"context"
 	"errors"
-	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -222,41 +221,4 @@ func TestSerialCloseDoesNotWaitForABlockedTimer(t *testing.T) {
 			})
 		})
 	}
-}
-
-// TestSerialCloseDoesNotWaitForTheExecutorAfterAGoexit closes a Serial
-// while its task runs; the task then calls runtime.Goexit, with another
-// task queued. Close waits for the running task, and then must not wait
-// for the executor, here a full Pool under Block, to start the loop that
-// carries on after the Goexit: the queued task is dropped without it.
-func TestSerialCloseDoesNotWaitForTheExecutorAfterAGoexit(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p := NewPool(PoolSize(2), PoolQueue(0), PoolWhenFull(Block))
-		release := make(chan struct{})
-		require.NoError(t, p.Submit(func() { <-release })) // one of two workers
-		s := NewSerial(p)
-		started, exit := make(chan struct{}), make(chan struct{})
-		require.NoError(t, s.Submit(func() { close(started); <-exit; runtime.Goexit() }))
-		ran := false
-		require.NoError(t, s.Submit(func() { ran = true }))
-		<-started
-		done := make(chan struct{})
-		go func() { s.Close(); close(done) }()
-		synctest.Wait() // Close waits for the running task
-		close(exit)
-		time.Sleep(time.Minute)
-		select {
-		case <-done:
-		default:
-			t.Error("Close still waiting for the pool a minute after the task's Goexit")
-		}
-		close(release)
-		<-done
-		require.NoError(t, p.Close())
-		assert.False(t, ran, "the dropped task ran")
-		st := s.Stats()
-		assert.Equal(t, uint64(1), st.Dropped, "Dropped")
-		assert.Equal(t, uint64(1), st.Completed, "Completed (the Goexit)")
-		assert.Zero(t, st.Queued, "Queued")
-	})
 }
