@@ -155,11 +155,17 @@ type stopRaceTask struct {
 // a Shutdown that returns nil has run every accepted task not cancelled;
 // nothing is left queued or delayed.
 func TestSerialStopRaceLosesNothing(t *testing.T) {
+	eachStopRace(t, serialStopRaceRound)
+}
+
+// eachStopRace runs round on every kind of executor with every way to
+// stop, stopRaceRounds times each.
+func eachStopRace(t *testing.T, round func(t *testing.T, round int, ex stopRaceExecutor, stop func(stopFuncs) bool)) {
 	for _, ex := range stopRaceExecutors {
 		for _, st := range stopRaceStops {
 			t.Run(ex.name+"/"+st.name, func(t *testing.T) {
-				for round := range stopRaceRounds() {
-					serialStopRaceRound(t, round, ex.make(), st.stop)
+				for r := range stopRaceRounds() {
+					round(t, r, ex.make(), st.stop)
 				}
 			})
 		}
@@ -281,15 +287,7 @@ func serialStopRaceRound(t *testing.T, round int, ex stopRaceExecutor, stop func
 // per key, every accepted task runs once or is dropped, and no key is
 // left once the late drain loops have run.
 func TestKeyedStopRaceLosesNothing(t *testing.T) {
-	for _, ex := range stopRaceExecutors {
-		for _, st := range stopRaceStops {
-			t.Run(ex.name+"/"+st.name, func(t *testing.T) {
-				for round := range stopRaceRounds() {
-					keyedStopRaceRound(t, round, ex.make(), st.stop)
-				}
-			})
-		}
-	}
+	eachStopRace(t, keyedStopRaceRound)
 }
 
 func keyedStopRaceRound(t *testing.T, round int, ex stopRaceExecutor, stop func(stopFuncs) bool) {
