@@ -824,6 +824,9 @@ func TestStaleAttemptSavesOverAParkedJob(t *testing.T) {
 			}))
 			workers := river.NewWorkers()
 			river.AddWorker(workers, w)
+			// Not newClientIn: one worker per machine, so that m0, busy
+			// with attempt 1, leaves attempt 2 to m1 (with newClientIn's
+			// four, m0 took it itself and the test failed 2 runs of 5).
 			client, err := river.NewClient[pgx.Tx](riverpgxv5.New(pool), &river.Config{
 				Schema:            schema,
 				Logger:            slog.New(slog.DiscardHandler),
