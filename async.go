@@ -289,15 +289,13 @@ func (h *Run) waitUnresumable(method string) error {
 		return h.err()
 	case <-h.runState.Suspended():
 	}
-	pending := h.firstPending()
-	h.runState.Cancel()
-	<-h.done
-	if pending.Status != StatusPending {
+	name, why, ok := h.runState.cancelStalled()
+	if !ok {
 		// The run's context ended the pending nodes between the stall
 		// and the look for them: the run's error says so.
 		return h.err()
 	}
-	return errors.Join(suspendedError("run", errName(pending.ID, pending.Index), "was cancelled: "+method+" gives no Run to resume it with", pending.Err), h.err())
+	return errors.Join(suspendedError("run", name, "was cancelled: "+method+" gives no Run to resume it with", why), h.err())
 }
 
 // StartPlan is the asynchronous form of [Async.RunPlan].

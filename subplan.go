@@ -187,11 +187,8 @@ func runSub(ctx context.Context, all Wrappers, sub *runState, noun string) (*Run
 	select {
 	case <-sub.done:
 	case <-stall:
-		pending := sub.firstPending()
-		sub.Cancel()
-		<-sub.done
-		if pending.Status == StatusPending {
-			return nil, suspendedError(noun, errName(pending.ID, pending.Index), "was cancelled", pending.Err)
+		if name, why, ok := sub.cancelStalled(); ok {
+			return nil, suspendedError(noun, name, "was cancelled", why)
 		}
 		// The sub-run's context (an Input's, a ForEach's Budget, the
 		// node's end) ended the pending nodes between the stall and the
@@ -354,21 +351,25 @@ func (r *runState) releaseSubs() {
 	}
 }
 
-// firstPending returns the report of the first node of r that is
-// pending, for a run that suspended.
-func (r *runState) firstPending() NodeReport {
+// cancelStalled cancels r, which stalled on pending nodes, and waits for
+// it to end. It returns the name (see errName) of the first node that
+// was pending, and the failure that suspended it; ok is false when r's
+// context ended every pending node between the stall and this look, so
+// that r's own error says how it ended.
+func (r *runState) cancelStalled() (name string, why error, ok bool) {
 	rep := r.Report()
-	for _, n := range rep.Nodes {
-		if n.Status == StatusPending && n.Err != nil {
-			return n
+	r.Cancel()
+	<-r.done
+	var first *NodeReport
+	for i := range rep.Nodes {
+		if n := &rep.Nodes[i]; n.Status == StatusPending && (first == nil || first.Err == nil && n.Err != nil) {
+			first = n
 		}
 	}
-	for _, n := range rep.Nodes {
-		if n.Status == StatusPending {
-			return n
-		}
+	if first == nil {
+		return "", nil, false
 	}
-	return NodeReport{}
+	return errName(first.ID, first.Index), first.Err, true
 }
 
 // reportSubs fills in the Sub of rep's nodes that run a sub-run (SubPlan,
