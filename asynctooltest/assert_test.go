@@ -136,25 +136,60 @@ func TestAssertionsFail(t *testing.T) {
 	}
 }
 
-// TestNotTakenIsTheSentinel checks that NotTaken wants the node's error
-// to be asynctool.ErrNotTaken itself, as the library stores it, and the
-// node not to have run: a worker that returned it, or an error that wraps
-// it, is a failure.
-func TestNotTakenIsTheSentinel(t *testing.T) {
+// TestMarkersAreTheSentinels checks that NotTaken and WasSkipped want
+// the node's error to be asynctool.ErrNotTaken or asynctool.ErrSkipped
+// itself, as the library stores it, and the node not to have run: a
+// worker that returned it, or an error that wraps it, is a failure.
+func TestMarkersAreTheSentinels(t *testing.T) {
 	rep := &asynctool.Report{Nodes: []asynctool.NodeReport{
 		{ID: "ran", Ran: true, Attempts: 1, State: asynctool.StateError, Result: asynctool.ResultException, Err: asynctool.ErrNotTaken},
 		{ID: "wrapped", State: asynctool.StateError, Result: asynctool.ResultException, Err: fmt.Errorf("join: %w", asynctool.ErrNotTaken)},
+		{ID: "ran-skip", Ran: true, Attempts: 1, State: asynctool.StateError, Result: asynctool.ResultException, Err: asynctool.ErrSkipped},
+		{ID: "wrapped-skip", State: asynctool.StateError, Result: asynctool.ResultException, Err: fmt.Errorf("join: %w", asynctool.ErrSkipped)},
 	}}
-	for id, want := range map[string]string{
-		"ran":     `"ran" ended error/exception, ran=true, err=asynctool: not taken: the branch was not chosen, want it not taken`,
-		"wrapped": `"wrapped" ended error/exception, ran=false, err=join: asynctool: not taken: the branch was not chosen, want it not taken`,
-	} {
-		var ok bool
-		s := onSpy(t, func(s *spy) { ok = asynctooltest.NotTaken(s, rep, id) })
-		assert.False(t, ok, id)
-		require.Len(t, s.errors, 1, id)
-		assert.Equal(t, want, s.errors[0])
+	tests := []struct {
+		id    string
+		check func(testing.TB, *asynctool.Report, string) bool
+		want  string
+	}{
+		{"ran", asynctooltest.NotTaken, `"ran" ended error/exception, ran=true, err=asynctool: not taken: the branch was not chosen, want it not taken`},
+		{"wrapped", asynctooltest.NotTaken, `"wrapped" ended error/exception, ran=false, err=join: asynctool: not taken: the branch was not chosen, want it not taken`},
+		{"ran-skip", asynctooltest.WasSkipped, `"ran-skip" ended error/exception, ran=true, err=asynctool: skipped: no successor needs this node, want it skipped`},
+		{"wrapped-skip", asynctooltest.WasSkipped, `"wrapped-skip" ended error/exception, ran=false, err=join: asynctool: skipped: no successor needs this node, want it skipped`},
 	}
+	for _, tt := range tests {
+		var ok bool
+		s := onSpy(t, func(s *spy) { ok = tt.check(s, rep, tt.id) })
+		assert.False(t, ok, tt.id)
+		require.Len(t, s.errors, 1, tt.id)
+		assert.Equal(t, tt.want, s.errors[0])
+	}
+}
+
+// TestResumedWithTheSkipMarkerFailed checks WasSkipped on a real run: a
+// pending node resumed with FailWith(ErrSkipped) never started, and its
+// error wraps ErrSkipped, but it failed; it was not short-circuited.
+func TestResumedWithTheSkipMarkerFailed(t *testing.T) {
+	a := asynctool.New()
+	defer a.Close()
+	up := asynctool.NewWrapper("up", asynctooltest.Returns[int](1), 0)
+	asynctool.NewWrapper("held", asynctooltest.Returns[int](2), 0).Depend(up, true).
+		Join(asynctool.CustomJoin(func([]asynctool.Upstream) asynctool.Decision { return asynctool.DecideSuspend }))
+	r, err := a.Start(context.Background(), time.Minute, up)
+	require.NoError(t, err)
+	<-r.Suspended()
+	require.NoError(t, r.Resume("held", asynctool.FailWith(asynctool.ErrSkipped)))
+	require.NoError(t, r.Wait(context.Background()))
+	rep := r.Report()
+	var ok bool
+	s := onSpy(t, func(s *spy) {
+		assert.True(t, asynctooltest.NeverStarted(s, rep, "held"))
+		assert.True(t, asynctooltest.Failed(s, rep, "held", asynctool.ErrSkipped))
+		ok = asynctooltest.WasSkipped(s, rep, "held")
+	})
+	assert.False(t, ok, "a failure is not a skip")
+	require.Len(t, s.errors, 1)
+	assert.Contains(t, s.errors[0], "want it skipped")
 }
 
 // TestRanBeforeNeedsTimes checks the message for a report without times.
