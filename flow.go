@@ -68,7 +68,10 @@ type RetryPolicy struct {
 	// Attempts attempts.
 	Backoff Backoff
 	// Retryable reports whether an error is worth another attempt. Nil
-	// means every error except a panic.
+	// means every error except a panic: one that is or wraps a
+	// [*PanicError] (errors.As), so also a failure that carries a panic
+	// from further in, such as a [Hedged] worker's whose calls all failed
+	// and one of them panicked.
 	Retryable func(error) bool
 	// AttemptTimeout bounds each attempt on its own; 0 means no bound
 	// (an attempt then lasts as long as the node's [WorkerWrapper.Timeout]

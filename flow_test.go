@@ -295,6 +295,22 @@ func TestRetries(t *testing.T) {
 			Retry(RetryPolicy{Attempts: 3})
 		require.NoError(t, a.BeginWork(context.Background(), time.Minute, always))
 		assert.Equal(t, int32(3), calls.Load(), "Attempts is the total")
+
+		// The default Retryable refuses an error that wraps a panic: a
+		// Hedged worker whose calls all failed, one of them by a panic.
+		calls.Store(0)
+		hedged := NewWrapper("hedged", Hedged[int, int](WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			if calls.Add(1) == 1 {
+				panic("first call")
+			}
+			return 0, errBoom
+		}), 0, 2), 0).Retry(RetryPolicy{Attempts: 3})
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, hedged))
+		assert.Equal(t, int32(2), calls.Load(), "one attempt of two calls")
+		var pe *PanicError
+		require.ErrorAs(t, hedged.Result().Err, &pe)
+		assert.Equal(t, "first call", pe.Value)
+		assert.ErrorIs(t, hedged.Result().Err, errBoom)
 	})
 }
 
