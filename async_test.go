@@ -59,6 +59,11 @@ func TestGroupDeadline(t *testing.T) {
 		synctest.Wait()
 		assert.True(t, sawDone.Load(), "the running worker saw ctx.Done()")
 		assert.Equal(t, -1, slow.Result().Value, "a late return cannot overwrite the timeout")
+		assert.Equal(t, 0, rec.count(rec.begins, "after"), "a late return does not trigger the successor")
+		assert.Equal(t, 0, rec.count(rec.actions, "after"), "a late return does not trigger the successor")
+		for _, id := range []string{"slow", "after"} {
+			assert.Equal(t, 1, rec.count(rec.results, id), "a late return calls no callback again: %s", id)
+		}
 	})
 }
 

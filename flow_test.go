@@ -97,6 +97,50 @@ func TestJoinStrategies(t *testing.T) {
 	}
 }
 
+// TestCustomJoinSeesEveryUpstreamAtEachEnd checks what a custom join is
+// given: it is asked each time an upstream ends, with every upstream in
+// declaration order, those ended with their outcome, value (the default
+// for a failure) and error, and those not ended zero.
+func TestCustomJoinSeesEveryUpstreamAtEachEnd(t *testing.T) {
+	ex := &manualExec{}
+	a := newAsync(t, WithExecutor(ex))
+	rec := newRecorder()
+	var calls [][]string // no lock: calls for one node never overlap
+	c := rec.node("c", ok(9)).Join(CustomJoin(func(ups []Upstream) Decision {
+		var seen []string
+		for _, u := range ups {
+			seen = append(seen, fmt.Sprintf("%s ended=%v ok=%v %v %v %v", u.ID, u.Ended, u.OK, u.Result, u.Value, u.Err))
+		}
+		calls = append(calls, seen)
+		if len(calls) < len(ups) {
+			return DecideWait
+		}
+		return DecideRun
+	}))
+	u0 := rec.node("u0", ok(10)).ShortCircuit(false)
+	u1 := rec.node("u1", fail(errBoom)).Default(-1).ShortCircuit(false)
+	u2 := rec.node("u2", ok(30)).ShortCircuit(false)
+	c.Depend(u0, true).Depend(u1, false).Depend(u2, true)
+	r, err := a.Start(context.Background(), 0, u0, u1, u2)
+	require.NoError(t, err)
+	ex.drain() // the upstreams end in the order they were given
+	require.NoError(t, r.Wait(context.Background()))
+	const (
+		notYet0 = "u0 ended=false ok=false default <nil> <nil>"
+		notYet1 = "u1 ended=false ok=false default <nil> <nil>"
+		notYet2 = "u2 ended=false ok=false default <nil> <nil>"
+		ended0  = "u0 ended=true ok=true success 10 <nil>"
+		ended1  = "u1 ended=true ok=false exception -1 boom"
+		ended2  = "u2 ended=true ok=true success 30 <nil>"
+	)
+	assert.Equal(t, [][]string{
+		{ended0, notYet1, notYet2},
+		{ended0, ended1, notYet2},
+		{ended0, ended1, ended2},
+	}, calls)
+	assert.Equal(t, WorkResult[int]{Value: 9, State: ResultSuccess}, c.Result())
+}
+
 // TestJoinDecidesOnceUnderRace has many upstreams end at the same instant
 // into every strategy: the node runs exactly once.
 func TestJoinDecidesOnceUnderRace(t *testing.T) {

@@ -71,6 +71,63 @@ func TestSerialRunsInOrder(t *testing.T) {
 	}
 }
 
+// TestSerialsShareOneExecutor: Serials made on one pool each run their
+// own tasks in order and one at a time, but do not wait for each other;
+// and as a Serial does not own its executor, closing one leaves the pool
+// and the other Serials working.
+func TestSerialsShareOneExecutor(t *testing.T) {
+	p := NewPool(PoolSize(4), PoolQueue(64))
+	defer p.Close()
+	serials := []*Serial{NewSerial(p), NewSerial(p), NewSerial(p)}
+
+	// The first Serial's task waits for the second's: were the Serials
+	// run one after another, it would wait in vain.
+	otherRan := make(chan struct{})
+	waited := make(chan bool, 1)
+	require.NoError(t, serials[0].Submit(func() {
+		select {
+		case <-otherRan:
+			waited <- true
+		case <-time.After(10 * time.Second):
+			waited <- false
+		}
+	}))
+	require.NoError(t, serials[1].Submit(func() { close(otherRan) }))
+	assert.True(t, <-waited, "a task of one Serial waited for ever for a task of another")
+
+	const n = 2000
+	got := make([][]int, len(serials)) // no lock: each Serial's tasks never overlap
+	var wg sync.WaitGroup
+	wg.Add(n * len(serials))
+	for k, s := range serials {
+		go func() {
+			for i := range n {
+				assert.NoError(t, s.Submit(func() { got[k] = append(got[k], i); wg.Done() }))
+			}
+		}()
+	}
+	wg.Wait()
+	for k := range serials {
+		require.Len(t, got[k], n)
+		for i, v := range got[k] {
+			if v != i {
+				t.Fatalf("serial %d: position %d ran task %d", k, i, v)
+			}
+		}
+	}
+
+	serials[0].Close()
+	assert.ErrorIs(t, serials[0].Submit(func() {}), ErrSerialClosed)
+	done := make(chan struct{}, 2)
+	require.NoError(t, p.Submit(func() { done <- struct{}{} }), "the pool is still open")
+	require.NoError(t, serials[1].Submit(func() { done <- struct{}{} }), "the other Serials still take tasks")
+	<-done
+	<-done
+	for _, s := range serials[1:] {
+		s.Close()
+	}
+}
+
 // TestSerialConcurrentSubmitters submits from thousands of goroutines and
 // checks that tasks never overlap, that each submitter's tasks run in its
 // order, and that every task runs exactly once.

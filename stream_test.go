@@ -42,6 +42,30 @@ func TestStreamEachNodeSeesPredecessor(t *testing.T) {
 	}
 }
 
+// TestStreamRunsAnAppendAfterItWentIdle: once every node appended has
+// ended, Run waits for more, and a node appended then still runs, on the
+// result of the node before it: the append wakes the stream, which has
+// nothing else to start it again.
+func TestStreamRunsAnAppendAfterItWentIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := NewStream(0)
+		ran := runStream(t.Context(), s)
+		for want := 1; want <= 3; want++ {
+			v, err := s.Append(addOne).Wait()
+			require.NoError(t, err)
+			assert.Equal(t, want, v)
+			synctest.Wait() // Run is idle: durably blocked, waiting for an append
+			select {
+			case err := <-ran:
+				t.Fatalf("Run returned while the stream was open: %v", err)
+			default:
+			}
+		}
+		require.NoError(t, s.Close())
+		require.NoError(t, <-ran)
+	})
+}
+
 // TestStreamManyProducers appends from many goroutines while the stream
 // runs: every node runs once, in an order consistent with each producer's
 // own order.
