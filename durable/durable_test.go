@@ -1247,3 +1247,29 @@ func TestWorkOutsideRiver(t *testing.T) {
 	assert.Equal(t, int32(1), cnt.a.Load(), "the retry replays a")
 	assert.Equal(t, int64(23), cnt.total.Load())
 }
+
+// TestSeveralClientsShareOneSQLiteFile is TestSeveralMachinesShareJobs
+// without a server: three River clients, each with its own connection to
+// one SQLite file and its own Async, claim the jobs of one table, as the
+// seed's machines claim rows with an UPDATE used as a compare-and-swap.
+// Every attempt is claimed by one client only, and a retry on any of
+// them replays what another checkpointed.
+func TestSeveralClientsShareOneSQLiteFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "river.db")
+	l := newLedger()
+	var clients []*river.Client[*sql.Tx]
+	for k := range 3 {
+		db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(30000)")
+		require.NoError(t, err)
+		db.SetMaxOpenConns(1)
+		t.Cleanup(func() { db.Close() })
+		if k == 0 {
+			mig, err := rivermigrate.New(riversqlite.New(db), nil)
+			require.NoError(t, err)
+			_, err = mig.Migrate(context.Background(), rivermigrate.DirectionUp, nil)
+			require.NoError(t, err)
+		}
+		clients = append(clients, newClient[*sql.Tx](t, riversqlite.New(db), l.workers(t, k)))
+	}
+	shareJobs(t, l, clients)
+}

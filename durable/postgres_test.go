@@ -116,7 +116,7 @@ func (l *ledger) build(machine string, failFirst func(*river.Job[sumArgs]) bool)
 
 // collect returns a channel of the ids of the jobs that clients report
 // with kind.
-func collect(t *testing.T, clients []*river.Client[pgx.Tx], kind river.EventKind, n int) <-chan int64 {
+func collect[TTx any](t *testing.T, clients []*river.Client[TTx], kind river.EventKind, n int) <-chan int64 {
 	ids := make(chan int64, n)
 	for _, c := range clients {
 		evs, cancel := c.Subscribe(kind)
@@ -149,23 +149,36 @@ func waitIDs(t *testing.T, ids <-chan int64, n int) map[int64]bool {
 
 // TestSeveralMachinesShareJobs runs three River clients on one PostgreSQL
 // database, each with its own connection pool and Async, as three
-// machines would. Every attempt is claimed by one of them: a job's
-// checkpointed node a runs once, and b once per attempt, although half
-// the jobs are retried, on whichever machine claims the retry.
+// machines would (see shareJobs).
 func TestSeveralMachinesShareJobs(t *testing.T) {
 	url, schema := pgSchema(t)
-	const jobs = 30
 	l := newLedger()
-	even := func(job *river.Job[sumArgs]) bool { return job.Args.Base%2 == 0 }
 	var clients []*river.Client[pgx.Tx]
 	for k := range 3 {
-		workers := river.NewWorkers()
-		river.AddWorker(workers, mustWorker(t, newAsync(t), 10*time.Second, l.build(fmt.Sprint("m", k), even)))
-		clients = append(clients, newClientIn[pgx.Tx](t, riverpgxv5.New(newPool(t, url)), schema, workers, retryNow{}))
+		clients = append(clients, newClientIn[pgx.Tx](t, riverpgxv5.New(newPool(t, url)), schema, l.workers(t, k), retryNow{}))
 	}
+	shareJobs(t, l, clients)
+}
+
+// workers returns the River workers of machine k, with an Async of its
+// own, for the jobs of shareJobs: even jobs fail their first attempt.
+func (l *ledger) workers(t *testing.T, k int) *river.Workers {
+	even := func(job *river.Job[sumArgs]) bool { return job.Args.Base%2 == 0 }
+	workers := river.NewWorkers()
+	river.AddWorker(workers, mustWorker(t, newAsync(t), 10*time.Second, l.build(fmt.Sprint("m", k), even)))
+	return workers
+}
+
+// shareJobs inserts 30 jobs through clients, machines made with
+// l.workers, and checks that every attempt was claimed by one of them: a
+// job's checkpointed node a runs once, and b once per attempt, although
+// half the jobs are retried, on whichever machine claims the retry.
+func shareJobs[TTx any](t *testing.T, l *ledger, clients []*river.Client[TTx]) {
+	t.Helper()
+	const jobs = 30
 	done := collect(t, clients, river.EventKindJobCompleted, jobs)
 	for k := range jobs {
-		_, err := clients[k%3].Insert(context.Background(), sumArgs{Base: k}, nil)
+		_, err := clients[k%len(clients)].Insert(context.Background(), sumArgs{Base: k}, nil)
 		require.NoError(t, err)
 	}
 	completed := waitIDs(t, done, jobs)
@@ -186,7 +199,7 @@ func TestSeveralMachinesShareJobs(t *testing.T) {
 		}
 	}
 	assert.Equal(t, jobs/2, retried, "every even job was retried once")
-	t.Logf("machines that ran attempts: %d of 3", len(used))
+	t.Logf("machines that ran attempts: %d of %d", len(used), len(clients))
 }
 
 // retryLater schedules a failed job's next attempt an hour away, so that
