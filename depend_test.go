@@ -35,7 +35,7 @@ func TestDefaultJoin(t *testing.T) {
 		{"optional failure is ignored", []dep{{"a", true, true}, {"b", false, false}}, true, nil},
 		{"optional only: first fails, second succeeds", []dep{{"a", false, false}, {"b", false, true}}, true, nil},
 		{"optional only: all fail", []dep{{"a", false, false}, {"b", false, false}}, false, errBoom},
-		{"single optional fails (asyncTool would run c)", []dep{{"a", false, false}}, false, errBoom},
+		{"single optional fails (asyncTool fails c too)", []dep{{"a", false, false}}, false, errBoom},
 		{"must succeeds, optional fails first", []dep{{"b", false, false}, {"a", true, true}}, true, nil},
 	}
 	for _, tt := range tests {

@@ -40,14 +40,15 @@
 // [*UpstreamError] wrapping the cause, so errors.Is finds the root cause
 // through any chain.
 //
-// Two differences from asyncTool v1.4, on purpose. asyncTool decides a
-// node with a single dependency from that dependency alone and ignores
-// must: a failed optional dependency fails the node. And it runs a node
+// One difference from asyncTool v1.4, on purpose: asyncTool runs a node
 // whose dependencies are all optional as soon as the first of them ends,
 // unless it timed out, even when it ended with an exception. Here the rules
 // above apply the same way whatever the number of dependencies and the
 // order they end in, because a node's outcome should not depend on how
-// many edges it has or on timing.
+// many edges it has or on timing. (asyncTool decides a node with a single
+// dependency from that dependency alone, ignoring must; the outcome is the
+// same as here, where a node whose only dependency is optional has all its
+// dependencies optional, and so fails when that one fails.)
 //
 // # Branches
 //
