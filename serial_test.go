@@ -429,6 +429,31 @@ func TestSerialSubmitAfterKeepsOrder(t *testing.T) {
 	})
 }
 
+// TestSerialSubmitAfterWithoutDelayKeepsSubmissionOrder: a task given
+// SubmitAfter with a d of 0 or less is queued at once, as Submit queues
+// it, so it runs in submission order among the plain tasks, not after
+// them as a timer's task would.
+func TestSerialSubmitAfterWithoutDelayKeepsSubmissionOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := NewSerial(GoExecutor{})
+		defer s.Close()
+		release := make(chan struct{})
+		var got []string
+		require.NoError(t, s.Submit(func() { <-release; got = append(got, "a") }))
+		synctest.Wait() // a runs: the rest queue behind it
+		_, err := s.SubmitAfter(-time.Second, func() { got = append(got, "b") })
+		require.NoError(t, err)
+		require.NoError(t, s.Submit(func() { got = append(got, "c") }))
+		_, err = s.SubmitAfter(0, func() { got = append(got, "d") })
+		require.NoError(t, err)
+		require.NoError(t, s.Submit(func() { got = append(got, "e") }))
+		assert.Zero(t, s.Stats().Delayed, "nothing waits for a timer")
+		close(release)
+		synctest.Wait()
+		assert.Equal(t, []string{"a", "b", "c", "d", "e"}, got)
+	})
+}
+
 // TestSerialSubmitAfterOrderOnARealClock checks the order of tasks with
 // one delay on the real clock, where their due times differ by the time
 // between the calls.
