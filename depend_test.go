@@ -43,7 +43,7 @@ func TestDefaultJoin(t *testing.T) {
 			ex := &manualExec{}
 			a := newAsync(t, WithExecutor(ex))
 			rec := newRecorder()
-			c := rec.node("c", ok(7))
+			c := rec.node("c", ok(7)).Default(-7)
 			var starts []Wrapper
 			for _, d := range tt.deps {
 				fn := ok(1)
@@ -71,7 +71,12 @@ func TestDefaultJoin(t *testing.T) {
 			assert.ErrorIs(t, got.Err, tt.wantErr)
 			var up *UpstreamError
 			assert.ErrorAs(t, got.Err, &up, "c's error names the failed upstream")
+			assert.Equal(t, -7, got.Value, "c that never ran ends with its default")
 			assert.Equal(t, 1, rec.count(rec.results, "c"), "c's callback fired once")
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			assert.False(t, rec.success["c"], "c's callback was told it failed")
+			assert.Equal(t, got, rec.res["c"], "c's callback got its result, default value included")
 		})
 	}
 }
