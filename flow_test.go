@@ -141,6 +141,44 @@ func TestCustomJoinSeesEveryUpstreamAtEachEnd(t *testing.T) {
 	assert.Equal(t, WorkResult[int]{Value: 9, State: ResultSuccess}, c.Result())
 }
 
+// TestCustomJoinSeesAPendingUpstream: an upstream suspended under
+// PolicySuspend has not ended, and a custom join asked meanwhile, at
+// another upstream's end, sees it as pending; once it is resumed it ends,
+// and the join is asked again.
+func TestCustomJoinSeesAPendingUpstream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		rec := newRecorder()
+		var calls [][]string // no lock: calls for one node never overlap
+		c := rec.node("c", ok(9)).Join(CustomJoin(func(ups []Upstream) Decision {
+			var seen []string
+			for _, u := range ups {
+				seen = append(seen, fmt.Sprintf("%s ended=%v pending=%v ok=%v", u.ID, u.Ended, u.Pending, u.OK))
+			}
+			calls = append(calls, seen)
+			if ups[0].Ended && ups[1].Ended {
+				return DecideRun
+			}
+			return DecideWait
+		}))
+		p := rec.node("p", fail(errBoom)).OnFailure(PolicySuspend)
+		q := rec.node("q", func(context.Context, Wrappers) (int, error) { time.Sleep(time.Second); return 2, nil })
+		c.Depend(p, true).Depend(q, true)
+		r, err := a.Start(context.Background(), 0, p, q)
+		require.NoError(t, err)
+		<-r.Suspended() // p is pending, and q has ended
+		assert.Equal(t, [][]string{
+			{"p ended=false pending=true ok=false", "q ended=true pending=false ok=true"},
+		}, calls)
+		require.NoError(t, r.Resume("p", SucceedWith(1)))
+		require.NoError(t, r.Wait(context.Background()))
+		assert.Equal(t, []string{"p ended=true pending=false ok=true", "q ended=true pending=false ok=true"}, calls[len(calls)-1])
+		assert.Len(t, calls, 2)
+		assert.Equal(t, WorkResult[int]{Value: 9, State: ResultSuccess}, c.Result())
+	})
+}
+
 // TestJoinDecidesOnceUnderRace has many upstreams end at the same instant
 // into every strategy: the node runs exactly once.
 func TestJoinDecidesOnceUnderRace(t *testing.T) {
