@@ -1136,6 +1136,35 @@ func TestContinueAppliesToNodeTimeout(t *testing.T) {
 	})
 }
 
+// TestLateReturnAfterTheNodesTimeoutChangesNothing is the defect the
+// seed's analysis finds in asyncTool, for a node's own Timeout: a worker
+// that ignores its ctx and succeeds after the node timed out neither
+// overwrites the timeout, nor calls the callback again, nor triggers the
+// successor a second time (PolicyContinue made it run once already).
+func TestLateReturnAfterTheNodesTimeoutChangesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		rec := newRecorder()
+		slow := rec.node("slow", func(context.Context, Wrappers) (int, error) {
+			time.Sleep(time.Second) // ignores its ctx
+			return 1, nil
+		}).Default(-1).Timeout(10 * time.Millisecond).OnFailure(PolicyContinue)
+		down := rec.node("down", ok(2)).Depend(slow, true)
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, slow))
+		time.Sleep(2 * time.Second) // the worker has returned its success
+		synctest.Wait()
+		assert.Equal(t, ResultTimeout, slow.Result().State)
+		assert.Equal(t, -1, slow.Result().Value)
+		assert.Equal(t, WorkResult[int]{Value: 2, State: ResultSuccess}, down.Result())
+		for _, id := range []string{"slow", "down"} {
+			assert.Equal(t, 1, rec.count(rec.actions, id), "%s ran once", id)
+			assert.Equal(t, 1, rec.count(rec.results, id), "%s's callback fired once", id)
+		}
+		assert.Equal(t, 1, rec.count(rec.begins, "down"))
+	})
+}
+
 // TestErrorsNameANodeWithoutAnID: the errors that name a node named a
 // node without an id "", which names no node: BeginWork's "run ended by
 // node \"\"" (PolicyEnd) and every stopped node's Err and Reason, the
