@@ -16,6 +16,12 @@ const keyedShards = 32
 // for reuse.
 const keyedFreeQueues = 16
 
+// keyedMapKeep is the most keys a shard's map may have held for the map
+// to be kept once the shard has no key left: a Go map never gives back
+// the room it grew to, so a larger one is dropped then, and made again
+// for the next key.
+const keyedMapKeep = 64
+
 // Keyed runs tasks in order per key: the tasks submitted for one key run
 // one at a time in submission order, as on a [Serial], while tasks for
 // different keys run in parallel on a shared [Executor]. A typical key is
@@ -25,7 +31,10 @@ const keyedFreeQueues = 16
 // first Submit for the key and removed when its last task has run, so the
 // table does not grow with the number of keys ever seen, and no goroutine
 // is held for a key, or at all, while there is nothing to do. Each key
-// with pending tasks occupies one executor goroutine at a time. Up to 16
+// with pending tasks occupies one executor goroutine at a time. The table
+// is split in 32 shards by the key's hash; a shard keeps the room for the
+// most keys it has had pending at once until it has none pending, and then
+// gives that room back if it had held more than 64. Up to 16
 // drained queues per shard (512 in all) are kept for reuse, each with
 // buffers as long as the longest queue it had (their slots cleared, so
 // no task is kept alive): a burst for one key holds that memory while
@@ -78,6 +87,7 @@ type Keyed[K comparable] struct {
 type keyedShard[K comparable] struct {
 	mu     sync.Mutex
 	queues map[K]*keyQueue[K]
+	peak   int // the most keys queues has held since it was made
 	free   []*keyQueue[K]
 	_      [64]byte // keep shards' locks on separate cache lines
 }
@@ -196,6 +206,7 @@ func (k *Keyed[K]) newQueue(sh *keyedShard[K], key K) *keyQueue[K] {
 		sh.queues = make(map[K]*keyQueue[K])
 	}
 	sh.queues[key] = q
+	sh.peak = max(sh.peak, len(sh.queues))
 	return q
 }
 
@@ -276,6 +287,9 @@ func (k *Keyed[K]) drainHeld(q *keyQueue[K]) {
 			sh.mu.Lock()
 			if len(q.tasks) == 0 {
 				delete(sh.queues, q.key)
+				if len(sh.queues) == 0 && sh.peak > keyedMapKeep {
+					sh.queues, sh.peak = nil, 0
+				}
 				if !q.dead {
 					var zero K
 					q.key = zero
