@@ -105,7 +105,8 @@ func PoolIdleTimeout(d time.Duration) PoolOption {
 
 // PoolPanicHandler installs a function that receives every panic
 // recovered from a task, with the panicking goroutine's stack. It is
-// called on the goroutine that ran the task, after the task; it must not
+// called on the goroutine that ran the task, after the task, and so from
+// several goroutines at once when tasks panic together; it must not
 // panic itself. Without a handler a task's panic is recovered and only
 // counted in [PoolStats.Panicked]: it never kills a worker or the
 // process.

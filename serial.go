@@ -25,10 +25,12 @@ func (f serialOptionFunc) applySerial(c *serialConfig) { f(c) }
 
 // SerialPanicHandler installs a function that receives every panic
 // recovered from a task, with the panicking goroutine's stack. It is
-// called on the goroutine that ran the task, before the next task starts;
-// it must not panic itself. Without a handler a task's panic is recovered
-// and only counted in the Panicked field of the stats; either way the
-// tasks after it still run.
+// called on the goroutine that ran the task, before the next task starts
+// (for a [Keyed], the key's next task: tasks of different keys run in
+// parallel, so a Keyed's handler may be called from several goroutines
+// at once); it must not panic itself. Without a handler a task's panic
+// is recovered and only counted in the Panicked field of the stats;
+// either way the tasks after it still run.
 func SerialPanicHandler(h func(*PanicError)) SerialOption {
 	return serialOptionFunc(func(c *serialConfig) { c.onPanic = h })
 }
@@ -567,7 +569,8 @@ func (s *Serial) Close() {
 // If ctx is done first (a ctx already done when Shutdown is called counts,
 // even with nothing left to run), Shutdown closes the Serial as
 // [Serial.Close] does, dropping the tasks that have not started, and
-// returns ctx's error. If Close is called meanwhile, or was before,
+// returns ctx's error once the task that is running, if any, has returned:
+// ctx does not bound that wait. If Close is called meanwhile, or was before,
 // Shutdown returns [ErrSerialClosed] once Close has returned; so does a
 // Shutdown that begins after another has finished, while Shutdowns called
 // together all wait and return nil. A Submit that races Shutdown may still
