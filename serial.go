@@ -78,7 +78,9 @@ type SerialStats struct {
 // kept: they grow to the longest queue the Serial has had and do not
 // shrink, so after a burst of n tasks the Serial keeps n slots (each
 // cleared as its task is taken, so no task is kept alive) until it is
-// dropped.
+// dropped. Likewise the heap of tasks waiting for their delay keeps one
+// pointer's room for each of the most tasks that have waited at once,
+// until Close or until the Serial is dropped.
 //
 // If the executor refuses the drain loop (a closed or full [Pool] under
 // [Reject]), the loop runs on a new goroutine instead, so that no task is
