@@ -28,7 +28,8 @@ type stopRaceExecutor struct {
 // stopRaceExecutors are every kind of executor a Serial or Keyed may be
 // given: goroutines, a Pool under each policy with little room, one that
 // runs tasks inline, one that refuses them, one that runs them late (on a
-// timer, often after Close), and one whose Submit panics now and then.
+// timer, often after Close), another Serial, and one whose Submit panics
+// now and then.
 var stopRaceExecutors = []struct {
 	name string
 	make func() stopRaceExecutor
@@ -81,6 +82,13 @@ var stopRaceExecutors = []struct {
 			mu.Unlock()
 			wg.Wait()
 		}}
+	}},
+	{"Serial", func() stopRaceExecutor {
+		// Another Serial, which runs every drain loop on one lane: once
+		// it has shut down it refuses loops, which then run on goroutines
+		// of their own.
+		outer := NewSerial(GoExecutor{})
+		return stopRaceExecutor{exec: outer, finish: func() { _ = outer.Shutdown(context.Background()) }}
 	}},
 	{"Panicking", func() stopRaceExecutor {
 		e := &flakyExecutor{}
