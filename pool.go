@@ -125,7 +125,7 @@ type PoolStats struct {
 	// Queued is the number of tasks waiting for a worker.
 	Queued int
 	// Completed is the number of tasks that have finished, including
-	// those that panicked.
+	// those that panicked or called runtime.Goexit.
 	Completed uint64
 	// CallerRan is the number of tasks that [CallerRuns] ran on the
 	// submitting goroutine.

@@ -50,7 +50,7 @@ type SerialStats struct {
 	// Delayed is the number of tasks waiting for their delay to pass.
 	Delayed int
 	// Completed is the number of tasks that have run, including those
-	// that panicked.
+	// that panicked or called runtime.Goexit.
 	Completed uint64
 	// Dropped is the number of tasks that Close discarded before they
 	// ran: queued tasks and delayed tasks.
