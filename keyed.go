@@ -117,7 +117,8 @@ type keyQueue[K comparable] struct {
 var errZeroKeyed = errors.New("asynctool: Keyed not made with NewKeyed")
 
 // NewKeyed returns a Keyed that runs its per-key drain loops on exec. A
-// nil exec (or a nil ExecutorFunc or *Pool in it) means [GoExecutor].
+// nil exec (or a nil func or pointer in it: a nil ExecutorFunc, *Pool or
+// *Serial, say) means [GoExecutor].
 func NewKeyed[K comparable](exec Executor, opts ...SerialOption) *Keyed[K] {
 	var c serialConfig
 	for _, o := range opts {

@@ -169,7 +169,8 @@ type serialItem struct {
 var errZeroSerial = errors.New("asynctool: Serial not made with NewSerial")
 
 // NewSerial returns a Serial that runs its drain loop on exec. A nil exec
-// (or a nil ExecutorFunc or *Pool in it) means [GoExecutor].
+// (or a nil func or pointer in it: a nil ExecutorFunc, *Pool or *Serial,
+// say) means [GoExecutor].
 func NewSerial(exec Executor, opts ...SerialOption) *Serial {
 	var c serialConfig
 	for _, o := range opts {
