@@ -329,9 +329,13 @@ func (k *Keyed[K]) drainHeld(q *keyQueue[K]) {
 // per key, to return and for their drain loops to end, but not for the
 // executor to start a key's drain loop (one waiting in a [Pool]'s queue,
 // say): Close drops that key's tasks itself, and the loop, when the
-// executor runs it, finds nothing. Close is idempotent. It must not be
-// called from inside one of the Keyed's tasks, which would wait for
-// itself.
+// executor runs it, finds nothing. So the executor's Submit may still be
+// called after Close has returned, by a Submit that raced Close or by the
+// goroutine that carries on after a task called runtime.Goexit, with a
+// loop that finds nothing: an executor closed after the Keyed must still
+// return from that Submit (with an error, as a closed [Pool] does). Close
+// is idempotent. It must not be called from inside one of the Keyed's
+// tasks, which would wait for itself.
 func (k *Keyed[K]) Close() {
 	if k == nil {
 		return

@@ -518,11 +518,12 @@ func (s *Serial) drain() {
 // waits for the task that is running, if any, to return, but not for the
 // executor to start a drain loop (one waiting in a [Pool]'s queue, or a
 // Submit or a delayed task's timer waiting for room under [Block]): with
-// no task running, Close drops the queued tasks itself. So a delayed
-// task's timer that came due just as Close was called may still call the
-// executor's Submit after Close has returned, with a drain loop that
-// finds nothing to run: an executor closed after the Serial must still
-// return from that Submit (with an error, as a closed [Pool] does). A
+// no task running, Close drops the queued tasks itself. So the
+// executor's Submit may still be called after Close has returned, by a
+// Submit or a delayed task's timer that raced Close, or by the goroutine
+// that carries on after a task called runtime.Goexit, with a drain loop
+// that finds nothing to run: an executor closed after the Serial must
+// still return from that Submit (with an error, as a closed [Pool] does). A
 // Submit that races Close may still return nil; its task has then run or
 // been dropped and counted when Close returns. Close is idempotent. It must
 // not be called from inside one of the Serial's tasks, which would wait
