@@ -82,9 +82,12 @@ func (e *BatchItemError) Unwrap() error { return e.Err }
 // [*PanicError]; a process that calls runtime.Goexit fails its item with
 // [ErrGoexit]. Items not yet started when ctx ends are skipped. The
 // returned error is nil, the fetch error (wrapped with its page number),
-// or context.Cause(ctx); item failures are only in the report. A nil
-// fetch or process is an error, and a nil ctx is [ErrNilContext], returned
-// before anything runs.
+// or context.Cause(ctx), or, when fetch failed and ctx ended too before
+// every item had started, both joined ([errors.Join]): whenever
+// [BatchReport.Skipped] is above 0, the error matches the cause with
+// errors.Is. Item failures are only in the report. A nil fetch or
+// process is an error, and a nil ctx is [ErrNilContext], returned before
+// anything runs.
 //
 // A panic in fetch is not recovered: it goes on up RunBatches' caller's
 // stack, as does a panic in exec's Submit and a runtime.Goexit in fetch
@@ -213,9 +216,16 @@ pages:
 	}
 	wg.Wait()
 	finished = true
-	if runErr == nil && report.Skipped > 0 {
-		// ctx ended after the last page was fetched, while items waited.
-		runErr = context.Cause(ctx)
+	if cause := context.Cause(ctx); report.Skipped > 0 {
+		// ctx ended while items waited: after the last page was fetched,
+		// or while the fetch that failed ran. The skipped items need the
+		// cause as much as the fetch error does.
+		switch {
+		case runErr == nil:
+			runErr = cause
+		case !errors.Is(runErr, cause):
+			runErr = errors.Join(runErr, cause)
+		}
 	}
 	slices.SortFunc(report.Failures, func(a, b *BatchItemError) int {
 		return cmp.Or(cmp.Compare(a.Page, b.Page), cmp.Compare(a.Index, b.Index))

@@ -172,31 +172,49 @@ func TestRunBatchesFetchError(t *testing.T) {
 
 // TestRunBatchesSkippedAfterLastPageReportsCause checks that items skipped
 // because ctx ended after the last page was fetched make RunBatches
-// return the context's cause, not nil.
+// return the context's cause, not nil, and that when the last fetch
+// failed as ctx ended, the error names both: the fetch error alone hid
+// why the items were skipped.
 func TestRunBatchesSkippedAfterLastPageReportsCause(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pool := NewPool(PoolSize(1), PoolQueue(10))
-	defer pool.Close()
-	gate, running := make(chan struct{}), make(chan struct{}, 3)
-	fetch := func(_ context.Context, page int) ([]int, error) {
-		if page == 0 {
-			return []int{1, 2, 3}, nil
-		}
-		<-running // item 1 is being processed
-		cancel()  // ctx ends after the last, empty page was fetched
-		close(gate)
-		return nil, nil
-	}
-	process := func(context.Context, int) error { running <- struct{}{}; <-gate; return nil }
-	rep, err := RunBatches(ctx, pool, fetch, process)
-	// One worker: item 1 runs and waits for the gate, items 2 and 3 wait
-	// in the queue and find ctx ended.
-	if rep.Skipped != 2 || rep.Succeeded != 1 {
-		t.Fatalf("got %d skipped, %d succeeded; want 2 and 1", rep.Skipped, rep.Succeeded)
-	}
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("got err %v with %d skipped, want context.Canceled", err, rep.Skipped)
+	dbDown := errors.New("db down")
+	for _, tt := range []struct {
+		name     string
+		fetchErr error // of the fetch of page 1, during which ctx ends
+	}{
+		{"last page empty", nil},
+		{"last fetch failed", dbDown},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			stop := errors.New("operator stop")
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			pool := NewPool(PoolSize(1), PoolQueue(10))
+			defer pool.Close()
+			gate, running := make(chan struct{}), make(chan struct{}, 3)
+			fetch := func(_ context.Context, page int) ([]int, error) {
+				if page == 0 {
+					return []int{1, 2, 3}, nil
+				}
+				<-running    // item 1 is being processed
+				cancel(stop) // ctx ends during the fetch of page 1
+				close(gate)
+				return nil, tt.fetchErr
+			}
+			process := func(context.Context, int) error { running <- struct{}{}; <-gate; return nil }
+			rep, err := RunBatches(ctx, pool, fetch, process)
+			// One worker: item 1 runs and waits for the gate, items 2 and 3
+			// wait in the queue and find ctx ended.
+			if rep.Skipped != 2 || rep.Succeeded != 1 {
+				t.Fatalf("got %d skipped, %d succeeded; want 2 and 1", rep.Skipped, rep.Succeeded)
+			}
+			if !errors.Is(err, stop) {
+				t.Fatalf("got err %v with %d skipped, want the cause %v", err, rep.Skipped, stop)
+			}
+			if tt.fetchErr != nil {
+				assert.ErrorIs(t, err, tt.fetchErr)
+				assert.ErrorContains(t, err, "page 1")
+			}
+		})
 	}
 }
 
