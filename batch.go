@@ -18,8 +18,9 @@ type BatchReport struct {
 	Items int
 	// Succeeded is the number of items whose process call returned nil.
 	Succeeded int
-	// Failed is the number of items whose process call returned an error
-	// or panicked; each has an entry in Failures.
+	// Failed is the number of items whose process call returned an
+	// error, panicked or called runtime.Goexit; each has an entry in
+	// Failures.
 	Failed int
 	// Skipped is the number of items fetched but not processed because
 	// the context ended first.
@@ -60,8 +61,8 @@ func (e *BatchItemError) Unwrap() error { return e.Err }
 // ... on the calling goroutine, submits process for each item of a page
 // to exec, and fetches the next page as soon as every item of the current
 // one has been accepted. It stops when fetch returns an empty page, when
-// fetch fails, or when ctx ends, and returns after every submitted item
-// has been processed.
+// fetch fails, or when ctx ends, and returns once every submitted item
+// has been processed or skipped.
 //
 // Backpressure comes from exec. With a [Pool] under [CallerRuns] (the
 // default policy) or [Block], a full pool makes RunBatches process items
@@ -72,10 +73,20 @@ func (e *BatchItemError) Unwrap() error { return e.Err }
 // refuses, such as [GoExecutor], nothing bounds the work in flight. An
 // item the executor refuses is processed on the calling goroutine.
 //
+// RunBatches waits on the calling goroutine for every item exec took,
+// those still in its queue included. Called from one of exec's own tasks
+// (a worker of an Async whose executor is the same [Pool], say), it holds
+// that task's goroutine while it waits: if every worker of the pool does
+// so, the queued items never start and RunBatches never returns. Give it
+// an executor of its own there; a nil exec makes one.
+//
 // Items may still be running when the next page is fetched. A source
 // that hands out "the next N unprocessed rows" must therefore claim the
 // rows it returns (for example with an UPDATE that sets an owner), or it
-// will return rows that are in flight again.
+// will return rows that are in flight again; and it ignores page, since
+// an OFFSET of page times N over the rows still unprocessed passes over
+// rows once earlier ones have left that set. page suits a source that
+// does not change as items are processed.
 //
 // A failing item does not stop the run: it is counted and reported in
 // [BatchReport.Failures], and a panic in process is recovered into a

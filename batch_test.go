@@ -218,6 +218,42 @@ func TestRunBatchesSkippedAfterLastPageReportsCause(t *testing.T) {
 	}
 }
 
+// TestRunBatchesStopsBeforeAnyItem checks the two ways a run ends with
+// no item: a ctx already ended, which fetches nothing and returns the
+// cause, and a source whose first page is empty, which is fetched once
+// and is no error.
+func TestRunBatchesStopsBeforeAnyItem(t *testing.T) {
+	stop := errors.New("operator stop")
+	ended, cancel := context.WithCancelCause(context.Background())
+	cancel(stop)
+	for _, tt := range []struct {
+		name    string
+		ctx     context.Context
+		fetches int32
+		err     error
+	}{
+		{"ctx ended", ended, 0, stop},
+		{"empty source", context.Background(), 1, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			src := &pagedSource{total: 0, size: 10}
+			var processed atomic.Int32
+			rep, err := RunBatches(tt.ctx, nil, src.fetch, func(context.Context, int) error {
+				processed.Add(1)
+				return nil
+			})
+			if tt.err == nil {
+				assert.NoError(t, err)
+			} else {
+				assert.ErrorIs(t, err, tt.err)
+			}
+			assert.Equal(t, tt.fetches, src.fetches.Load(), "fetches")
+			assert.Zero(t, processed.Load(), "items processed")
+			assert.Equal(t, BatchReport{}, rep)
+		})
+	}
+}
+
 func TestRunBatchesRejectsNilFunctions(t *testing.T) {
 	fetch := func(context.Context, int) ([]int, error) { return nil, nil }
 	process := func(context.Context, int) error { return nil }
