@@ -83,6 +83,47 @@ func TestRunBatchesProcessesEveryItem(t *testing.T) {
 	}
 }
 
+// TestRunBatchesClaimingSourceProcessesEachRowOnce runs the job
+// RunBatches' doc recommends for a table of pending tasks: fetch claims the
+// next unclaimed rows (as an UPDATE setting an owner would) and ignores
+// page, process marks a row done, on a small CallerRuns pool, so pages
+// are fetched while rows are in flight. Every row is processed exactly
+// once and the run ends when no row is left to claim.
+func TestRunBatchesClaimingSourceProcessesEachRowOnce(t *testing.T) {
+	const rows, claimSize = 500, 7
+	var (
+		mu   sync.Mutex
+		next int // the rows below next are claimed
+		done = make([]atomic.Int32, rows)
+	)
+	fetch := func(_ context.Context, _ int) ([]int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		var ids []int
+		for ; next < rows && len(ids) < claimSize; next++ {
+			ids = append(ids, next)
+		}
+		return ids, nil
+	}
+	p := NewPool(PoolSize(3), PoolQueue(4))
+	defer p.Close()
+	report, err := RunBatches(t.Context(), p, fetch, func(_ context.Context, id int) error {
+		done[id].Add(1)
+		if id%50 == 0 {
+			return fmt.Errorf("row %d: payment pending", id)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	for id := range done {
+		require.Equal(t, int32(1), done[id].Load(), "row %d", id)
+	}
+	assert.Equal(t, rows, report.Items)
+	assert.Equal(t, (rows+claimSize-1)/claimSize, report.Pages)
+	assert.Equal(t, rows/50, report.Failed)
+	assert.Equal(t, rows-rows/50, report.Succeeded)
+}
+
 // TestRunBatchesBackpressure checks that with a CallerRuns pool the next
 // page is not fetched while the pool is saturated: the items fetched and
 // not finished never exceed the pool's workers and queue plus one page.
