@@ -7,51 +7,69 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 )
 
-// TestRunBatchesPanicInFetchLeavesNoItemRunning checks that a panic in
-// fetch reaches RunBatches' caller only after the items in flight, on a
-// user executor, have been told to stop and have returned.
+// TestRunBatchesPanicInFetchLeavesNoItemRunning checks that a panic or a
+// runtime.Goexit in fetch reaches RunBatches' caller only after the items
+// in flight, on a user executor, have been told to stop and have
+// returned.
 func TestRunBatchesPanicInFetchLeavesNoItemRunning(t *testing.T) {
-	var (
-		started, returned atomic.Int32
-		release           = make(chan struct{}) // in case the items are never told
-		causes            sync.Map
-	)
-	t.Cleanup(func() { close(release) })
-	fetch := func(_ context.Context, page int) ([]int, error) {
-		if page == 1 {
-			for started.Load() < 3 { // the page-0 items are all running
-				time.Sleep(time.Millisecond)
+	for _, tt := range []struct {
+		name  string
+		abort func()
+		want  any // what RunBatches' caller recovers
+	}{
+		{"panic", func() { panic("fetch failed") }, "fetch failed"},
+		{"goexit", runtime.Goexit, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var (
+				running  sync.WaitGroup
+				returned atomic.Int32
+				release  = make(chan struct{}) // in case the items are never told
+				causes   sync.Map
+			)
+			t.Cleanup(func() { close(release) })
+			running.Add(3)
+			fetch := func(_ context.Context, page int) ([]int, error) {
+				if page == 1 {
+					running.Wait() // the page-0 items are all running
+					tt.abort()
+				}
+				return []int{1, 2, 3}, nil
 			}
-			panic("fetch failed")
-		}
-		return []int{1, 2, 3}, nil
-	}
-	process := func(ctx context.Context, item int) error {
-		started.Add(1)
-		defer returned.Add(1)
-		select {
-		case <-ctx.Done():
-			causes.Store(item, context.Cause(ctx))
-		case <-release:
-		}
-		return nil
-	}
-	func() {
-		defer func() { assert.Equal(t, "fetch failed", recover()) }()
-		_, _ = RunBatches(context.Background(), GoExecutor{}, fetch, process)
-		t.Error("RunBatches returned instead of panicking")
-	}()
-	assert.Equal(t, int32(3), returned.Load(), "every item in flight returned before the panic went on")
-	for item := 1; item <= 3; item++ {
-		cause, ok := causes.Load(item)
-		if assert.True(t, ok, "item %d was not told to stop", item) {
-			assert.ErrorIs(t, cause.(error), errBatchAborted, "item %d", item)
-		}
+			process := func(ctx context.Context, item int) error {
+				running.Done()
+				defer returned.Add(1)
+				select {
+				case <-ctx.Done():
+					causes.Store(item, context.Cause(ctx))
+				case <-release:
+				}
+				return nil
+			}
+			type end struct {
+				recovered any
+				returned  int32 // items returned when RunBatches' caller ended
+			}
+			ended := make(chan end, 1)
+			go func() {
+				defer func() { ended <- end{recover(), returned.Load()} }()
+				_, _ = RunBatches(context.Background(), GoExecutor{}, fetch, process)
+				t.Error("RunBatches returned")
+			}()
+			e := <-ended
+			assert.Equal(t, tt.want, e.recovered)
+			assert.Equal(t, int32(3), e.returned, "every item in flight returned before RunBatches' caller ended")
+			for item := 1; item <= 3; item++ {
+				cause, ok := causes.Load(item)
+				if assert.True(t, ok, "item %d was not told to stop", item) {
+					assert.ErrorIs(t, cause.(error), errBatchAborted, "item %d", item)
+				}
+			}
+		})
 	}
 }
 
