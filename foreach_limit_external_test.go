@@ -16,7 +16,7 @@ import (
 	"github.com/asynctool-go/asynctool/asynctooltest"
 )
 
-// Tests of ForEach.Limit written by a newcomer from its public docs only
+// Tests of ForEach.Limit written from its public docs only
 // (subgraph.go's ForEach doc, the README's ForEach row, doc.go,
 // ExampleForEach_limit), through the public API.
 
@@ -53,9 +53,10 @@ func limitList(_ context.Context, p []int, _ asynctool.Wrappers) ([]int, error) 
 // "Each [starts] as soon as another ends": under synctest, with items of
 // unequal lengths, Limit items are at work at every instant while some
 // wait, an item that waited starts at the very instant another ends, and
-// the most at once is min(Limit, items). (The order in which they start
-// is not checked: with a pool larger than Limit, an item sometimes starts
-// after later ones, see the newcomer22 report.)
+// the most at once is min(Limit, items). Items start in the list's
+// order, on a pool larger than Limit too: no item starts after a later
+// one (items that start at the same instant run on goroutines of their
+// own, so only their instants are compared).
 func TestLimitStartsEachItemAsAnotherEnds(t *testing.T) {
 	dur := func(i int) time.Duration { return time.Duration(10+(i*7)%13) * time.Millisecond }
 	const items = 12
@@ -95,6 +96,11 @@ func TestLimitStartsEachItemAsAnotherEnds(t *testing.T) {
 				for i := range items {
 					if s := starts[i]; s != 0 && !ends[s] {
 						t.Errorf("item %d started at %v, when no item ended", i, s)
+					}
+				}
+				for i := 1; i < items; i++ {
+					if starts[i] < starts[i-1] {
+						t.Errorf("item %d started at %v, before item %d at %v", i, starts[i], i-1, starts[i-1])
 					}
 				}
 				for at := time.Duration(0); at < time.Second; at += time.Millisecond {
@@ -496,8 +502,9 @@ func TestLimitDeadlineReportsItemsKeptBack(t *testing.T) {
 			id := fmt.Sprintf("fan/%d", i)
 			asynctooltest.NeverStarted(t, rep, id)
 			asynctooltest.TimedOut(t, rep, id)
-			// Not checked: Reason, which rarely says "stopped while
-			// running" for an item that never ran (newcomer22 report).
+			if r := sub.Nodes[i].Reason; !strings.Contains(r, "before it started") {
+				t.Errorf("%s, which never ran, has the reason %q", id, r)
+			}
 		}
 	})
 }
