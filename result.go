@@ -186,7 +186,7 @@ func (e *StoredError) Is(target error) bool {
 
 // storeError is err as a StoredError.
 func storeError(err error) (s *StoredError) {
-	if back, ok := err.(*StoredError); ok && !strings.ContainsRune(back.Text, 0) {
+	if back, ok := err.(*StoredError); ok && back != nil && !strings.ContainsRune(back.Text, 0) {
 		return back // read back, and stored again
 	}
 	// fmt.Sprint, not err.Error: a worker's error may be a nil pointer

@@ -130,13 +130,23 @@ func (e *resultNilErr) Error() string { return e.msg }
 func (e *resultNilErr) Unwrap() error { return errors.New(e.msg) }
 
 // A worker that returns a nil pointer as its error has a non-nil Err
-// whose methods panic: its result still encodes, as "<nil>".
+// whose methods panic: its result still encodes, as "<nil>". A nil
+// *StoredError made MarshalJSON panic: it was taken for one read back,
+// and its Text read through the nil pointer.
 func TestWorkResultWithANilPointerErrorEncodes(t *testing.T) {
-	var nilErr *resultNilErr
-	r := WorkResult[int]{State: ResultException, Err: nilErr}
-	b, err := json.Marshal(r)
-	require.NoError(t, err)
-	assert.JSONEq(t, `{"Value":0,"State":3,"Err":{"Text":"<nil>"}}`, string(b))
+	for name, nilErr := range map[string]error{
+		"*resultNilErr": (*resultNilErr)(nil),
+		"*StoredError":  (*StoredError)(nil),
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := WorkResult[int]{State: ResultException, Err: nilErr}
+			var b []byte
+			var err error
+			require.NotPanics(t, func() { b, err = json.Marshal(r) })
+			require.NoError(t, err)
+			assert.JSONEq(t, `{"Value":0,"State":3,"Err":{"Text":"<nil>"}}`, string(b))
+		})
+	}
 }
 
 // resultCents encodes itself through pointer receivers, as many types do
