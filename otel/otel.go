@@ -10,13 +10,16 @@
 //
 // Each run is a span named "asynctool.run", a child of the span in the
 // context passed to BeginWork or Start. Each node is a span named
-// "asynctool.node <id>", a child of the run's span. A node's span starts
-// when its worker is about to run, and the worker's context carries it, so
-// the spans of RPC clients called by the worker nest under their node. A
-// node that never ran (it was skipped or not taken, an upstream it needed
-// failed, or the deadline passed before it started) gets a zero-length span at the moment
-// it ended, with asynctool.node.ran = false, so that every node of a run
-// can be found in its trace.
+// "asynctool.node <id>" ("asynctool.node #3" for a node without an id:
+// "#" and its index, as [asynctool.Report.String] and
+// [asynctool.Run.Resume] name it), a child of the run's span. A node's
+// span starts when its worker is about to run, and the worker's context
+// carries it, so the spans of RPC clients called by the worker nest under
+// their node. A node that never ran (it was skipped or not taken, an
+// upstream it needed failed, or the deadline passed before it started)
+// gets a zero-length span at the moment it ended, with
+// asynctool.node.ran = false, so that every node of a run can be found in
+// its trace.
 //
 // A run started from a worker's context, such as the sub-run of an
 // [asynctool.SubPlan], [asynctool.SubGraph] or [asynctool.ForEach] node,
@@ -112,6 +115,7 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -325,10 +329,19 @@ func (in *instruments) startNode(ctx context.Context, st *runState, ev asynctool
 		// the comparison panics on.)
 		ctx = trace.ContextWithSpan(ctx, st.span)
 	}
-	ctx, span := in.tracer.Start(ctx, "asynctool.node "+ev.ID, trace.WithAttributes(startAttrs...))
+	ctx, span := in.tracer.Start(ctx, spanName(ev), trace.WithAttributes(startAttrs...))
 	old := n.span
 	n.span = span
 	return ctx, old
+}
+
+// spanName is the name of node ev's spans: its id, or "#" and its index
+// for a node without an id, as the core's reports and Run.Resume name it.
+func spanName(ev asynctool.NodeEvent) string {
+	if ev.ID == "" {
+		return "asynctool.node #" + strconv.Itoa(ev.Index)
+	}
+	return "asynctool.node " + ev.ID
 }
 
 // nodeRetry ends the span of an attempt that failed and will be retried,
@@ -417,7 +430,7 @@ func (in *instruments) nodeEnd(ctx context.Context, ev asynctool.NodeEvent) {
 	ran := ev.Attempt > 0
 	if span == nil {
 		// Never ran: a zero-length span, so that the node is in the trace.
-		_, span = in.tracer.Start(trace.ContextWithSpan(ctx, st.span), "asynctool.node "+ev.ID,
+		_, span = in.tracer.Start(trace.ContextWithSpan(ctx, st.span), spanName(ev),
 			trace.WithTimestamp(now), trace.WithAttributes(KeyNodeID.String(ev.ID), KeyNodeIndex.Int(ev.Index)))
 	}
 	out := outcome(ev)

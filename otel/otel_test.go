@@ -131,6 +131,31 @@ func TestSpans(t *testing.T) {
 	}
 }
 
+// TestNodesWithoutIDsAreNamedByIndex: a node without an id had a span
+// named "asynctool.node ", the same for every such node, where the core's
+// reports, errors and Run.Resume name it "#" and its index. Both spans,
+// the one of a node that ran and the zero-length one of a node that did
+// not, are named so; the id attribute stays the id, empty.
+func TestNodesWithoutIDsAreNamedByIndex(t *testing.T) {
+	h, exp, _, _ := setup(t)
+	first := asynctool.NewWrapper("", asynctooltest.Fails[int, int](errDown), 0)
+	asynctool.NewWrapper("", asynctooltest.Returns[int](1), 0).Depend(first, true)
+	a := asynctool.New(asynctool.WithHooks(h))
+	require.NoError(t, a.BeginWork(context.Background(), 10*time.Second, first))
+	require.NoError(t, a.Close())
+
+	ran := map[string]bool{}
+	for _, s := range exp.GetSpans() {
+		if s.Name == "asynctool.run" {
+			continue
+		}
+		at := attrs(s.Attributes)
+		ran[s.Name] = at[asynctoolotel.KeyNodeRan].AsBool()
+		assert.Empty(t, at[asynctoolotel.KeyNodeID].AsString(), s.Name)
+	}
+	assert.Equal(t, map[string]bool{"asynctool.node #0": true, "asynctool.node #1": false}, ran)
+}
+
 // TestSkipAndTimeout checks the outcomes that only the deadline and
 // short-circuit produce.
 func TestSkipAndTimeout(t *testing.T) {
