@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -239,20 +240,39 @@ func TestGoexitInOnRunEndIsReported(t *testing.T) {
 // documented as "the name of a Hooks field (such as "OnNodeEnd")" for a
 // hook. A runtime.Goexit in an end hook was reported as "Result", the
 // name of the Result callback, which the node may not even have.
+//
+// The node's other end hooks still run, as after a panic there: OnNodeEnd
+// is called once for every node. A Goexit in the Result callback, or in
+// an end hook of the Async's hooks, used to skip the end hooks after it,
+// the OnNodeEnd of the run's own hooks (an OpenTelemetry span's end, for
+// one) among them.
 func TestGoexitInAnEndHookNamesTheHook(t *testing.T) {
-	for _, method := range []string{"OnNodeEnd", "OnNodeTimeout", "OnNodeSkip", "Result"} {
-		t.Run(method, func(t *testing.T) {
-			a := newAsync(t)
+	for _, tc := range []struct{ name, method string }{
+		{"OnNodeEnd", "OnNodeEnd"},
+		{"OnNodeTimeout", "OnNodeTimeout"},
+		{"OnNodeTimeout in the sweep", "OnNodeTimeout"},
+		{"OnNodeSkip", "OnNodeSkip"},
+		{"Result", "Result"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			ok := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil })
 			exit := func(_ context.Context, ev NodeEvent) {
 				if ev.ID == "x" {
 					runtime.Goexit()
 				}
 			}
-			var h Hooks
+			var ends atomic.Int32 // OnNodeEnd calls for x that returned
+			countEnd := func(_ context.Context, ev NodeEvent) {
+				if ev.ID == "x" {
+					ends.Add(1)
+				}
+			}
+			h := Hooks{OnNodeEnd: countEnd}
 			x := NewWrapper("x", ok, 0)
 			starts := []Wrapper{x}
-			switch method {
+			timeout := time.Minute
+			var unblock func()
+			switch tc.name {
 			case "OnNodeEnd":
 				h.OnNodeEnd = exit
 			case "OnNodeTimeout":
@@ -262,6 +282,19 @@ func TestGoexitInAnEndHookNamesTheHook(t *testing.T) {
 					return 0, ctx.Err()
 				}), 0).Timeout(time.Millisecond)
 				starts = []Wrapper{x}
+			case "OnNodeTimeout in the sweep":
+				// x ignores its ctx, so that the group deadline's sweep
+				// ends it while it runs.
+				h.OnNodeTimeout = exit
+				gate := make(chan struct{})
+				unblock = sync.OnceFunc(func() { close(gate) })
+				t.Cleanup(unblock)
+				x = NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+					<-gate
+					return 1, nil
+				}), 0)
+				starts = []Wrapper{x}
+				timeout = 10 * time.Millisecond
 			case "OnNodeSkip":
 				// z runs on u, its first optional upstream to succeed,
 				// so x, which waits for g, is skipped; g waits for z.
@@ -280,14 +313,24 @@ func TestGoexitInAnEndHookNamesTheHook(t *testing.T) {
 				starts = []Wrapper{u, g}
 			case "Result":
 				x.Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) { runtime.Goexit() }))
-				h.OnNodeEnd = func(context.Context, NodeEvent) {}
 			}
-			err := a.BeginWork(WithRunHooks(context.Background(), &h), time.Minute, starts...)
+			// h is the Async's, whose hooks come first; the run's own come
+			// after them.
+			a := newAsync(t, WithHooks(&h))
+			err := a.BeginWork(WithRunHooks(context.Background(), &Hooks{OnNodeEnd: countEnd}), timeout, starts...)
+			if unblock != nil {
+				unblock()
+			}
 			var cpe *CallbackPanicError
 			require.ErrorAs(t, err, &cpe)
 			assert.Equal(t, "x", cpe.ID)
-			assert.Equal(t, method, cpe.Method, "the Goexit is reported under the name of what called it")
+			assert.Equal(t, tc.method, cpe.Method, "the Goexit is reported under the name of what called it")
 			assert.ErrorIs(t, err, ErrGoexit)
+			want := int32(2)
+			if tc.method == "OnNodeEnd" {
+				want = 1 // the run's; the Async's is the one that exited
+			}
+			assert.Equal(t, want, ends.Load(), "x's end hooks after the one that exited run, as after a panic")
 		})
 	}
 }

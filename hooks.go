@@ -57,7 +57,10 @@ type Hooks struct {
 	OnNodeSkip func(ctx context.Context, ev NodeEvent)
 	// OnNodeTimeout is called, before OnNodeEnd, for a node ended by the
 	// group deadline, the run's cancellation, its own timeout, or the
-	// run's end with its [WorkerWrapper.EndsRun] nodes.
+	// run's end with its [WorkerWrapper.EndsRun] nodes, and for an item
+	// of a [ForEach] that its Budget stopped or kept from starting (ev.Err
+	// is then a [*BudgetError]): every node whose Result is
+	// [ResultTimeout].
 	OnNodeTimeout func(ctx context.Context, ev NodeEvent)
 	// OnNodeRetry is called when a failed attempt will be retried, with
 	// the attempt's error in ev.Err and the backoff in ev.Wait.
@@ -223,26 +226,57 @@ func (r *runState) nodeStarted(i int32, ctx context.Context) context.Context {
 	return ctx
 }
 
-// nodeEnded runs the end hooks of node i, naming each in wl.hook while
-// it runs, so that a runtime.Goexit in it is reported under its name (see
-// salvage).
-func (r *runState) nodeEnded(i int32, wl *worklist) {
+// nodeEnded runs the end hooks of node i, from position from on: each
+// set of hooks has three, OnNodeSkip, OnNodeTimeout and OnNodeEnd, at
+// positions 3k to 3k+2 for r.hooks[k]. It names the one running in
+// wl.hook, so that a runtime.Goexit in it is reported under its name, and
+// keeps the position after it in wl.hookNext, where the goroutine that
+// carries on takes up the others (see salvage).
+func (r *runState) nodeEnded(i int32, from int, wl *worklist) {
 	ev := r.event(i)
-	for _, h := range r.hooks {
-		if h.OnNodeSkip != nil && didNotRun(ev.Result, ev.Err) {
-			wl.hook = "OnNodeSkip"
-			r.hooked("OnNodeSkip", i, func() { h.OnNodeSkip(r.ctx, ev) })
-		}
-		if h.OnNodeTimeout != nil && ev.Result == ResultTimeout {
-			wl.hook = "OnNodeTimeout"
-			r.hooked("OnNodeTimeout", i, func() { h.OnNodeTimeout(r.ctx, ev) })
-		}
-		if h.OnNodeEnd != nil {
-			wl.hook = "OnNodeEnd"
-			r.hooked("OnNodeEnd", i, func() { h.OnNodeEnd(r.ctx, ev) })
+	for p := from; p < 3*len(r.hooks); p++ {
+		h := r.hooks[p/3]
+		wl.hookNext = p + 1
+		switch p % 3 {
+		case 0:
+			if h.OnNodeSkip != nil && didNotRun(ev.Result, ev.Err) {
+				wl.hook = "OnNodeSkip"
+				r.hooked("OnNodeSkip", i, func() { h.OnNodeSkip(r.ctx, ev) })
+			}
+		case 1:
+			if h.OnNodeTimeout != nil && ev.Result == ResultTimeout {
+				wl.hook = "OnNodeTimeout"
+				r.hooked("OnNodeTimeout", i, func() { h.OnNodeTimeout(r.ctx, ev) })
+			}
+		default:
+			if h.OnNodeEnd != nil {
+				wl.hook = "OnNodeEnd"
+				r.hooked("OnNodeEnd", i, func() { h.OnNodeEnd(r.ctx, ev) })
+			}
 		}
 	}
-	wl.hook = ""
+	wl.hook, wl.hookNext = "", 0
+}
+
+// resumeEnd goes on with the end of node wl.prop, whose Result callback
+// or one of whose end hooks ended the goroutine that was ending it with
+// runtime.Goexit (see salvage): it runs the node's end hooks from
+// wl.hookNext on, then updates its successors, as processEnd would have.
+func (r *runState) resumeEnd(wl *worklist) {
+	i := wl.prop
+	wl.resume, wl.fresh = false, false
+	if wl.claim != 0 {
+		r.unclaim(wl)
+	}
+	if wl.sweep {
+		r.sweepCall.Store(true) // cleared by sweepFrom if a hook ends the goroutine
+	}
+	r.nodeEnded(i, wl.hookNext, wl)
+	if wl.sweep {
+		r.sweepCall.Store(false)
+	}
+	wl.prop = -1
+	r.afterCallback(i, 0, wl)
 }
 
 func (r *runState) nodeRetrying(i int32, err error, delay time.Duration) {

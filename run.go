@@ -417,8 +417,14 @@ type worklist struct {
 	refused bool
 	// hook: the end hook of node prop that is running (see
 	// Run.nodeEnded), "" while its Result callback is: the name a
-	// runtime.Goexit there is reported under (see salvage).
-	hook string
+	// runtime.Goexit there is reported under (see salvage). hookNext is
+	// the position of the end hook after it.
+	hook     string
+	hookNext int
+	// resume: node prop's Result callback or an end hook ended the
+	// goroutine that was ending it; this worklist, the one that carries
+	// on, runs its end hooks from hookNext on first (see resumeEnd).
+	resume bool
 }
 
 // getWorklist returns an empty worklist from the Async's free list,
@@ -434,7 +440,7 @@ func (a *Async) putWorklist(wl *worklist) {
 	wl.ready, wl.left, wl.ended, wl.batch = wl.ready[:0], wl.left[:0], wl.ended[:0], wl.batch[:0]
 	wl.cur, wl.prop, wl.sweep, wl.retry, wl.fresh, wl.front = -1, -1, false, false, false, false
 	wl.roots, wl.wake, wl.action, wl.refused = false, false, false, false
-	wl.after, wl.claim, wl.carried, wl.hook = -1, 0, false, ""
+	wl.after, wl.claim, wl.carried, wl.hook, wl.hookNext, wl.resume = -1, 0, false, "", 0, false
 	a.worklists.Put(wl)
 }
 
@@ -914,6 +920,9 @@ func (r *runState) drive(first int32, wl *worklist) (again bool) {
 		// The goroutine's work goes on elsewhere.
 		r.continueAfterGoexit(wl, pe)
 	}()
+	if wl.resume {
+		r.resumeEnd(wl)
+	}
 	i := first
 	if wl.retry {
 		wl.retry = false
@@ -1325,7 +1334,9 @@ func (r *runState) continueAfterGoexit(wl *worklist, pe *PanicError) {
 
 // salvage copies the worklist of a goroutine that is exiting through
 // runtime.Goexit: the node whose worker was running fails with ErrGoexit,
-// and a Result callback that did not return is reported and skipped.
+// and a Result callback or end hook that did not return is reported and
+// skipped; the node's end hooks after it run on the goroutine that
+// carries on (see resumeEnd), as they would after a panic.
 func (r *runState) salvage(wl *worklist, pe *PanicError) *worklist {
 	cont := &worklist{
 		ready: append([]int32(nil), wl.ready...),
@@ -1357,7 +1368,18 @@ func (r *runState) salvage(wl *worklist, pe *PanicError) *worklist {
 			method = wl.hook
 		}
 		r.callbackPanic(i, method, &PanicError{Value: why})
-		r.afterCallback(i, 0, cont)
+		next := 0 // the Result callback: every end hook is still to run
+		if wl.hook != "" {
+			next = wl.hookNext
+		}
+		if r.nodeHooks&hookEnd != 0 && next < 3*len(r.hooks) {
+			// The node's other end hooks run, as after a panic: on the
+			// goroutine that carries on (see resumeEnd), which then
+			// updates the node's successors.
+			cont.prop, cont.hookNext, cont.resume = i, next, true
+		} else {
+			r.afterCallback(i, 0, cont)
+		}
 	case wl.after >= 0:
 		// A custom join did not return: fail its node, then go on with
 		// the other successors of the node that ended.
@@ -1868,7 +1890,7 @@ func (r *runState) processEnd(i int32, wl *worklist) {
 	if len(r.hooks) > 0 {
 		wl.fresh = false
 		if r.nodeHooks&hookEnd != 0 {
-			r.nodeEnded(i, wl)
+			r.nodeEnded(i, 0, wl)
 		}
 	}
 	if user {
@@ -1981,6 +2003,9 @@ func (r *runState) sweepFrom(k int, wl *worklist) {
 		cont := r.salvage(wl, pe)
 		go r.sweepFrom(k, cont)
 	}()
+	if wl.resume {
+		r.resumeEnd(wl)
+	}
 	for ; k < len(r.nodes); k++ {
 		r.stop(int32(k), wl)
 		r.settle(wl)
