@@ -167,8 +167,8 @@
 // fails the join's node with an error wrapping ErrGoexit. In Callback.Result,
 // DefaultValue or an end hook (OnNodeEnd, OnNodeSkip, OnNodeTimeout,
 // OnRunEnd) the node's result, or the run's, stands, as for a panic there,
-// the node's end hooks after it still run, and BeginWork returns a
-// *CallbackPanicError wrapping ErrGoexit.
+// the end hooks after it (the node's, or the run's OnRunEnd) still run,
+// and BeginWork returns a *CallbackPanicError wrapping ErrGoexit.
 // OnRunStart runs on the goroutine that called BeginWork or Start, which a
 // Goexit in it ends. The library itself never panics on bad input: it
 // returns errors (the Pool's option constructors excepted, which panic on

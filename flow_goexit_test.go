@@ -3,6 +3,7 @@ package asynctool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -392,13 +393,41 @@ func TestGoexitInHooks(t *testing.T) {
 
 // Regression tests from a second review.
 
+// TestGoexitInOnRunEnd: a run whose OnRunEnd hook ends its goroutine
+// with runtime.Goexit ends, and the OnRunEnd hooks of the sets after it
+// (here the run's own, after the Async's) still run, before the run is
+// done, as after a panic: they were skipped, and an OpenTelemetry run
+// span among them would never end. The run ends on a worker's goroutine,
+// or on the sweep's when the deadline ends it.
 func TestGoexitInOnRunEnd(t *testing.T) {
-	a := New(WithHooks(&Hooks{OnRunEnd: func(context.Context, *Report) { runtime.Goexit() }}))
-	x := NewWrapper("x", okWorker(), 0)
-	r, err := a.Start(context.Background(), time.Minute, x)
-	require.NoError(t, err)
-	requireEnds(t, r, "run never done after Goexit in OnRunEnd")
-	require.NoError(t, a.Close())
+	for _, swept := range []bool{false, true} {
+		t.Run(fmt.Sprint("swept=", swept), func(t *testing.T) {
+			a := New(WithHooks(&Hooks{OnRunEnd: func(context.Context, *Report) { runtime.Goexit() }}))
+			gate := make(chan struct{})
+			release := sync.OnceFunc(func() { close(gate) })
+			x := NewWrapper("x", okWorker(), 0)
+			timeout := time.Minute
+			if swept {
+				// x ignores its ctx: the deadline's sweep ends it, and the run.
+				x = NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+					<-gate
+					return 1, nil
+				}), 0)
+				timeout = 10 * time.Millisecond
+			}
+			var ends atomic.Int32
+			own := &Hooks{OnRunEnd: func(context.Context, *Report) { ends.Add(1) }}
+			r, err := a.Start(WithRunHooks(context.Background(), own), timeout, x)
+			require.NoError(t, err)
+			requireEnds(t, r, "run never done after Goexit in OnRunEnd")
+			assert.Equal(t, int32(1), ends.Load(), "the run's own OnRunEnd ran, before the run was done")
+			var cpe *CallbackPanicError
+			require.ErrorAs(t, r.Wait(context.Background()), &cpe)
+			assert.Equal(t, "OnRunEnd", cpe.Method)
+			release()
+			require.NoError(t, a.Close())
+		})
+	}
 }
 
 type goexitDefaulter struct{}

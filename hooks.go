@@ -327,9 +327,24 @@ func pendingReason(err error) string {
 	return "pending: waiting for Resume"
 }
 
-func (r *runState) runEnded() {
-	var rep *Report
-	for _, h := range r.hooks {
+// runEnded runs the OnRunEnd hooks of r.hooks[k:] with rep, the run's
+// report (nil: not made yet), and then ends the run (see completed). A
+// hook that ends the goroutine with runtime.Goexit is reported as a panic
+// is (see runEndHook); the hooks after it run then, as after a panic, on
+// a goroutine of their own, which ends the run once they have.
+func (r *runState) runEnded(k int, rep *Report, inSweep bool) {
+	normal := false
+	defer func() {
+		if !normal {
+			r.taskStart()
+			go func() {
+				defer r.taskDone()
+				r.runEnded(k+1, rep, inSweep)
+			}()
+		}
+	}()
+	for ; k < len(r.hooks); k++ {
+		h := r.hooks[k]
 		if h.OnRunEnd == nil {
 			continue
 		}
@@ -340,11 +355,13 @@ func (r *runState) runEnded() {
 		}
 		r.runEndHook(h.OnRunEnd, rep)
 	}
+	normal = true
+	r.completed(inSweep)
 }
 
 // runEndHook calls an OnRunEnd hook. A runtime.Goexit in it is reported
-// as a panic is: the run's end (see complete) is deferred, so the record
-// is in place before the run resolves.
+// as a panic is, before the run ends (see runEnded), so the record is in
+// place before the run resolves.
 func (r *runState) runEndHook(f func(context.Context, *Report), rep *Report) {
 	r.hookedToTheEnd("OnRunEnd", -1, func() { f(r.ctx, rep) })
 }

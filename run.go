@@ -1915,15 +1915,6 @@ func (r *runState) afterCallback(i int32, done int, wl *worklist) {
 // sweep must not touch stopSweep: with an already expired context it can
 // start before start() has stored it.
 func (r *runState) complete(inSweep bool) {
-	// Deferred, so that it happens even if an OnRunEnd hook ends the
-	// goroutine with runtime.Goexit.
-	defer func() {
-		if !inSweep && r.stopSweep() {
-			r.sweepResolved() // the sweep will never run
-		}
-		r.cancel()
-		r.resolve()
-	}()
 	if r.sample && !r.pooled {
 		r.a.hist.record(r.p)
 	}
@@ -1933,12 +1924,24 @@ func (r *runState) complete(inSweep bool) {
 			if inSweep {
 				r.sweepCall.Store(true) // cleared by sweepFrom if OnRunEnd ends the goroutine
 			}
-			r.runEnded()
+			r.runEnded(0, nil, inSweep) // ends the run once its OnRunEnd hooks have run
 			if inSweep {
 				r.sweepCall.Store(false)
 			}
+			return
 		}
 	}
+	r.completed(inSweep)
+}
+
+// completed ends the run, whose nodes have all ended and whose OnRunEnd
+// hooks have run (see complete).
+func (r *runState) completed(inSweep bool) {
+	if !inSweep && r.stopSweep() {
+		r.sweepResolved() // the sweep will never run
+	}
+	r.cancel()
+	r.resolve()
 }
 
 func (r *runState) sweepResolved() {
