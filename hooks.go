@@ -91,9 +91,11 @@ type RunInfo struct {
 	// Nested reports whether the run was started with the context of a
 	// worker of another run (or one derived from it): a [SubPlan]'s,
 	// [SubGraph]'s or [ForEach]'s sub-run, or a run a worker started with
-	// its ctx. The hooks of its
-	// Async and of its context (which it inherits from the worker's) see
-	// it as a run of its own.
+	// its ctx. The context that another run's hooks receive (all but
+	// OnRunStart, which receives its caller's) is such a context too: a
+	// run started with it is nested. The hooks of its Async and of its
+	// context (which it inherits from the worker's) see it as a run of
+	// its own.
 	Nested bool
 }
 

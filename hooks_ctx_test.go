@@ -341,3 +341,39 @@ func TestOnNodeStartForeignContextCannotHideANestedRun(t *testing.T) {
 	assert.False(t, called.Load(), "the worker ran with the hook's context")
 	assert.ErrorContains(t, outer.Result().Err, "OnNodeStart returned a context that does not derive from the node's")
 }
+
+// TestRunsStartedWithAHooksContextAreNested: RunInfo.Nested is true for
+// a run started with the context that a node hook or OnRunEnd of another
+// run received, as for one started with a worker's, and false for one
+// started with OnRunStart's, its caller's.
+func TestRunsStartedWithAHooksContextAreNested(t *testing.T) {
+	a := newAsync(t)
+	nested := map[string]bool{}
+	var mu sync.Mutex
+	// innerRun runs a one-node graph with ctx, recording under name
+	// whether its OnRunStart saw it nested. Its own hooks replace outer's
+	// in ctx, so that it starts no run of its own.
+	innerRun := func(ctx context.Context, name string) {
+		inner := &Hooks{OnRunStart: func(_ context.Context, info RunInfo) context.Context {
+			mu.Lock()
+			nested[name] = info.Nested
+			mu.Unlock()
+			return nil
+		}}
+		assert.NoError(t, a.BeginWork(WithRunHooks(ctx, inner), time.Minute, NewWrapper("inner", okWorker(), 0)), name)
+	}
+	outer := &Hooks{
+		OnRunStart: func(ctx context.Context, _ RunInfo) context.Context {
+			innerRun(ctx, "OnRunStart")
+			return nil
+		},
+		OnNodeStart: func(ctx context.Context, _ NodeEvent) context.Context {
+			innerRun(ctx, "OnNodeStart")
+			return nil
+		},
+		OnNodeEnd: func(ctx context.Context, _ NodeEvent) { innerRun(ctx, "OnNodeEnd") },
+		OnRunEnd:  func(ctx context.Context, _ *Report) { innerRun(ctx, "OnRunEnd") },
+	}
+	require.NoError(t, a.BeginWork(WithRunHooks(context.Background(), outer), time.Minute, NewWrapper("x", okWorker(), 0)))
+	assert.Equal(t, map[string]bool{"OnRunStart": false, "OnNodeStart": true, "OnNodeEnd": true, "OnRunEnd": true}, nested)
+}
