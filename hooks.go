@@ -300,6 +300,7 @@ func (r *runState) nodeRetrying(i int32, err error, delay time.Duration) {
 // end the node as the one whose worker was running (wl.cur), since it is
 // pending or, resumed by then, running again elsewhere. A join's node
 // (wl.after's successor) has left sInit, where salvage would fail it.
+// The OnNodePending hooks after it still run (see pendingHooks).
 func (r *runState) nodePending(i int32, err error, wl *worklist) {
 	if wl.cur == i {
 		wl.cur = -1 // attempt clears it once the worker's call is over anyway
@@ -313,11 +314,31 @@ func (r *runState) nodePending(i int32, err error, wl *worklist) {
 	}
 	ev := r.event(i)
 	ev.Err, ev.Reason = err, pendingReason(err)
-	for _, h := range r.hooks {
-		if h.OnNodePending != nil {
-			r.hookedToTheEnd("OnNodePending", i, func() { h.OnNodePending(r.ctx, ev) })
+	r.pendingHooks(i, ev, 0)
+}
+
+// pendingHooks calls the OnNodePending hooks of r.hooks[k:] with ev, for
+// node i. When one ends the goroutine with runtime.Goexit, the hooks
+// after it run, as after a panic, on a goroutine of their own, a task of
+// the run: the run does not count as waiting only on pending nodes (see
+// Run.Suspended) until they have.
+func (r *runState) pendingHooks(i int32, ev NodeEvent, k int) {
+	normal := false
+	defer func() {
+		if !normal {
+			r.taskStart()
+			go func() {
+				defer r.taskDone()
+				r.pendingHooks(i, ev, k+1)
+			}()
+		}
+	}()
+	for ; k < len(r.hooks); k++ {
+		if f := r.hooks[k].OnNodePending; f != nil {
+			r.hookedToTheEnd("OnNodePending", i, func() { f(r.ctx, ev) })
 		}
 	}
+	normal = true
 }
 
 // pendingReason is the Reason of a pending node, suspended after err

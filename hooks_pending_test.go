@@ -50,18 +50,20 @@ func waitSuspended(t *testing.T, run *Run) {
 // OnNodePending fires each time a node becomes pending: after its
 // worker's failure under PolicySuspend, again when a Rerun fails, and
 // for a custom join's DecideSuspend, without an error. A hook that ends
-// its goroutine is reported, and leaves the node pending and resumable.
+// its goroutine is reported, and leaves the node pending and resumable;
+// the OnNodePending hooks of the sets after it (here the run's own, after
+// the Async's) still run, as after a panic: they were skipped.
 func TestOnNodePending(t *testing.T) {
 	for _, goexit := range []bool{false, true} {
 		name := map[bool]string{false: "plain", true: "goexit"}[goexit]
 		t.Run(name+"/policy", func(t *testing.T) {
-			p := &pendingEvents{goexit: goexit}
+			p, own := &pendingEvents{goexit: goexit}, &pendingEvents{}
 			a := New(WithHooks(p.hooks()))
 			defer func() { require.NoError(t, a.Close()) }()
 			sus := NewWrapper("sus", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
 				return 0, errBoom
 			}), 0).OnFailure(PolicySuspend)
-			run, err := a.Start(context.Background(), time.Minute, sus)
+			run, err := a.Start(WithRunHooks(context.Background(), own.hooks()), time.Minute, sus)
 			require.NoError(t, err)
 			defer run.Cancel()
 			for range 2 {
@@ -76,6 +78,7 @@ func TestOnNodePending(t *testing.T) {
 			err = run.Wait(context.Background())
 			evs := p.all()
 			require.Len(t, evs, 2, "one event per time the node became pending")
+			assert.Equal(t, evs, own.all(), "the run's own hooks saw the same")
 			for k, ev := range evs {
 				assert.Equal(t, "sus", ev.ID)
 				assert.ErrorIs(t, ev.Err, errBoom)
@@ -92,19 +95,21 @@ func TestOnNodePending(t *testing.T) {
 			}
 		})
 		t.Run(name+"/join", func(t *testing.T) {
-			p := &pendingEvents{goexit: goexit}
+			p, own := &pendingEvents{goexit: goexit}, &pendingEvents{}
 			a := New(WithHooks(p.hooks()))
 			defer func() { require.NoError(t, a.Close()) }()
 			up := NewWrapper("up", okWorker(), 0)
 			x := NewWrapper("x", okWorker(), 0).Depend(up, true).Join(CustomJoin(func([]Upstream) Decision { return DecideSuspend }))
-			run, err := a.Start(context.Background(), time.Minute, up)
+			run, err := a.Start(WithRunHooks(context.Background(), own.hooks()), time.Minute, up)
 			require.NoError(t, err)
 			defer run.Cancel()
 			waitSuspended(t, run)
+			assert.Len(t, own.all(), 1, "the run's own hook, before the run waited only on x")
 			require.NoError(t, run.Resume("x", SucceedWith(3)))
 			err = run.Wait(context.Background())
 			evs := p.all()
 			require.Len(t, evs, 1)
+			assert.Equal(t, evs, own.all(), "the run's own hooks saw the same")
 			assert.Equal(t, "x", evs[0].ID)
 			assert.NoError(t, evs[0].Err)
 			assert.Equal(t, "pending: waiting for Resume", evs[0].Reason)
