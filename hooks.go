@@ -47,6 +47,12 @@ type Hooks struct {
 	// ctx but has dropped its cancellation (context.WithoutCancel) reaches
 	// the worker wrapped so that the node's end still ends it, with the
 	// node's cause. A context that only adds values costs nothing more.
+	// It may come after the node's OnNodeEnd, and after the run's
+	// OnRunEnd: a node that the run's context (its deadline, a
+	// cancellation, the run's end with its EndsRun nodes) or its own
+	// Timeout ends as its start is under way is ended without waiting for
+	// that start (its worker is still called, with ctx done); a hook that
+	// pairs starts with ends must allow for a start that comes last.
 	OnNodeStart func(ctx context.Context, ev NodeEvent) context.Context
 	// OnNodeEnd is called once for every node, after its Result callback,
 	// with its final state, result and duration.
