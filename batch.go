@@ -68,7 +68,8 @@ func (e *BatchItemError) Unwrap() error { return e.Err }
 // default policy) or [Block], a full pool makes RunBatches process items
 // itself or wait, so it fetches no faster than the pool processes and at
 // most the pool's workers, queue and one page are in memory. A nil exec
-// (or a nil ExecutorFunc or *Pool in it) means a [NewPool] with default
+// (or a nil func or pointer in it: a nil ExecutorFunc, *Pool or *Serial,
+// say) means a [NewPool] with default
 // options, closed before RunBatches returns. With an executor that never
 // refuses, such as [GoExecutor], nothing bounds the work in flight. An
 // item the executor refuses is processed on the calling goroutine.

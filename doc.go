@@ -170,7 +170,10 @@
 // the end hooks after it (the node's, or the run's OnRunEnd) still run,
 // and BeginWork returns a *CallbackPanicError wrapping ErrGoexit.
 // OnRunStart runs on the goroutine that called BeginWork or Start, which a
-// Goexit in it ends. The library itself never panics on bad input: it
+// Goexit in it ends; so does a Goexit in user code that an executor
+// running tasks on its caller (an [ExecutorFunc] that calls the task)
+// runs on that goroutine: the run goes on and ends, but that BeginWork
+// call does not return. The library itself never panics on bad input: it
 // returns errors (the Pool's option constructors excepted, which panic on
 // values that can never work, such as PoolSize(0) or
 // PoolWhenFull(FullPolicy(9)), and WithRunHooks, which panics on a nil ctx
