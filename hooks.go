@@ -242,25 +242,19 @@ func (r *runState) nodeStarted(i int32, ctx context.Context) context.Context {
 // carries on takes up the others (see salvage).
 func (r *runState) nodeEnded(i int32, from int, wl *worklist) {
 	ev := r.event(i)
-	for p := from; p < 3*len(r.hooks); p++ {
-		h := r.hooks[p/3]
-		wl.hookNext = p + 1
-		switch p % 3 {
-		case 0:
-			if h.OnNodeSkip != nil && didNotRun(ev.Result, ev.Err) {
-				wl.hook = "OnNodeSkip"
-				r.hooked("OnNodeSkip", i, func() { h.OnNodeSkip(r.ctx, ev) })
-			}
-		case 1:
-			if h.OnNodeTimeout != nil && ev.Result == ResultTimeout {
-				wl.hook = "OnNodeTimeout"
-				r.hooked("OnNodeTimeout", i, func() { h.OnNodeTimeout(r.ctx, ev) })
-			}
-		default:
-			if h.OnNodeEnd != nil {
-				wl.hook = "OnNodeEnd"
-				r.hooked("OnNodeEnd", i, func() { h.OnNodeEnd(r.ctx, ev) })
-			}
+	for k := from / 3; k < len(r.hooks); k++ {
+		h, p := r.hooks[k], 3*k
+		if h.OnNodeSkip != nil && p >= from && didNotRun(ev.Result, ev.Err) {
+			wl.hook, wl.hookNext = "OnNodeSkip", p+1
+			r.hooked("OnNodeSkip", i, func() { h.OnNodeSkip(r.ctx, ev) })
+		}
+		if h.OnNodeTimeout != nil && p+1 >= from && ev.Result == ResultTimeout {
+			wl.hook, wl.hookNext = "OnNodeTimeout", p+2
+			r.hooked("OnNodeTimeout", i, func() { h.OnNodeTimeout(r.ctx, ev) })
+		}
+		if h.OnNodeEnd != nil && p+2 >= from {
+			wl.hook, wl.hookNext = "OnNodeEnd", p+3
+			r.hooked("OnNodeEnd", i, func() { h.OnNodeEnd(r.ctx, ev) })
 		}
 	}
 	wl.hook, wl.hookNext = "", 0
