@@ -106,7 +106,11 @@
 //	                         stopped)
 //
 // Node ids are metric attributes: keep them a fixed set per graph, not
-// per-request values. A sub-run's nodes are recorded under their own ids,
+// per-request values. A node without an id is recorded as "#" and its
+// index ("#3"), as it is named in reports, so that each is a series of
+// its own and an alert on asynctool.node.pending names the node to
+// resume; its spans' asynctool.node.id stays empty (they carry
+// asynctool.node.index). A sub-run's nodes are recorded under their own ids,
 // and the sub-run itself in asynctool.run.duration, as any run.
 package asynctoolotel
 
@@ -335,14 +339,19 @@ func (in *instruments) startNode(ctx context.Context, st *runState, ev asynctool
 	return ctx, old
 }
 
-// spanName is the name of node ev's spans: its id, or "#" and its index
-// for a node without an id, as the core's reports and Run.Resume name it.
-func spanName(ev asynctool.NodeEvent) string {
+// nodeName is node ev's name in span names and in metrics'
+// asynctool.node.id: its id, or "#" and its index for a node without an
+// id, as the core's reports and Run.Resume name it, so that such nodes,
+// which metrics cannot tell apart by index, are series of their own.
+func nodeName(ev asynctool.NodeEvent) string {
 	if ev.ID == "" {
-		return "asynctool.node #" + strconv.Itoa(ev.Index)
+		return "#" + strconv.Itoa(ev.Index)
 	}
-	return "asynctool.node " + ev.ID
+	return ev.ID
 }
+
+// spanName is the name of node ev's spans.
+func spanName(ev asynctool.NodeEvent) string { return "asynctool.node " + nodeName(ev) }
 
 // nodeRetry ends the span of an attempt that failed and will be retried,
 // with the attempt's error; the next attempt starts a span of its own.
@@ -376,7 +385,7 @@ func (in *instruments) nodeRetry(ctx context.Context, ev asynctool.NodeEvent) {
 // with a "pending" event. A node its custom join suspended has no span
 // yet: it is counted only.
 func (in *instruments) nodePending(ctx context.Context, ev asynctool.NodeEvent) {
-	in.pending.Add(ctx, 1, metric.WithAttributes(KeyNodeID.String(ev.ID)))
+	in.pending.Add(ctx, 1, metric.WithAttributes(KeyNodeID.String(nodeName(ev))))
 	st := in.state(ctx)
 	if st == nil {
 		return
@@ -454,7 +463,7 @@ func (in *instruments) nodeEnd(ctx context.Context, ev asynctool.NodeEvent) {
 	}
 	span.End(trace.WithTimestamp(now))
 
-	set := metric.WithAttributes(KeyNodeID.String(ev.ID), KeyNodeOutcome.String(out))
+	set := metric.WithAttributes(KeyNodeID.String(nodeName(ev)), KeyNodeOutcome.String(out))
 	if ran {
 		in.duration.Record(ctx, (ev.Duration - ev.Pending).Seconds(), set)
 	}

@@ -137,12 +137,28 @@ func TestSpans(t *testing.T) {
 // the one of a node that ran and the zero-length one of a node that did
 // not, are named so; the id attribute stays the id, empty.
 func TestNodesWithoutIDsAreNamedByIndex(t *testing.T) {
-	h, exp, _, _ := setup(t)
+	h, exp, reader, _ := setup(t)
 	first := asynctool.NewWrapper("", asynctooltest.Fails[int, int](errDown), 0)
 	asynctool.NewWrapper("", asynctooltest.Returns[int](1), 0).Depend(first, true)
 	a := asynctool.New(asynctool.WithHooks(h))
 	require.NoError(t, a.BeginWork(context.Background(), 10*time.Second, first))
 	require.NoError(t, a.Close())
+
+	// In metrics, which have no index, each is a series of its own.
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	outcomes := map[string]int64{}
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if m.Name != "asynctool.node.outcomes" {
+			continue
+		}
+		for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+			id, _ := dp.Attributes.Value(asynctoolotel.KeyNodeID)
+			out, _ := dp.Attributes.Value(asynctoolotel.KeyNodeOutcome)
+			outcomes[id.AsString()+"/"+out.AsString()] = dp.Value
+		}
+	}
+	assert.Equal(t, map[string]int64{"#0/failed": 1, "#1/upstream_failed": 1}, outcomes)
 
 	ran := map[string]bool{}
 	for _, s := range exp.GetSpans() {
