@@ -2,6 +2,7 @@ package asynctool
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 	"unsafe"
@@ -172,4 +173,27 @@ func TestZeroWrapperIsAnError(t *testing.T) {
 	_, err = Describe(up)
 	require.ErrorIs(t, err, ErrNilWorker)
 	assert.NotPanics(t, func() { _, _, _ = w.Result(), w.State(), w.String() })
+}
+
+// TestResultSeenEndedHoldsTheValue reads a node's Result from another
+// goroutine while the run goes on, as Result allows: once it shows the
+// node succeeded it holds the worker's value, which is written before
+// the node's final state is published. (Publishing the state first
+// showed ResultSuccess with the zero value for a moment, and is a data
+// race under -race.)
+func TestResultSeenEndedHoldsTheValue(t *testing.T) {
+	a := newAsync(t)
+	for range 50 {
+		x := NewWrapper("x", WorkerFunc[int, int](func(_ context.Context, p int, _ Wrappers) (int, error) { return p, nil }), 42)
+		run, err := a.Start(context.Background(), 0, x)
+		require.NoError(t, err)
+		res := x.Result()
+		for res.State == ResultDefault {
+			runtime.Gosched()
+			res = x.Result()
+		}
+		require.Equal(t, ResultSuccess, res.State)
+		require.Equal(t, 42, res.Value)
+		require.NoError(t, run.Wait(context.Background()))
+	}
 }
