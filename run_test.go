@@ -760,3 +760,37 @@ func TestUntimedRecycledRunHasNoStart(t *testing.T) {
 		r.Release()
 	}
 }
+
+// TestWorkersContextEndsWithTheRun: the context a run's workers receive
+// is cancelled once every node has ended, for a run with a deadline and
+// one without, of a single-use graph and of a plan. Left open, a run
+// started under a long-lived parent context (a server's) would stay
+// registered with that parent, and its timer, for as long as the parent
+// lives, and a goroutine a worker left watching its ctx would never be
+// told the run is over.
+func TestWorkersContextEndsWithTheRun(t *testing.T) {
+	for _, timeout := range []time.Duration{0, time.Hour} {
+		for _, plan := range []bool{false, true} {
+			parent, cancel := context.WithCancel(context.Background())
+			a := newAsync(t)
+			var got context.Context
+			x := NewWrapper("x", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+				got = ctx
+				return 1, nil
+			}), 0)
+			if plan {
+				pl, err := Compile(x)
+				require.NoError(t, err)
+				run, err := a.RunPlan(parent, pl, timeout)
+				require.NoError(t, err)
+				run.Release()
+			} else {
+				require.NoError(t, a.BeginWork(parent, timeout, x))
+			}
+			require.NotNil(t, got)
+			assert.ErrorIs(t, got.Err(), context.Canceled, "timeout %v, plan %v", timeout, plan)
+			assert.NoError(t, parent.Err())
+			cancel()
+		}
+	}
+}
