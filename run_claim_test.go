@@ -71,34 +71,51 @@ func TestRunWaitsForACustomJoinWhileItsClaimedSiblingEnds(t *testing.T) {
 // TestClaimedNodeStoppedBeforeItStarted: a goroutine that readies a node
 // claims it to run next, but hands it back before user code runs ahead of
 // it. Here the node's readying skips an optional upstream whose Result
-// callback runs past the group deadline; the sweep then ends the node
-// before its worker started, and its report must say so, as for any node
-// that waited for a goroutine.
+// callback, or whose worker's DefaultValue (which ending it calls), runs
+// past the group deadline; the sweep then ends the node before its worker
+// started, and its report must say so, as for any node that waited for a
+// goroutine.
 func TestClaimedNodeStoppedBeforeItStarted(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		a := New()
-		defer a.Close()
-		var ran atomic.Bool
-		up := NewWrapper("up", okWorker(), 0)
-		slow := NewWrapper("slow", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
-			<-ctx.Done()
-			return 0, ctx.Err()
-		}), 0)
-		skipped := NewWrapper("skipped", okWorker(), 0).Depend(slow, true).
-			Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) { time.Sleep(2 * time.Second) }))
-		claimed := NewWrapper("claimed", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-			ran.Store(true)
-			return 1, nil
-		}), 0).Depend(up, true).Depend(skipped, false)
-		r, err := a.Start(context.Background(), time.Second, up, slow)
-		require.NoError(t, err)
-		require.ErrorIs(t, r.Wait(context.Background()), context.DeadlineExceeded)
-		assert.ErrorIs(t, skipped.Result().Err, ErrSkipped)
-		assert.False(t, ran.Load())
-		assert.Equal(t, ResultTimeout, claimed.Result().State)
-		assertNotStarted(t, r, "claimed")
-	})
+	for _, via := range []string{"Result callback", "DefaultValue"} {
+		t.Run(via, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := New()
+				defer a.Close()
+				var ran atomic.Bool
+				up := NewWrapper("up", okWorker(), 0)
+				slow := NewWrapper("slow", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+					<-ctx.Done()
+					return 0, ctx.Err()
+				}), 0)
+				var skipped *WorkerWrapper[int, int]
+				if via == "DefaultValue" {
+					skipped = NewWrapper[int, int]("skipped", sleepingDefault{}, 0)
+				} else {
+					skipped = NewWrapper("skipped", okWorker(), 0).
+						Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) { time.Sleep(2 * time.Second) }))
+				}
+				skipped.Depend(slow, true)
+				claimed := NewWrapper("claimed", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+					ran.Store(true)
+					return 1, nil
+				}), 0).Depend(up, true).Depend(skipped, false)
+				r, err := a.Start(context.Background(), time.Second, up, slow)
+				require.NoError(t, err)
+				require.ErrorIs(t, r.Wait(context.Background()), context.DeadlineExceeded)
+				assert.ErrorIs(t, skipped.Result().Err, ErrSkipped)
+				assert.False(t, ran.Load())
+				assert.Equal(t, ResultTimeout, claimed.Result().State)
+				assertNotStarted(t, r, "claimed")
+			})
+		})
+	}
 }
+
+// sleepingDefault is a worker whose DefaultValue takes two seconds.
+type sleepingDefault struct{}
+
+func (sleepingDefault) Action(context.Context, int, Wrappers) (int, error) { return 1, nil }
+func (sleepingDefault) DefaultValue() int                                  { time.Sleep(2 * time.Second); return 0 }
 
 // TestClaimedNodeCanBeSkipped: the node a goroutine claims (see
 // worklist.claim) is still skipped by the short-circuit rule when the
