@@ -823,3 +823,37 @@ func TestWorkersContextEndsWithTheRun(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeTakenAfterTheDeadlineIsReportedNotStarted: a node that waited
+// in the run's queue is taken by a goroutine after the group deadline,
+// while the sweep is still held up by an earlier node's Result callback.
+// The goroutine finds the deadline passed and ends the node without
+// calling its worker, and the report says it never started: not Ran,
+// no attempt, "stopped before it started".
+func TestNodeTakenAfterTheDeadlineIsReportedNotStarted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// An executor that refuses every task: b waits in the run's
+		// queue for the goroutine that shared it, which is in c.
+		a := New(WithExecutor(ExecutorFunc(func(func()) error { return errors.New("full") })))
+		defer a.Close()
+		first := NewWrapper("first", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			time.Sleep(3 * time.Second) // ignores its ctx
+			return 1, nil
+		}), 0).Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) { time.Sleep(time.Second) }))
+		up := NewWrapper("up", okWorker(), 0)
+		var bRan atomic.Bool
+		NewWrapper("b", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			bRan.Store(true)
+			return 1, nil
+		}), 0).Depend(up, true)
+		NewWrapper("c", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			time.Sleep(1500 * time.Millisecond) // ignores its ctx; returns while the sweep is in first's callback
+			return 1, nil
+		}), 0).Depend(up, true)
+		r, err := a.Start(context.Background(), time.Second, first, up)
+		require.NoError(t, err)
+		require.ErrorIs(t, r.Wait(context.Background()), context.DeadlineExceeded)
+		assert.False(t, bRan.Load())
+		assertNotStarted(t, r, "b")
+	})
+}
