@@ -764,30 +764,42 @@ func TestUntimedRecycledRunHasNoStart(t *testing.T) {
 // TestWorkerReturningWhileTheSweepIsBusyEndsAsATimeout: a worker that
 // returns after the group deadline, while the sweep is still running an
 // earlier node's Result callback and has not reached its node, ends as a
-// timeout, as every node that had not ended at the deadline does; its
-// value is not kept as a success.
+// timeout, as every node that had not ended at the deadline does: its
+// value is not kept as a success, and its error or panic is not its
+// failure.
 func TestWorkerReturningWhileTheSweepIsBusyEndsAsATimeout(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		a := New()
-		defer a.Close()
-		// first comes before late in the sweep's order; its callback, which
-		// the sweep runs as it ends it, holds the sweep for a second.
-		first := NewWrapper("first", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-			time.Sleep(3 * time.Second) // ignores its ctx
-			return 1, nil
-		}), 0).Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) { time.Sleep(time.Second) }))
-		late := NewWrapper("late", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-			time.Sleep(1500 * time.Millisecond) // returns half-way through first's callback
-			return 2, nil
-		}), 0)
-		err := a.BeginWork(context.Background(), time.Second, first, late)
-		require.ErrorIs(t, err, context.DeadlineExceeded)
-		assert.Equal(t, ResultTimeout, first.Result().State)
-		res := late.Result()
-		assert.Equal(t, ResultTimeout, res.State, "late returned after the deadline")
-		assert.ErrorIs(t, res.Err, context.DeadlineExceeded)
-		assert.Zero(t, res.Value)
-	})
+	for _, how := range []string{"value", "error", "panic"} {
+		t.Run(how, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := New()
+				defer a.Close()
+				// first comes before late in the sweep's order; its callback,
+				// which the sweep runs as it ends it, holds the sweep for a
+				// second.
+				first := NewWrapper("first", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+					time.Sleep(3 * time.Second) // ignores its ctx
+					return 1, nil
+				}), 0).Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) { time.Sleep(time.Second) }))
+				late := NewWrapper("late", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+					time.Sleep(1500 * time.Millisecond) // returns half-way through first's callback
+					switch how {
+					case "error":
+						return 0, errBoom
+					case "panic":
+						panic("late")
+					}
+					return 2, nil
+				}), 0)
+				err := a.BeginWork(context.Background(), time.Second, first, late)
+				require.ErrorIs(t, err, context.DeadlineExceeded)
+				assert.Equal(t, ResultTimeout, first.Result().State)
+				res := late.Result()
+				assert.Equal(t, ResultTimeout, res.State, "late returned after the deadline")
+				assert.ErrorIs(t, res.Err, context.DeadlineExceeded)
+				assert.Zero(t, res.Value)
+			})
+		})
+	}
 }
 
 // TestWorkersContextEndsWithTheRun: the context a run's workers receive
