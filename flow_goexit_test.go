@@ -436,10 +436,15 @@ func (goexitDefaulter) Action(context.Context, int, Wrappers) (int, error) { ret
 
 func (goexitDefaulter) DefaultValue() int { runtime.Goexit(); return 0 }
 
+// TestGoexitInDefaultValue: a DefaultValue that calls runtime.Goexit
+// ends its node with the zero value, is reported, and the run goes on;
+// no DefaultValue is called again in the run, but a node that fails
+// afterwards still gets its Default, which is no user code (it got the
+// zero value).
 func TestGoexitInDefaultValue(t *testing.T) {
 	a := New()
 	w := NewWrapper("w", Worker[int, int](goexitDefaulter{}), 0)
-	next := NewWrapper("next", okWorker(), 0).Depend(w, true)
+	next := NewWrapper("next", okWorker(), 0).Depend(w, true).Default(7)
 	r, err := a.Start(context.Background(), time.Minute, w)
 	require.NoError(t, err)
 	requireEnds(t, r, "run never done after Goexit in DefaultValue, state %v", w.State())
@@ -447,6 +452,7 @@ func TestGoexitInDefaultValue(t *testing.T) {
 	assert.ErrorAs(t, r.Wait(context.Background()), &cpe)
 	assert.Equal(t, WorkResult[int]{State: ResultException, Err: errBoom}, w.Result())
 	assert.ErrorIs(t, next.Result().Err, errBoom)
+	assert.Equal(t, 7, next.Result().Value, "next's Default")
 	require.NoError(t, a.Close())
 }
 

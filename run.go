@@ -289,7 +289,7 @@ type runState struct {
 	endsLeft atomic.Int32
 	early    atomic.Pointer[runEnded]
 	// noDefault: a DefaultValue ended its goroutine with runtime.Goexit;
-	// defaults are zero values for the rest of the run.
+	// no DefaultValue is called for the rest of the run (see failResult).
 	noDefault atomic.Bool
 
 	// Observation, all off (nil) unless hooks or timings are on.

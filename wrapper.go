@@ -553,11 +553,16 @@ func (w *WorkerWrapper[P, R]) setFailure(r *runState, i int32, sl any, st Result
 // failResult writes a failed result with the node's default value. The
 // caller holds node i in sEnding. If the worker's DefaultValue ends the
 // goroutine with runtime.Goexit, the node is still ended (with the zero
-// value) and its consequences handed to a new goroutine, and the worker's
-// DefaultValue is not called again in this run.
+// value) and its consequences handed to a new goroutine, and no worker's
+// DefaultValue is called again in this run: the nodes that fail later
+// get their Default, which is no user code, or else the zero value.
 func (w *WorkerWrapper[P, R]) failResult(r *runState, i int32, s *slot[R], st ResultState, err error, sweep bool) {
 	if r.noDefault.Load() {
-		s.res = WorkResult[R]{State: st, Err: err}
+		var v R
+		if w.hasDef {
+			v = w.def
+		}
+		s.res = WorkResult[R]{Value: v, State: st, Err: err}
 		return
 	}
 	normal := false
