@@ -399,34 +399,61 @@ func TestGoexitInHooks(t *testing.T) {
 // done, as after a panic: they were skipped, and an OpenTelemetry run
 // span among them would never end. The run ends on a worker's goroutine,
 // or on the sweep's when the deadline ends it.
+//
+// The run's last node may itself have ended the goroutine first, in its
+// Result callback or its last end hook: its end was then processed in
+// the deferred call that hands the goroutine's work on, and the Goexit of
+// OnRunEnd there cut that call short. On the sweep's goroutine the sweep
+// never finished, so the run was never done and Close hung.
 func TestGoexitInOnRunEnd(t *testing.T) {
 	for _, swept := range []bool{false, true} {
-		t.Run(fmt.Sprint("swept=", swept), func(t *testing.T) {
-			a := New(WithHooks(&Hooks{OnRunEnd: func(context.Context, *Report) { runtime.Goexit() }}))
-			gate := make(chan struct{})
-			release := sync.OnceFunc(func() { close(gate) })
-			x := NewWrapper("x", okWorker(), 0)
-			timeout := time.Minute
-			if swept {
-				// x ignores its ctx: the deadline's sweep ends it, and the run.
-				x = NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-					<-gate
-					return 1, nil
-				}), 0)
-				timeout = 10 * time.Millisecond
-			}
-			var ends atomic.Int32
-			own := &Hooks{OnRunEnd: func(context.Context, *Report) { ends.Add(1) }}
-			r, err := a.Start(WithRunHooks(context.Background(), own), timeout, x)
-			require.NoError(t, err)
-			requireEnds(t, r, "run never done after Goexit in OnRunEnd")
-			assert.Equal(t, int32(1), ends.Load(), "the run's own OnRunEnd ran, before the run was done")
-			var cpe *CallbackPanicError
-			require.ErrorAs(t, r.Wait(context.Background()), &cpe)
-			assert.Equal(t, "OnRunEnd", cpe.Method)
-			release()
-			require.NoError(t, a.Close())
-		})
+		for _, first := range []string{"", "Result", "OnNodeEnd"} {
+			t.Run(fmt.Sprint("swept=", swept, ",first=", first), func(t *testing.T) {
+				a := New(WithHooks(&Hooks{OnRunEnd: func(context.Context, *Report) { runtime.Goexit() }}))
+				gate := make(chan struct{})
+				release := sync.OnceFunc(func() { close(gate) })
+				t.Cleanup(release)
+				x := NewWrapper("x", okWorker(), 0)
+				timeout := time.Minute
+				if swept {
+					// x ignores its ctx: the deadline's sweep ends it, and the run.
+					x = NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+						<-gate
+						return 1, nil
+					}), 0)
+					timeout = 10 * time.Millisecond
+				}
+				var ends atomic.Int32
+				own := &Hooks{OnRunEnd: func(context.Context, *Report) { ends.Add(1) }}
+				switch first {
+				case "Result":
+					x.Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) { runtime.Goexit() }))
+				case "OnNodeEnd":
+					// The run's own hooks come last: this is x's last end hook.
+					own.OnNodeEnd = func(context.Context, NodeEvent) { runtime.Goexit() }
+				}
+				r, err := a.Start(WithRunHooks(context.Background(), own), timeout, x)
+				require.NoError(t, err)
+				requireEnds(t, r, "run never done after Goexit in OnRunEnd")
+				assert.Equal(t, int32(1), ends.Load(), "the run's own OnRunEnd ran, before the run was done")
+				err = r.Wait(context.Background())
+				var cpe *CallbackPanicError
+				require.ErrorAs(t, err, &cpe)
+				methods := []string{}
+				for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+					if errors.As(e, &cpe) {
+						methods = append(methods, cpe.Method)
+					}
+				}
+				want := []string{"OnRunEnd"}
+				if first != "" {
+					want = []string{first, "OnRunEnd"}
+				}
+				assert.Equal(t, want, methods, "each Goexit is reported once, in order")
+				release()
+				require.NoError(t, a.Close())
+			})
+		}
 	}
 }
 

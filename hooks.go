@@ -273,7 +273,9 @@ func (r *runState) resumeEnd(wl *worklist) {
 	if wl.sweep {
 		r.sweepCall.Store(true) // cleared by sweepFrom if a hook ends the goroutine
 	}
-	r.nodeEnded(i, wl.hookNext, wl)
+	if r.nodeHooks&hookEnd != 0 && wl.hookNext < 3*len(r.hooks) {
+		r.nodeEnded(i, wl.hookNext, wl)
+	}
 	if wl.sweep {
 		r.sweepCall.Store(false)
 	}

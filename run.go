@@ -1372,14 +1372,14 @@ func (r *runState) salvage(wl *worklist, pe *PanicError) *worklist {
 		if wl.hook != "" {
 			next = wl.hookNext
 		}
-		if r.nodeHooks&hookEnd != 0 && next < 3*len(r.hooks) {
-			// The node's other end hooks run, as after a panic: on the
-			// goroutine that carries on (see resumeEnd), which then
-			// updates the node's successors.
-			cont.prop, cont.hookNext, cont.resume = i, next, true
-		} else {
-			r.afterCallback(i, 0, cont)
-		}
+		// The node's other end hooks run, as after a panic, on the
+		// goroutine that carries on (see resumeEnd), which then updates
+		// the node's successors. Not here: the node's end may be the
+		// run's last, whose OnRunEnd hooks would run in the deferred call
+		// of the goroutine that is exiting, where a Goexit of theirs would
+		// end that call before it hands the rest of the work on (the
+		// sweep's end with it, so the run would never be done).
+		cont.prop, cont.hookNext, cont.resume = i, next, true
 	case wl.after >= 0:
 		// A custom join did not return: fail its node, then go on with
 		// the other successors of the node that ended.
