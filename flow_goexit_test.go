@@ -340,15 +340,30 @@ func TestGoexitInAnEndHookNamesTheHook(t *testing.T) {
 // up's end readies other first (its out-edges are looked at last first),
 // and its goroutine claims it to run next; the join's Goexit hands other
 // to the goroutine that carries on.
+//
+// The join's node may also have a DefaultValue that calls Goexit when
+// the node fails: that ran in the deferred call that hands the exiting
+// goroutine's work on, and its Goexit cut that call short, so up's other
+// successors were never updated and the run was never done.
 func TestGoexitInCustomJoin(t *testing.T) {
-	a := newAsync(t)
-	up := NewWrapper("up", okWorker(), 0)
-	down := NewWrapper("down", okWorker(), 0).Depend(up, true).
-		Join(CustomJoin(func([]Upstream) Decision { runtime.Goexit(); return DecideRun }))
-	other := NewWrapper("other", okWorker(), 0).Depend(up, true)
-	require.NoError(t, a.BeginWork(context.Background(), time.Minute, up))
-	assert.ErrorIs(t, down.Result().Err, ErrGoexit)
-	assert.Equal(t, ResultSuccess, other.Result().State, "the other successors are still updated")
+	for _, defaultExits := range []bool{false, true} {
+		t.Run(fmt.Sprint("defaultExits=", defaultExits), func(t *testing.T) {
+			a := newAsync(t)
+			up := NewWrapper("up", okWorker(), 0)
+			var w Worker[int, int] = okWorker()
+			if defaultExits {
+				w = goexitDefaulter{}
+			}
+			down := NewWrapper("down", w, 0).Depend(up, true).
+				Join(CustomJoin(func([]Upstream) Decision { runtime.Goexit(); return DecideRun }))
+			other := NewWrapper("other", okWorker(), 0).Depend(up, true)
+			r, err := a.Start(context.Background(), time.Minute, up)
+			require.NoError(t, err)
+			requireEnds(t, r, "the run did not end: up's other successors were never updated")
+			assert.ErrorIs(t, down.Result().Err, ErrGoexit)
+			assert.Equal(t, ResultSuccess, other.Result().State, "the other successors are still updated")
+		})
+	}
 }
 
 // TestGoexitInCustomJoinWithAClaimedSibling: up's goroutine claims last

@@ -260,6 +260,30 @@ func (r *runState) nodeEnded(i int32, from int, wl *worklist) {
 	wl.hook, wl.hookNext = "", 0
 }
 
+// resumeWork goes on with the work that a goroutine ended by
+// runtime.Goexit left unfinished (see salvage): a node's end, or the
+// decision of a custom join.
+func (r *runState) resumeWork(wl *worklist) {
+	if wl.after >= 0 {
+		r.resumeJoin(wl)
+		return
+	}
+	r.resumeEnd(wl)
+}
+
+// resumeJoin goes on after the custom join of the successor on edge
+// wl.edge of node wl.after ended the goroutine that called it, with
+// wl.why: it fails that successor (whose DefaultValue may run), then
+// updates the node's other successors, as upstreamEndedFrom would have.
+func (r *runState) resumeJoin(wl *worklist) {
+	i, k, why := wl.after, wl.edge, wl.why
+	wl.resume, wl.why = false, nil
+	s := r.p.out(i)[k].node
+	r.failFromUpstream(s, i, fmt.Errorf("asynctool: join of %s: %w", errName(r.p.nodes[s].core.id, int(s)), why), wl)
+	wl.after = -1
+	r.afterCallback(i, len(r.p.out(i))-int(k), wl)
+}
+
 // resumeEnd goes on with the end of node wl.prop, whose Result callback
 // or one of whose end hooks ended the goroutine that was ending it with
 // runtime.Goexit (see salvage): it runs the node's end hooks from

@@ -423,8 +423,12 @@ type worklist struct {
 	hookNext int
 	// resume: node prop's Result callback or an end hook ended the
 	// goroutine that was ending it; this worklist, the one that carries
-	// on, runs its end hooks from hookNext on first (see resumeEnd).
+	// on, runs its end hooks from hookNext on first (see resumeEnd). Or,
+	// with prop -1, a custom join called after node after ended, on
+	// edge edge, ended it, with why: the worklist fails the join's node
+	// first (see resumeJoin).
 	resume bool
+	why    error
 }
 
 // getWorklist returns an empty worklist from the Async's free list,
@@ -921,7 +925,7 @@ func (r *runState) drive(first int32, wl *worklist) (again bool) {
 		r.continueAfterGoexit(wl, pe)
 	}()
 	if wl.resume {
-		r.resumeEnd(wl)
+		r.resumeWork(wl)
 	}
 	i := first
 	if wl.retry {
@@ -1381,12 +1385,13 @@ func (r *runState) salvage(wl *worklist, pe *PanicError) *worklist {
 		// sweep's end with it, so the run would never be done).
 		cont.prop, cont.hookNext, cont.resume = i, next, true
 	case wl.after >= 0:
-		// A custom join did not return: fail its node, then go on with
-		// the other successors of the node that ended.
-		i, k := wl.after, wl.edge
-		s := r.p.out(i)[k].node
-		r.failFromUpstream(s, i, fmt.Errorf("asynctool: join of %s: %w", errName(r.p.nodes[s].core.id, int(s)), why), cont)
-		r.afterCallback(i, len(r.p.out(i))-int(k), cont)
+		// A custom join did not return: its node fails, then the other
+		// successors of the node that ended are updated, on the
+		// goroutine that carries on (see resumeJoin). Not here: the
+		// node's DefaultValue would run in the deferred call of the
+		// goroutine that is exiting, where a Goexit of its own would end
+		// that call before it hands the rest of the work on.
+		cont.after, cont.edge, cont.why, cont.resume = wl.after, wl.edge, why, true
 	}
 	return cont
 }
@@ -2007,7 +2012,7 @@ func (r *runState) sweepFrom(k int, wl *worklist) {
 		go r.sweepFrom(k, cont)
 	}()
 	if wl.resume {
-		r.resumeEnd(wl)
+		r.resumeWork(wl)
 	}
 	for ; k < len(r.nodes); k++ {
 		r.stop(int32(k), wl)
