@@ -623,3 +623,123 @@ func TestGoexitInRetryPolicyIsNotTheWorkers(t *testing.T) {
 		})
 	}
 }
+
+// TestGoexitsInEndHooksOfSeveralNodes: OnNodeEnd is called once for
+// every node, and every other end hook once where it applies, even when
+// several end hooks of several nodes, in both sets of hooks, end their
+// goroutines with runtime.Goexit (one after another on one node, and a
+// panic after them), on workers' goroutines or the deadline's sweep, and
+// in runs of one Plan reused from its pool. Every node runs once, the
+// OnRunEnd hooks of both sets run once, and the run is done.
+func TestGoexitsInEndHooksOfSeveralNodes(t *testing.T) {
+	for _, swept := range []bool{false, true} {
+		for _, pooled := range []bool{false, true} {
+			t.Run(fmt.Sprint("swept=", swept, ",pooled=", pooled), func(t *testing.T) {
+				var mu sync.Mutex
+				calls := map[string]int{}
+				count := func(key string) {
+					mu.Lock()
+					calls[key]++
+					mu.Unlock()
+				}
+				hooks := func(set string, exitOn map[string]bool) *Hooks {
+					end := func(name string) func(context.Context, NodeEvent) {
+						return func(_ context.Context, ev NodeEvent) {
+							count(set + " " + name + " " + ev.ID)
+							if exitOn[name+" "+ev.ID] {
+								runtime.Goexit()
+							}
+							if set == "run" && name == "OnNodeEnd" && ev.ID == "y0" {
+								panic("boom")
+							}
+						}
+					}
+					return &Hooks{
+						OnNodeEnd: end("OnNodeEnd"), OnNodeTimeout: end("OnNodeTimeout"), OnNodeSkip: end("OnNodeSkip"),
+						OnRunEnd: func(context.Context, *Report) {
+							count(set + " OnRunEnd")
+							runtime.Goexit()
+						},
+					}
+				}
+				a := New(WithHooks(hooks("async", map[string]bool{
+					"OnNodeEnd x0": true, "OnNodeEnd x1": true, "OnNodeTimeout x0": true, "OnNodeEnd y1": true,
+				})))
+				ctx := WithRunHooks(context.Background(), hooks("run", map[string]bool{
+					"OnNodeEnd x0": true, "OnNodeTimeout x1": true, "OnNodeEnd x1": true,
+				}))
+				gate := make(chan struct{})
+				release := sync.OnceFunc(func() { close(gate) })
+				t.Cleanup(release)
+				var ran sync.Map
+				worker := func(id string) WorkerFunc[int, int] {
+					return func(context.Context, int, Wrappers) (int, error) {
+						_, again := ran.LoadOrStore(id, true)
+						assert.False(t, again, "%s ran twice", id)
+						if swept && id[0] == 'x' {
+							<-gate // ignores its ctx: the sweep ends it
+						}
+						return 1, nil
+					}
+				}
+				x0 := NewWrapper("x0", worker("x0"), 0)
+				x1 := NewWrapper("x1", worker("x1"), 0)
+				y0 := NewWrapper("y0", worker("y0"), 0).Depend(x0, true).Depend(x1, true)
+				y1 := NewWrapper("y1", worker("y1"), 0).Depend(x1, true)
+				NewWrapper("z", worker("z"), 0).Depend(y0, true).Depend(y1, true)
+				ids := []string{"x0", "x1", "y0", "y1", "z"}
+				timeout := time.Minute
+				if swept {
+					timeout = 20 * time.Millisecond
+				}
+				runs := 1
+				var pl *Plan
+				if pooled {
+					runs = 3
+					var err error
+					pl, err = Compile(x0, x1)
+					require.NoError(t, err)
+				}
+				for range runs {
+					mu.Lock()
+					clear(calls)
+					mu.Unlock()
+					ran.Clear()
+					var r *Run
+					var err error
+					if pooled {
+						r, err = a.StartPlan(ctx, pl, timeout)
+					} else {
+						r, err = a.Start(ctx, timeout, x0, x1)
+					}
+					require.NoError(t, err)
+					requireEnds(t, r, "the run is not done")
+					mu.Lock()
+					for key, n := range calls {
+						assert.Equal(t, 1, n, "%s called %d times", key, n)
+					}
+					for _, set := range []string{"async", "run"} {
+						for _, id := range ids {
+							assert.Equal(t, 1, calls[set+" OnNodeEnd "+id], "%s OnNodeEnd of %s", set, id)
+						}
+						assert.Equal(t, 1, calls[set+" OnRunEnd"], "%s OnRunEnd", set)
+						if swept {
+							assert.Equal(t, 1, calls[set+" OnNodeTimeout x0"], "%s OnNodeTimeout of x0", set)
+							assert.Equal(t, 1, calls[set+" OnNodeTimeout x1"], "%s OnNodeTimeout of x1", set)
+						}
+					}
+					mu.Unlock()
+					if !swept {
+						for _, id := range ids {
+							_, ok := ran.Load(id)
+							assert.True(t, ok, "%s never ran", id)
+						}
+					}
+					r.Release()
+				}
+				release()
+				require.NoError(t, a.Close())
+			})
+		}
+	}
+}
