@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -105,27 +106,42 @@ func newClient[TTx any](t *testing.T, driver riverdriver.Driver[TTx], workers *r
 }
 
 // newClientIn is newClient for River's tables in schema ("": the
-// default), with retry as the retry policy. Stopping the client twice is
-// fine: the cleanup's Stop of a stopped client returns nil.
+// default), with retry as the retry policy.
 func newClientIn[TTx any](t *testing.T, driver riverdriver.Driver[TTx], schema string, workers *river.Workers, retry river.ClientRetryPolicy) *river.Client[TTx] {
 	t.Helper()
-	client, err := river.NewClient[TTx](driver, &river.Config{
-		Schema:            schema,
-		Logger:            slog.New(slog.DiscardHandler),
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}},
-		FetchCooldown:     5 * time.Millisecond,
-		FetchPollInterval: 20 * time.Millisecond,
-		RetryPolicy:       retry,
-		Workers:           workers,
-	})
+	client := testClient(t, driver, &river.Config{Schema: schema, RetryPolicy: retry, Workers: workers})
+	startClient(t, client)
+	return client
+}
+
+// testClient returns a River client for driver with config, whose
+// Logger, Queues, FetchCooldown and FetchPollInterval, where unset, are
+// the tests': no log, four workers, and fetches every 5 to 20 ms.
+func testClient[TTx any](t *testing.T, driver riverdriver.Driver[TTx], config *river.Config) *river.Client[TTx] {
+	t.Helper()
+	if config.Logger == nil {
+		config.Logger = slog.New(slog.DiscardHandler)
+	}
+	if config.Queues == nil {
+		config.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}}
+	}
+	config.FetchCooldown = cmp.Or(config.FetchCooldown, 5*time.Millisecond)
+	config.FetchPollInterval = cmp.Or(config.FetchPollInterval, 20*time.Millisecond)
+	client, err := river.NewClient[TTx](driver, config)
 	require.NoError(t, err)
+	return client
+}
+
+// startClient starts client, stopped when t ends. Stopping a client
+// twice is fine: the cleanup's Stop of a stopped client returns nil.
+func startClient[TTx any](t *testing.T, client *river.Client[TTx]) {
+	t.Helper()
 	require.NoError(t, client.Start(context.Background()))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		require.NoError(t, client.Stop(ctx))
 	})
-	return client
 }
 
 // mustWorker is NewWorker for arguments known to be valid.

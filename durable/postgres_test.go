@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -597,21 +596,11 @@ func TestStoppedMachinesJobGoesOnElsewhere(t *testing.T) {
 // that none is missed.
 func startSubscribed(t *testing.T, driver *riverpgxv5.Driver, config *river.Config) <-chan *river.Event {
 	t.Helper()
-	config.Logger = slog.New(slog.DiscardHandler)
-	config.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}}
-	config.FetchCooldown = 5 * time.Millisecond
-	config.FetchPollInterval = 20 * time.Millisecond
 	config.RetryPolicy = retryNow{}
-	client, err := river.NewClient[pgx.Tx](driver, config)
-	require.NoError(t, err)
+	client := testClient[pgx.Tx](t, driver, config)
 	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
 	t.Cleanup(cancel)
-	require.NoError(t, client.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, client.Stop(ctx))
-	})
+	startClient(t, client)
 	return events
 }
 
@@ -840,21 +829,12 @@ func TestStaleAttemptSavesOverAParkedJob(t *testing.T) {
 			// Not newClientIn: one worker per machine, so that m0, busy
 			// with attempt 1, leaves attempt 2 to m1 (with newClientIn's
 			// four, m0 took it itself and the test failed 2 runs of 5).
-			client, err := river.NewClient[pgx.Tx](riverpgxv5.New(pool), &river.Config{
-				Schema:            schema,
-				Logger:            slog.New(slog.DiscardHandler),
-				Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 1}},
-				FetchCooldown:     5 * time.Millisecond,
-				FetchPollInterval: 20 * time.Millisecond,
-				Workers:           workers,
+			client := testClient(t, riverpgxv5.New(pool), &river.Config{
+				Schema:  schema,
+				Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 1}},
+				Workers: workers,
 			})
-			require.NoError(t, err)
-			require.NoError(t, client.Start(context.Background()))
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				require.NoError(t, client.Stop(ctx))
-			})
+			startClient(t, client)
 			return client
 		}
 		m0 := machine()

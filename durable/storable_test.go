@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"math/big"
 	"strings"
@@ -352,24 +351,15 @@ func TestBuildPanicTextIsStorable(t *testing.T) {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, mustWorker(t, newAsync(t), 10*time.Second, panicking(cause)))
 	handler := &panicHandler{}
-	client, err := river.NewClient(riversqlite.New(openSQLite(t)), &river.Config{
-		ErrorHandler:      handler,
-		Logger:            slog.New(slog.DiscardHandler),
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 2}},
-		FetchCooldown:     5 * time.Millisecond,
-		FetchPollInterval: 20 * time.Millisecond,
-		Workers:           workers,
+	client := testClient(t, riversqlite.New(openSQLite(t)), &river.Config{
+		ErrorHandler: handler,
+		Queues:       map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 2}},
+		Workers:      workers,
 	})
-	require.NoError(t, err)
-	require.NoError(t, client.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, client.Stop(ctx))
-	})
+	startClient(t, client)
 	events, cancel := client.Subscribe(river.EventKindJobFailed)
 	defer cancel()
-	_, err = client.Insert(context.Background(), sumArgs{Base: 1}, &river.InsertOpts{MaxAttempts: 1})
+	_, err := client.Insert(context.Background(), sumArgs{Base: 1}, &river.InsertOpts{MaxAttempts: 1})
 	require.NoError(t, err)
 	ev := waitFor(t, events, 1)[0]
 	rec := ev.Job.Errors[len(ev.Job.Errors)-1]
