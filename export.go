@@ -91,13 +91,16 @@ func (rep *Report) nodeLines(n *NodeReport, static bool) []string {
 	return lines
 }
 
-// displayID is n's id as the pictures show it: "#" and its index for
-// the empty id.
-func displayID(n *NodeReport) string {
-	if n.ID == "" {
-		return "#" + strconv.Itoa(n.Index)
+// displayID is n's id as the pictures show it (see plainName).
+func displayID(n *NodeReport) string { return plainName(n.ID, n.Index) }
+
+// plainName is the node with the given id and index as the pictures and
+// Wrappers.Path show it: the id, or "#" and the index for the empty id.
+func plainName(id string, index int) string {
+	if id == "" {
+		return "#" + strconv.Itoa(index)
 	}
-	return n.ID
+	return id
 }
 
 // roundDuration keeps about three significant digits, so labels stay

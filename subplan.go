@@ -226,7 +226,7 @@ func suspendedError(noun, name, then string, why error) error {
 // "#3".
 func errName(id string, index int) string {
 	if id == "" {
-		return "#" + strconv.Itoa(index)
+		return plainName(id, index)
 	}
 	return strconv.Quote(id)
 }

@@ -658,9 +658,7 @@ func (all Wrappers) Path() []string {
 	path := make([]string, depth)
 	r, self := all.r, all.self
 	for k := depth - 1; k >= 0; k-- {
-		if path[k] = r.p.nodeID(self); path[k] == "" {
-			path[k] = fmt.Sprint("#", self)
-		}
+		path[k] = plainName(r.p.nodeID(self), int(self))
 		r, self = r.outer, r.outerSelf
 	}
 	return path
