@@ -743,3 +743,33 @@ func TestGoexitsInEndHooksOfSeveralNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestGoexitOnTheCallersGoroutineEndsOnlyThatCall pins what doc.go says
+// of an executor that runs tasks on its caller: a worker's
+// runtime.Goexit ends the goroutine that called BeginWork, so that call
+// never returns, but the run still ends, with the worker's node failed
+// with ErrGoexit, and Close returns.
+func TestGoexitOnTheCallersGoroutineEndsOnlyThatCall(t *testing.T) {
+	a := New(WithExecutor(ExecutorFunc(func(task func()) error { task(); return nil })))
+	x := NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		runtime.Goexit()
+		return 0, nil
+	}), 0)
+	y := NewWrapper("y", okWorker(), 0).Depend(x, false)
+	returned, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		_ = a.BeginWork(context.Background(), time.Minute, x)
+		close(returned)
+	}()
+	<-exited
+	select {
+	case <-returned:
+		t.Fatal("BeginWork returned on the goroutine that Goexit ended")
+	default:
+	}
+	require.Eventually(t, func() bool { return y.State() == StateError }, 10*time.Second, time.Millisecond,
+		"the run goes on: y, whose only upstream failed, fails")
+	assert.ErrorIs(t, x.Result().Err, ErrGoexit)
+	require.NoError(t, a.Close())
+}
