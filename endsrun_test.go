@@ -197,35 +197,33 @@ func TestNilRunWait(t *testing.T) {
 	assert.Nil(t, nilRun.Done())
 }
 
-// slowDefault is a worker that fails; its DefaultValue, which the
-// engine calls as the node ends, first lets the marked node "page" end
-// (the run ends with it), then takes a while: the node's PolicyEnd comes
-// after the run ended.
-type slowDefault struct{ release chan struct{} }
-
-func (w slowDefault) Action(context.Context, int, Wrappers) (int, error) { return 0, errBoom }
-
-func (w slowDefault) DefaultValue() int {
-	select {
-	case <-w.release:
-	default:
-		close(w.release)
+// slowRefusal is a retry policy's Retryable that refuses a failure, but
+// first lets the marked node "page" end (the run ends with it), then
+// takes a while: the failing node's PolicyEnd comes after the run ended.
+func slowRefusal(release chan struct{}) func(error) bool {
+	return func(error) bool {
+		close(release)
+		time.Sleep(50 * time.Millisecond)
+		return false
 	}
-	time.Sleep(50 * time.Millisecond)
-	return -1
 }
 
 // TestPolicyEndAfterTheRunEnded: a node under PolicyEnd whose failure
 // is settled after the run ended with its marked node stops nothing (the
 // run's end stopped slow, with ErrRunEnded), so the run's error is nil,
 // as EndsRun says; it was the failing node's EndError, which names a
-// node that ended no other.
+// node that ended no other. The failure is settled once its retry policy
+// has refused it; the run's end came first, so the node ends as any
+// node that returns after it does. (The policy applies before the node's
+// DefaultValue is called, so a slow DefaultValue no longer stages this.)
 func TestPolicyEndAfterTheRunEnded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := New()
 		defer a.Close()
 		release := make(chan struct{})
-		critical := NewWrapper[int, int]("critical", slowDefault{release}, 0).OnFailure(PolicyEnd)
+		critical := NewWrapper("critical", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			return 0, errBoom
+		}), 0).Default(-1).Retry(RetryPolicy{Attempts: 2, Retryable: slowRefusal(release)}).OnFailure(PolicyEnd)
 		page := NewWrapper("page", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
 			<-release
 			return 1, nil
@@ -237,7 +235,9 @@ func TestPolicyEndAfterTheRunEnded(t *testing.T) {
 		require.ErrorIs(t, slow.ResultIn(run).Err, ErrRunEnded, "the run ended with page")
 		assert.NoError(t, err)
 		assert.Nil(t, run.Report().RunErr)
-		assert.Equal(t, WorkResult[int]{State: ResultException, Value: -1, Err: errBoom}, critical.ResultIn(run), "its own failure")
+		res := critical.ResultIn(run)
+		assert.ErrorIs(t, res.Err, ErrRunEnded, "its failure came after the run's end: %+v", res)
+		assert.Equal(t, -1, res.Value)
 		assert.Equal(t, WorkResult[int]{State: ResultSuccess, Value: 1}, page.ResultIn(run))
 	})
 }

@@ -508,7 +508,9 @@ func (r *runState) failAttempt(i int32, err error, wl *worklist) {
 		return
 	}
 	err = asFailure(err)
-	r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), ResultException, err, false)
+	// The policy applies before setFailure, which calls DefaultValue: user
+	// code that may end this goroutine with runtime.Goexit, after which
+	// the rescue in setFailure only finishes the node.
 	r.failedFinally(i)
 	if f := r.p.nodes[i].flow; f != nil && f.policy == PolicyEnd {
 		// Before finish, which ends the run early if the node is marked
@@ -518,6 +520,7 @@ func (r *runState) failAttempt(i int32, err error, wl *worklist) {
 		// sEnding, is left to this goroutine by the sweep.
 		r.endRun(i, err)
 	}
+	r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), ResultException, err, false)
 	r.finish(i, sError, wl)
 }
 

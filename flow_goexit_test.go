@@ -773,3 +773,87 @@ func TestGoexitOnTheCallersGoroutineEndsOnlyThatCall(t *testing.T) {
 	assert.ErrorIs(t, x.Result().Err, ErrGoexit)
 	require.NoError(t, a.Close())
 }
+
+// defaultEnder is a worker that fails, with errBoom or, under its own
+// Timeout, by waiting for its ctx, and whose DefaultValue panics or
+// ends its goroutine with runtime.Goexit.
+type defaultEnder struct{ wait, goexit bool }
+
+func (d defaultEnder) Action(ctx context.Context, _ int, _ Wrappers) (int, error) {
+	if d.wait {
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}
+	return 0, errBoom
+}
+
+func (d defaultEnder) DefaultValue() int {
+	if d.goexit {
+		runtime.Goexit()
+	}
+	panic("no default")
+}
+
+// TestDefaultValueEndingItsGoroutineKeepsThePolicy: a node's failure
+// policy applies whatever its DefaultValue does, as it does when the
+// DefaultValue panics. After a DefaultValue's runtime.Goexit, the node
+// was finished without its policy: under PolicyContinue its must
+// successor was skipped, and under PolicyEnd the run went on to its
+// deadline and returned no EndError. The same held for a node ended by
+// its own Timeout under PolicyEnd.
+func TestDefaultValueEndingItsGoroutineKeepsThePolicy(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		wait   bool // the node ends by its own Timeout, not by errBoom
+		goexit bool // DefaultValue calls runtime.Goexit, else panics
+	}{
+		{"error/panic", false, false},
+		{"error/goexit", false, true},
+		{"timeout/panic", true, false},
+		{"timeout/goexit", true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			x := func(p FailurePolicy) *WorkerWrapper[int, int] {
+				w := NewWrapper("x", Worker[int, int](defaultEnder{wait: c.wait, goexit: c.goexit}), 0).OnFailure(p)
+				if c.wait {
+					w.Timeout(time.Second)
+				}
+				return w
+			}
+			t.Run("continue", func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					a := New()
+					defer a.Close()
+					up := x(PolicyContinue)
+					down := NewWrapper("down", okWorker(), 0).Depend(up, true)
+					err := a.BeginWork(context.Background(), time.Hour, up)
+					var pe *PanicError
+					require.ErrorAs(t, err, &pe, "the DefaultValue's end is reported")
+					assert.Equal(t, ResultSuccess, down.Result().State,
+						"up failed under PolicyContinue: down runs (%+v)", down.Result())
+				})
+			})
+			t.Run("end", func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					a := New()
+					defer a.Close()
+					up := x(PolicyEnd)
+					other := NewWrapper("other", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+						<-ctx.Done()
+						return 0, ctx.Err()
+					}), 0)
+					start := time.Now()
+					err := a.BeginWork(context.Background(), time.Hour, up, other)
+					var ee *EndError
+					require.ErrorAs(t, err, &ee, "up failed under PolicyEnd: the run ends with it")
+					assert.Equal(t, "x", ee.ID)
+					want := time.Duration(0)
+					if c.wait {
+						want = time.Second
+					}
+					assert.Equal(t, want, time.Since(start), "the run ends with up, not at its deadline")
+				})
+			})
+		})
+	}
+}

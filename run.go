@@ -1742,12 +1742,12 @@ func (r *runState) end(i int32, from int32, st ResultState, err error, by int32,
 		// the join counts it as done, as if its Timeout had ended it.
 		r.failedFinally(i)
 	}
-	r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), st, err, wl.sweep)
 	if ownTimeout {
 		if f := r.p.nodes[i].flow; f != nil && f.policy == PolicyEnd {
-			r.endRun(i, err) // before finish, as in failAttempt
+			r.endRun(i, err) // before setFailure and finish, as in failAttempt
 		}
 	}
+	r.p.nodes[i].core.impl.setFailure(r, i, r.slot(i), st, err, wl.sweep)
 	r.finish(i, sError, wl)
 	return true
 }
