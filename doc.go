@@ -158,7 +158,9 @@
 // not hang the run either. In a worker, Callback.Begin, or an OnNodeStart
 // or OnNodeRetry hook, it fails the node it was working for with
 // [ErrGoexit] (for a worker's Goexit the node's failure policy applies,
-// but not its retries, as for a panic), and one in Begin or OnNodeStart
+// but not its retries, as for a panic; unlike after a panic, the
+// OnNodeStart or OnNodeRetry hooks of the hook sets after the one that
+// called it are not called for that attempt), and one in Begin or OnNodeStart
 // is also returned by BeginWork as a *CallbackPanicError wrapping
 // ErrGoexit, its node's reason naming the call; in a RetryPolicy's
 // Retryable or Backoff it ends the retries as a panic there does, with an
