@@ -406,6 +406,29 @@ func TestGoexitInHooks(t *testing.T) {
 	}
 }
 
+// TestGoexitInOnNodeStartSkipsTheLaterSetsStart: as doc.go says, a
+// Goexit in the Async's OnNodeStart fails the attempt with ErrGoexit at
+// once, so the run's own OnNodeStart is not called for it, while the
+// node's end hooks of both sets are, once.
+func TestGoexitInOnNodeStartSkipsTheLaterSetsStart(t *testing.T) {
+	a := newAsync(t, WithHooks(&Hooks{
+		OnNodeStart: func(context.Context, NodeEvent) context.Context { runtime.Goexit(); return nil },
+	}))
+	var starts, ends atomic.Int32
+	own := &Hooks{
+		OnNodeStart: func(ctx context.Context, _ NodeEvent) context.Context { starts.Add(1); return ctx },
+		OnNodeEnd:   func(context.Context, NodeEvent) { ends.Add(1) },
+	}
+	x := NewWrapper("x", okWorker(), 0)
+	err := a.BeginWork(WithRunHooks(context.Background(), own), time.Minute, x)
+	var cpe *CallbackPanicError
+	require.ErrorAs(t, err, &cpe)
+	assert.Equal(t, "OnNodeStart", cpe.Method)
+	assert.ErrorIs(t, x.Result().Err, ErrGoexit)
+	assert.Zero(t, starts.Load(), "the run's OnNodeStart is not called for the attempt")
+	assert.Equal(t, int32(1), ends.Load(), "the run's OnNodeEnd is called once")
+}
+
 // Regression tests from a second review.
 
 // TestGoexitInOnRunEnd: a run whose OnRunEnd hook ends its goroutine
