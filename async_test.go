@@ -361,7 +361,6 @@ func TestConcurrentRuns(t *testing.T) {
 func TestNoPartialResult(t *testing.T) {
 	a := newAsync(t, WithMaxWorkers(8))
 	for i := range 300 {
-		var xs []*WorkerWrapper[int, string]
 		c := NewWrapper("c", WorkerFunc[int, string](func(ctx context.Context, _ int, all Wrappers) (string, error) {
 			var sb strings.Builder
 			for k := range 4 {
@@ -378,7 +377,6 @@ func TestNoPartialResult(t *testing.T) {
 			x := NewWrapper(fmt.Sprint("x", k), WorkerFunc[int, string](func(context.Context, int, Wrappers) (string, error) {
 				return fmt.Sprint(k), nil
 			}), 0)
-			xs = append(xs, x)
 			c.Depend(x, true)
 			starts = append(starts, x)
 		}
