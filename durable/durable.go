@@ -433,6 +433,16 @@ func checkIDs(cp *Checkpoint, starts []asynctool.Wrapper) error {
 		}
 		cp.mu.Lock()
 		cp.top = top
+		// The checkpointed nodes of the outer graph: a SubGraph's Build
+		// may later make one with the id of another node of that graph.
+		for id, f := range cp.nodes {
+			if top[id] {
+				if cp.topNodes == nil {
+					cp.topNodes = make(map[string]func(*asynctool.Run) (bool, error))
+				}
+				cp.topNodes[id] = f
+			}
+		}
 		cp.mu.Unlock()
 	}
 	for _, id := range ids {
@@ -796,6 +806,11 @@ type Checkpoint struct {
 	// each with the function that ends it, suspended in a run, with its
 	// stored result (see await).
 	nodes map[string]func(run *asynctool.Run) (bool, error)
+	// topNodes are those of nodes that are nodes of the graph the
+	// BuildFunc returned (see checkIDs): only a node of the outer run
+	// stalls it, and a node a SubGraph's Build makes may have the id of
+	// another node of the outer graph, which its result must not end.
+	topNodes map[string]func(run *asynctool.Run) (bool, error)
 	// notNil are the checkpointed nodes whose result type does not take
 	// JSON null (see nullable).
 	notNil map[string]bool
@@ -1175,10 +1190,10 @@ func refused(n asynctool.Wrapper) bool {
 // says why a value Resume gave could not be used.
 func (cp *Checkpoint) replay(run *asynctool.Run, id string) (bool, error) {
 	cp.mu.Lock()
-	f := cp.nodes[id]
+	f := cp.topNodes[id]
 	cp.mu.Unlock()
 	if f == nil {
-		return false, nil // not checkpointed
+		return false, nil // not checkpointed, or a sub-run's node's id
 	}
 	return f(run)
 }

@@ -82,3 +82,42 @@ func TestASubGraphRetriedReplaysItsNode(t *testing.T) {
 	assert.Equal(t, int32(2), tries.Load())
 	assert.Equal(t, int32(1), runs.Load(), "the retry replays fetch")
 }
+
+// A suspended node that is not checkpointed, in the outer graph, is not
+// replayed with the stored result of a checkpointed node that a
+// SubGraph's Build made with the same id (ids are unique within one graph
+// only): the job parks again until a person decides. Before, the second
+// attempt ended the suspended "approve" with the sub-graph's stored 7,
+// without its worker succeeding, and the job completed.
+func TestSuspendedNodeIsNotReplayedWithASubGraphNodesResult(t *testing.T) {
+	var subRuns, s atomic.Int32
+	var approved atomic.Bool
+	var got atomic.Int64
+	got.Store(-1)
+	client, id, events := runParked(t, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		sub := asynctool.NewWrapper("sub", asynctool.SubGraph[int, int]{Build: func(context.Context, int, asynctool.Wrappers) (asynctool.Built[int], error) {
+			n := Node(cp, "approve", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+				subRuns.Add(1)
+				return 7, nil
+			}), 0)
+			return asynctool.Built[int]{Starts: []asynctool.Wrapper{n}, Output: func() (int, error) {
+				r := n.Result()
+				return r.Value, r.Err
+			}}, nil
+		}}, 0)
+		approve := asynctool.NewWrapper("approve", approvalWorker(&s, &approved), 0).Depend(sub, true).OnFailure(asynctool.PolicySuspend)
+		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+			r, err := asynctool.ResultOf[int](all, "approve")
+			got.Store(int64(r.Value))
+			return r.Value, err
+		}), 0).Depend(approve, true)
+		return []asynctool.Wrapper{sub}, nil
+	})
+	_, err := Resume(context.Background(), client, id, nil)
+	require.NoError(t, err)
+	ev := untilParkedOrDone(t, events)
+	assert.Equal(t, river.EventKindJobCancelled, ev.Kind, "parked again: nobody approved")
+	assert.Equal(t, int64(-1), got.Load(), "the sink did not run")
+	assert.Equal(t, int32(2), s.Load(), "approve's worker ran on each attempt")
+	assert.Equal(t, int32(1), subRuns.Load(), "the sub-graph's node was replayed")
+}
