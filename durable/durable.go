@@ -730,7 +730,9 @@ type SuspendedError struct {
 	// Suspended are the nodes that suspended, each with the error its
 	// worker failed with; for a node a custom join suspended, nil, or
 	// why the value Resume gave it cannot be used (it does not decode,
-	// or is nil for a result type that cannot be: ErrNilValue). A checkpointed node
+	// or is nil for a result type that cannot be: ErrNilValue), or why
+	// none can (a checkpointed node of a sub-graph has its id:
+	// asynctool.ErrDuplicateID, see [Node]). A checkpointed node
 	// that a custom join suspended is listed only when it has no stored
 	// result that decodes: one that does ends the node instead (see
 	// [Worker.Work]).
@@ -1529,6 +1531,11 @@ func hexEscape(raw []byte, i int) (uint16, bool) {
 // result that does not decode leaves the node suspended, for a person to
 // decide; if Resume gave it, the error says so.
 func (c *checkpointed[P, R]) replay(run *asynctool.Run) (bool, error) {
+	// A node of the outer graph (see Checkpoint.replay): its path is its
+	// id. Its Action, which claims it, does not run.
+	if err := c.cp.claim(c.id, []string{c.id}); err != nil {
+		return false, err
+	}
 	raw, ok := c.cp.saved[c.id]
 	if !ok {
 		return false, nil

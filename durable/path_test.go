@@ -121,3 +121,54 @@ func TestSuspendedNodeIsNotReplayedWithASubGraphNodesResult(t *testing.T) {
 	assert.Equal(t, int32(2), s.Load(), "approve's worker ran on each attempt")
 	assert.Equal(t, int32(1), subRuns.Load(), "the sub-graph's node was replayed")
 }
+
+// A checkpointed node of the outer graph that a custom join suspends is
+// ended with its stored result when the run stalls, without its Action:
+// the check that no other checkpointed node, in a sub-graph, has its id
+// must be made there too, or it takes that node's result. Before, the
+// attempt parked without naming the clash, and the next one ended "c"
+// with the sub-graph's 7, which the sink read.
+func TestNodeACustomJoinSuspendedSharingASubGraphNodesIDFails(t *testing.T) {
+	var c, subRuns atomic.Int32
+	var got atomic.Int64
+	got.Store(-1)
+	client, id, events := runParked(t, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		sub := asynctool.NewWrapper("sub", asynctool.SubGraph[int, int]{Build: func(context.Context, int, asynctool.Wrappers) (asynctool.Built[int], error) {
+			n := Node(cp, "c", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+				subRuns.Add(1)
+				return 7, nil
+			}), 0)
+			return asynctool.Built[int]{Starts: []asynctool.Wrapper{n}, Output: func() (int, error) {
+				r := n.Result()
+				return r.Value, r.Err
+			}}, nil
+		}}, 0)
+		up := asynctool.NewWrapper("up", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			return 0, errors.New("the partner's API is down")
+		}), 0).Depend(sub, true)
+		nc := intNode(cp, "c", &c, nil).Depend(up, true).Join(asynctool.CustomJoin(func(ups []asynctool.Upstream) asynctool.Decision {
+			if !ups[0].OK {
+				return asynctool.DecideSuspend
+			}
+			return asynctool.DecideRun
+		}))
+		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+			r, err := asynctool.ResultOf[int](all, "c")
+			got.Store(int64(r.Value))
+			return r.Value, err
+		}), 0).Depend(nc, true)
+		return []asynctool.Wrapper{sub}, nil
+	})
+	job, err := client.JobGet(context.Background(), id)
+	require.NoError(t, err)
+	require.NotEmpty(t, job.Errors)
+	assert.Contains(t, job.Errors[len(job.Errors)-1].Error, `["sub" "c"] and ["c"] both have id "c"`)
+
+	_, err = Resume(context.Background(), client, id, nil)
+	require.NoError(t, err)
+	ev := untilParkedOrDone(t, events)
+	assert.Equal(t, river.EventKindJobCancelled, ev.Kind, "parked again")
+	assert.Equal(t, int64(-1), got.Load(), "the sink did not run")
+	assert.Zero(t, c.Load())
+	assert.Equal(t, int32(1), subRuns.Load())
+}
