@@ -816,7 +816,9 @@ type Checkpoint struct {
 	// notNil are the checkpointed nodes whose result type does not take
 	// JSON null (see nullable).
 	notNil map[string]bool
-	hits   int
+	// replayedIDs are the checkpointed nodes that took a stored result
+	// (see Replayed): a SubGraph retried replays its node again.
+	replayedIDs map[string]bool
 	// anonymous: a checkpointed node was made with the empty id, which
 	// fails the attempt before any node runs (see checkIDs).
 	anonymous bool
@@ -939,7 +941,8 @@ func (cp *Checkpoint) close() {
 }
 
 // Replayed returns how many nodes of this attempt took their result from
-// an earlier attempt instead of running; 0 for a nil Checkpoint. To asynctool, its report and
+// an earlier attempt instead of running (a node that a SubGraph retried
+// built again counts once); 0 for a nil Checkpoint. To asynctool, its report and
 // its hooks (asynctoolotel's spans, with asynctool.node.ran = true),
 // such a node ran and succeeded at once: the worker asynctool calls is
 // Node's, which returns the stored result without calling the node's own.
@@ -949,7 +952,18 @@ func (cp *Checkpoint) Replayed() int {
 	}
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
-	return cp.hits
+	return len(cp.replayedIDs)
+}
+
+// markReplayed records that the checkpointed node with id took its
+// stored result.
+func (cp *Checkpoint) markReplayed(id string) {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	if cp.replayedIDs == nil {
+		cp.replayedIDs = make(map[string]bool)
+	}
+	cp.replayedIDs[id] = true
 }
 
 // Has reports whether an earlier attempt stored a result for id. A nil
@@ -1236,9 +1250,7 @@ func (c *checkpointed[P, R]) Action(ctx context.Context, p P, all asynctool.Wrap
 	if raw, ok := c.cp.saved[c.id]; ok {
 		sv, err := c.decodeSaved(raw)
 		if err == nil {
-			c.cp.mu.Lock()
-			c.cp.hits++
-			c.cp.mu.Unlock()
+			c.cp.markReplayed(c.id)
 			return sv, nil
 		}
 		if c.cp.decided[c.id] {
@@ -1550,9 +1562,7 @@ func (c *checkpointed[P, R]) replay(run *asynctool.Run) (bool, error) {
 	if err := run.Resume(c.id, asynctool.SucceedWith(v)); err != nil {
 		return false, fmt.Errorf("durable: node %q: replaying its stored result: %w", c.id, err)
 	}
-	c.cp.mu.Lock()
-	c.cp.hits++
-	c.cp.mu.Unlock()
+	c.cp.markReplayed(c.id)
 	return true, nil
 }
 

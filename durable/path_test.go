@@ -172,3 +172,36 @@ func TestNodeACustomJoinSuspendedSharingASubGraphNodesIDFails(t *testing.T) {
 	assert.Zero(t, c.Load())
 	assert.Equal(t, int32(1), subRuns.Load())
 }
+
+// Replayed counts nodes, not replays: on attempt 2 a SubGraph's first try
+// fails after its checkpointed node replayed, and its retry builds and
+// replays the node again. Before, Replayed said 2 of this one node.
+func TestReplayedCountsANodeOnce(t *testing.T) {
+	var runs, tries, sinks atomic.Int32
+	var replayed atomic.Int64
+	evs := runJob(t, 2, 10*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		g := asynctool.NewWrapper("g", asynctool.SubGraph[int, int]{Build: func(context.Context, int, asynctool.Wrappers) (asynctool.Built[int], error) {
+			f := intNode(cp, "g/fetch", &runs, nil)
+			return asynctool.Built[int]{Starts: []asynctool.Wrapper{f}, Output: func() (int, error) {
+				if tries.Add(1) == 2 {
+					return 0, errors.New("attempt 2's first try fails after fetch")
+				}
+				r := f.Result()
+				return r.Value, r.Err
+			}}, nil
+		}}, 0).Retry(asynctool.RetryPolicy{Attempts: 2})
+		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			replayed.Store(int64(cp.Replayed()))
+			if sinks.Add(1) == 1 {
+				return 0, errors.New("attempt 1 fails")
+			}
+			return 0, nil
+		}), 0).Depend(g, true)
+		return []asynctool.Wrapper{g}, nil
+	})
+	require.Len(t, evs, 2)
+	assert.Equal(t, river.EventKindJobCompleted, evs[1].Kind)
+	assert.Equal(t, int32(3), tries.Load(), "attempt 2 tried the SubGraph twice")
+	assert.Equal(t, int32(1), runs.Load(), "fetch ran on attempt 1 only")
+	assert.Equal(t, int64(1), replayed.Load())
+}
