@@ -942,10 +942,14 @@ func (cp *Checkpoint) close() {
 
 // Replayed returns how many nodes of this attempt took their result from
 // an earlier attempt instead of running (a node that a SubGraph retried
-// built again counts once); 0 for a nil Checkpoint. To asynctool, its report and
-// its hooks (asynctoolotel's spans, with asynctool.node.ran = true),
-// such a node ran and succeeded at once: the worker asynctool calls is
-// Node's, which returns the stored result without calling the node's own.
+// built again counts once); 0 for a nil Checkpoint. To asynctool, its
+// report and its hooks (asynctoolotel's spans, with asynctool.node.ran =
+// true), such a node ran and succeeded at once: the worker asynctool
+// calls is Node's, which returns the stored result without calling the
+// node's own. A node that a custom join suspended is the exception: the
+// attempt ends it with its stored result once the run stalls (see
+// [Worker.Work]), through asynctool.Run.Resume, so it succeeds without
+// having run (its NodeEvent.Attempt and NodeReport.Attempts are 0).
 func (cp *Checkpoint) Replayed() int {
 	if cp == nil {
 		return 0
