@@ -1195,7 +1195,8 @@ func Node[P, R any](cp *Checkpoint, id string, worker asynctool.Worker[P, R], pa
 		}
 		cp.mu.Unlock()
 	}
-	return asynctool.NewWrapper[P, R](id, c, param)
+	c.self = asynctool.NewWrapper[P, R](id, c, param)
+	return c.self
 }
 
 // refused reports whether asynctool refuses n, a node alone, for what
@@ -1222,6 +1223,9 @@ type checkpointed[P, R any] struct {
 	cp     *Checkpoint
 	id     string
 	worker asynctool.Worker[P, R]
+	// self is the node Node made: replay tells by it whether the node is
+	// one of the run's own, not one of a Plan's with the same id.
+	self *asynctool.WorkerWrapper[P, R]
 }
 
 func (c *checkpointed[P, R]) Action(ctx context.Context, p P, all asynctool.Wrappers) (R, error) {
@@ -1547,6 +1551,12 @@ func hexEscape(raw []byte, i int) (uint16, bool) {
 // result that does not decode leaves the node suspended, for a person to
 // decide; if Resume gave it, the error says so.
 func (c *checkpointed[P, R]) replay(run *asynctool.Run) (bool, error) {
+	// The BuildFunc may have compiled this node into a Plan, which a
+	// SubPlan node runs, and the suspended node with its id is then
+	// another one.
+	if _, err := c.self.ValueIn(run); errors.Is(err, asynctool.ErrUnknownID) {
+		return false, nil
+	}
 	// A node of the outer graph (see Checkpoint.replay): its path is its
 	// id. Its Action, which claims it, does not run.
 	if err := c.cp.claim(c.id, []string{c.id}); err != nil {

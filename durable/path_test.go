@@ -205,3 +205,49 @@ func TestReplayedCountsANodeOnce(t *testing.T) {
 	assert.Equal(t, int32(1), runs.Load(), "fetch ran on attempt 1 only")
 	assert.Equal(t, int64(1), replayed.Load())
 }
+
+// A suspended node that is not checkpointed is not ended with the stored
+// result of a checkpointed node with its id that the BuildFunc compiled
+// into a Plan run by a SubPlan node: made before the run, like the outer
+// graph's, that node is still no node of the outer run. Attempt 2 fails
+// at gate, so the SubPlan node does not run, and approve stalls. Before,
+// approve took the plan's stored 7 and the sink read it; the attempt
+// then failed at the SubPlan node, instead of parking for a person.
+func TestSuspendedNodeIsNotReplayedWithAPlanNodesResult(t *testing.T) {
+	var planRuns, s, gates atomic.Int32
+	var approved atomic.Bool
+	var got atomic.Int64
+	got.Store(-1)
+	client, id, events := runParked(t, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		n := Node(cp, "approve", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			planRuns.Add(1)
+			return 7, nil
+		}), 0)
+		plan, err := asynctool.Compile(n)
+		if err != nil {
+			return nil, err
+		}
+		gate := asynctool.NewWrapper("gate", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			if gates.Add(1) > 1 {
+				return 0, errors.New("gate is down")
+			}
+			return 0, nil
+		}), 0)
+		asynctool.NewWrapper("sp", asynctool.SubPlan[int, int]{Plan: plan, Output: n.ValueIn}, 0).Depend(gate, true)
+		approve := asynctool.NewWrapper("approve", approvalWorker(&s, &approved), 0).OnFailure(asynctool.PolicySuspend)
+		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+			r, err := asynctool.ResultOf[int](all, "approve")
+			got.Store(int64(r.Value))
+			return r.Value, err
+		}), 0).Depend(approve, true)
+		return []asynctool.Wrapper{gate, approve}, nil
+	})
+	_, err := Resume(context.Background(), client, id, nil)
+	require.NoError(t, err)
+	ev := waitFor(t, events, 1)[0]
+	assert.Equal(t, river.EventKindJobCancelled, ev.Kind, "parked again: nobody approved")
+	assert.Contains(t, lastError(t, ev), `"approve" (needs approval)`)
+	assert.Equal(t, int64(-1), got.Load(), "the sink did not run")
+	assert.Equal(t, int32(2), s.Load(), "approve's worker ran on each attempt")
+	assert.Equal(t, int32(1), planRuns.Load())
+}
