@@ -808,10 +808,11 @@ type Checkpoint struct {
 	// each with the function that ends it, suspended in a run, with its
 	// stored result (see await).
 	nodes map[string]func(run *asynctool.Run) (bool, error)
-	// topNodes are those of nodes that are nodes of the graph the
-	// BuildFunc returned (see checkIDs): only a node of the outer run
-	// stalls it, and a node a SubGraph's Build makes may have the id of
-	// another node of the outer graph, which its result must not end.
+	// topNodes are the entries of nodes whose ids are those of nodes of
+	// the graph the BuildFunc returned, as checkIDs found them: await
+	// ends only nodes of the outer run, and a node that a SubGraph's
+	// Build makes later may have the id of a plain node of that graph,
+	// which its stored result must not end.
 	topNodes map[string]func(run *asynctool.Run) (bool, error)
 	// notNil are the checkpointed nodes whose result type does not take
 	// JSON null (see nullable).
