@@ -99,9 +99,10 @@
 //
 // # Deadline and cancellation
 //
-// The run's context has the earlier of ctx's deadline and now+timeout,
-// carries ctx's values, and is the context every worker receives. When it
-// is done, BeginWork returns promptly with an error wrapping its cause
+// The run's context has the earlier of ctx's deadline and now+timeout
+// (ctx's deadline alone for a timeout of 0), carries ctx's values, and is
+// the context every worker receives. When it is done, BeginWork returns
+// promptly with an error wrapping its cause
 // ([context.DeadlineExceeded] for a deadline); every node not yet ended
 // ends with [ResultTimeout] and its default value, its callback fires
 // once, nodes that have not started never start (a worker whose start was

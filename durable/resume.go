@@ -47,8 +47,8 @@ var ErrNotParked = errors.New("durable: the job is not parked by a suspended nod
 //
 // On the next attempt, a node given a value is replayed with it instead
 // of running, as if an earlier attempt had returned it: this is how a
-// person decides a suspended node's result (the seed's special API for a
-// PENDING node; asynctool.SucceedWith within one process). A node that a
+// person decides a suspended node's result (asynctool.SucceedWith does
+// it within one process). A node that a
 // custom join suspended (DecideSuspend) is suspended again by its join
 // while its upstreams still fail; the attempt then ends it with the value
 // (by asynctool.Run.Resume) once the run stalls, and the nodes after it
