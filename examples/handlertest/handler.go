@@ -15,6 +15,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -50,9 +51,12 @@ func (b Backends) Graph(uid int64) ([]asynctool.Wrapper, *asynctool.WorkerWrappe
 // render writes the page from whatever the backends returned. An optional
 // backend that failed or has not answered yet reads as its default.
 func render(_ context.Context, _ int64, all asynctool.Wrappers) (string, error) {
-	u, _ := asynctool.ResultOf[string](all, "user")
-	c, _ := asynctool.ResultOf[int](all, "cart")
-	r, _ := asynctool.ResultOf[[]string](all, "recs")
+	u, errU := asynctool.ResultOf[string](all, "user")
+	c, errC := asynctool.ResultOf[int](all, "cart")
+	r, errR := asynctool.ResultOf[[]string](all, "recs")
+	if err := errors.Join(errU, errC, errR); err != nil {
+		return "", err // a mistyped id or result type: a bug, not a backend down
+	}
 	items, recs := c.Value, r.Value
 	if c.State == asynctool.ResultDefault {
 		items = 0

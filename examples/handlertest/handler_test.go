@@ -133,3 +133,11 @@ func TestClosedAsyncIs503(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
 	assert.Contains(t, rec.Body.String(), asynctool.ErrClosed.Error())
 }
+
+// TestRenderReportsAnUnknownNode: render reads the backends by id, which
+// only the run checks; a graph without the node it names (here, no run
+// at all) makes it fail instead of rendering the page from zero values.
+func TestRenderReportsAnUnknownNode(t *testing.T) {
+	_, err := render(t.Context(), 42, asynctool.Wrappers{})
+	assert.ErrorIs(t, err, asynctool.ErrUnknownID)
+}

@@ -99,7 +99,11 @@ func main() {
 	reviews := asynctool.NewWrapper("reviews", asynctool.WorkerFunc[int64, *Reviews](
 		func(ctx context.Context, uid int64, all asynctool.Wrappers) (*Reviews, error) {
 			for _, id := range []string{"reviews-a", "reviews-b"} {
-				if r, _ := asynctool.ResultOf[*Reviews](all, id); r.State == asynctool.ResultSuccess {
+				r, err := asynctool.ResultOf[*Reviews](all, id) // by id: checked at run time
+				if err != nil {
+					return nil, err
+				}
+				if r.State == asynctool.ResultSuccess {
 					return r.Value, nil
 				}
 			}
