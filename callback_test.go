@@ -152,3 +152,39 @@ func TestNilResultFuncIsNoCallback(t *testing.T) {
 	require.NoError(t, a.BeginWork(context.Background(), 0, w))
 	assert.Equal(t, ResultSuccess, w.Result().State)
 }
+
+// TestResultRunsBeforeSuccessorsStart pins Callback's contract that
+// Result runs before the node's successors are triggered, so that it may
+// set state they read: neither the successor the finishing goroutine
+// runs itself nor those it hands to the pool may start before Result has
+// returned. Result yields the processor before it returns, to give a
+// successor started too early the chance to show.
+func TestResultRunsBeforeSuccessorsStart(t *testing.T) {
+	for range 50 {
+		resulted := make(chan struct{})
+		up := NewWrapper("up", okWorker(), 0).Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) {
+			for range 50 {
+				runtime.Gosched()
+			}
+			close(resulted)
+		}))
+		var downs []*WorkerWrapper[int, bool]
+		for range 3 {
+			downs = append(downs, NewWrapper("", WorkerFunc[int, bool](func(context.Context, int, Wrappers) (bool, error) {
+				select {
+				case <-resulted:
+					return true, nil
+				default:
+					return false, nil
+				}
+			}), 0).Depend(up, true))
+		}
+		a := New()
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, up))
+		require.NoError(t, a.Close())
+		for k, d := range downs {
+			require.Equal(t, ResultSuccess, d.Result().State, "successor %d", k)
+			require.True(t, d.Result().Value, "successor %d started before up's Result returned", k)
+		}
+	}
+}
