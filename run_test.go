@@ -869,3 +869,27 @@ func TestNodeTakenAfterTheDeadlineIsReportedNotStarted(t *testing.T) {
 		assertNotStarted(t, r, "b")
 	})
 }
+
+// TestChainDepthCostsNoStack pins the package doc's "graph depth costs no
+// stack": a goroutine that finishes a node runs the next one in a loop,
+// not by a call from the one before, so the last node of a long chain
+// runs as deep in its goroutine's stack as the second one, with the
+// default pool and with a pool of one.
+func TestChainDepthCostsNoStack(t *testing.T) {
+	for _, opts := range [][]Option{nil, {WithMaxWorkers(1)}} {
+		const n = 500
+		depth := make([]int, n)
+		first := NewWrapper("", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, nil }), 0)
+		prev := first
+		for k := 1; k < n; k++ {
+			prev = NewWrapper("", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+				depth[k] = runtime.Callers(0, make([]uintptr, 4096))
+				return 0, nil
+			}), 0).Depend(prev, true)
+		}
+		a := New(opts...)
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, first))
+		require.NoError(t, a.Close())
+		assert.Equal(t, depth[1], depth[n-1], "frames under the second node and under the last, with %d options", len(opts))
+	}
+}
