@@ -873,8 +873,8 @@ func TestNodeTakenAfterTheDeadlineIsReportedNotStarted(t *testing.T) {
 // TestChainDepthCostsNoStack pins the package doc's "graph depth costs no
 // stack": a goroutine that finishes a node runs the next one in a loop,
 // not by a call from the one before, so the last node of a long chain
-// runs as deep in its goroutine's stack as the second one, with the
-// default pool and with a pool of one.
+// runs about as deep in its goroutine's stack as the second one, with
+// the default pool and with a pool of one.
 func TestChainDepthCostsNoStack(t *testing.T) {
 	for _, opts := range [][]Option{nil, {WithMaxWorkers(1)}} {
 		const n = 500
@@ -890,6 +890,9 @@ func TestChainDepthCostsNoStack(t *testing.T) {
 		a := New(opts...)
 		require.NoError(t, a.BeginWork(context.Background(), time.Minute, first))
 		require.NoError(t, a.Close())
-		assert.Equal(t, depth[1], depth[n-1], "frames under the second node and under the last, with %d options", len(opts))
+		// A call per node would add at least n frames; a few frames
+		// either way are only the path that started each node (claimed,
+		// shared, taken in a batch), which scheduling decides.
+		assert.InDelta(t, depth[1], depth[n-1], 16, "frames under the second node and under the last, with %d options", len(opts))
 	}
 }
