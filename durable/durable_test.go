@@ -444,13 +444,16 @@ func TestSaveEachFailureRetriesTheSaveNotTheWorker(t *testing.T) {
 // fails once the 20 quick nodes have saved and late has started; late
 // returns success only after the test has seen the attempt fail. Nothing
 // here races a deadline: an earlier form ended the run with a 150 ms group
-// deadline, which a slow machine reached after 6 of the 20 saves.
+// deadline, which a slow machine reached after 6 of the 20 saves, and a
+// 10 s one was reached after 10 of them on a machine loaded with other
+// test runs. The 25 s deadline only ends a run whose saves fail, before
+// waitFor's 30 s.
 func TestSavesAreOneAtATimeAndEndWithTheRun(t *testing.T) {
 	db := openSQLite(t)
 	var inSave, overlaps, saves, committed atomic.Int32
 	var runEnded atomic.Bool
 	allSaved, lateStarted, release, lateDone := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
-	worker := mustWorker(t, newAsync(t), 10*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+	worker := mustWorker(t, newAsync(t), 25*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
 		var starts []asynctool.Wrapper
 		for k := range 20 {
 			var n atomic.Int32
