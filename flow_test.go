@@ -652,7 +652,7 @@ func TestFlowValidation(t *testing.T) {
 			a := n("a")
 			n("c").Depend(a, true).Join(AtLeast(2))
 			return []Wrapper{a}
-		}, ErrBadJoin, `node "c": AtLeast(2) with 1 upstreams`},
+		}, ErrBadJoin, `node "c": AtLeast(2) needs 2 upstreams, it has 1`},
 		{"at least zero", func() []Wrapper {
 			a := n("a")
 			n("c").Depend(a, true).Join(AtLeast(0))

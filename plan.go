@@ -760,7 +760,7 @@ func (n *pnode) validateFlow(p *plan) error {
 	switch j := f.join; j.kind {
 	case joinAtLeast:
 		if j.n > n.nIn() {
-			return graphErr(ErrBadJoin, ids, "node %q: AtLeast(%d) with %d upstreams", n.core.id, j.n, n.nIn())
+			return graphErr(ErrBadJoin, ids, "node %q: AtLeast(%d) needs %d upstreams, it has %d", n.core.id, j.n, j.n, n.nIn())
 		}
 	case joinNamed:
 		// The upstreams' ids, as a set when the join names more than a
