@@ -208,7 +208,8 @@ func (s *Stream[T]) Append(fn StreamFunc[T]) *StreamNode[T] {
 // after Close ends at once with [ErrStreamClosed], one appended after the
 // stream stopped (a failure, or the end of Run's context) ends at once
 // with an error wrapping [ErrStreamStopped], a node with an unknown
-// policy or a bad retry policy ends at once with an error, and a nil fn
+// policy or a bad retry policy ends at once with an error wrapping
+// [ErrBadPolicy] or [ErrBadRetry], and a nil fn
 // gives a node that fails with [ErrNilTask], without retries, when its
 // turn comes.
 func (s *Stream[T]) AppendWith(fn StreamFunc[T], p FailurePolicy, opts ...StreamNodeOption) *StreamNode[T] {
@@ -220,7 +221,7 @@ func (s *Stream[T]) AppendWith(fn StreamFunc[T], p FailurePolicy, opts ...Stream
 		ch := make(chan struct{})
 		n.suspended.Store(&ch)
 	default:
-		n.end(zero, fmt.Errorf("asynctool: stream node with unknown failure policy %v", p))
+		n.end(zero, fmt.Errorf("%w: stream node with unknown failure policy %v", ErrBadPolicy, p))
 		return n
 	}
 	n.policy = uint8(p)

@@ -446,6 +446,7 @@ func TestStreamEndAffectsLaterAppends(t *testing.T) {
 func TestStreamUnknownPolicy(t *testing.T) {
 	s := NewStream(0)
 	_, err := s.AppendWith(addOne, FailurePolicy(99)).Wait()
+	assert.ErrorIs(t, err, ErrBadPolicy, "the sentinel of a FailurePolicy that is none of the four")
 	assert.ErrorContains(t, err, "unknown failure policy")
 	next := s.Append(addOne)
 	require.NoError(t, closeAfterRun(t, s))
