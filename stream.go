@@ -309,10 +309,13 @@ func (s *Stream[T]) Run(ctx context.Context) error {
 		ended bool
 		pos   int // user nodes started so far
 		// asking is the failure, and askedV the value, of the attempt
-		// of batch[i] that its retry policy is being asked about (see
-		// backoff); asking is nil when it is not.
+		// of batch[i] that its retry policy is being asked about (in
+		// retryDecision); asking is nil when it is not.
 		asking error
 		askedV T
+		// waiting is the failure of batch[i] while the node waits for
+		// its next attempt or is suspended; nil when it does not.
+		waiting error
 		// calling: Run's goroutine is in the function of batch[i].
 		calling bool
 	)
@@ -336,6 +339,16 @@ func (s *Stream[T]) Run(ctx context.Context) error {
 				// ctx, say): no node ran into it, and batch may have no
 				// node i. The nodes left are stopped.
 				cause := errors.New("asynctool: the stream's Run ended outside any node (runtime.Goexit, or a panic)")
+				if waiting != nil {
+					// Node batch[i] had failed and waited for its next
+					// attempt, or was suspended: it ends with its
+					// failure, as when ctx ends then, and a later
+					// Resume finds nothing to resume.
+					s.paused.Store(nil)
+					var zero T
+					batch[i].end(zero, fmt.Errorf("%w; the stream's Run ended before the node's next attempt or resumption: %w", waiting, cause))
+					i++
+				}
 				s.end(batch[i:], fmt.Errorf("%w: %w", ErrStreamStopped, cause), cause)
 			}
 		}
@@ -389,18 +402,26 @@ func (s *Stream[T]) Run(ctx context.Context) error {
 					break
 				}
 				if rp := n.retry; rp != nil && n.fn != nil && round < rp.Attempts {
-					var again bool
 					asking, askedV = err, v
-					again, err = backoff(ctx, rp, err, round)
+					again, delay, perr := retryDecision(rp, err, round)
 					asking = nil
-					if again {
-						continue
+					if perr != nil {
+						err = &policyPanic{attempt: err, panic: perr} // the policy itself failed: no retry
+					} else if again {
+						waiting = err
+						again = backoff(ctx, delay)
+						waiting = nil
+						if again {
+							continue
+						}
 					}
 				}
 				if policy != PolicySuspend {
 					break
 				}
+				waiting = err
 				r, cause := s.pause(ctx, n)
+				waiting = nil
 				if cause != nil {
 					var zero T
 					n.end(zero, fmt.Errorf("%w; stream stopped while the node was suspended: %w", err, cause))
@@ -546,22 +567,13 @@ func runNode[T any](ctx context.Context, n *StreamNode[T], prev T) (v T, err err
 		func(ctx context.Context) (T, error) { return n.fn(ctx, prev) })
 }
 
-// backoff decides, after attempt done of a stream node failed with err,
-// whether it is retried, as a graph node's afterFailure does, and if so
-// waits for the backoff on the calling goroutine, until ctx ends at the
-// latest. It returns the node's error: err, or the panic of rp's own
-// Retryable or Backoff. A retry that would start at or after ctx's
-// deadline is not made.
-func backoff(ctx context.Context, rp *RetryPolicy, err error, done int) (bool, error) {
-	again, delay, perr := retryDecision(rp, err, done)
-	if perr != nil {
-		return false, &policyPanic{attempt: err, panic: perr} // the policy itself failed: no retry
-	}
-	if !again {
-		return false, err
-	}
+// backoff reports whether a stream node's retry, which its policy
+// allowed (see retryDecision) after delay, is made, and if so waits for
+// the delay on the calling goroutine, until ctx ends at the latest. A
+// retry that would start at or after ctx's deadline is not made.
+func backoff(ctx context.Context, delay time.Duration) bool {
 	if d, ok := ctx.Deadline(); ok && !time.Now().Add(delay).Before(d) {
-		return false, err
+		return false
 	}
 	if delay > 0 {
 		t := time.NewTimer(delay)
@@ -571,7 +583,7 @@ func backoff(ctx context.Context, rp *RetryPolicy, err error, done int) (bool, e
 			t.Stop()
 		}
 	}
-	return true, err
+	return true
 }
 
 // Close marks the end of the stream and waits for Run to finish the nodes

@@ -292,7 +292,11 @@ func (c goexitCtx) Err() error {
 // end took node i of its batch as the one that called Goexit: on an idle
 // stream (an empty batch) that indexed past the batch, a panic that
 // left Close waiting for ever, and with a node about to start it failed
-// that node with ErrGoexit although its function never ran.
+// that node with ErrGoexit although its function never ran. A node that
+// had failed and was suspended, or waited for its next attempt, ends with
+// its own failure, as when ctx ends then: the suspended one ended as if
+// it had never run, and a Resume after Run's end still reported success;
+// the one in its backoff was blamed on its retry policy.
 func TestStreamGoexitOutsideAnyNode(t *testing.T) {
 	t.Run("idle", func(t *testing.T) {
 		s := NewStream(0)
@@ -321,6 +325,39 @@ func TestStreamGoexitOutsideAnyNode(t *testing.T) {
 		assert.NotErrorIs(t, err, ErrGoexit, "the node called no Goexit")
 		assert.ErrorContains(t, s.Close(), "outside any node")
 	})
+	for _, tt := range []struct {
+		name   string
+		policy FailurePolicy
+		opts   []StreamNodeOption
+	}{
+		{"while suspended", PolicySuspend, nil},
+		{"waiting for a retry", PolicyContinue, []StreamNodeOption{StreamRetry(RetryPolicy{Attempts: 2, Backoff: ConstantBackoff(time.Hour)})}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := NewStream(0)
+			fn, calls := flaky(1)
+			n := s.AppendWith(fn, tt.policy, tt.opts...)
+			next := s.Append(addOne)
+			done := make(chan any, 1)
+			go func() {
+				defer func() { done <- recover() }()
+				// Appended before Run: its first call of ctx.Done is
+				// in the pause, or in the backoff.
+				_ = s.Run(goexitCtx{Context: t.Context(), inDone: true})
+			}()
+			require.Nil(t, <-done, "Run's goroutine panicked as it ended")
+			assert.Equal(t, 1, *calls, "calls of the node's function")
+			_, err := n.Wait()
+			assert.ErrorIs(t, err, errFlaky, "the node's own failure")
+			assert.ErrorContains(t, err, "outside any node")
+			assert.NotErrorIs(t, err, ErrStreamStopped, "the node ran")
+			assert.NotErrorIs(t, err, ErrGoexit, "neither the node nor its retry policy called Goexit")
+			_, err = next.Wait()
+			assert.ErrorIs(t, err, ErrStreamStopped)
+			assert.ErrorIs(t, s.Resume(SucceedWith(1)), ErrNotPending, "Run has ended: nothing is suspended")
+			assert.ErrorContains(t, s.Close(), "outside any node")
+		})
+	}
 }
 
 // TestStreamEveryNodeEndsOnce appends from many goroutines while the
