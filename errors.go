@@ -88,7 +88,7 @@ var (
 	// ErrJoinFailed is the Err of a node whose custom join decided to fail.
 	ErrJoinFailed = errors.New("asynctool: join decided to fail")
 	// ErrNotPending is returned by Run.Resume for a node that is not
-	// pending.
+	// pending, and by [Stream.Resume] when the stream is not paused.
 	ErrNotPending = errors.New("asynctool: node is not pending")
 	// ErrBadJoin means a join strategy does not fit the node's upstreams.
 	ErrBadJoin = errors.New("asynctool: invalid join")

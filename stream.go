@@ -62,9 +62,11 @@ type StreamFunc[T any] func(ctx context.Context, prev T) (T, error)
 // next attempt ends with an error that wraps its last failure and the
 // cause.
 //
-// Every node appended ends exactly once, with a result or an error,
-// whether or not Run is ever called: unless Run or Close ends the stream,
-// nodes wait.
+// Every node appended ends exactly once, with a result or an error: a
+// node AppendWith refuses ends at once, the others as Run runs them, and
+// the nodes Run did not run as it returns (one appended later ends at
+// once). Until Run is called they wait: Close alone ends none, as it
+// waits for Run.
 //
 // A Stream is safe for concurrent use. It must be created with
 // [NewStream] and must not be copied after first use. The zero Stream,
@@ -619,7 +621,9 @@ func (n *StreamNode[T]) Done() <-chan struct{} { return n.done }
 // Suspended returns a channel that is closed when the node, appended with
 // [PolicySuspend], has failed and paused the stream; call [Stream.Resume]
 // then. After a [Rerun] it returns a new channel, closed if the node
-// pauses again. For a node with another policy it returns nil.
+// pauses again. A node that ends without pausing never closes it, so
+// wait on it together with [StreamNode.Done]. For a node with another
+// policy it returns nil.
 func (n *StreamNode[T]) Suspended() <-chan struct{} {
 	if p := n.suspended.Load(); p != nil {
 		return *p
@@ -628,11 +632,16 @@ func (n *StreamNode[T]) Suspended() <-chan struct{} {
 }
 
 // Wait blocks until the node has ended and returns its result: the value
-// its function returned, or its error (a failed node's value is what its
-// function returned with the error). A node that did not run has the
-// zero value and an error wrapping [ErrStreamStopped], or
-// [ErrStreamClosed]. A suspended node has not ended: Wait blocks until
-// the stream is resumed or stopped.
+// its function returned, or its error. A failed node's value is what its
+// last attempt returned with the error, but the zero value when that
+// attempt panicked, called runtime.Goexit or passed its AttemptTimeout,
+// when the node was resumed with [FailWith], and when the stream stopped
+// while the node was suspended or waited for its next attempt. A node
+// that did not run has the zero value and an error wrapping
+// [ErrStreamStopped], or [ErrStreamClosed]. A suspended node has not
+// ended: Wait blocks until the stream is resumed or stopped. Since Run
+// runs one node at a time, a node's function that waits for itself or a
+// later node of its stream waits for ever.
 func (n *StreamNode[T]) Wait() (T, error) {
 	<-n.done
 	return n.val, n.err
