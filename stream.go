@@ -286,7 +286,10 @@ func (s *Stream[T]) push(n *StreamNode[T]) {
 //     the cause. A running node that returns an error as ctx ends (its
 //     ctx.Err(), say) has failed like any other: its policy applies, so
 //     under PolicyFail Run returns that error, which is ctx.Err() and not
-//     the cause if the node returned ctx.Err().
+//     the cause if the node returned ctx.Err(). Unless its [StreamRetry]
+//     retries that error (it may after a cancel; no retry is made past
+//     ctx's deadline): the node then waits for its next attempt as ctx
+//     ends, so it ends as above, and Run returns the cause.
 //
 // While the stream is paused at a suspended node, or a node waits for
 // its next attempt, Run waits on its goroutine, without spinning, for
