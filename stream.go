@@ -528,7 +528,7 @@ func (s *Stream[T]) Resume(how Resumption) error {
 // nilable reports whether nil converts to T.
 func nilable[T any]() bool {
 	switch reflect.TypeFor[T]().Kind() {
-	case reflect.Interface, reflect.Pointer, reflect.Slice, reflect.Map, reflect.Chan, reflect.Func:
+	case reflect.Interface, reflect.Pointer, reflect.UnsafePointer, reflect.Slice, reflect.Map, reflect.Chan, reflect.Func:
 		return true
 	}
 	return false

@@ -3,11 +3,13 @@ package asynctool
 import (
 	"context"
 	"errors"
+	"reflect"
 	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -764,4 +766,55 @@ func TestNilStreamFailsItsNodes(t *testing.T) {
 	assert.ErrorContains(t, s.Run(context.Background()), "NewStream")
 	assert.ErrorContains(t, s.Close(), "NewStream")
 	assert.ErrorIs(t, s.Resume(Rerun()), ErrNotPending)
+}
+
+// TestStreamSucceedWithNil: Resume(SucceedWith(nil)) ends a suspended
+// node with the zero value when nil converts to the stream's type, and is
+// refused with ErrResultType, the stream staying paused, when it does
+// not. A stream of unsafe.Pointer refused it, although nil converts to
+// an unsafe.Pointer.
+func TestStreamSucceedWithNil(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"pointer", checkSucceedWithNil[*int](true)},
+		{"slice", checkSucceedWithNil[[]int](true)},
+		{"map", checkSucceedWithNil[map[string]int](true)},
+		{"chan", checkSucceedWithNil[chan int](true)},
+		{"func", checkSucceedWithNil[func()](true)},
+		{"interface", checkSucceedWithNil[error](true)},
+		{"any", checkSucceedWithNil[any](true)},
+		{"unsafe.Pointer", checkSucceedWithNil[unsafe.Pointer](true)},
+		{"int", checkSucceedWithNil[int](false)},
+		{"string", checkSucceedWithNil[string](false)},
+		{"struct", checkSucceedWithNil[struct{ p *int }](false)},
+	} {
+		t.Run(tt.name, tt.run)
+	}
+}
+
+// checkSucceedWithNil resumes a stream of T, paused at a failed node,
+// with SucceedWith(nil), which it accepts or not as accepted says.
+func checkSucceedWithNil[T any](accepted bool) func(t *testing.T) {
+	return func(t *testing.T) {
+		var zero T
+		s := NewStream(zero)
+		n := s.AppendWith(func(_ context.Context, prev T) (T, error) { return prev, errFlaky }, PolicySuspend)
+		ran := runStream(t.Context(), s)
+		<-n.Suspended()
+		err := s.Resume(SucceedWith(nil))
+		if !accepted {
+			assert.ErrorIs(t, err, ErrResultType)
+			require.NoError(t, s.Resume(FailWith(errBoom)), "a refused resumption leaves the stream paused")
+			assert.ErrorIs(t, <-ran, errBoom)
+			return
+		}
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+		require.NoError(t, <-ran)
+		v, err := n.Wait()
+		require.NoError(t, err)
+		assert.True(t, reflect.ValueOf(&v).Elem().IsZero(), "the node's value is the zero value: got %v", v)
+	}
 }
