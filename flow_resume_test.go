@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -412,4 +414,59 @@ func TestResumeANodeWithoutAnID(t *testing.T) {
 		run.Cancel()
 		require.ErrorIs(t, run.Wait(t.Context()), context.Canceled)
 	})
+}
+
+// TestResumeSucceedWithNil: Run.Resume(SucceedWith(nil)) ends a pending
+// node with the zero value when nil converts to its result type, and is
+// refused with ErrResultType, the node staying pending, when it does
+// not, as Stream.Resume does. A node of unsafe.Pointer refused it,
+// although nil converts to an unsafe.Pointer.
+func TestResumeSucceedWithNil(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"pointer", checkResumeWithNil[*int](true)},
+		{"slice", checkResumeWithNil[[]int](true)},
+		{"map", checkResumeWithNil[map[string]int](true)},
+		{"chan", checkResumeWithNil[chan int](true)},
+		{"func", checkResumeWithNil[func()](true)},
+		{"interface", checkResumeWithNil[error](true)},
+		{"any", checkResumeWithNil[any](true)},
+		{"unsafe.Pointer", checkResumeWithNil[unsafe.Pointer](true)},
+		{"int", checkResumeWithNil[int](false)},
+		{"string", checkResumeWithNil[string](false)},
+		{"struct", checkResumeWithNil[struct{ p *int }](false)},
+	} {
+		t.Run(tt.name, tt.run)
+	}
+}
+
+// checkResumeWithNil resumes a pending node of result type R with
+// SucceedWith(nil), which it accepts or not as accepted says.
+func checkResumeWithNil[R any](accepted bool) func(t *testing.T) {
+	return func(t *testing.T) {
+		a := newAsync(t)
+		sus := NewWrapper("sus", WorkerFunc[int, R](func(context.Context, int, Wrappers) (R, error) {
+			var zero R
+			return zero, errBoom
+		}), 0).OnFailure(PolicySuspend)
+		r, err := a.Start(context.Background(), 0, sus)
+		require.NoError(t, err)
+		t.Cleanup(r.Cancel) // a failed test leaves sus pending: Close would wait for it
+		<-r.Suspended()
+		err = r.Resume("sus", SucceedWith(nil))
+		if !accepted {
+			assert.ErrorIs(t, err, ErrResultType)
+			require.NoError(t, r.Resume("sus", FailWith(errBoom)), "a refused resumption leaves the node pending")
+			require.NoError(t, r.Wait(context.Background()))
+			assert.ErrorIs(t, sus.Result().Err, errBoom)
+			return
+		}
+		require.NoError(t, err)
+		require.NoError(t, r.Wait(context.Background()))
+		res := sus.Result()
+		assert.Equal(t, ResultSuccess, res.State)
+		assert.True(t, reflect.ValueOf(&res.Value).Elem().IsZero(), "the node's value is the zero value: got %v", res.Value)
+	}
 }

@@ -525,15 +525,6 @@ func (s *Stream[T]) Resume(how Resumption) error {
 	return nil
 }
 
-// nilable reports whether nil converts to T.
-func nilable[T any]() bool {
-	switch reflect.TypeFor[T]().Kind() {
-	case reflect.Interface, reflect.Pointer, reflect.UnsafePointer, reflect.Slice, reflect.Map, reflect.Chan, reflect.Func:
-		return true
-	}
-	return false
-}
-
 // end finishes the stream: it records runErr, seals the intake and ends
 // rest and every node still in the intake with nodeErr.
 func (s *Stream[T]) end(rest []*StreamNode[T], nodeErr, runErr error) error {

@@ -599,15 +599,21 @@ func (w *WorkerWrapper[P, R]) resultType() reflect.Type { return reflect.TypeFor
 
 func (w *WorkerWrapper[P, R]) clearSlot(sl any) { *sl.(*slot[R]) = slot[R]{} }
 
+// nilable reports whether nil converts to T.
+func nilable[T any]() bool {
+	switch reflect.TypeFor[T]().Kind() {
+	case reflect.Interface, reflect.Pointer, reflect.UnsafePointer, reflect.Slice, reflect.Map, reflect.Chan, reflect.Func:
+		return true
+	}
+	return false
+}
+
 func (w *WorkerWrapper[P, R]) checkValue(v any) error {
 	if _, ok := v.(R); ok {
 		return nil
 	}
-	if v == nil {
-		switch reflect.TypeFor[R]().Kind() {
-		case reflect.Interface, reflect.Pointer, reflect.Slice, reflect.Map, reflect.Chan, reflect.Func:
-			return nil
-		}
+	if v == nil && nilable[R]() {
+		return nil
 	}
 	return fmt.Errorf("got %T, want %v", v, reflect.TypeFor[R]())
 }
