@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -126,4 +127,48 @@ func TestWrappersPathNamesAnonymousNodes(t *testing.T) {
 	got = log.get("anonymous")
 	slices.SortFunc(got, func(a, b []string) int { return slices.Compare(a, b) })
 	assert.Equal(t, [][]string{{"#0", "#1"}, {"#1", "#1"}}, got)
+}
+
+// A worker of a sub-run that goes on after the sub-run ended (stopped by
+// an EndsRun node, it returns when it is done) still sees the path it ran
+// under, also once the outer runs have been released and their states
+// recycled. Before, Path walked up the outer runs' states: a worker that
+// called it after the release of the outermost run saw ["sp", "other"]
+// (the recycled middle run no longer knew its node), or, once a later run
+// reused that state, the later run's path.
+func TestWrappersPathOfAWorkerThatOutlivesTheOuterRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer func() { require.NoError(t, a.Close()) }()
+		otherStarted, gate := make(chan struct{}), make(chan struct{})
+		var got []string
+		first := NewWrapper("first", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			<-otherStarted // so that other runs on a goroutine of its own
+			return 1, nil
+		}), 0).EndsRun()
+		other := NewWrapper("other", WorkerFunc[int, int](func(ctx context.Context, _ int, all Wrappers) (int, error) {
+			close(otherStarted)
+			<-ctx.Done() // first ended the sub-run
+			<-gate
+			got = all.Path()
+			return 0, ctx.Err()
+		}), 0)
+		inner, err := Compile(first, other)
+		require.NoError(t, err)
+		sp := NewWrapper("sp", SubPlan[int, int]{Plan: inner, Output: first.ValueIn}, 0)
+		middle, err := Compile(sp)
+		require.NoError(t, err)
+		wrap := NewWrapper("wrap", SubPlan[int, int]{Plan: middle, Output: sp.ValueIn}, 0)
+		outer, err := Compile(wrap)
+		require.NoError(t, err)
+
+		run, err := a.RunPlan(context.Background(), outer, time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, 1, wrap.ResultIn(run).Value)
+		run.Release()
+		synctest.Wait() // the outer runs' states are recycled; other waits for the gate
+		close(gate)
+		require.NoError(t, a.Close()) // other has returned
+		assert.Equal(t, []string{"wrap", "sp", "other"}, got)
+	})
 }

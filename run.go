@@ -338,12 +338,13 @@ type runState struct {
 	// asks its Err, a method call and an atomic load, where a receive on
 	// its Done channel is a call into the runtime, once per node.
 	inner context.Context
-	// outer and outerSelf are the run and the node whose worker started
-	// this run, a sub-run (see runSub); outer is nil for a run started
-	// otherwise. Set before the sub-run's first task, cleared as it is
-	// recycled (see Wrappers.Path).
-	outer     *runState
-	outerSelf int32
+	// outer names the node whose worker started this run, a sub-run (see
+	// runSub); it is nil for a run started otherwise. Set before the
+	// sub-run's first task, cleared as it is recycled (see Wrappers.Path).
+	// lastOuter is the last outer the state had that names nodes of
+	// Plans only, kept through the recycling, for a later sub-run of the
+	// state under the same node to reuse rather than allocate.
+	outer, lastOuter *outerNode
 	// nodeHooks says which per-node hooks the run's hooks have (see
 	// hookStart), read once as the run starts: a run whose hooks observe
 	// only its end builds no event per node.

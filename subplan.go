@@ -168,7 +168,7 @@ func runSub(ctx context.Context, all Wrappers, sub *runState, noun string) (*Run
 	// with runtime.Goexit fails the node with ErrGoexit, and cancels the
 	// sub-run first, as a node that ends otherwise stops its sub-run.
 	outer.adopt(all.self, h)
-	sub.outer, sub.outerSelf = outer, all.self
+	sub.outer = outer.outerOf(sub, all.self)
 	if tok, ok := ctx.Value(hedgeCallKey{}).(*hedgeCall); ok && tok.r == outer && tok.self == all.self {
 		tok.sub.CompareAndSwap(nil, h) // the call of a Hedged worker that started it
 	}
@@ -208,6 +208,38 @@ func runSub(ctx context.Context, all Wrappers, sub *runState, noun string) (*Run
 		}
 	}
 	return h, nil
+}
+
+// outerNode names the node whose worker started a sub-run: its index
+// in its run's plan, and the node that started that run, if it is a
+// sub-run too. It is immutable, and holds no run state: a worker of the
+// sub-run that goes on after the sub-run ended may ask for its path
+// (Wrappers.Path) once the outer runs have been released, and their
+// states recycled or reused by other runs.
+type outerNode struct {
+	p    *plan
+	self int32
+	// plans: every run on the way up is a Plan's, not a graph of
+	// single-use wrappers (a SubGraph's, a ForEach's), whose nodes hold
+	// their results: only such an outerNode is kept by a sub-run's state
+	// for reuse (see outerOf), past the sub-run.
+	plans bool
+	up    *outerNode
+}
+
+// outerOf returns the outerNode of sub, a sub-run that the worker of r's
+// node self started: sub's last one, if that names the same node, else a
+// new one, which sub keeps for its next run if every run on the way up
+// is a Plan's.
+func (r *runState) outerOf(sub *runState, self int32) *outerNode {
+	if o := sub.lastOuter; o != nil && o.p == r.p && o.self == self && o.up == r.outer {
+		return o
+	}
+	o := &outerNode{p: r.p, self: self, up: r.outer, plans: r.pooled && (r.outer == nil || r.outer.plans)}
+	if o.plans {
+		sub.lastOuter = o
+	}
+	return o
 }
 
 // suspendedError is the error of a node whose sub-run (noun) suspended

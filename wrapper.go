@@ -658,14 +658,15 @@ func (all Wrappers) Path() []string {
 		return nil
 	}
 	depth := 1
-	for r := all.r; r.outer != nil; r = r.outer {
+	for o := all.r.outer; o != nil; o = o.up {
 		depth++
 	}
 	path := make([]string, depth)
-	r, self := all.r, all.self
-	for k := depth - 1; k >= 0; k-- {
-		path[k] = plainName(r.p.nodeID(self), int(self))
-		r, self = r.outer, r.outerSelf
+	path[depth-1] = plainName(all.r.p.nodeID(all.self), int(all.self))
+	k := depth - 2
+	for o := all.r.outer; o != nil; o = o.up {
+		path[k] = plainName(o.p.nodeID(o.self), int(o.self))
+		k--
 	}
 	return path
 }
