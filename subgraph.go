@@ -32,7 +32,9 @@ import (
 // the graph does not compile (a duplicate id, a cycle, a wrapper that ran
 // before: the error wraps the [*GraphError]), and in the cases that fail a
 // SubPlan node: the sub-run was stopped, a callback or hook panicked in
-// it, or a node of it suspended, which cancels it. Each start of the
+// it, a node of it suspended, which cancels it, or user code of its nodes
+// that the worker's goroutine ran ended that goroutine with
+// runtime.Goexit ([ErrGoexit]). Each start of the
 // worker (each attempt of a [RetryPolicy]) builds and runs a graph of its
 // own; the report shows the last one.
 //
@@ -130,6 +132,11 @@ func runBuilt[R any](ctx context.Context, all Wrappers, g Built[R], what string)
 // sub-run's, so it reads nothing of the outer graph: what it needs comes
 // in its item. Each item's result is its node's: its value, or its
 // default and error if it failed, timed out, panicked, or was stopped.
+// A runtime.Goexit in an item's call fails that item with [ErrGoexit]
+// too, but when the call ran on the ForEach worker's own goroutine, which
+// runs items itself (the first, and on an idle pool often all of them:
+// see [SubPlan]), it ends the worker: the node fails with ErrGoexit, and
+// its sub-run is cancelled.
 //
 // With the zero Join, the node succeeds however its items ended, once they
 // all have, and the caller reads their results. Another Join decides from

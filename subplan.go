@@ -33,7 +33,8 @@ import (
 // a [Hedged] worker) is a sub-run of its own. The outer run keeps them
 // until it is released ([Run.Release]; a run of single-use wrappers keeps
 // them until it is garbage), and [Run.Report] shows the last one started
-// as the node's [NodeReport.Sub]. Called outside a run (with an empty
+// (for a Hedged worker, the winning call's) as the node's
+// [NodeReport.Sub]. Called outside a run (with an empty
 // [Wrappers]), Action returns an error.
 //
 // The worker's goroutine runs the sub-run's first nodes itself, then waits
@@ -41,6 +42,12 @@ import (
 // from returning, as any worker that ignores its context would: the node's
 // Timeout and the group deadline still end the SubPlan node on time, but
 // the next attempt of a RetryPolicy starts only once the worker returned.
+// And a runtime.Goexit in user code of Plan's nodes (a worker, a
+// callback, a custom join) that this goroutine runs ends the worker too:
+// the sub-run is cancelled, and the SubPlan node fails with [ErrGoexit],
+// as a Goexit in its own worker would make it. On another goroutine of
+// the sub-run, the same Goexit does what it does in a run of its own (see
+// the package doc).
 // A run that ends with a node marked [WorkerWrapper.EndsRun] in Plan
 // (and so an ended sub-run whose other nodes were stopped) is a run that
 // ended in time: Output is called.
