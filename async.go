@@ -91,8 +91,12 @@ func (f optionFunc) apply(c *config) { f(c) }
 // node, each of its start nodes not known to be quick (see [Async]), a
 // retry and a resumed node then run on a goroutine of their own (a retry
 // on its backoff timer's), past the bound, and other ready nodes on the
-// goroutine that made them ready. n must be at least 1; a smaller n
-// makes every BeginWork return an error saying so.
+// goroutine that made them ready. The calls of a [Hedged] worker with
+// more than one attempt run on goroutines of their own too, the worker's
+// waiting for them; a sub-run that such a call starts (a hedged SubPlan's
+// or ForEach's) runs its first nodes on the call's goroutine. n must be
+// at least 1; a smaller n makes every BeginWork return an error saying
+// so.
 func WithMaxWorkers(n int) Option {
 	return optionFunc(func(c *config) {
 		if n < 1 {

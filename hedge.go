@@ -22,7 +22,11 @@ import (
 // view of the run, and a context that ends with the worker's.
 //
 // delay 0 starts every call at once. attempts 1 calls w once, on the
-// worker's goroutine, as w itself would be called. A call that ignores
+// worker's goroutine, as w itself would be called; with more, each call
+// runs on a goroutine of its own, which the pool's bound
+// ([WithMaxWorkers]) does not count: with WithMaxWorkers(1), a hedge of
+// 4 attempts and delay 0 can run w 4 times at once, and a hedged ForEach's
+// calls each run items on their own goroutine. A call that ignores
 // its context keeps the worker from returning; the node's own Timeout and
 // the group deadline still end the node on time, as for any worker.
 //
