@@ -210,7 +210,8 @@ type ForEach[P, T, R any] struct {
 	// ([ErrBadLimit]).
 	Limit int
 	// Budget, if above 0, is the time the items have, from the moment
-	// Items has returned: when it runs out, the items still at work are
+	// Items has returned and ID and Node, if set, have been called for
+	// every item: when it runs out, the items still at work are
 	// stopped and those not started never start, each with its default
 	// and a [*BudgetError] (a timeout: it wraps
 	// [context.DeadlineExceeded]), and the node goes on with every
