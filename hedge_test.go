@@ -323,3 +323,39 @@ func firstCallWins(first time.Duration) WorkerFunc[int, int] {
 		return call, nil
 	}
 }
+
+// TestHedgedCallsRunPastThePoolBound pins what Hedged and WithMaxWorkers
+// say: with more than one attempt, each call runs on a goroutine of its
+// own, which WithMaxWorkers does not count, so three calls that each wait
+// for the other two all meet under WithMaxWorkers(1), and so do the items
+// of three calls of a hedged ForEach, each run on its call's goroutine.
+func TestHedgedCallsRunPastThePoolBound(t *testing.T) {
+	meet := func(n int32) Worker[int, int] {
+		var in atomic.Int32
+		all := make(chan struct{})
+		return WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			if in.Add(1) == n {
+				close(all)
+			}
+			select {
+			case <-all:
+				return 1, nil
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		})
+	}
+	synctest.Test(t, func(t *testing.T) {
+		a := New(WithMaxWorkers(1))
+		defer a.Close()
+		calls := NewWrapper("calls", Hedged(meet(3), 0, 3), 0)
+		items := NewWrapper("items", Hedged[int, []WorkResult[int]](ForEach[int, int, int]{
+			Items:  func(context.Context, int, Wrappers) ([]int, error) { return []int{0}, nil },
+			Worker: meet(3),
+		}, 0, 3), 0)
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, calls, items))
+		assert.Equal(t, ResultSuccess, calls.Result().State, "%v", calls.Result().Err)
+		require.Equal(t, ResultSuccess, items.Result().State, "%v", items.Result().Err)
+		assert.NoError(t, items.Result().Value[0].Err, "the winning call's item met the other calls' items")
+	})
+}
