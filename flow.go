@@ -68,10 +68,11 @@ type RetryPolicy struct {
 	// Attempts attempts.
 	Backoff Backoff
 	// Retryable reports whether an error is worth another attempt. Nil
-	// means every error except a panic: one that is or wraps a
-	// [*PanicError] (errors.As), so also a failure that carries a panic
-	// from further in, such as a [Hedged] worker's whose calls all failed
-	// and one of them panicked.
+	// means every error except a panic or a runtime.Goexit: one that is or
+	// wraps a [*PanicError] (errors.As) or [ErrGoexit] (errors.Is), so
+	// also a failure that carries one from further in, such as a [Hedged]
+	// worker's whose calls all failed and one of them panicked or called
+	// Goexit.
 	Retryable func(error) bool
 	// AttemptTimeout bounds each attempt on its own; 0 means no bound
 	// (an attempt then lasts as long as the node's [WorkerWrapper.Timeout]
@@ -599,7 +600,7 @@ func retryDecision(rp *RetryPolicy, err error, done int) (again bool, delay time
 		again = rp.Retryable(err)
 	} else {
 		var pe *PanicError
-		again = !errors.As(err, &pe)
+		again = !errors.As(err, &pe) && !errors.Is(err, ErrGoexit)
 	}
 	if again && rp.Backoff != nil {
 		delay = max(0, rp.Backoff(done))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -393,6 +394,19 @@ func TestRetries(t *testing.T) {
 		require.ErrorAs(t, hedged.Result().Err, &pe)
 		assert.Equal(t, "first call", pe.Value)
 		assert.ErrorIs(t, hedged.Result().Err, errBoom)
+
+		// And one that wraps ErrGoexit, as a worker's own Goexit is not
+		// retried: a Hedged worker whose calls both called
+		// runtime.Goexit (t.FailNow in a test's fake) made 6 calls.
+		calls.Store(0)
+		exits := NewWrapper("exits", Hedged[int, int](WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			calls.Add(1)
+			runtime.Goexit()
+			return 0, nil
+		}), 0, 2), 0).Retry(RetryPolicy{Attempts: 3})
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, exits))
+		assert.Equal(t, int32(2), calls.Load(), "one attempt of two calls")
+		assert.ErrorIs(t, exits.Result().Err, ErrGoexit)
 	})
 }
 
