@@ -134,3 +134,71 @@ func TestReadingANilWrapper(t *testing.T) {
 	_, err = w.ResultFrom(Wrappers{})
 	assert.ErrorIs(t, err, ErrUnknownID)
 }
+
+// TestReadingAnOuterNodeFromASubRunSaysSo: a ForEach item's worker, or a
+// node of a SubGraph or a SubPlan, is given its sub-run's Wrappers, which
+// hold none of the outer graph's nodes. Reading one of those there, with
+// ResultFrom or ResultOf, fails with ErrUnknownID and an error that says
+// the node belongs to a run outside the sub-run, names the reader's path,
+// and says where to read it instead; an id that no run has gets the plain
+// error.
+func TestReadingAnOuterNodeFromASubRunSaysSo(t *testing.T) {
+	type read func(all Wrappers) error
+	for _, c := range []struct {
+		name string
+		// outer builds the outer graph, whose start is user, with a
+		// sub-run whose node calls r.
+		outer func(user *WorkerWrapper[int, string], r read) Wrapper
+		path  string
+	}{
+		{"ForEach item", func(user *WorkerWrapper[int, string], r read) Wrapper {
+			return NewWrapper("prices", ForEach[int, int, int]{
+				Items: func(context.Context, int, Wrappers) ([]int, error) { return []int{1}, nil },
+				Worker: WorkerFunc[int, int](func(_ context.Context, _ int, all Wrappers) (int, error) {
+					return 0, r(all)
+				}),
+			}, 0).Depend(user, true)
+		}, "prices/0"},
+		{"SubGraph node", func(user *WorkerWrapper[int, string], r read) Wrapper {
+			return NewWrapper("sub", SubGraph[int, int]{
+				Build: func(context.Context, int, Wrappers) (Built[int], error) {
+					inner := NewWrapper("inner", WorkerFunc[int, int](func(_ context.Context, _ int, all Wrappers) (int, error) {
+						return 0, r(all)
+					}), 0)
+					return Built[int]{Starts: []Wrapper{inner}, Output: func() (int, error) { return 0, inner.Result().Err }}, nil
+				},
+			}, 0).Depend(user, true)
+		}, "sub/inner"},
+		{"SubPlan node", func(user *WorkerWrapper[int, string], r read) Wrapper {
+			inner := NewWrapper("inner", WorkerFunc[int, int](func(_ context.Context, _ int, all Wrappers) (int, error) {
+				return 0, r(all)
+			}), 0)
+			pl, err := Compile(inner)
+			require.NoError(t, err)
+			return NewWrapper("sub", SubPlan[int, int]{Plan: pl, Output: inner.ValueIn}, 0).Depend(user, true)
+		}, "sub/inner"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := newAsync(t)
+			user := NewWrapper("user", WorkerFunc[int, string](func(context.Context, int, Wrappers) (string, error) {
+				return "ada", nil
+			}), 0)
+			var fromErr, ofErr, unknownErr error
+			sub := c.outer(user, func(all Wrappers) error {
+				_, fromErr = user.ResultFrom(all)
+				_, ofErr = ResultOf[string](all, "user")
+				_, unknownErr = ResultOf[string](all, "nobody")
+				return nil
+			})
+			require.NoError(t, a.BeginWork(context.Background(), 0, user))
+			require.Equal(t, StateFinish, sub.State(), "the sub-run's node ran")
+			for _, err := range []error{fromErr, ofErr} {
+				assert.ErrorIs(t, err, ErrUnknownID)
+				assert.ErrorContains(t, err, "belongs to a run outside this sub-run ("+c.path+")")
+				assert.ErrorContains(t, err, "read it in Items, Build or Input")
+			}
+			assert.ErrorIs(t, unknownErr, ErrUnknownID)
+			assert.NotContains(t, unknownErr.Error(), "outside", "no run has the node")
+		})
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strconv"
+	"strings"
 	"sync/atomic"
 )
 
@@ -219,9 +221,27 @@ func (w *WorkerWrapper[P, R]) ResultFrom(all Wrappers) (WorkResult[R], error) {
 		if w != nil {
 			id = w.id
 		}
+		if w != nil && all.r != nil {
+			owner := w.owner.Load()
+			return WorkResult[R]{}, notInRun(all, fmt.Sprintf("node %q is not part of this run", id), func(p *plan) bool { return p == owner })
+		}
 		return WorkResult[R]{}, fmt.Errorf("%w: node %q is not part of this run", ErrUnknownID, id)
 	}
 	return w.resultIn(all.r), nil
+}
+
+// notInRun is the error of a read, through all, of a node that all's run
+// does not have (what names it). When a run outside it has the node (has
+// says which), all is a sub-run's view, given to a ForEach item's worker
+// or to a node of a SubGraph or SubPlan, and the error says so, and how to
+// reach the outer node's result.
+func notInRun(all Wrappers, what string, has func(p *plan) bool) error {
+	for o := all.r.outer; o != nil; o = o.up {
+		if o.p != nil && has(o.p) {
+			return fmt.Errorf("%w: %s: it belongs to a run outside this sub-run (%s), and a ForEach item or a SubGraph's or SubPlan's node reads only its own run: read it in Items, Build or Input, and pass it on in the param or the context", ErrUnknownID, what, strings.Join(all.Path(), "/"))
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrUnknownID, what)
 }
 
 // ID returns the node's id ("" for a nil w).
@@ -698,7 +718,10 @@ func ResultOf[R any](all Wrappers, id string) (WorkResult[R], error) {
 	}
 	i, ok := all.r.p.lookup(id)
 	if !ok {
-		return WorkResult[R]{}, fmt.Errorf("%w: %q", ErrUnknownID, id)
+		return WorkResult[R]{}, notInRun(all, strconv.Quote(id), func(p *plan) bool {
+			_, ok := p.lookup(id)
+			return ok
+		})
 	}
 	n := &all.r.nodes[i]
 	s, ok := all.r.slot(i).(*slot[R])
