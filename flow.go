@@ -15,6 +15,18 @@ import (
 
 // FailurePolicy says what a node's failure does to the run, once its
 // retries (if any) are exhausted. The zero value means PolicyFail.
+//
+// A policy applies to the node's own failure only: its worker's error or
+// panic (an attempt's AttemptTimeout included) and, for PolicyContinue
+// and PolicyEnd, its own Timeout (for a ForEach item under
+// PolicyContinue, its Budget too: see [ForEach]). A node that does not
+// run because an upstream it needed failed (an [*UpstreamError])
+// applies none: its dependants see it failed, as under PolicyFail, and
+// under PolicyEnd it does not end the run. Nor does a node that the
+// group deadline, a Cancel or the run's end stops. So a fallback under
+// PolicyContinue does not keep its dependants going when its own must
+// upstream fails: make that edge optional, or give the upstream
+// PolicyContinue too.
 type FailurePolicy int
 
 const (

@@ -468,6 +468,27 @@ func TestFailurePolicies(t *testing.T) {
 		assert.Equal(t, ResultException, bad.Result().State, "the failure is recorded")
 		assert.Equal(t, WorkResult[int]{Value: 8, State: ResultSuccess}, next.Result(), "the must dependant still ran")
 	})
+	t.Run("continue and end do not apply to an upstream's failure", func(t *testing.T) {
+		// A policy is the node's own: a node that never ran because a
+		// must upstream failed fails its dependants as under PolicyFail,
+		// and does not end the run.
+		for _, p := range []FailurePolicy{PolicyContinue, PolicyEnd} {
+			a := newAsync(t)
+			rec := newRecorder()
+			up := rec.node("up", fail(errBoom))
+			fallback := rec.node("fallback", ok(1)).Depend(up, true).OnFailure(p).Default(7)
+			other := rec.node("other", ok(2)).ShortCircuit(false)
+			next := rec.node("next", ok(3)).Depend(fallback, true).Depend(other, true)
+			require.NoError(t, a.BeginWork(context.Background(), 0, up, other), "%v", p)
+			var ue *UpstreamError
+			require.ErrorAs(t, fallback.Result().Err, &ue, "%v", p)
+			assert.Equal(t, "up", ue.ID, "%v", p)
+			assert.Equal(t, 7, fallback.Result().Value, "%v", p)
+			assert.ErrorIs(t, next.Result().Err, errBoom, "%v: the dependant failed", p)
+			assert.Equal(t, 0, rec.count(rec.actions, "next"), "%v", p)
+			assert.Equal(t, WorkResult[int]{Value: 2, State: ResultSuccess}, other.Result(), "%v: the run went on", p)
+		}
+	})
 	t.Run("fail (default) fails dependants", func(t *testing.T) {
 		a := newAsync(t)
 		rec := newRecorder()
