@@ -152,6 +152,13 @@ type PoolStats struct {
 // one is installed. A task that calls runtime.Goexit ends its worker
 // goroutine; a new goroutine takes the worker's place.
 //
+// A task must not wait for another task of the same pool, such as the
+// drain loop of a [Serial] or [Keyed] made on it (a RunBatches process
+// that submits to a Keyed on the batch's pool and waits for its task to
+// run, for example): once every worker waits, the tasks in the queue
+// never start, and nothing ends the wait. Give the inner work a pool of
+// its own.
+//
 // A Pool is safe for concurrent use. It must be created with [NewPool]
 // and must not be copied after first use. The zero Pool has no workers
 // and no queue: Submit runs every task on the caller, as [CallerRuns]

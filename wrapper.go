@@ -213,8 +213,12 @@ func (w *WorkerWrapper[P, R]) resultIn(r *runState) WorkResult[R] {
 //	u, err := user.ResultFrom(all)
 //
 // For a node that has not ended yet it returns a zero WorkResult (State
-// ResultDefault). It returns an error wrapping [ErrUnknownID] when the
-// node is not part of that run (for the zero Wrappers, for example).
+// ResultDefault) and a nil error: that is what a worker reads from a node
+// of its run that it forgot to Depend on, so check State, or declare
+// every node whose result the worker needs with Depend(up, true), which
+// makes the result final before the worker starts. It returns an error
+// wrapping [ErrUnknownID] when the node is not part of that run (for the
+// zero Wrappers, or a sub-run's, for example).
 func (w *WorkerWrapper[P, R]) ResultFrom(all Wrappers) (WorkResult[R], error) {
 	if w == nil || all.r == nil || all.r.p == nil || all.r.p != w.owner.Load() {
 		id := "<nil>"
@@ -706,7 +710,8 @@ func (all Wrappers) State(id string) (State, bool) {
 
 // ResultOf returns the result of the node with the given id in the run
 // that all belongs to. For a node that has not ended yet it returns a
-// zero WorkResult (State ResultDefault). It returns an error wrapping
+// zero WorkResult (State ResultDefault) and a nil error, as
+// [WorkerWrapper.ResultFrom] does. It returns an error wrapping
 // [ErrUnknownID] if the run has no such node, or [ErrResultType] if the
 // node's result type is not R.
 //
