@@ -48,19 +48,34 @@ func (f *Fake[P, R]) Action(ctx context.Context, p P, _ asynctool.Wrappers) (R, 
 	return f.act(ctx, p)
 }
 
-// Calls returns how many times Action was called.
-func (f *Fake[P, R]) Calls() int { return int(f.calls.Load()) }
+// Calls returns how many times Action was called (0 for a nil f).
+func (f *Fake[P, R]) Calls() int {
+	if f == nil {
+		return 0
+	}
+	return int(f.calls.Load())
+}
 
-// Params returns the parameters of every call so far, in call order.
+// Params returns the parameters of every call so far, in call order (nil
+// for a nil f).
 func (f *Fake[P, R]) Params() []P {
+	if f == nil {
+		return nil
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]P(nil), f.params...)
 }
 
 // Started returns a channel that is closed when Action is first called,
-// so a test can wait until a node is running.
-func (f *Fake[P, R]) Started() <-chan struct{} { return f.started }
+// so a test can wait until a node is running. For a Fake not made by a
+// constructor, a nil one included, it is nil, which never closes.
+func (f *Fake[P, R]) Started() <-chan struct{} {
+	if f == nil {
+		return nil
+	}
+	return f.started
+}
 
 // Release lets every call of a fake built by [Blocks] return, those
 // waiting now and those to come. It is idempotent and does nothing for

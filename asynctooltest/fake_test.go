@@ -116,9 +116,10 @@ func TestBlocksHonoursDeadline(t *testing.T) {
 // TestFakeNotMadeByAConstructor: a Fake written as a composite literal
 // (&Fake{}) or a nil *Fake, and a Func(nil), failed their node with a
 // panic that named nothing of the fake ("close of nil channel", a nil
-// dereference), and Release on a zero Fake panicked. Their node now
-// fails with an error that says how to make one, and Release does
-// nothing.
+// dereference), and Release on a zero Fake panicked, as did Calls,
+// Params and Started on a nil one. Their node now fails with an error
+// that says how to make one, Release does nothing, and the accessors
+// say the fake never ran.
 func TestFakeNotMadeByAConstructor(t *testing.T) {
 	var nilFake *asynctooltest.Fake[int, int]
 	for name, tc := range map[string]struct {
@@ -137,6 +138,15 @@ func TestFakeNotMadeByAConstructor(t *testing.T) {
 			var pe *asynctool.PanicError
 			assert.False(t, errors.As(w.Result().Err, &pe), "not a panic: %v", w.Result().Err)
 			assert.EqualError(t, w.Result().Err, tc.want)
+			if tc.fake != nil && tc.fake.Started() != nil {
+				return // Func(nil) is made by a constructor: it counts its calls
+			}
+			// Its accessors do not panic either, and say it never ran.
+			assert.NotPanics(t, func() {
+				assert.Zero(t, tc.fake.Calls())
+				assert.Empty(t, tc.fake.Params())
+				assert.Nil(t, tc.fake.Started(), "a nil channel, which never closes")
+			})
 		})
 	}
 }
