@@ -195,6 +195,7 @@ func TestNilRunWait(t *testing.T) {
 	assert.ErrorContains(t, nilRun.Wait(context.Background()), "nil or zero Run")
 	assert.ErrorContains(t, (&Run{}).Wait(context.Background()), "nil or zero Run")
 	assert.Nil(t, nilRun.Done())
+	assert.Nil(t, (&Run{}).Done())
 }
 
 // slowRefusal is a retry policy's Retryable that refuses a failure, but

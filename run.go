@@ -111,7 +111,10 @@ func (h *Run) Release() {
 	}
 }
 
-// Done returns a channel that is closed when every node has ended.
+// Done returns a channel that is closed when every node has ended. For a
+// nil or zero Run (a RunPlan or StartPlan that returned an error gives a
+// nil one) it is nil, which never closes: [Run.Wait] returns an error
+// that says why.
 func (h *Run) Done() <-chan struct{} {
 	if h == nil {
 		return nil
