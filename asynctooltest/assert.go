@@ -12,7 +12,8 @@ import (
 // The assertions below check one fact about a run's report. Like
 // testify's assert, each reports a failure with t.Errorf, lets the test go
 // on, and returns whether the fact held. A node is named by its id; an id
-// not in the report is a failure. A node of the sub-run of a
+// not in the report is a failure, whose message lists the report's paths.
+// A node of the sub-run of a
 // [asynctool.SubPlan], [asynctool.SubGraph] or [asynctool.ForEach] node
 // is named by a path, that node's id, a slash and its id in the sub-run
 // ("profile/name", "prices/2"; deeper sub-runs add more); an id of
@@ -33,12 +34,10 @@ func node(t testing.TB, rep *asynctool.Report, id string) (*asynctool.NodeReport
 	if id == "" || strings.HasSuffix(id, "/") {
 		// The empty id names no node: not the first without an id.
 		t.Errorf("asynctooltest: no node %q in the report: name a node without an id by \"#\" and its index (its paths: %s)", id, paths(rep))
-	} else if strings.Contains(id, "/") {
-		// A path: say which paths there are, the usual mistake being
-		// a sub-run's node named by its own id, or a typo.
-		t.Errorf("asynctooltest: no node %q in the report (its paths: %s)", id, paths(rep))
 	} else {
-		t.Errorf("asynctooltest: no node %q in the report", id)
+		// Say which paths there are, the usual mistakes being a typo
+		// and a sub-run's node named by its own id.
+		t.Errorf("asynctooltest: no node %q in the report (its paths: %s)", id, paths(rep))
 	}
 	return nil, false
 }

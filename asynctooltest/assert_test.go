@@ -122,7 +122,7 @@ func TestAssertionsFail(t *testing.T) {
 		{"not taken, succeeded", func(s *spy) bool { return asynctooltest.NotTaken(s, rep, "a") }, `"a" ended finish/success, ran=true, err=<nil>, want it not taken`},
 		{"skipped, not taken", func(s *spy) bool { return asynctooltest.WasSkipped(s, rep, "cache") }, `"cache" ended error/exception, ran=false, err=asynctool: not taken: the branch was not chosen, want it skipped`},
 		{"timed out, failed", func(s *spy) bool { return asynctooltest.TimedOut(s, rep, "b") }, `"b" ended error/exception (err=down), want timeout`},
-		{"unknown id", func(s *spy) bool { return asynctooltest.Succeeded(s, rep, "zz") }, `asynctooltest: no node "zz" in the report`},
+		{"unknown id", func(s *spy) bool { return asynctooltest.Succeeded(s, rep, "spaer") }, `asynctooltest: no node "spaer" in the report (its paths: a, b, c, first, spare-up, spare, any, slow, route, cache, parse)`},
 		{"nil report", func(s *spy) bool { return asynctooltest.RanOnce(s, nil, "a") }, `asynctooltest: nil report`},
 	}
 	for _, tt := range tests {
