@@ -175,7 +175,8 @@ func NeverStarted(t testing.TB, rep *asynctool.Report, id string) bool {
 // and its error is [asynctool.ErrSkipped] itself (not an error that wraps
 // it: a worker that returned it, or a pending node resumed with
 // FailWith(ErrSkipped), failed). Such a node also ends in error, so
-// [Failed] holds for it too.
+// [Failed] holds for it too. Whether a start node was skipped or ran can
+// depend on goroutine scheduling (see the package documentation).
 func WasSkipped(t testing.TB, rep *asynctool.Report, id string) bool {
 	t.Helper()
 	n, ok := node(t, rep, id)

@@ -22,6 +22,15 @@
 // Everything here is safe for concurrent use: fakes run on the run's
 // goroutines while the test reads them.
 //
+// Virtual time makes durations exact, not the order in which goroutines
+// run, in a bubble too. A start node whose only successor fails at once,
+// because another must upstream of it is a [Fails] fake, is skipped if
+// that failure comes before a goroutine takes it, and runs otherwise, as
+// the scheduler decides (asynctool's README says so of start nodes).
+// Assert [WasSkipped] or [NeverStarted] of a node behind an upstream that
+// cannot have ended by then, or give the start node ShortCircuit(false)
+// and assert that it ran.
+//
 // An [asynctool.Async] used inside a testing/synctest bubble must be made
 // and closed inside it, as Run does: its pool's goroutines belong to the
 // bubble that started them, so an Async shared with other tests, or
