@@ -295,8 +295,8 @@ func (h *Run) waitUnresumable(method string) error {
 	}
 	name, why, ok := h.runState.cancelStalled()
 	if !ok {
-		// The run's context ended the pending nodes between the stall
-		// and the look for them: the run's error says so.
+		// The run's context ended between the stall and the cancel:
+		// the run's error says so.
 		return h.err()
 	}
 	return errors.Join(suspendedError("run", name, "was cancelled: "+method+" gives no Run to resume it with", why), h.err())

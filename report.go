@@ -152,6 +152,16 @@ func (r *runState) Report() *Report {
 		}
 	default:
 	}
+	// The nodes' state words are read first, last node first: a node
+	// moves out of sInit only after the upstreams its join counts, which
+	// come before it in the order, have reached their final state, so a
+	// node read as ready, started or ended by its join shows them ended.
+	// Read first node first, an upstream could show running and a node
+	// after it, which it ended meanwhile, succeeded.
+	words := make([]int64, len(r.nodes))
+	for i := len(r.nodes) - 1; i >= 0; i-- {
+		words[i] = r.nodes[i].state.Load()
+	}
 	for i := range r.nodes {
 		pn, n := &r.p.nodes[i], &r.nodes[i]
 		nr := &rep.Nodes[i]
@@ -167,10 +177,10 @@ func (r *runState) Report() *Report {
 		// read after it (its attempts, its times) is made to agree with
 		// it: the node moves on meanwhile, and a snapshot would otherwise
 		// show a node waiting that ran, or ended without an end time.
-		w := n.state.Load()
+		w := words[i]
 		st := int32(w & stateMask)
 		nr.State = publicState(st)
-		nr.Status = r.status(int32(i), st, rep)
+		nr.Status = r.status(int32(i), st, rep, words)
 		if w&startedBit != 0 || st != sInit && st != sReady {
 			nr.Attempts = int(r.attemptsOf(int32(i)))
 		}
@@ -205,7 +215,15 @@ func (r *runState) Report() *Report {
 					end = t.end.Load()
 				}
 			}
-			nr.Ready, nr.Ended = r.wall(t.ready.Load()), r.wall(end)
+			ready := t.ready.Load()
+			if ready == 0 && (st == sReady || st == sWorking) {
+				// The goroutine that readied the node writes its ready
+				// time just after its state: not written yet, it is now,
+				// as for the end time (only shown: that goroutine's time
+				// is kept).
+				ready = r.clock()
+			}
+			nr.Ready, nr.Ended = r.wall(ready), r.wall(end)
 			nr.Lane = int(t.lane.Load()) // written just after the start time
 			if nr.Attempts > 0 && nr.Lane == 0 && !terminal(st) {
 				// Its goroutine wrote the start time, not yet the lane,
@@ -411,9 +429,10 @@ func (s Status) String() string {
 	return fmt.Sprintf("Status(%d)", int(s))
 }
 
-// status classifies node i, whose upstreams (earlier in topological order)
-// rep already classified.
-func (r *runState) status(i int32, st int32, rep *Report) Status {
+// status classifies node i, in state st, whose upstreams (earlier in
+// topological order) rep already classified; words are the nodes' state
+// words as Report read them.
+func (r *runState) status(i int32, st int32, rep *Report, words []int64) Status {
 	switch st {
 	case sReady:
 		return StatusReady
@@ -433,21 +452,22 @@ func (r *runState) status(i int32, st int32, rep *Report) Status {
 		}
 		return StatusFailed
 	}
-	if r.waitsOnPending(i, rep) {
+	if r.waitsOnPending(i, rep, words) {
 		return StatusPending
 	}
 	return StatusWaiting
 }
 
 // waitsOnPending reports whether node i, whose join has not decided,
-// cannot run until a pending upstream is resumed (see StatusPending).
-func (r *runState) waitsOnPending(i int32, rep *Report) bool {
+// cannot run until a pending upstream is resumed (see StatusPending), as
+// rep and the state words that Report read (words) show its upstreams.
+func (r *runState) waitsOnPending(i int32, rep *Report, words []int64) bool {
 	pn := &r.p.nodes[i]
 	var pending, ok, live int32
 	mustPending := false
 	for _, v := range r.p.in(i) {
 		j, must := upstream(v) // must as the join sees it (see effectiveMust)
-		switch st := r.nodes[j].st(); {
+		switch st := int32(words[j] & stateMask); {
 		case rep.Nodes[j].Status == StatusPending:
 			pending++
 			mustPending = mustPending || must

@@ -15,7 +15,7 @@ import (
 // attempt count and its start time; a node must not show a start time
 // beside zero attempts, nor be counted as run without one.
 func TestReportSnapshotAgreesOnAStart(t *testing.T) {
-	fanSnapshots(t, func(nr *NodeReport) bool {
+	fanSnapshots(t, func(_ *Report, nr *NodeReport) bool {
 		return (nr.Attempts == 0) != nr.Started.IsZero() || nr.Ran != (nr.Attempts > 0)
 	})
 }
@@ -23,7 +23,7 @@ func TestReportSnapshotAgreesOnAStart(t *testing.T) {
 // fanSnapshots starts a root with a fan of 64 nodes under it, up to 300
 // times, reads reports until each run ends, and fails the test on the
 // first node of a report for which bad is true.
-func fanSnapshots(t *testing.T, bad func(nr *NodeReport) bool) {
+func fanSnapshots(t *testing.T, bad func(rep *Report, nr *NodeReport) bool) {
 	t.Helper()
 	const n = 64
 	a := New(WithTimings(true))
@@ -40,7 +40,7 @@ func fanSnapshots(t *testing.T, bad func(nr *NodeReport) bool) {
 		for {
 			rep := run.Report()
 			for i := range rep.Nodes {
-				if nr := &rep.Nodes[i]; found == "" && bad(nr) {
+				if nr := &rep.Nodes[i]; found == "" && bad(rep, nr) {
 					found = fmt.Sprintf("iteration %d, node %s: %v, ran %v (%d attempts) on lane %d, started %v, ended %v",
 						iter, nr.ID, nr.Status, nr.Ran, nr.Attempts, nr.Lane, nr.Started, nr.Ended)
 				}
@@ -107,11 +107,31 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 // that moved on meanwhile showed waiting with an attempt and an end time,
 // or succeeded without an end time.
 func TestReportSnapshotAgreesWithItsState(t *testing.T) {
-	fanSnapshots(t, func(nr *NodeReport) bool {
+	fanSnapshots(t, func(_ *Report, nr *NodeReport) bool {
 		ended := nr.Status >= StatusSucceeded
 		notYet := nr.Status == StatusWaiting || nr.Status == StatusReady
 		return ended == nr.Ended.IsZero() || notYet && (nr.Ran || !nr.Started.IsZero()) ||
 			nr.Ran == nr.Started.IsZero() || ended && nr.Ended.Before(nr.Started) || nr.Ran && nr.Lane == 0
+	})
+}
+
+// A report taken while goroutines run a fan's nodes shows a node that is
+// ready, running or ended with its must upstream ended, and ready no
+// earlier than that upstream's end. Before, the nodes were read first
+// node first, so the root could be read running, the fan's nodes, which
+// it started meanwhile, after it succeeded.
+func TestReportSnapshotShowsMustUpstreamsEnded(t *testing.T) {
+	fanSnapshots(t, func(rep *Report, nr *NodeReport) bool {
+		if nr.Status == StatusWaiting || nr.Status == StatusPending {
+			return false
+		}
+		for k, d := range nr.Deps {
+			up := &rep.Nodes[d]
+			if nr.Must[k] && (up.Status < StatusSucceeded || nr.Ready.Before(up.Ended)) {
+				return true
+			}
+		}
+		return false
 	})
 }
 

@@ -187,8 +187,10 @@ func (h *Run) Wait(ctx context.Context) error {
 }
 
 // Report returns the run's report. Called before the run ends, it is a
-// snapshot: nodes that have not ended show their current state. A
-// released run's report has no nodes.
+// snapshot: nodes that have not ended show their current state, and a
+// node shown ready, running or ended by its join shows the upstreams
+// that its join waited for ended, before its Ready time. A released
+// run's report has no nodes.
 //
 // A node that runs a sub-run ([SubPlan], [SubGraph], [ForEach]) and has
 // ended, or any such node once the run has ended, shows its sub-run

@@ -198,8 +198,8 @@ func runSub(ctx context.Context, all Wrappers, sub *runState, noun string) (*Run
 			return nil, suspendedError(noun, name, "was cancelled", why)
 		}
 		// The sub-run's context (an Input's, a ForEach's Budget, the
-		// node's end) ended the pending nodes between the stall and the
-		// look for them: the sub-run ended as that says, below.
+		// node's end) ended between the stall and the cancel: the
+		// sub-run ended as that says, below.
 	}
 	if err := sub.err(); err != nil {
 		if sub.budget == nil || context.Cause(ctx) != error(sub.budget) || !sub.onlyTimedOut() {
@@ -393,12 +393,18 @@ func (r *runState) releaseSubs() {
 // cancelStalled cancels r, which stalled on pending nodes, and waits for
 // it to end. It returns the name (see errName) of the first node that
 // was pending, and the failure that suspended it; ok is false when r's
-// context ended every pending node between the stall and this look, so
-// that r's own error says how it ended.
+// context ended between the stall and this cancel, so that r's own error
+// says how it ended. Report reads the nodes' states before it calls any
+// user code (an error's As method, say), which may be what ends the
+// context: the pending nodes it shows may have been ended by then.
 func (r *runState) cancelStalled() (name string, why error, ok bool) {
 	rep := r.Report()
+	stopped := r.stopping()
 	r.Cancel()
 	<-r.done
+	if stopped {
+		return "", nil, false
+	}
 	var first *NodeReport
 	for i := range rep.Nodes {
 		if n := &rep.Nodes[i]; n.Status == StatusPending && (first == nil || first.Err == nil && n.Err != nil) {
