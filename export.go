@@ -574,11 +574,13 @@ type traceEvent struct {
 // events never share a track with the outer run's. Their events are named
 // by the path of node ids that leads to them ("profile/name",
 // "prices/2"; "a/b/c" for a sub-run inside a sub-run), and placed at
-// their real times, from the outer run's Start. An id that holds a '/' or
-// starts with '#' or '"' is quoted in names, as by [strconv.Quote], so
+// their real times, from the outer run's Start. An id that holds a '/'
+// or bytes that are not UTF-8 (which JSON would all turn into U+FFFD), or
+// starts with '#' or '"', is quoted in names, as by [strconv.Quote], so
 // that names are unambiguous: node "a/b" is `"a/b"`, not node "b" of the
-// sub-run of node "a", and node "#2" is `"#2"`, not the anonymous node 2. A Sub in which no node
-// ran or ended (the node has not started a sub-run) adds no process.
+// sub-run of node "a", and node "#2" is `"#2"`, not the anonymous node 2.
+// A Sub in which no node ran or ended (the node has not started a
+// sub-run) adds no process.
 //
 // It returns an error, and writes nothing, if a node ran, in the run or
 // in a sub-run, but the report has no times for it: record them with
@@ -698,9 +700,10 @@ func (t *chromeTrace) add(rep *Report, path string) error {
 // quoted (as by [strconv.Quote]) when the id would read as something
 // else: one that holds a '/', which joins the ids of a path, or starts
 // with '#', which marks an anonymous node's index, or with '"', which
-// marks a quoted id.
+// marks a quoted id, or holds bytes that are not UTF-8, which JSON
+// turns into U+FFFD, whatever they are.
 func traceID(n *NodeReport) string {
-	if id := n.ID; strings.ContainsRune(id, '/') || strings.HasPrefix(id, "#") || strings.HasPrefix(id, `"`) {
+	if id := n.ID; strings.ContainsRune(id, '/') || strings.HasPrefix(id, "#") || strings.HasPrefix(id, `"`) || !utf8.ValidString(id) {
 		return strconv.Quote(id)
 	}
 	return displayID(n)

@@ -484,7 +484,9 @@ func TestChromeTraceNamesAnonymousNodes(t *testing.T) {
 // node by "#" and its index. An id "a/b" of the outer run was then named
 // as node "b" of the sub-run of node "a", and an id "#1" as the outer
 // run's anonymous node 1: two different nodes, one name, and the same
-// for their sub-runs' processes. Such ids are now quoted in the trace.
+// for their sub-runs' processes. JSON turned every byte of an id that is
+// not UTF-8 into U+FFFD, so ids "\xff" and "\xfe" were both named "\ufffd".
+// Such ids are now quoted in the trace.
 func TestChromeTraceNamesAreUnambiguous(t *testing.T) {
 	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
@@ -502,6 +504,8 @@ func TestChromeTraceNamesAreUnambiguous(t *testing.T) {
 		withSub(node(2, "", 4, 6), node(0, "x", 4, 5)),
 		withSub(node(3, "#2", 6, 8), node(0, "x", 6, 7)),
 		node(4, `"q"`, 8, 9),
+		node(5, "\xff", 9, 10),
+		node(6, "\xfe", 9, 10),
 	}}
 	var buf bytes.Buffer
 	require.NoError(t, rep.WriteChromeTrace(&buf))
@@ -515,6 +519,7 @@ func TestChromeTraceNamesAreUnambiguous(t *testing.T) {
 		"#2", "#2/x",
 		`"#2"`, `"#2"/x`,
 		`"\"q\""`,
+		`"\xff"`, `"\xfe"`,
 	}, names)
 	var processes []string
 	for _, e := range traceEvents(t, buf.Bytes(), "M") {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Report explains a run: one entry per node, in the run's topological
@@ -276,8 +277,8 @@ func (rep *Report) Err() error {
 // nodes of a node's Sub (a [SubPlan], [SubGraph] or [ForEach] node's)
 // follow it, indented. An id is shown as it is, unless it could be read
 // as something else: one that holds a newline or another character that
-// is not printable, or ": ", or starts with '#', '"' or a space, is
-// quoted; the empty id is "#" and the node's index, as in [Report.DOT]. A
+// is not printable, or bytes that are not UTF-8, or ": ", or starts with
+// '#', '"' or a space, is quoted; the empty id is "#" and the node's index, as in [Report.DOT]. A
 // node's line has its Duration ("ran 3h0m1.2s") and, if it was pending,
 // its Pending, which that includes ("pending 3h0m0s"): a worker that
 // failed, then succeeded once a person had it rerun, ran for 1.2s. It
@@ -351,11 +352,12 @@ func (n *NodeReport) decidedByName() string {
 
 // lineID is id, not empty, as String shows it: quoted if it holds a
 // character that is not printable (a newline, which would break the
-// node's line in two), or ": " (which ends the id on its line), or if it
-// starts with '#' (an anonymous node's name), '"' (a quoted id) or a
-// space (the indentation of a sub-run's node).
+// node's line in two) or bytes that are not UTF-8 (which a reader shows
+// as U+FFFD, whatever they are), or ": " (which ends the id on its line),
+// or if it starts with '#' (an anonymous node's name), '"' (a quoted id)
+// or a space (the indentation of a sub-run's node).
 func lineID(id string) string {
-	if strings.ContainsFunc(id, func(r rune) bool { return !unicode.IsPrint(r) }) ||
+	if strings.ContainsFunc(id, func(r rune) bool { return !unicode.IsPrint(r) }) || !utf8.ValidString(id) ||
 		strings.Contains(id, ": ") || strings.HasPrefix(id, "#") || strings.HasPrefix(id, `"`) || strings.HasPrefix(id, " ") {
 		return strconv.Quote(id)
 	}

@@ -30,7 +30,9 @@ func TestReportStringKeepsOneLinePerNode(t *testing.T) {
 // read as an anonymous node's name ("#0: succeeded" for node "#0" and for
 // anonymous node 0), one that starts with spaces as a sub-run's node, one
 // with ": " as a shorter id with another status, and one that starts
-// with '"' as a quoted id. Such ids are quoted.
+// with '"' as a quoted id, and one that is not UTF-8 as whatever a
+// reader shows for its bytes (U+FFFD, for "\xff" and "\xfe" alike). Such
+// ids are quoted.
 func TestReportStringIDsThatReadAsSomethingElse(t *testing.T) {
 	rep := &asynctool.Report{Nodes: []asynctool.NodeReport{
 		{ID: "", Index: 0, Status: asynctool.StatusSucceeded},
@@ -39,11 +41,13 @@ func TestReportStringIDsThatReadAsSomethingElse(t *testing.T) {
 		{ID: "a: failed", Index: 3, Status: asynctool.StatusSucceeded, DecidedBy: "#0"},
 		{ID: `"q"`, Index: 4, Status: asynctool.StatusSucceeded},
 		{ID: "a:b #c", Index: 5, Status: asynctool.StatusSucceeded},
+		{ID: "\xff", Index: 6, Status: asynctool.StatusSucceeded, DecidedBy: "\xfe"},
 	}}
 	assert.Equal(t, "#0: succeeded\n"+
 		`"#0": failed`+"\n"+
 		`"  sub": succeeded`+"\n"+
 		`"a: failed": succeeded by="#0"`+"\n"+
 		`"\"q\"": succeeded`+"\n"+
-		"a:b #c: succeeded\n", rep.String())
+		"a:b #c: succeeded\n"+
+		`"\xff": succeeded by="\xfe"`+"\n", rep.String())
 }
