@@ -80,7 +80,9 @@ type NodeReport struct {
 	// ended by the deadline or skipped before their join decided (a node
 	// triggered, then skipped or stopped before it started, keeps it).
 	// It is empty too when that upstream has no id; [Report.String] and
-	// the Chrome trace then name it "#" and its index.
+	// the Chrome trace then name it "#" and its index. In a snapshot of
+	// a run going on, it is set once the node has ended: a node ready,
+	// running or pending has none yet.
 	DecidedBy string
 	// decidedAt is 1 + the index of the upstream that decided the join
 	// when it has no id (see nameAt), 0 otherwise.
@@ -398,7 +400,10 @@ const (
 	// StatusReady: its join is satisfied; it waits for a goroutine (or,
 	// for an item of a ForEach with a Limit, for its turn).
 	StatusReady
-	// StatusRunning: its worker is running, or a retry is scheduled.
+	// StatusRunning: its worker is running, or a retry is scheduled. In
+	// a snapshot of a run with timings ([WithTimings], or hooks), it is
+	// also a node that a goroutine has taken but whose first attempt has
+	// not begun: one that has not run yet (Ran false, Attempts 0).
 	StatusRunning
 	// StatusPending: suspended, or waiting on a pending upstream it
 	// cannot run without, so that it runs only after a Resume (it may
