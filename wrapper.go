@@ -675,8 +675,11 @@ type Wrappers struct {
 // within one run only, so the nodes of two sub-runs may share an id, but
 // not a path, unless both sub-runs are one node's: the concurrent calls
 // of a [Hedged] one, or a SubGraph node whose worker runs again (a
-// retry), which builds its nodes at the same paths. The zero Wrappers has
-// a nil path.
+// retry), which builds its nodes at the same paths. Nor is an id that is
+// "#" and a number told apart from the name of the anonymous node with
+// that index in the same run: node "#0" and an anonymous node 0 of one
+// run both have the path ["#0"], and so do the nodes of their sub-runs
+// that share an id. The zero Wrappers has a nil path.
 func (all Wrappers) Path() []string {
 	if all.r == nil {
 		return nil
