@@ -280,7 +280,10 @@ func (rep *Report) Err() error {
 // follow it, indented. An id is shown as it is, unless it could be read
 // as something else: one that holds a newline or another character that
 // is not printable, or bytes that are not UTF-8, or ": ", or starts with
-// '#', '"' or a space, is quoted; the empty id is "#" and the node's index, as in [Report.DOT]. A
+// '#', '"' or a space, is quoted, and so is a node's reason, or the run's
+// error on the last line, that holds a newline or another character that
+// is not printable (errors.Join's error, say), so that each keeps to its
+// line; the empty id is "#" and the node's index, as in [Report.DOT]. A
 // node's line has its Duration ("ran 3h0m1.2s") and, if it was pending,
 // its Pending, which that includes ("pending 3h0m0s"): a worker that
 // failed, then succeeded once a person had it rerun, ran for 1.2s. It
@@ -327,7 +330,7 @@ func (rep *Report) write(b *strings.Builder, indent string) {
 			fmt.Fprintf(b, " budget=%v", n.Sub.Budget)
 		}
 		if n.Reason != "" {
-			fmt.Fprintf(b, " (%s)", n.Reason)
+			fmt.Fprintf(b, " (%s)", lineText(n.Reason))
 		}
 		b.WriteByte('\n')
 		if n.Sub != nil {
@@ -335,8 +338,20 @@ func (rep *Report) write(b *strings.Builder, indent string) {
 		}
 	}
 	if rep.RunErr != nil {
-		fmt.Fprintf(b, "%srun: %v\n", indent, rep.RunErr)
+		// As fmt prints it: it recovers an Error method that panics.
+		fmt.Fprintf(b, "%srun: %s\n", indent, lineText(fmt.Sprint(rep.RunErr)))
 	}
+}
+
+// lineText is s, a node's reason or the run's error, as String writes it
+// on a line: quoted if it holds a character that is not printable, such
+// as the newline that errors.Join puts between two errors, which would
+// break the line in two, the second one read as a line of its own.
+func lineText(s string) string {
+	if strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 // decidedByName is the upstream that decided n's join as String names

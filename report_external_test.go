@@ -1,6 +1,8 @@
 package asynctool_test
 
 import (
+	"context"
+	"errors"
 	"testing"
 
 	"github.com/asynctool-go/asynctool"
@@ -12,18 +14,32 @@ import (
 // newline (a ForEach item named by ID after a SKU from a request, say)
 // split its node's line in two, or forged another node's line, and a node
 // with the empty id began with ": ". Such ids are quoted, and the empty
-// one is "#" and the index, as in the pictures.
+// one is "#" and the index, as in the pictures. A reason that holds a
+// worker's error, and the run's error, were written as they are too:
+// errors.Join's error (a worker's, pending, or Wait's, which joins the
+// callbacks' panics) split the line in two, and the second half, in a
+// sub-run's report, read as a line of the outer report. They are quoted
+// when they hold a newline.
 func TestReportStringKeepsOneLinePerNode(t *testing.T) {
+	sub := &asynctool.Report{
+		Nodes: []asynctool.NodeReport{{ID: "item", Index: 0, Status: asynctool.StatusPending,
+			Reason: "pending after x failed\nfallback: waiting for Resume"}},
+		RunErr: errors.Join(context.Canceled, errors.New("done: succeeded")),
+	}
 	rep := &asynctool.Report{Nodes: []asynctool.NodeReport{
 		{ID: "", Index: 0, Status: asynctool.StatusSucceeded},
 		{ID: "sku\nforged: succeeded", Index: 1, Status: asynctool.StatusFailed},
 		{ID: "tab\there", Index: 2, Status: asynctool.StatusSkipped, DecidedBy: "sku\nforged: succeeded"},
-		{ID: "plain é", Index: 3, Status: asynctool.StatusSucceeded},
+		{ID: "plain é", Index: 3, Status: asynctool.StatusSucceeded, Reason: "plain reason"},
+		{ID: "each", Index: 4, Status: asynctool.StatusRunning, Sub: sub},
 	}}
 	assert.Equal(t, "#0: succeeded\n"+
 		`"sku\nforged: succeeded": failed`+"\n"+
 		`"tab\there": skipped by="sku\nforged: succeeded"`+"\n"+
-		"plain é: succeeded\n", rep.String())
+		"plain é: succeeded (plain reason)\n"+
+		"each: running\n"+
+		`  item: pending ("pending after x failed\nfallback: waiting for Resume")`+"\n"+
+		`  run: "context canceled\ndone: succeeded"`+"\n", rep.String())
 }
 
 // TestReportStringIDsThatReadAsSomethingElse: an id that starts with '#'
