@@ -253,7 +253,9 @@ func (r *runState) Report() *Report {
 // Err joins the errors of every node that did not succeed, each wrapped
 // with its id (an anonymous node's "#" and index, as in String), so
 // errors.Is and errors.As see every cause. It is nil when every node
-// succeeded.
+// succeeded. In a snapshot of a run going on, it joins the errors of the
+// nodes that have failed so far and of those pending after a failure
+// (the failure that suspended each), and is nil while there are none.
 //
 // It does not look into sub-reports. A [SubPlan] or [SubGraph] node's
 // Err is what its Output decided from the sub-run, a [ForEach] node's
