@@ -95,22 +95,9 @@ func TestSuspendedNodeIsNotReplayedWithASubGraphNodesResult(t *testing.T) {
 	var got atomic.Int64
 	got.Store(-1)
 	client, id, events := runParked(t, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
-		sub := asynctool.NewWrapper("sub", asynctool.SubGraph[int, int]{Build: func(context.Context, int, asynctool.Wrappers) (asynctool.Built[int], error) {
-			n := Node(cp, "approve", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
-				subRuns.Add(1)
-				return 7, nil
-			}), 0)
-			return asynctool.Built[int]{Starts: []asynctool.Wrapper{n}, Output: func() (int, error) {
-				r := n.Result()
-				return r.Value, r.Err
-			}}, nil
-		}}, 0)
+		sub := subGraphOfNode(cp, "approve", &subRuns)
 		approve := asynctool.NewWrapper("approve", approvalWorker(&s, &approved), 0).Depend(sub, true).OnFailure(asynctool.PolicySuspend)
-		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
-			r, err := asynctool.ResultOf[int](all, "approve")
-			got.Store(int64(r.Value))
-			return r.Value, err
-		}), 0).Depend(approve, true)
+		sinkReading("approve", &got).Depend(approve, true)
 		return []asynctool.Wrapper{sub}, nil
 	})
 	_, err := Resume(context.Background(), client, id, nil)
@@ -133,16 +120,7 @@ func TestNodeACustomJoinSuspendedSharingASubGraphNodesIDFails(t *testing.T) {
 	var got atomic.Int64
 	got.Store(-1)
 	client, id, events := runParked(t, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
-		sub := asynctool.NewWrapper("sub", asynctool.SubGraph[int, int]{Build: func(context.Context, int, asynctool.Wrappers) (asynctool.Built[int], error) {
-			n := Node(cp, "c", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
-				subRuns.Add(1)
-				return 7, nil
-			}), 0)
-			return asynctool.Built[int]{Starts: []asynctool.Wrapper{n}, Output: func() (int, error) {
-				r := n.Result()
-				return r.Value, r.Err
-			}}, nil
-		}}, 0)
+		sub := subGraphOfNode(cp, "c", &subRuns)
 		up := asynctool.NewWrapper("up", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
 			return 0, errors.New("the partner's API is down")
 		}), 0).Depend(sub, true)
@@ -152,11 +130,7 @@ func TestNodeACustomJoinSuspendedSharingASubGraphNodesIDFails(t *testing.T) {
 			}
 			return asynctool.DecideRun
 		}))
-		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
-			r, err := asynctool.ResultOf[int](all, "c")
-			got.Store(int64(r.Value))
-			return r.Value, err
-		}), 0).Depend(nc, true)
+		sinkReading("c", &got).Depend(nc, true)
 		return []asynctool.Wrapper{sub}, nil
 	})
 	job, err := client.JobGet(context.Background(), id)
@@ -235,11 +209,7 @@ func TestSuspendedNodeIsNotReplayedWithAPlanNodesResult(t *testing.T) {
 		}), 0)
 		asynctool.NewWrapper("sp", asynctool.SubPlan[int, int]{Plan: plan, Output: n.ValueIn}, 0).Depend(gate, true)
 		approve := asynctool.NewWrapper("approve", approvalWorker(&s, &approved), 0).OnFailure(asynctool.PolicySuspend)
-		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
-			r, err := asynctool.ResultOf[int](all, "approve")
-			got.Store(int64(r.Value))
-			return r.Value, err
-		}), 0).Depend(approve, true)
+		sinkReading("approve", &got).Depend(approve, true)
 		return []asynctool.Wrapper{gate, approve}, nil
 	})
 	_, err := Resume(context.Background(), client, id, nil)
@@ -250,4 +220,29 @@ func TestSuspendedNodeIsNotReplayedWithAPlanNodesResult(t *testing.T) {
 	assert.Equal(t, int64(-1), got.Load(), "the sink did not run")
 	assert.Equal(t, int32(2), s.Load(), "approve's worker ran on each attempt")
 	assert.Equal(t, int32(1), planRuns.Load())
+}
+
+// subGraphOfNode is a node "sub" whose SubGraph is one checkpointed node
+// with id, which counts its runs in runs and returns 7.
+func subGraphOfNode(cp *Checkpoint, id string, runs *atomic.Int32) *asynctool.WorkerWrapper[int, int] {
+	return asynctool.NewWrapper("sub", asynctool.SubGraph[int, int]{Build: func(context.Context, int, asynctool.Wrappers) (asynctool.Built[int], error) {
+		n := Node(cp, id, asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			runs.Add(1)
+			return 7, nil
+		}), 0)
+		return asynctool.Built[int]{Starts: []asynctool.Wrapper{n}, Output: func() (int, error) {
+			r := n.Result()
+			return r.Value, r.Err
+		}}, nil
+	}}, 0)
+}
+
+// sinkReading is a node "sink" that reads the int result of the node with
+// id up and stores its value in got.
+func sinkReading(up string, got *atomic.Int64) *asynctool.WorkerWrapper[int, int] {
+	return asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+		r, err := asynctool.ResultOf[int](all, up)
+		got.Store(int64(r.Value))
+		return r.Value, err
+	}), 0)
 }

@@ -36,11 +36,7 @@ func approvalGraph(a, s *atomic.Int32, approved *atomic.Bool, got *atomic.Int64)
 	return func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
 		na := intNode(cp, "a", a, nil)
 		ns := Node(cp, "s", approvalWorker(s, approved), 0).Depend(na, true).OnFailure(asynctool.PolicySuspend)
-		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
-			r, err := asynctool.ResultOf[int](all, "s")
-			got.Store(int64(r.Value))
-			return r.Value, err
-		}), 0).Depend(ns, true)
+		sinkReading("s", got).Depend(ns, true)
 		return []asynctool.Wrapper{na}, nil
 	}
 }
@@ -352,11 +348,7 @@ func joinSuspended(c *atomic.Int32, got *atomic.Int64) BuildFunc[sumArgs] {
 			}
 			return asynctool.DecideRun
 		}))
-		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
-			r, err := asynctool.ResultOf[int](all, "c")
-			got.Store(int64(r.Value))
-			return r.Value, err
-		}), 0).Depend(nc, true)
+		sinkReading("c", got).Depend(nc, true)
 		return []asynctool.Wrapper{up}, nil
 	}
 }
@@ -424,11 +416,7 @@ func TestDecidedValueInASubGraphOutlivesAnAttempt(t *testing.T) {
 				return r.Value, r.Err
 			}}, nil
 		}}, 0).Depend(gate, true).OnFailure(asynctool.PolicySuspend)
-		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
-			r, err := asynctool.ResultOf[int](all, "sg")
-			got.Store(int64(r.Value))
-			return r.Value, err
-		}), 0).Depend(sg, true)
+		sinkReading("sg", &got).Depend(sg, true)
 		return []asynctool.Wrapper{gate}, nil
 	})
 	_, err := Resume(context.Background(), client, id, map[string]any{"sg/charge": 5})
