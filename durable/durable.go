@@ -434,15 +434,9 @@ func checkIDs(cp *Checkpoint, starts []asynctool.Wrapper) error {
 		cp.mu.Lock()
 		cp.top = top
 		// The checkpointed nodes of the outer graph: a SubGraph's Build
-		// may later make one with the id of another node of that graph.
-		for id, f := range cp.nodes {
-			if top[id] {
-				if cp.topNodes == nil {
-					cp.topNodes = make(map[string]func(*asynctool.Run) (bool, error))
-				}
-				cp.topNodes[id] = f
-			}
-		}
+		// may later make one with the id of another node of that graph,
+		// and Node adds none to topNodes from now on.
+		maps.DeleteFunc(cp.topNodes, func(id string, _ []func(*asynctool.Run) (bool, error)) bool { return !top[id] })
 		cp.mu.Unlock()
 	}
 	for _, id := range ids {
@@ -808,12 +802,16 @@ type Checkpoint struct {
 	// each with the function that ends it, suspended in a run, with its
 	// stored result (see await).
 	nodes map[string]func(run *asynctool.Run) (bool, error)
-	// topNodes are the entries of nodes whose ids are those of nodes of
-	// the graph the BuildFunc returned, as checkIDs found them: await
-	// ends only nodes of the outer run, and a node that a SubGraph's
-	// Build makes later may have the id of a plain node of that graph,
-	// which its stored result must not end.
-	topNodes map[string]func(run *asynctool.Run) (bool, error)
+	// topNodes are, by id, the replay functions of the checkpointed
+	// nodes the BuildFunc made (Node adds them until checkIDs runs), and
+	// then of those whose ids are those of nodes of the graph it
+	// returned (checkIDs drops the others): await ends only nodes of the
+	// outer run, and a node that a SubGraph's Build makes later may have
+	// the id of a plain node of that graph, which its stored result must
+	// not end. An id may have several: the BuildFunc may make a node it
+	// leaves out of the graph, or compile into a Plan, after the one of
+	// the graph with its id, and that node's function declines.
+	topNodes map[string][]func(run *asynctool.Run) (bool, error)
 	// notNil are the checkpointed nodes whose result type does not take
 	// JSON null (see nullable).
 	notNil map[string]bool
@@ -1174,6 +1172,7 @@ func Node[P, R any](cp *Checkpoint, id string, worker asynctool.Worker[P, R], pa
 		return probe
 	}
 	c := &checkpointed[P, R]{cp: cp, id: id, worker: worker}
+	c.self = asynctool.NewWrapper[P, R](id, c, param)
 	if id == "" && cp != nil {
 		// The attempt fails before any node runs (see checkIDs).
 		cp.mu.Lock()
@@ -1186,6 +1185,12 @@ func Node[P, R any](cp *Checkpoint, id string, worker asynctool.Worker[P, R], pa
 			cp.nodes = make(map[string]func(*asynctool.Run) (bool, error))
 		}
 		cp.nodes[id] = c.replay
+		if cp.top == nil { // the BuildFunc's node, before checkIDs
+			if cp.topNodes == nil {
+				cp.topNodes = make(map[string][]func(*asynctool.Run) (bool, error))
+			}
+			cp.topNodes[id] = append(cp.topNodes[id], c.replay)
+		}
 		if nullable(reflect.TypeFor[R]()) {
 			delete(cp.notNil, id)
 		} else {
@@ -1196,7 +1201,6 @@ func Node[P, R any](cp *Checkpoint, id string, worker asynctool.Worker[P, R], pa
 		}
 		cp.mu.Unlock()
 	}
-	c.self = asynctool.NewWrapper[P, R](id, c, param)
 	return c.self
 }
 
@@ -1212,12 +1216,15 @@ func refused(n asynctool.Wrapper) bool {
 // says why a value Resume gave could not be used.
 func (cp *Checkpoint) replay(run *asynctool.Run, id string) (bool, error) {
 	cp.mu.Lock()
-	f := cp.topNodes[id]
+	fs := cp.topNodes[id] // none: not checkpointed, or a sub-run's node's id
 	cp.mu.Unlock()
-	if f == nil {
-		return false, nil // not checkpointed, or a sub-run's node's id
+	// At most one is a node of run; the others decline.
+	for _, f := range fs {
+		if ok, err := f(run); ok || err != nil {
+			return ok, err
+		}
 	}
-	return f(run)
+	return false, nil
 }
 
 type checkpointed[P, R any] struct {
