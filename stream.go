@@ -631,9 +631,11 @@ func (n *StreamNode[T]) Suspended() <-chan struct{} {
 // attempt panicked, called runtime.Goexit or passed its AttemptTimeout,
 // when the node was resumed with [FailWith], and when the stream stopped
 // while the node was suspended or waited for its next attempt. A node
-// that did not run has the zero value and an error wrapping
-// [ErrStreamStopped], or [ErrStreamClosed]. A suspended node has not
-// ended: Wait blocks until the stream is resumed or stopped. Since Run
+// that did not run has the zero value and an error: one wrapping
+// [ErrStreamStopped] or [ErrStreamClosed], [ErrNilTask] for a nil fn, or
+// the error of a node that AppendWith refused (see [Stream.AppendWith]
+// and the zero [Stream]). A suspended node has not ended: Wait blocks
+// until the stream is resumed or stopped. Since Run
 // runs one node at a time, a node's function that waits for itself or a
 // later node of its stream waits for ever.
 func (n *StreamNode[T]) Wait() (T, error) {
