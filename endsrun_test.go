@@ -243,6 +243,73 @@ func TestPolicyEndAfterTheRunEnded(t *testing.T) {
 	})
 }
 
+// sweepHolder is a worker whose Action waits for done, whatever its ctx
+// says (so only the sweep ends its node), and whose DefaultValue, which
+// the sweep calls as it ends the node, says so on sweeping and then
+// holds the sweep until settled is closed.
+type sweepHolder struct{ done, sweeping, settled chan struct{} }
+
+func (h sweepHolder) Action(context.Context, int, Wrappers) (int, error) {
+	<-h.done
+	return 0, nil
+}
+
+func (h sweepHolder) DefaultValue() int {
+	close(h.sweeping)
+	select {
+	case <-h.settled:
+	case <-time.After(time.Hour): // fake time: a failing test ends
+	}
+	return 0
+}
+
+// settlingFailure is a worker that fails, and whose DefaultValue, called
+// once the node's failure is settled, says so on settled.
+type settlingFailure struct{ settled chan struct{} }
+
+func (f settlingFailure) Action(context.Context, int, Wrappers) (int, error) { return 0, errBoom }
+
+func (f settlingFailure) DefaultValue() int {
+	close(f.settled)
+	return -1
+}
+
+// TestPolicyEndAfterTheRunEndedBeforeTheSweepReachesIt: a PolicyEnd
+// failure settled after the run ended with its marked node, but before
+// the sweep reached the failing node, which is ended by its own
+// goroutine, stops nothing either: the run's error is nil and the node
+// keeps its own failure. The retry policy refuses the failure once the
+// run has ended; the sweep is held at the node before, so the failure is
+// settled first and the policy sees the run's end, not the sweep's.
+func TestPolicyEndAfterTheRunEndedBeforeTheSweepReachesIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		done, sweeping, settled, release := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
+		defer close(done)
+		hold := NewWrapper("hold", Worker[int, int](sweepHolder{done, sweeping, settled}), 0)
+		critical := NewWrapper("critical", Worker[int, int](settlingFailure{settled}), 0).
+			Retry(RetryPolicy{Attempts: 2, Retryable: func(error) bool {
+				close(release)
+				<-sweeping // the run ended with page, and the sweep is held at hold
+				return false
+			}}).OnFailure(PolicyEnd)
+		page := NewWrapper("page", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			<-release
+			return 1, nil
+		}), 0).EndsRun()
+		run, err := a.Start(context.Background(), time.Minute, hold, critical, page)
+		require.NoError(t, err)
+		require.Less(t, indexOf(run, "hold"), indexOf(run, "critical"), "the sweep reaches hold first")
+		err = run.Wait(context.Background())
+		assert.NoError(t, err)
+		assert.Nil(t, run.Report().RunErr)
+		assert.Equal(t, WorkResult[int]{State: ResultException, Value: -1, Err: errBoom}, critical.ResultIn(run), "its own failure")
+		assert.ErrorIs(t, hold.ResultIn(run).Err, ErrRunEnded, "the run ended with page")
+		assert.Equal(t, WorkResult[int]{State: ResultSuccess, Value: 1}, page.ResultIn(run))
+	})
+}
+
 // TestMarkedNodeUnderPolicyEnd: a marked node that fails under
 // PolicyEnd and is the last marked one to end ends the run with its
 // EndError: every node it stops has that error, none ErrRunEnded.
