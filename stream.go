@@ -131,8 +131,9 @@ func (o streamRetry) applyStreamNode(c *streamNodeConfig) { c.retry = o.p }
 // function fails, it is called again, after p.Backoff's delay, with the
 // same input, until it succeeds or p.Attempts calls have been made; only
 // then does the node fail, and its [FailurePolicy] apply, with the last
-// attempt's error and value. An error p.Retryable refuses (by default a
-// [*PanicError]) is not retried; a panic in Retryable or Backoff ends the
+// attempt's error and value. An error p.Retryable refuses (by default one
+// that is or wraps a [*PanicError] or [ErrGoexit], as [RetryPolicy]
+// says) is not retried; a panic in Retryable or Backoff ends the
 // retries and becomes the node's error (a [*PanicError], wrapped with the
 // failed attempt's error), and a node that calls runtime.Goexit is not
 // retried (it stops the stream, as it does without retries: see [Stream]).
