@@ -243,13 +243,15 @@ func TestPolicyEndAfterTheRunEnded(t *testing.T) {
 	})
 }
 
-// sweepHolder is a worker whose Action waits for done, whatever its ctx
-// says (so only the sweep ends its node), and whose DefaultValue, which
-// the sweep calls as it ends the node, says so on sweeping and then
-// holds the sweep until settled is closed.
-type sweepHolder struct{ done, sweeping, settled chan struct{} }
+// sweepHolder is a worker whose Action says it started on running, then
+// waits for done, whatever its ctx says (so, once it runs, only the sweep
+// ends its node), and whose DefaultValue, which the sweep calls as it
+// ends the node, says so on sweeping and then holds the sweep until
+// settled is closed.
+type sweepHolder struct{ running, done, sweeping, settled chan struct{} }
 
 func (h sweepHolder) Action(context.Context, int, Wrappers) (int, error) {
+	close(h.running)
 	<-h.done
 	return 0, nil
 }
@@ -285,9 +287,9 @@ func TestPolicyEndAfterTheRunEndedBeforeTheSweepReachesIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := New()
 		defer a.Close()
-		done, sweeping, settled, release := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
+		running, done, sweeping, settled, release := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
 		defer close(done)
-		hold := NewWrapper("hold", Worker[int, int](sweepHolder{done, sweeping, settled}), 0)
+		hold := NewWrapper("hold", Worker[int, int](sweepHolder{running, done, sweeping, settled}), 0)
 		critical := NewWrapper("critical", Worker[int, int](settlingFailure{settled}), 0).
 			Retry(RetryPolicy{Attempts: 2, Retryable: func(error) bool {
 				close(release)
@@ -295,6 +297,7 @@ func TestPolicyEndAfterTheRunEndedBeforeTheSweepReachesIt(t *testing.T) {
 				return false
 			}}).OnFailure(PolicyEnd)
 		page := NewWrapper("page", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			<-running // else a goroutine that takes hold after the run's end ends it, not the sweep
 			<-release
 			return 1, nil
 		}), 0).EndsRun()
