@@ -215,8 +215,12 @@ func slowRefusal(release chan struct{}) func(error) bool {
 // as EndsRun says; it was the failing node's EndError, which names a
 // node that ended no other. The failure is settled once its retry policy
 // has refused it; the run's end came first, so the node ends as any
-// node that returns after it does. (The policy applies before the node's
-// DefaultValue is called, so a slow DefaultValue no longer stages this.)
+// node that returns after it does: the sweep ends it, and its PolicyEnd
+// is never asked. (The policy applies before the node's DefaultValue is
+// called, so a slow DefaultValue no longer stages this.)
+// TestPolicyEndAfterTheRunEndedBeforeTheSweepReachesIt stages the
+// failure settled by the node's own goroutine, whose PolicyEnd comes
+// after the run's end.
 func TestPolicyEndAfterTheRunEnded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := New()
