@@ -172,3 +172,83 @@ func TestWrappersPathOfAWorkerThatOutlivesTheOuterRuns(t *testing.T) {
 		assert.Equal(t, []string{"wrap", "sp", "other"}, got)
 	})
 }
+
+// A sub-run's state, which its Plan recycles, keeps the name of the node
+// that last ran it for the next sub-run under that node to reuse; a
+// sub-run under another node sees its own path: another node of the same
+// run (m1 and m2), the same node of a Plan run under another node (a/m1
+// and b/m1), or a node at the same index of another Plan (c and d). The
+// runs are made one after the other, many times, so that the states are
+// reused across them in every order.
+func TestWrappersPathOfRecycledSubRunStates(t *testing.T) {
+	var log pathLog
+	a := newAsync(t)
+	px := NewWrapper("x", log.worker("x"), 0)
+	inner, err := Compile(px)
+	require.NoError(t, err)
+	subPlan := func(id string, p *Plan) *WorkerWrapper[int, int] {
+		return NewWrapper(id, SubPlan[int, int]{Plan: p, Output: func(*Run) (int, error) { return 0, nil }}, 0)
+	}
+	m1 := subPlan("m1", inner)
+	subPlan("m2", inner).Depend(m1, true)
+	mid, err := Compile(m1)
+	require.NoError(t, err)
+	plans := map[string]*Plan{}
+	for _, id := range []string{"a", "b"} {
+		plans[id], err = Compile(subPlan(id, mid))
+		require.NoError(t, err)
+	}
+	for _, id := range []string{"c", "d"} {
+		plans[id], err = Compile(subPlan(id, inner))
+		require.NoError(t, err)
+	}
+	want := map[string][][]string{
+		"a": {{"a", "m1", "x"}, {"a", "m2", "x"}},
+		"b": {{"b", "m1", "x"}, {"b", "m2", "x"}},
+		"c": {{"c", "x"}},
+		"d": {{"d", "x"}},
+	}
+	seen := 0
+	for range 20 {
+		for _, id := range []string{"a", "b", "c", "d"} {
+			run, err := a.RunPlan(context.Background(), plans[id], time.Minute)
+			require.NoError(t, err)
+			require.NoError(t, run.Report().Err(), "%v", run.Report())
+			run.Release() // and its sub-runs, whose states their plans keep
+			got := log.get("x")[seen:]
+			seen += len(got)
+			require.Equal(t, want[id], got, "the paths of plan %s's run", id)
+		}
+	}
+
+	// A run of a plan whose first SubPlan node, on every other run,
+	// fails before its sub-run starts (and the run goes on): the second
+	// node's sub-run then takes the state that the first node's served.
+	var k int
+	skip := NewWrapper("m1", SubPlan[int, int]{
+		Plan: inner,
+		Input: func(ctx context.Context, _ int, _ Wrappers) (context.Context, error) {
+			if k++; k%2 == 0 {
+				return nil, errBoom
+			}
+			return ctx, nil
+		},
+		Output: func(*Run) (int, error) { return 0, nil },
+	}, 0).OnFailure(PolicyContinue)
+	subPlan("m2", inner).Depend(skip, false)
+	alt, err := Compile(skip)
+	require.NoError(t, err)
+	for round := range 20 {
+		run, err := a.RunPlan(context.Background(), alt, time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, run.Wait(context.Background()))
+		run.Release()
+		got := log.get("x")[seen:]
+		seen += len(got)
+		if round%2 == 0 {
+			require.Equal(t, [][]string{{"m1", "x"}, {"m2", "x"}}, got, "round %d", round)
+		} else {
+			require.Equal(t, [][]string{{"m2", "x"}}, got, "round %d: m1 failed", round)
+		}
+	}
+}
