@@ -202,3 +202,36 @@ func TestReadingAnOuterNodeFromASubRunSaysSo(t *testing.T) {
 		})
 	}
 }
+
+// A node of a sub-run inside a sub-run that reads a node of the sub-run
+// around it, not of the outermost run, gets the error that says the node
+// belongs to a run outside its own, as one that reads the outermost run's
+// node does.
+func TestReadingANodeOfTheEnclosingSubRunSaysSo(t *testing.T) {
+	a := newAsync(t)
+	var fromErr, ofErr error
+	sub := NewWrapper("sub", SubGraph[int, int]{
+		Build: func(context.Context, int, Wrappers) (Built[int], error) {
+			mid := NewWrapper("mid", WorkerFunc[int, string](func(context.Context, int, Wrappers) (string, error) {
+				return "ada", nil
+			}), 0)
+			deeper := NewWrapper("deeper", SubGraph[int, int]{
+				Build: func(context.Context, int, Wrappers) (Built[int], error) {
+					leaf := NewWrapper("leaf", WorkerFunc[int, int](func(_ context.Context, _ int, all Wrappers) (int, error) {
+						_, fromErr = mid.ResultFrom(all)
+						_, ofErr = ResultOf[string](all, "mid")
+						return 0, nil
+					}), 0)
+					return Built[int]{Starts: []Wrapper{leaf}, Output: func() (int, error) { return 0, leaf.Result().Err }}, nil
+				},
+			}, 0).Depend(mid, true)
+			return Built[int]{Starts: []Wrapper{mid}, Output: func() (int, error) { return 0, deeper.Result().Err }}, nil
+		},
+	}, 0)
+	require.NoError(t, a.BeginWork(context.Background(), 0, sub))
+	require.Equal(t, StateFinish, sub.State(), "the sub-runs' nodes ran")
+	for _, err := range []error{fromErr, ofErr} {
+		assert.ErrorIs(t, err, ErrUnknownID)
+		assert.ErrorContains(t, err, "belongs to a run outside this sub-run (sub/deeper/leaf)")
+	}
+}
