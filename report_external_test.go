@@ -19,7 +19,9 @@ import (
 // errors.Join's error (a worker's, pending, or Wait's, which joins the
 // callbacks' panics) split the line in two, and the second half, in a
 // sub-run's report, read as a line of the outer report. They are quoted
-// when they hold a newline.
+// when they hold a newline, or another character that is not printable,
+// such as the carriage return of a progress message, which a terminal
+// shows by writing over the start of the line.
 func TestReportStringKeepsOneLinePerNode(t *testing.T) {
 	sub := &asynctool.Report{
 		Nodes: []asynctool.NodeReport{{ID: "item", Index: 0, Status: asynctool.StatusPending,
@@ -31,12 +33,14 @@ func TestReportStringKeepsOneLinePerNode(t *testing.T) {
 		{ID: "sku\nforged: succeeded", Index: 1, Status: asynctool.StatusFailed},
 		{ID: "tab\there", Index: 2, Status: asynctool.StatusSkipped, DecidedBy: "sku\nforged: succeeded"},
 		{ID: "plain é", Index: 3, Status: asynctool.StatusSucceeded, Reason: "plain reason"},
-		{ID: "each", Index: 4, Status: asynctool.StatusRunning, Sub: sub},
+		{ID: "cr", Index: 4, Status: asynctool.StatusFailed, Reason: "progress 50%\rfailed at 60%"},
+		{ID: "each", Index: 5, Status: asynctool.StatusRunning, Sub: sub},
 	}}
 	assert.Equal(t, "#0: succeeded\n"+
 		`"sku\nforged: succeeded": failed`+"\n"+
 		`"tab\there": skipped by="sku\nforged: succeeded"`+"\n"+
 		"plain é: succeeded (plain reason)\n"+
+		`cr: failed ("progress 50%\rfailed at 60%")`+"\n"+
 		"each: running\n"+
 		`  item: pending ("pending after x failed\nfallback: waiting for Resume")`+"\n"+
 		`  run: "context canceled\ndone: succeeded"`+"\n", rep.String())
