@@ -249,49 +249,68 @@ func sinkReading(up string, got *atomic.Int64) *asynctool.WorkerWrapper[int, int
 
 // A checkpointed node that a custom join suspends is ended with its
 // stored result when the run stalls, even when the BuildFunc made another
-// checkpointed node with its id after it that is no node of the run (an
-// alternative it did not pick, or one it compiled into a Plan): the
-// replay is that of the node in the run. Attempt 1 runs x and fails at
-// the sink; on attempt 2 up fails, the join suspends x, and x takes its
-// stored 5. Before, the attempt asked only the node made last, which
-// declined, and the job parked on x with nobody to decide it.
+// checkpointed node with its id, after it or before it, that is no node
+// of the run (an alternative it did not pick, or one it compiled into a
+// Plan): the replay is that of the node in the run, and Replayed counts
+// it. Attempt 1 runs x and fails at the sink; on attempt 2 up fails, the
+// join suspends x, and x takes its stored 5. Before, the attempt asked
+// only the node made last, which declined when it was the other one, and
+// the job parked on x with nobody to decide it.
 func TestNodeACustomJoinSuspendedReplaysBesideANodeOutsideTheRun(t *testing.T) {
-	var ups, xRuns, sinks atomic.Int32
-	var got atomic.Int64
-	got.Store(-1)
-	evs := runJob(t, 2, 10*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
-		up := asynctool.NewWrapper("up", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
-			if ups.Add(1) > 1 {
-				return 0, errors.New("the partner's API is down")
+	for _, c := range []struct {
+		name       string
+		otherFirst bool
+	}{{"other made after", false}, {"other made before", true}} {
+		otherFirst := c.otherFirst
+		t.Run(c.name, func(t *testing.T) {
+			var ups, xRuns, sinks atomic.Int32
+			var got, replayed atomic.Int64
+			got.Store(-1)
+			evs := runJob(t, 2, 10*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+				other := func() {
+					_ = Node(cp, "x", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+						return 9, nil
+					}), 0)
+				}
+				if otherFirst {
+					other()
+				}
+				up := asynctool.NewWrapper("up", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+					if ups.Add(1) > 1 {
+						return 0, errors.New("the partner's API is down")
+					}
+					return 0, nil
+				}), 0)
+				x := Node(cp, "x", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+					xRuns.Add(1)
+					return 5, nil
+				}), 0).Depend(up, true).Join(asynctool.CustomJoin(func(ups []asynctool.Upstream) asynctool.Decision {
+					if !ups[0].OK {
+						return asynctool.DecideSuspend
+					}
+					return asynctool.DecideRun
+				}))
+				if !otherFirst {
+					other()
+				}
+				asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+					replayed.Store(int64(cp.Replayed()))
+					if sinks.Add(1) == 1 {
+						return 0, errors.New("attempt 1 fails")
+					}
+					r, err := asynctool.ResultOf[int](all, "x")
+					got.Store(int64(r.Value))
+					return r.Value, err
+				}), 0).Depend(x, true)
+				return []asynctool.Wrapper{up}, nil
+			})
+			require.Len(t, evs, 2)
+			if !assert.Equal(t, river.EventKindJobCompleted, evs[1].Kind, "x replayed on attempt 2") {
+				t.Logf("last error: %s", lastError(t, evs[1]))
 			}
-			return 0, nil
-		}), 0)
-		x := Node(cp, "x", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
-			xRuns.Add(1)
-			return 5, nil
-		}), 0).Depend(up, true).Join(asynctool.CustomJoin(func(ups []asynctool.Upstream) asynctool.Decision {
-			if !ups[0].OK {
-				return asynctool.DecideSuspend
-			}
-			return asynctool.DecideRun
-		}))
-		_ = Node(cp, "x", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
-			return 9, nil
-		}), 0)
-		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
-			if sinks.Add(1) == 1 {
-				return 0, errors.New("attempt 1 fails")
-			}
-			r, err := asynctool.ResultOf[int](all, "x")
-			got.Store(int64(r.Value))
-			return r.Value, err
-		}), 0).Depend(x, true)
-		return []asynctool.Wrapper{up}, nil
-	})
-	require.Len(t, evs, 2)
-	if !assert.Equal(t, river.EventKindJobCompleted, evs[1].Kind, "x replayed on attempt 2") {
-		t.Logf("last error: %s", lastError(t, evs[1]))
+			assert.Equal(t, int64(5), got.Load(), "the sink read x's stored result")
+			assert.Equal(t, int32(1), xRuns.Load(), "x ran on attempt 1 only")
+			assert.Equal(t, int64(1), replayed.Load(), "attempt 2 replayed x")
+		})
 	}
-	assert.Equal(t, int64(5), got.Load(), "the sink read x's stored result")
-	assert.Equal(t, int32(1), xRuns.Load(), "x ran on attempt 1 only")
 }
