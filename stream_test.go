@@ -268,25 +268,36 @@ func TestStreamNodeGoexit(t *testing.T) {
 	assert.ErrorIs(t, s.Close(), ErrGoexit)
 }
 
-// goexitCtx is a context whose Done or Err (as set) calls
-// runtime.Goexit: Run's goroutine ends outside any node's function.
+// goexitCtx is a context whose Done or Err (as set), or both once armed
+// is closed, calls runtime.Goexit: Run's goroutine ends outside any
+// node's function.
 type goexitCtx struct {
 	context.Context
 	inDone, inErr bool
+	armed         <-chan struct{}
 }
 
 func (c goexitCtx) Done() <-chan struct{} {
-	if c.inDone {
+	if c.inDone || c.isArmed() {
 		runtime.Goexit()
 	}
 	return c.Context.Done()
 }
 
 func (c goexitCtx) Err() error {
-	if c.inErr {
+	if c.inErr || c.isArmed() {
 		runtime.Goexit()
 	}
 	return c.Context.Err()
+}
+
+func (c goexitCtx) isArmed() bool {
+	select {
+	case <-c.armed:
+		return true
+	default:
+		return false
+	}
 }
 
 // TestStreamGoexitOutsideAnyNode: Run's goroutine that ends in a method
@@ -358,6 +369,46 @@ func TestStreamGoexitOutsideAnyNode(t *testing.T) {
 			assert.ErrorIs(t, err, ErrStreamStopped)
 			assert.ErrorIs(t, s.Resume(SucceedWith(1)), ErrNotPending, "Run has ended: nothing is suspended")
 			assert.ErrorContains(t, s.Close(), "outside any node")
+		})
+	}
+	// A node that failed, then succeeded on its retry or was resumed,
+	// no longer waits: when Run's goroutine ends outside any node later,
+	// the node after it is stopped, not ended with that old failure.
+	for _, tt := range []struct {
+		name   string
+		policy FailurePolicy
+		opts   []StreamNodeOption
+		resume bool
+	}{
+		{"after a retry succeeded", PolicyContinue, []StreamNodeOption{StreamRetry(RetryPolicy{Attempts: 2})}, false},
+		{"after a resumption", PolicySuspend, nil, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := NewStream(0)
+				fn, _ := flaky(1)
+				n := s.AppendWith(fn, tt.policy, tt.opts...)
+				armed := make(chan struct{})
+				done := make(chan any, 1)
+				go func() {
+					defer func() { done <- recover() }()
+					_ = s.Run(goexitCtx{Context: t.Context(), armed: armed})
+				}()
+				if tt.resume {
+					synctest.Wait() // n is suspended
+					require.NoError(t, s.Resume(SucceedWith(5)))
+				}
+				_, err := n.Wait()
+				require.NoError(t, err)
+				synctest.Wait() // Run waits for the next node
+				close(armed)
+				next := s.Append(addOne)
+				require.Nil(t, <-done, "Run's goroutine panicked as it ended")
+				_, err = next.Wait()
+				assert.ErrorIs(t, err, ErrStreamStopped)
+				assert.NotErrorIs(t, err, errFlaky, "the node before it failed, then succeeded")
+				assert.ErrorContains(t, s.Close(), "outside any node")
+			})
 		})
 	}
 }
