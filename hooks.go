@@ -352,11 +352,8 @@ func (r *runState) pendingHooks(i int32, ev NodeEvent, k int) {
 	normal := false
 	defer func() {
 		if !normal {
-			r.taskStart()
-			go func() {
-				defer r.taskDone()
-				r.pendingHooks(i, ev, k+1)
-			}()
+			next := k + 1 // a copy: k, which the loop moves, stays off the heap
+			r.carryOn(func() { r.pendingHooks(i, ev, next) })
 		}
 	}()
 	for ; k < len(r.hooks); k++ {
@@ -365,6 +362,19 @@ func (r *runState) pendingHooks(i int32, ev NodeEvent, k int) {
 		}
 	}
 	normal = true
+}
+
+// carryOn runs rest, the hooks after one that ended its goroutine with
+// runtime.Goexit, on a goroutine of its own, a task of the run. Its
+// callers copy the loop's position into rest before they call it: a
+// closure that captured the loop variable itself would move it to the
+// heap, one allocation on every call, not only after a Goexit.
+func (r *runState) carryOn(rest func()) {
+	r.taskStart()
+	go func() {
+		defer r.taskDone()
+		rest()
+	}()
 }
 
 // pendingReason is the Reason of a pending node, suspended after err
@@ -385,11 +395,8 @@ func (r *runState) runEnded(k int, rep *Report, inSweep bool) {
 	normal := false
 	defer func() {
 		if !normal {
-			r.taskStart()
-			go func() {
-				defer r.taskDone()
-				r.runEnded(k+1, rep, inSweep)
-			}()
+			next, rep := k+1, rep // copies: k and rep, which the loop sets, stay off the heap
+			r.carryOn(func() { r.runEnded(next, rep, inSweep) })
 		}
 	}()
 	for ; k < len(r.hooks); k++ {
