@@ -433,10 +433,6 @@ func checkIDs(cp *Checkpoint, starts []asynctool.Wrapper) error {
 		}
 		cp.mu.Lock()
 		cp.top = top
-		// The checkpointed nodes of the outer graph: a SubGraph's Build
-		// may later make one with the id of another node of that graph,
-		// and Node adds none to topNodes from now on.
-		maps.DeleteFunc(cp.topNodes, func(id string, _ []func(*asynctool.Run) (bool, error)) bool { return !top[id] })
 		cp.mu.Unlock()
 	}
 	for _, id := range ids {
@@ -798,20 +794,15 @@ type Checkpoint struct {
 	decided map[string]bool            // saved ids whose value Resume gave
 	mu      sync.Mutex
 	done    map[string]json.RawMessage // produced in this attempt
-	// nodes are the checkpointed nodes of this attempt's graph, by id,
-	// each with the function that ends it, suspended in a run, with its
-	// stored result (see await).
-	nodes map[string]func(run *asynctool.Run) (bool, error)
-	// topNodes are, by id, the replay functions of the checkpointed
-	// nodes the BuildFunc made (Node adds them until checkIDs runs), and
-	// then of those whose ids are those of nodes of the graph it
-	// returned (checkIDs drops the others): await ends only nodes of the
-	// outer run, and a node that a SubGraph's Build makes later may have
-	// the id of a plain node of that graph, which its stored result must
-	// not end. An id may have several: the BuildFunc may make a node it
-	// leaves out of the graph, or compile into a Plan, after the one of
-	// the graph with its id, and that node's function declines.
-	topNodes map[string][]func(run *asynctool.Run) (bool, error)
+	// nodes are the checkpointed nodes made in this attempt, by id, each
+	// with the function that ends it, suspended in a run, with its stored
+	// result (see await). An id may have several: ids are unique within
+	// one graph only, so a SubGraph's Build may make one with the id of a
+	// node of the outer graph, and the BuildFunc may make one it leaves
+	// out of the graph or compiles into a Plan. The function of a node
+	// that is not in the run it is given declines (see
+	// checkpointed.replay).
+	nodes map[string][]func(run *asynctool.Run) (bool, error)
 	// notNil are the checkpointed nodes whose result type does not take
 	// JSON null (see nullable).
 	notNil map[string]bool
@@ -1030,7 +1021,7 @@ func (cp *Checkpoint) results() (map[string]json.RawMessage, parkMark) {
 	for id, raw := range cp.saved {
 		switch parent, sub := cp.within[id]; {
 		case id == parkKey: // a retry is no longer parked
-		case cp.nodes[id] != nil:
+		case len(cp.nodes[id]) > 0:
 			all[id] = raw
 		case sub && len(parent) > 0 && cp.top[parent[0]] && !built[strings.Join(parent, "\x00")]:
 			all[id] = raw
@@ -1182,15 +1173,9 @@ func Node[P, R any](cp *Checkpoint, id string, worker asynctool.Worker[P, R], pa
 	if id != "" && cp != nil { // an anonymous node, or one without a Checkpoint, fails in Action and is never checkpointed
 		cp.mu.Lock()
 		if cp.nodes == nil {
-			cp.nodes = make(map[string]func(*asynctool.Run) (bool, error))
+			cp.nodes = make(map[string][]func(*asynctool.Run) (bool, error))
 		}
-		cp.nodes[id] = c.replay
-		if cp.top == nil { // the BuildFunc's node, before checkIDs
-			if cp.topNodes == nil {
-				cp.topNodes = make(map[string][]func(*asynctool.Run) (bool, error))
-			}
-			cp.topNodes[id] = append(cp.topNodes[id], c.replay)
-		}
+		cp.nodes[id] = append(cp.nodes[id], c.replay)
 		if nullable(reflect.TypeFor[R]()) {
 			delete(cp.notNil, id)
 		} else {
@@ -1216,9 +1201,10 @@ func refused(n asynctool.Wrapper) bool {
 // says why a value Resume gave could not be used.
 func (cp *Checkpoint) replay(run *asynctool.Run, id string) (bool, error) {
 	cp.mu.Lock()
-	fs := cp.topNodes[id] // none: not checkpointed, or a sub-run's node's id
+	fs := cp.nodes[id] // none: not checkpointed
 	cp.mu.Unlock()
-	// At most one is a node of run; the others decline.
+	// At most one is a node of run (ids are unique within one graph); the
+	// others, a sub-run's or a Plan's, decline.
 	for _, f := range fs {
 		if ok, err := f(run); ok || err != nil {
 			return ok, err
@@ -1559,9 +1545,9 @@ func hexEscape(raw []byte, i int) (uint16, bool) {
 // result that does not decode leaves the node suspended, for a person to
 // decide; if Resume gave it, the error says so.
 func (c *checkpointed[P, R]) replay(run *asynctool.Run) (bool, error) {
-	// The BuildFunc may have compiled this node into a Plan, which a
-	// SubPlan node runs, and the suspended node with its id is then
-	// another one.
+	// The node may be one of a sub-run (a SubGraph's Build made it) or of
+	// a Plan the BuildFunc compiled, or out of the graph: the suspended
+	// node with its id is then another one.
 	if _, err := c.self.ValueIn(run); errors.Is(err, asynctool.ErrUnknownID) {
 		return false, nil
 	}
