@@ -241,7 +241,7 @@ func (w *WorkerWrapper[P, R]) ResultFrom(all Wrappers) (WorkResult[R], error) {
 // reach the outer node's result.
 func notInRun(all Wrappers, what string, has func(p *plan) bool) error {
 	for o := all.r.outer; o != nil; o = o.up {
-		if o.p != nil && has(o.p) {
+		if has(o.p) {
 			return fmt.Errorf("%w: %s: it belongs to a run outside this sub-run (%s), and a ForEach item or a SubGraph's or SubPlan's node reads only its own run: read it in Items, Build or Input, and pass it on in the param or the context", ErrUnknownID, what, strings.Join(all.Path(), "/"))
 		}
 	}
