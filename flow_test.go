@@ -756,6 +756,36 @@ func TestEndReason(t *testing.T) {
 	assert.Equal(t, StatusFailed, rep.Nodes[1].Status)
 }
 
+// TestNodeTimeoutCountsFromItsFirstStart: a node's Timeout counts from
+// its own start, not from the run's: a node of 20 ms with a 30 ms
+// Timeout, behind an upstream of 50 ms, succeeds, and one of 40 ms ends
+// as a timeout 30 ms after it started.
+func TestNodeTimeoutCountsFromItsFirstStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		sleeps := func(d time.Duration) WorkerFunc[int, int] {
+			return func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+				select {
+				case <-time.After(d):
+					return 1, nil
+				case <-ctx.Done():
+					return 0, ctx.Err()
+				}
+			}
+		}
+		up := NewWrapper("up", sleeps(50*time.Millisecond), 0)
+		quick := NewWrapper("quick", sleeps(20*time.Millisecond), 0).Depend(up, true).Timeout(30 * time.Millisecond)
+		slow := NewWrapper("slow", sleeps(40*time.Millisecond), 0).Depend(up, true).Timeout(30 * time.Millisecond)
+		start := time.Now()
+		require.NoError(t, a.BeginWork(context.Background(), time.Second, up))
+		assert.Equal(t, WorkResult[int]{Value: 1, State: ResultSuccess}, quick.Result())
+		var nte *NodeTimeoutError
+		assert.ErrorAs(t, slow.Result().Err, &nte)
+		assert.Equal(t, 80*time.Millisecond, time.Since(start), "slow ended 30 ms after its start at 50 ms")
+	})
+}
+
 // TestNodeTimeoutIsNotARunError checks that a node's own timeout is that
 // node's result: BeginWork still returns nil when the run ends in time.
 func TestNodeTimeoutIsNotARunError(t *testing.T) {
