@@ -1,6 +1,7 @@
 package asynctool
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -275,6 +276,43 @@ func (rep *Report) Err() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// MarshalJSON encodes the report as encoding/json would encode its
+// fields, except its RunErr, which it encodes as a [StoredError] (null if
+// nil), as [WorkResult.MarshalJSON] encodes an error: its message and the
+// sentinel errors it matched. encoding/json alone writes an error's
+// exported fields, {} for most errors, so a report logged as JSON would
+// lose every error. Each node is encoded by [NodeReport.MarshalJSON], a
+// Sub by this method. A Value that encoding/json cannot encode (a func,
+// a channel) makes it fail as json.Marshal does. It is meant for logs:
+// nothing decodes a report back (the errors would come back as
+// StoredErrors, and the values as JSON has them).
+func (rep Report) MarshalJSON() ([]byte, error) {
+	type fields Report // the same fields, without this method
+	return json.Marshal(struct {
+		fields
+		RunErr *StoredError
+	}{fields(rep), storedOrNil(rep.RunErr)})
+}
+
+// MarshalJSON encodes the node's report as encoding/json would encode its
+// fields, except its Err, which it encodes as a [StoredError] (null if
+// nil), as [Report.MarshalJSON] says.
+func (n NodeReport) MarshalJSON() ([]byte, error) {
+	type fields NodeReport // the same fields, without this method
+	return json.Marshal(struct {
+		fields
+		Err *StoredError
+	}{fields(n), storedOrNil(n.Err)})
+}
+
+// storedOrNil is err as a StoredError, nil for nil.
+func storedOrNil(err error) *StoredError {
+	if err == nil {
+		return nil
+	}
+	return storeError(err)
 }
 
 // String renders the report compactly, one node per line, for logs. The
