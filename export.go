@@ -91,8 +91,17 @@ func (rep *Report) nodeLines(n *NodeReport, static bool) []string {
 	return lines
 }
 
-// displayID is n's id as the pictures show it (see plainName).
-func displayID(n *NodeReport) string { return plainName(n.ID, n.Index) }
+// displayID is n's id as the pictures show it: "#" and its index for the
+// empty id (see plainName), and an id quoted (as by strconv.Quote) that
+// would read as something else: one that starts with '#' (the name of a
+// node without an id), or with '"' (a quoted id), or holds bytes that are
+// not UTF-8 (which a picture shows as U+FFFD, whatever they are).
+func displayID(n *NodeReport) string {
+	if id := n.ID; strings.HasPrefix(id, "#") || strings.HasPrefix(id, `"`) || !utf8.ValidString(id) {
+		return strconv.Quote(id)
+	}
+	return plainName(n.ID, n.Index)
+}
 
 // plainName is the node with the given id and index as the pictures and
 // Wrappers.Path show it: the id, or "#" and the index for the empty id.
@@ -149,7 +158,11 @@ func (rep *Report) criticalEdges() map[[2]int]bool {
 // DOT and [Report.Mermaid] follow one convention. Nodes are listed in
 // report order and named by their index (n0, n1, ...), so any id,
 // including the empty one, quotes, spaces and any Unicode, appears only
-// inside an escaped label. Edges go from upstream to downstream: solid
+// inside an escaped label. A label names a node without an id by "#" and
+// its index, as [Report.String] does, and so quotes (as by
+// [strconv.Quote]) an id that starts with '#' or '"', or holds bytes that
+// are not UTF-8, so that no two nodes read alike: node "#1" and the node
+// at index 1 without an id. Edges go from upstream to downstream: solid
 // for must dependencies, dashed for others (as [NodeReport.Must] tells
 // them apart, by the node's join), and thick for the edges of the
 // critical path (see [Report.CriticalPath]). A node whose join is not
@@ -696,15 +709,14 @@ func (t *chromeTrace) add(rep *Report, path string) error {
 	return nil
 }
 
-// traceID is node n's part of its name in a Chrome trace: its display id,
-// quoted (as by [strconv.Quote]) when the id would read as something
-// else: one that holds a '/', which joins the ids of a path, or starts
-// with '#', which marks an anonymous node's index, or with '"', which
-// marks a quoted id, or holds bytes that are not UTF-8, which JSON
-// turns into U+FFFD, whatever they are.
+// traceID is node n's part of its name in a Chrome trace: its display id
+// (quoted, as by [strconv.Quote], when it starts with '#' or '"' or holds
+// bytes that are not UTF-8, which JSON turns into U+FFFD, whatever they
+// are), or the id quoted when it holds a '/', which joins the ids of a
+// path.
 func traceID(n *NodeReport) string {
-	if id := n.ID; strings.ContainsRune(id, '/') || strings.HasPrefix(id, "#") || strings.HasPrefix(id, `"`) || !utf8.ValidString(id) {
-		return strconv.Quote(id)
+	if strings.ContainsRune(n.ID, '/') {
+		return strconv.Quote(n.ID)
 	}
 	return displayID(n)
 }

@@ -132,6 +132,11 @@ func TestExportEscaping(t *testing.T) {
 		{"<b>&#1;`x`", `"<b>&amp;#1;` + "`x`" + `"`, `"#lt;b#gt;#amp;#35;1;#96;x#96;"`},
 		{"日本 ✓", `"日本 ✓"`, `"日本 ✓"`},
 		{"", `"#0"`, `"#35;0"`},
+		// Quoted, so as not to read as the node without an id above, a
+		// quoted id, or any other bytes that are not UTF-8.
+		{"#0", `"\"#0\""`, `"#quot;#35;0#quot;"`},
+		{`"x"`, `"\"\\\"x\\\"\""`, `"#quot;\#quot;x\#quot;#quot;"`},
+		{"\xff", `"\"\\xff\""`, `"#quot;\xff#quot;"`},
 		{"end", `"end"`, `"end"`},
 	}
 	for _, tt := range tests {
