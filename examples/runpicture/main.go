@@ -42,7 +42,21 @@ func rpc(d time.Duration, err error) asynctool.WorkerFunc[int64, string] {
 func main() {
 	format := flag.String("format", "mermaid", "mermaid, dot or trace")
 	flag.Parse()
+	if err := run(*format); err != nil {
+		fmt.Fprintln(os.Stderr, "runpicture:", err)
+		os.Exit(1)
+	}
+}
 
+// run runs the graph and prints its report in format. It checks format
+// first, so as not to run the graph for nothing, and returns its errors
+// rather than exit, so that its deferred Close runs.
+func run(format string) error {
+	switch format {
+	case "mermaid", "dot", "trace":
+	default:
+		return fmt.Errorf("unknown format %q: want mermaid, dot or trace", format)
+	}
 	node := func(id string, d time.Duration, err error) *asynctool.WorkerWrapper[int64, string] {
 		return asynctool.NewWrapper(id, rpc(d, err), 42)
 	}
@@ -78,23 +92,17 @@ func main() {
 	defer a.Close()
 	r, err := a.Start(context.Background(), 100*time.Millisecond, user, cart, reviewsA, reviewsB, mirror)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return err
 	}
 	_ = r.Wait(context.Background()) // the deadline cuts recs short: that is the point
 	rep := r.Report()
-	switch *format {
+	switch format {
 	case "mermaid":
 		fmt.Print(rep.Mermaid())
 	case "dot":
 		fmt.Print(rep.DOT())
 	case "trace":
-		err = rep.WriteChromeTrace(os.Stdout)
-	default:
-		err = fmt.Errorf("unknown format %q", *format)
+		return rep.WriteChromeTrace(os.Stdout)
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	return nil
 }
