@@ -2,6 +2,7 @@ package asynctool
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -234,4 +235,57 @@ func TestReadingANodeOfTheEnclosingSubRunSaysSo(t *testing.T) {
 		assert.ErrorIs(t, err, ErrUnknownID)
 		assert.ErrorContains(t, err, "belongs to a run outside this sub-run (sub/deeper/leaf)")
 	}
+}
+
+// A node that has not ended reads as a zero result. For an upstream of
+// the reader (an optional one) that is the reader's choice, and the
+// error is nil; for a node the reader does not depend on, it is what a
+// forgotten Depend looks like, and the error says so, rather than pass
+// the zero value off as the node's result. A node the reader does not
+// depend on but that has ended reads as it ended, and a node reading
+// itself is told its result is not final.
+func TestReadingANodeNotEndedThatTheReaderDoesNotDependOn(t *testing.T) {
+	a := newAsync(t)
+	release := make(chan struct{})
+	wait := WorkerFunc[int, int](func(ctx context.Context, v int, _ Wrappers) (int, error) {
+		select {
+		case <-release:
+			return v, nil
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	})
+	first := NewWrapper("first", okWorker(), 1)
+	slow := NewWrapper("slow", wait, 2)
+	opt := NewWrapper("opt", wait, 3)
+	type read struct {
+		res WorkResult[int]
+		err error
+	}
+	got := map[string]read{}
+	var self *WorkerWrapper[int, int]
+	self = NewWrapper("reader", WorkerFunc[int, int](func(_ context.Context, _ int, all Wrappers) (int, error) {
+		defer close(release)
+		for _, w := range []*WorkerWrapper[int, int]{first, slow, opt, self} {
+			res, err := w.ResultFrom(all)
+			got[w.ID()] = read{res, err}
+			byID, errByID := ResultOf[int](all, w.ID())
+			assert.Equal(t, res, byID, w.ID())
+			assert.Equal(t, fmt.Sprint(err), fmt.Sprint(errByID), w.ID())
+		}
+		return 0, nil
+	}), 0)
+	mid := NewWrapper("mid", okWorker(), 4).Depend(first, true)
+	self.Depend(mid, true).Depend(opt, false)
+	NewWrapper("keep", okWorker(), 5).Depend(opt, true) // so that opt is not skipped when the reader starts
+	run, err := a.Start(context.Background(), time.Minute, first, slow, opt)
+	require.NoError(t, err)
+	require.NoError(t, run.Wait(context.Background()))
+
+	assert.Equal(t, read{res: WorkResult[int]{Value: 1, State: ResultSuccess}}, got["first"], "a transitive must upstream has ended")
+	assert.Equal(t, read{}, got["opt"], "an optional upstream not ended yet")
+	assert.Equal(t, WorkResult[int]{}, got["slow"].res)
+	assert.EqualError(t, got["slow"].err, `asynctool: node "slow" has not ended, and node "reader", which read it, does not depend on it: declare the dependency with Depend, so that its result is final (a must one) or may be read (an optional one) when the reader runs`)
+	assert.EqualError(t, got["reader"].err, `asynctool: node "reader" read its own result, which is not final while it runs`)
+	assert.Equal(t, WorkResult[int]{Value: 2, State: ResultSuccess}, slow.Result(), "the run went on")
 }

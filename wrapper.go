@@ -212,13 +212,18 @@ func (w *WorkerWrapper[P, R]) resultIn(r *runState) WorkResult[R] {
 //
 //	u, err := user.ResultFrom(all)
 //
-// For a node that has not ended yet it returns a zero WorkResult (State
-// ResultDefault) and a nil error: that is what a worker reads from a node
-// of its run that it forgot to Depend on, so check State, or declare
-// every node whose result the worker needs with Depend(up, true), which
-// makes the result final before the worker starts. It returns an error
-// wrapping [ErrUnknownID] when the node is not part of that run (for the
-// zero Wrappers, or a sub-run's, for example).
+// A node that has not ended yet reads as a zero WorkResult (State
+// ResultDefault). When it is an upstream of the reader (an optional one,
+// or one that the reader's join did not wait for), the error is nil:
+// reading it before it ends is the reader's choice. Otherwise the error
+// says that the node has not ended and that the reader does not depend on
+// it: that is what a worker reads from a node of its run that it forgot
+// to Depend on. Declare every node whose result the worker needs with
+// Depend(up, true), which makes the result final before the worker
+// starts. (A node the reader does not depend on, which has ended, reads
+// as it ended: a transitive must upstream always has.) It returns an
+// error wrapping [ErrUnknownID] when the node is not part of that run
+// (for the zero Wrappers, or a sub-run's, for example).
 func (w *WorkerWrapper[P, R]) ResultFrom(all Wrappers) (WorkResult[R], error) {
 	if w == nil || all.r == nil || all.r.p == nil || all.r.p != w.owner.Load() {
 		id := "<nil>"
@@ -231,7 +236,28 @@ func (w *WorkerWrapper[P, R]) ResultFrom(all Wrappers) (WorkResult[R], error) {
 		}
 		return WorkResult[R]{}, fmt.Errorf("%w: node %q is not part of this run", ErrUnknownID, id)
 	}
-	return w.resultIn(all.r), nil
+	if st := all.r.nodes[w.idx].st(); terminal(st) {
+		return w.slotIn(all.r).get(st), nil
+	}
+	return WorkResult[R]{}, all.notEnded(w.idx)
+}
+
+// notEnded is the error of a read, through all, of node i of all's run,
+// which has not ended: nil if i is an upstream of the node that all was
+// given to, which may read it before it ends, and otherwise an error that
+// says the reader does not depend on it, the mark of a forgotten Depend.
+func (all Wrappers) notEnded(i int32) error {
+	p := all.r.p
+	if i == all.self {
+		return fmt.Errorf("asynctool: node %s read its own result, which is not final while it runs", errName(p.nodeID(i), int(i)))
+	}
+	for _, v := range p.in(all.self) {
+		if up, _ := upstream(v); up == i {
+			return nil
+		}
+	}
+	return fmt.Errorf("asynctool: node %s has not ended, and node %s, which read it, does not depend on it: declare the dependency with Depend, so that its result is final (a must one) or may be read (an optional one) when the reader runs",
+		errName(p.nodeID(i), int(i)), errName(p.nodeID(all.self), int(all.self)))
 }
 
 // notInRun is the error of a read, through all, of a node that all's run
@@ -713,10 +739,11 @@ func (all Wrappers) State(id string) (State, bool) {
 
 // ResultOf returns the result of the node with the given id in the run
 // that all belongs to. For a node that has not ended yet it returns a
-// zero WorkResult (State ResultDefault) and a nil error, as
-// [WorkerWrapper.ResultFrom] does. It returns an error wrapping
-// [ErrUnknownID] if the run has no such node, or [ErrResultType] if the
-// node's result type is not R.
+// zero WorkResult (State ResultDefault), and a nil error if the node is
+// an upstream of the reader, an error saying the reader does not depend
+// on it otherwise, as [WorkerWrapper.ResultFrom] does. It returns an
+// error wrapping [ErrUnknownID] if the run has no such node, or
+// [ErrResultType] if the node's result type is not R.
 //
 // A node reads its must dependencies' results safely: they are final
 // before the node starts.
@@ -740,5 +767,5 @@ func ResultOf[R any](all Wrappers, id string) (WorkResult[R], error) {
 	if st := n.st(); terminal(st) {
 		return s.get(st), nil
 	}
-	return WorkResult[R]{}, nil
+	return WorkResult[R]{}, all.notEnded(i)
 }
