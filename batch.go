@@ -62,7 +62,10 @@ func (e *BatchItemError) Unwrap() error { return e.Err }
 // to exec, and fetches the next page as soon as every item of the current
 // one has been accepted. It stops when fetch returns an empty page, when
 // fetch fails, or when ctx ends, and returns once every submitted item
-// has been processed or skipped.
+// has been processed or skipped. The items of a fetch that returns an
+// error are ignored, as Go's convention has it, and counted nowhere in
+// the report: a fetch that claims rows must release those it does not
+// return with a nil error, or nothing processes them.
 //
 // Backpressure comes from exec. With a [Pool] under [CallerRuns] (the
 // default policy) or [Block], a full pool makes RunBatches process items

@@ -194,7 +194,8 @@ func TestRunBatchesFetchError(t *testing.T) {
 	report, err := RunBatches(t.Context(), p,
 		func(_ context.Context, page int) ([]string, error) {
 			if page == 2 {
-				return nil, bad
+				// Items beside an error are ignored, as RunBatches says.
+				return []string{"2a"}, bad
 			}
 			return []string{fmt.Sprint(page, "a"), fmt.Sprint(page, "b")}, nil
 		},
@@ -207,6 +208,7 @@ func TestRunBatchesFetchError(t *testing.T) {
 	assert.ErrorIs(t, err, bad)
 	assert.ErrorContains(t, err, "page 2")
 	assert.Equal(t, 2, report.Pages)
+	assert.Equal(t, 4, report.Items)
 	assert.ElementsMatch(t, []string{"0a", "0b", "1a", "1b"}, got)
 	assert.NoError(t, report.Err())
 }
