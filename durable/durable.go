@@ -4,6 +4,13 @@
 // with River's backoff when the graph does not succeed, and resumed on a
 // retry from the nodes that already succeeded.
 //
+// Several River clients, in one process or in several, may share one
+// SQLite file, as machines share a PostgreSQL database: each *sql.DB
+// with SetMaxOpenConns(1), as riversqlite advises, and with a busy
+// timeout (modernc.org/sqlite: "file:river.db?_pragma=busy_timeout(10000)"),
+// without which a client's write that meets another's fails at once with
+// SQLITE_BUSY ("database is locked"), Client.Insert and Resume included.
+//
 // River (github.com/riverqueue/river) does the persistence, the claiming
 // and the retry schedule; this package adds what a graph needs on top:
 //
@@ -166,9 +173,13 @@ type SaveFunc[A river.JobArgs] func(ctx context.Context, job *river.Job[A], curs
 // then refuses the job with [ErrNotParked]). A save that first locks the
 // job's row and, unless the row is running job.Attempt, returns nil
 // without writing (on PostgreSQL, SELECT attempt, state FROM river_job
-// WHERE id = $1 FOR UPDATE, in its transaction) leaves the row to the
-// attempt that holds it; what River itself stores when such an attempt
-// ends is River's (see Resume).
+// WHERE id = $1 FOR UPDATE, in its transaction; on SQLite, UPDATE
+// river_job SET id = id WHERE id = ? RETURNING attempt, state, which
+// takes the write lock first: a SELECT first would make the write after
+// it fail at once with SQLITE_BUSY, whatever the busy timeout, when
+// another client wrote meanwhile) leaves the row to the attempt that
+// holds it; what River itself stores when such an attempt ends is
+// River's (see Resume).
 //
 // Call SaveEach before registering w with river.AddWorker: it sets a
 // field that every attempt reads without a lock, so a call once River may
