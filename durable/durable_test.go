@@ -1292,3 +1292,75 @@ func TestSeveralClientsShareOneSQLiteFile(t *testing.T) {
 	}
 	shareJobs(t, l, clients)
 }
+
+// TestDeadClientsJobIsRescuedOnSQLite is TestDeadMachinesJobIsRescued on
+// one SQLite file: the row a client left when its process died (running
+// for two hours, attempted by it, with the checkpoint its SaveEach stored)
+// is rescued by another client with its own connection to the file,
+// which replays a instead of running it; a job of the same age whose
+// graph may run for three hours is left running.
+func TestDeadClientsJobIsRescuedOnSQLite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "river.db")
+	open := func() *sql.DB {
+		db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(30000)")
+		require.NoError(t, err)
+		db.SetMaxOpenConns(1)
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	dead := open()
+	mig, err := rivermigrate.New(riversqlite.New(dead), nil)
+	require.NoError(t, err)
+	_, err = mig.Migrate(context.Background(), rivermigrate.DirectionUp, nil)
+	require.NoError(t, err)
+	ctx := context.Background()
+	insertOnly, err := river.NewClient[*sql.Tx](riversqlite.New(dead), &river.Config{})
+	require.NoError(t, err)
+	quick, err := insertOnly.Insert(ctx, sumArgs{Base: 1}, nil)
+	require.NoError(t, err)
+	long, err := insertOnly.Insert(ctx, longArgs{}, nil)
+	require.NoError(t, err)
+	// River's SQLite times are UTC text in this format, which is what
+	// strftime writes.
+	checkpoint := `{"river:resumable_step": "asynctool-graph", "river:resumable_cursor": {"asynctool-graph": {"a": 41}}}`
+	for _, id := range []int64{quick.Job.ID, long.Job.ID} {
+		_, err = dead.Exec(`UPDATE river_job SET state = 'running', attempt = 1,
+			attempted_at = strftime('%Y-%m-%d %H:%M:%f', 'now', '-2 hours'),
+			attempted_by = jsonb('["dead-client"]'), metadata = jsonb(?) WHERE id = ?`, checkpoint, id)
+		require.NoError(t, err)
+	}
+
+	var a, b atomic.Int32
+	var got atomic.Int64
+	workers := river.NewWorkers()
+	river.AddWorker(workers, mustWorker(t, newAsync(t), 10*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		na := intNode(cp, "a", &a, nil)
+		Node(cp, "b", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+			b.Add(1)
+			r, err := asynctool.ResultOf[int](all, "a")
+			got.Store(int64(r.Value + 1))
+			return r.Value + 1, err
+		}), 0).Depend(na, true)
+		return []asynctool.Wrapper{na}, nil
+	}))
+	river.AddWorker(workers, mustWorker(t, newAsync(t), 3*time.Hour, func(ctx context.Context, job *river.Job[longArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		return []asynctool.Wrapper{intNode(cp, "a", new(atomic.Int32), nil)}, nil
+	}))
+	client := testClient(t, riversqlite.New(open()), &river.Config{RescueStuckJobsAfter: time.Hour, RetryPolicy: retryNow{}, Workers: workers})
+	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
+	t.Cleanup(cancel)
+	startClient(t, client)
+	ev := waitFor(t, events, 1)[0]
+	require.Equal(t, river.EventKindJobCompleted, ev.Kind, "errors: %v", ev.Job.Errors)
+	require.Equal(t, quick.Job.ID, ev.Job.ID)
+	assert.Equal(t, 2, ev.Job.Attempt)
+	require.Len(t, ev.Job.Errors, 1)
+	assert.Contains(t, ev.Job.Errors[0].Error, "Stuck job rescued")
+	assert.Zero(t, a.Load(), "a was replayed from the checkpoint the dead client saved")
+	assert.Equal(t, int32(1), b.Load())
+	assert.Equal(t, int64(42), got.Load())
+
+	row, err := insertOnly.JobGet(ctx, long.Job.ID)
+	require.NoError(t, err)
+	assert.Equal(t, rivertype.JobStateRunning, row.State, "rescued only after its graph's three hours")
+}
