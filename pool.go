@@ -19,6 +19,14 @@ const (
 	// submitter is slowed down to the pool's pace, which is the
 	// backpressure a producer loop wants: it cannot fetch more work while
 	// it is busy doing some. This is the default.
+	//
+	// The task runs before Submit returns, on the caller's stack: a
+	// caller must not hold, as it calls Submit, a lock the task takes
+	// (sync.Mutex is not reentrant), and a task that calls
+	// runtime.Goexit ends the caller's goroutine (a panic is recovered,
+	// as on a worker). A task of the pool that submits to it runs the
+	// new task nested on its own worker, which takes no other task until
+	// both have returned ([PoolStats.Running] counts both).
 	CallerRuns FullPolicy = iota + 1
 	// Block makes Submit wait until a worker is free to take the task, or
 	// until the pool is closed.

@@ -97,6 +97,35 @@ func TestPoolFullPolicies(t *testing.T) {
 	}
 }
 
+// TestPoolCallerRunsTaskEndsTheCallerOnGoexit pins what CallerRuns says
+// of a task run on the caller: it runs on the submitting goroutine's own
+// stack, so a runtime.Goexit in it ends that goroutine (its deferred
+// calls run, the code after Submit does not), while its panic, as on a
+// worker, is recovered and counted.
+func TestPoolCallerRunsTaskEndsTheCallerOnGoexit(t *testing.T) {
+	p := NewPool(PoolSize(1), PoolQueue(0))
+	release := make(chan struct{})
+	fillPool(t, p, 1, 0, release)
+	var afterSubmit, deferred atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer deferred.Store(true)
+		_ = p.Submit(runtime.Goexit)
+		afterSubmit.Store(true)
+	}()
+	<-done
+	assert.True(t, deferred.Load(), "the caller's deferred calls ran")
+	assert.False(t, afterSubmit.Load(), "Goexit in the task ended the caller before Submit returned")
+	require.NoError(t, p.Submit(func() { panic("on the caller") }), "a panic on the caller is recovered")
+	st := p.Stats()
+	assert.Equal(t, uint64(2), st.CallerRan)
+	assert.Equal(t, uint64(1), st.Panicked)
+	assert.Equal(t, uint64(2), st.Completed, "both caller-run tasks are counted completed")
+	close(release)
+	require.NoError(t, p.Close())
+}
+
 func TestPoolBlockedSubmitEndsOnClose(t *testing.T) {
 	p := NewPool(PoolSize(1), PoolQueue(0), PoolWhenFull(Block))
 	release := make(chan struct{})
