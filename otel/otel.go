@@ -67,7 +67,9 @@
 // asynctool.node.retry_in_ms the backoff before the next attempt. A node
 // suspended by [asynctool.PolicySuspend] keeps its failed attempt's span
 // open while it is pending, with a "pending" event (its
-// asynctool.node.reason names the failure); if Resume reruns it, that
+// asynctool.node.reason names the failure; a Resume that reruns the node
+// before its OnNodePending hooks have run leaves the span without one,
+// and the rerun's span is not marked); if Resume reruns it, that
 // span ends when the rerun starts, with status Error,
 // asynctool.node.outcome = "suspended" and the attempt's number. (A node
 // of a SubPlan's, SubGraph's or ForEach's sub-run, which no Resume
@@ -175,8 +177,9 @@ type runState struct {
 
 // nodeSpan is one node's part of a run's state.
 type nodeSpan struct {
-	span  trace.Span // the running attempt's span; nil when none runs
-	ended bool       // OnNodeEnd has run for the node
+	span    trace.Span // the running attempt's span; nil when none runs
+	attempt int        // the attempt span belongs to
+	ended   bool       // OnNodeEnd has run for the node
 }
 
 // node returns node i's state, or nil for an index the run does not have
@@ -335,7 +338,7 @@ func (in *instruments) startNode(ctx context.Context, st *runState, ev asynctool
 	}
 	ctx, span := in.tracer.Start(ctx, spanName(ev), trace.WithAttributes(startAttrs...))
 	old := n.span
-	n.span = span
+	n.span, n.attempt = span, ev.Attempt
 	return ctx, old
 }
 
@@ -383,7 +386,9 @@ func (in *instruments) nodeRetry(ctx context.Context, ev asynctool.NodeEvent) {
 // nodePending counts a node that became pending and marks the span of
 // its failed attempt, which stays open while it waits (see nodeStart),
 // with a "pending" event. A node its custom join suspended has no span
-// yet: it is counted only.
+// yet: it is counted only. The node is resumable before its hooks run:
+// a span of a later attempt, which a Rerun started meanwhile, is not
+// marked.
 func (in *instruments) nodePending(ctx context.Context, ev asynctool.NodeEvent) {
 	in.pending.Add(ctx, 1, metric.WithAttributes(KeyNodeID.String(nodeName(ev))))
 	st := in.state(ctx)
@@ -392,7 +397,7 @@ func (in *instruments) nodePending(ctx context.Context, ev asynctool.NodeEvent) 
 	}
 	st.mu.Lock()
 	var span trace.Span
-	if n := st.node(ev.Index); n != nil {
+	if n := st.node(ev.Index); n != nil && n.attempt == ev.Attempt {
 		span = n.span
 	}
 	st.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynctool-go/asynctool"
 	"github.com/asynctool-go/asynctool/asynctooltest"
+	asynctoolotel "github.com/asynctool-go/asynctool/otel"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -184,4 +185,53 @@ func TestSubRunPendingNodeIsNotCounted(t *testing.T) {
 				"inner is not marked pending")
 		}
 	}
+}
+
+// TestPendingEventStaysOnTheFailedAttempt: a node is resumable as soon
+// as it is pending, before its OnNodePending hooks have run. A Rerun
+// that started while a slow hook held the node's OnNodePending (here
+// one that calls the otel hook late) made the otel hook mark the rerun's
+// span, an attempt that succeeded, with the "pending" event of the
+// attempt before it.
+func TestPendingEventStaysOnTheFailedAttempt(t *testing.T) {
+	h, exp, _, _ := setup(t)
+	pendingNow, rerunStarted, marked := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	held := *h
+	held.OnNodePending = func(ctx context.Context, ev asynctool.NodeEvent) {
+		close(pendingNow)
+		<-rerunStarted // Resume reruns the node meanwhile
+		h.OnNodePending(ctx, ev)
+		close(marked)
+	}
+	calls := 0
+	x := asynctool.NewWrapper("x", asynctooltest.Func(func(context.Context, int) (int, error) {
+		if calls++; calls == 1 {
+			return 0, errDown
+		}
+		close(rerunStarted)
+		<-marked // the rerun's span is open while the hook marks
+		return 7, nil
+	}), 0).OnFailure(asynctool.PolicySuspend)
+	a := asynctool.New(asynctool.WithHooks(&held))
+	run, err := a.Start(context.Background(), time.Minute, x)
+	require.NoError(t, err)
+	t.Cleanup(run.Cancel)
+	<-pendingNow
+	require.NoError(t, run.Resume("x", asynctool.Rerun()))
+	require.NoError(t, run.Wait(context.Background()))
+	require.NoError(t, a.Close())
+
+	spans := map[int64][]string{} // attempt -> events
+	for _, s := range exp.GetSpans() {
+		if s.Name != "asynctool.node x" {
+			continue
+		}
+		var events []string
+		for _, e := range s.Events {
+			events = append(events, e.Name)
+		}
+		spans[attrs(s.Attributes)[asynctoolotel.KeyNodeAttempts].AsInt64()] = events
+	}
+	require.Len(t, spans, 2, "one span per attempt")
+	assert.Empty(t, spans[2], "the rerun, which succeeded, was never pending")
 }
