@@ -171,9 +171,27 @@ type instruments struct {
 type runState struct {
 	span  trace.Span
 	start time.Time
+	mark  spanMark // span's, in the run's context
 	mu    sync.Mutex
 	nodes []nodeSpan // by node index, RunInfo.Nodes of them
 }
+
+// spanMark records, in a context, a span that hooks of this package put
+// there: the run span of a runStart, or the node span of a nodeStart that
+// found another set's span in its context. A set's runStart reads the
+// marks to find its own parent under the spans of the other sets (see
+// runParent).
+type spanMark struct {
+	span  trace.Span   // the span put in the context
+	under trace.Span   // a run span's: the span the context had before it
+	prev  *spanMark    // the mark the context had before this one
+	in    *instruments // the set of hooks that put it
+	run   bool         // span is a run span, not a node span
+}
+
+// markKey is the context key of the latest spanMark, shared by every set
+// of hooks.
+type markKey struct{}
 
 // nodeSpan is one node's part of a run's state.
 type nodeSpan struct {
@@ -222,7 +240,9 @@ func (in *instruments) state(ctx context.Context) *runState {
 // The hooks are safe for concurrent use by any number of runs. The hooks
 // of several calls (an Async's and a run's, with different providers) may
 // observe one run: each call's keep their own run and node spans, the
-// node spans children of their own run span. Errors creating the
+// node spans children of their own run span, the run span a child of
+// the caller's span or, for a sub-run, of their own span of the node
+// that started it. Errors creating the
 // instruments go to otel.Handle. A panic of the SDK's (a span
 // processor's, for one) is a panic of the hook that called it, which the
 // run reports as any hook's ([asynctool.CallbackPanicError]).
@@ -276,9 +296,47 @@ func (in *instruments) runStart(ctx context.Context, info asynctool.RunInfo) con
 	if info.Nested {
 		attrs = append(attrs, KeyRunNested.Bool(true))
 	}
+	under, prev := trace.SpanFromContext(ctx), markOf(ctx)
+	if parent, moved := in.runParent(under, prev); moved {
+		ctx = trace.ContextWithSpan(ctx, parent)
+	}
 	ctx, span := in.tracer.Start(ctx, "asynctool.run", trace.WithAttributes(attrs...))
 	st := &runState{span: span, start: time.Now(), nodes: make([]nodeSpan, info.Nodes)}
+	st.mark = spanMark{span: span, under: under, prev: prev, in: in, run: true}
+	ctx = context.WithValue(ctx, markKey{}, &st.mark)
 	return context.WithValue(ctx, runKey{in}, st)
+}
+
+// markOf returns the latest spanMark in ctx, nil if none.
+func markOf(ctx context.Context) *spanMark {
+	m, _ := ctx.Value(markKey{}).(*spanMark)
+	return m
+}
+
+// runParent returns the parent of in's span of a run started with a
+// context whose span is cur and whose latest mark is m, and whether it
+// is not cur: it is cur, unless another set of hooks put cur there.
+// Another set's run span of the same run start gives way to the span it
+// was started under; a node span that a set put over another set's, in
+// a worker's context, gives way to in's own span of that node, so that
+// each set's sub-run nests under its own node span. A span the worker or
+// a hook started since is no mark's, and stays the parent. (Spans are
+// compared by their SpanContext, never with ==, which panics on a span
+// not sampled.)
+func (in *instruments) runParent(cur trace.Span, m *spanMark) (trace.Span, bool) {
+	moved := false
+	for m != nil && m.run && m.in != in && m.span.SpanContext().Equal(cur.SpanContext()) {
+		cur, m, moved = m.under, m.prev, true
+	}
+	if m == nil || m.run || !m.span.SpanContext().Equal(cur.SpanContext()) {
+		return cur, moved
+	}
+	for ; m != nil && !m.run; m = m.prev {
+		if m.in == in {
+			return m.span, true
+		}
+	}
+	return cur, moved
 }
 
 func (in *instruments) nodeStart(ctx context.Context, ev asynctool.NodeEvent) context.Context {
@@ -329,14 +387,22 @@ func (in *instruments) startNode(ctx context.Context, st *runState, ev asynctool
 		// is the backoff, retry_in_ms on the attempt's span before).
 		startAttrs = append(startAttrs, KeyNodeWaitMS.Float64(float64(ev.Wait)/float64(time.Millisecond)))
 	}
-	if !trace.SpanContextFromContext(ctx).Equal(st.span.SpanContext()) {
+	foreign := !trace.SpanContextFromContext(ctx).Equal(st.span.SpanContext())
+	var prev *spanMark
+	if foreign {
 		// Another set of hooks on the run put its own span in ctx: the
 		// node's span is still a child of this set's run span. (Spans
 		// are not compared with !=: a span not sampled is a struct that
 		// the comparison panics on.)
+		prev = markOf(ctx)
 		ctx = trace.ContextWithSpan(ctx, st.span)
 	}
 	ctx, span := in.tracer.Start(ctx, spanName(ev), trace.WithAttributes(startAttrs...))
+	if foreign {
+		// The worker's context ends up with the last set's node span: a
+		// mark lets this set's runStart of a sub-run find its own.
+		ctx = context.WithValue(ctx, markKey{}, &spanMark{span: span, prev: prev, in: in})
+	}
 	old := n.span
 	n.span, n.attempt = span, ev.Attempt
 	return ctx, old

@@ -466,6 +466,83 @@ func TestTwoHookSetsKeepTheirOwnSpans(t *testing.T) {
 	}
 }
 
+// TestTwoHookSetsNestRunsUnderTheirOwnSpans: with two sets of hooks on a
+// run (an Async's and a run's own, with two providers), each set's run
+// span is a child of the caller's span, and a sub-run's is a child of
+// that set's span of the node that started it. The second set's run span
+// was a child of the first set's, a span of another provider, and each
+// set's sub-run span a child of a span of the other set, so that neither
+// provider's trace held the sub-run under its node. A run that a worker
+// starts under a span of its own still nests under that span.
+func TestTwoHookSetsNestRunsUnderTheirOwnSpans(t *testing.T) {
+	var recs [2]*tracetest.SpanRecorder
+	var hooks [2]*asynctool.Hooks
+	for i := range recs {
+		recs[i] = tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recs[i]))
+		t.Cleanup(func() { assert.NoError(t, tp.Shutdown(context.Background())) })
+		hooks[i] = asynctoolotel.Hooks(tp, nil)
+	}
+	app := sdktrace.NewTracerProvider()
+	t.Cleanup(func() { assert.NoError(t, app.Shutdown(context.Background())) })
+	tracer := app.Tracer("app")
+
+	a := asynctool.New(asynctool.WithHooks(hooks[0]))
+	in := asynctool.NewWrapper("in", asynctooltest.Returns[int](1), 0)
+	pl, err := asynctool.Compile(in)
+	require.NoError(t, err)
+	sp := asynctool.NewWrapper("sp", asynctool.SubPlan[int, int]{Plan: pl, Output: in.ValueIn}, 0)
+	var clientSpan trace.SpanContext
+	asynctool.NewWrapper("own", asynctooltest.Func(func(ctx context.Context, _ int) (int, error) {
+		ctx, span := tracer.Start(ctx, "client")
+		defer span.End()
+		clientSpan = span.SpanContext()
+		r, err := a.RunPlan(ctx, pl, time.Minute)
+		if err == nil {
+			r.Release()
+		}
+		return 2, err
+	}), 0).Depend(sp, true)
+	ctx, caller := tracer.Start(context.Background(), "request")
+	require.NoError(t, a.BeginWork(asynctool.WithRunHooks(ctx, hooks[1]), time.Minute, sp))
+	caller.End()
+	require.NoError(t, a.Close())
+
+	for i, rec := range recs {
+		byID := map[trace.SpanID]sdktrace.ReadOnlySpan{}
+		for _, s := range rec.Ended() {
+			byID[s.SpanContext().SpanID()] = s
+		}
+		require.Len(t, byID, 7, "provider %d: 3 runs, sp, own and in twice", i)
+		var top, sub, byWorker sdktrace.ReadOnlySpan
+		for _, s := range byID {
+			if s.Name() != "asynctool.run" {
+				continue
+			}
+			switch p := s.Parent().SpanID(); {
+			case p == caller.SpanContext().SpanID():
+				top = s
+			case p == clientSpan.SpanID():
+				byWorker = s
+			case byID[p] != nil && byID[p].Name() == "asynctool.node sp":
+				sub = s
+			default:
+				t.Errorf("provider %d: a run span under %v, none of its own nor the caller's", i, p)
+			}
+		}
+		require.NotNil(t, top, "provider %d: the run under the caller's span", i)
+		require.NotNil(t, sub, "provider %d: the sub-run under its own span of sp", i)
+		require.NotNil(t, byWorker, "provider %d: the worker's run under the worker's span", i)
+		for _, s := range byID {
+			if s.Name() == "asynctool.node in" {
+				p := byID[s.Parent().SpanID()]
+				require.NotNil(t, p, "provider %d: in nests under a span of its own", i)
+				assert.Contains(t, []trace.SpanID{sub.SpanContext().SpanID(), byWorker.SpanContext().SpanID()}, p.SpanContext().SpanID(), "provider %d", i)
+			}
+		}
+	}
+}
+
 // TestSameHooksOnAsyncAndRunTraceOnce: the hooks given to an Async and
 // again to a run's context fired twice for every event; the run's first
 // span never ended, the node got a second span, the first ended as a

@@ -18,7 +18,9 @@ import (
 
 // TestUnsampledRunsEnd: runs whose spans are not sampled (a sampler that
 // drops the trace, or the global provider's no-op tracer) end as any
-// run. Comparing the span in a node's context with the run's by != made
+// run, their sub-runs too, with two sets of hooks on them (a sub-run's
+// OnRunStart compared such spans with != too, and panicked, which failed
+// the sub-run's node). Comparing the span in a node's context with the run's by != made
 // the start hook panic on such a span, a struct holding a slice, with
 // the run's lock held, and the node's end hook then waited on the lock
 // for ever.
@@ -35,10 +37,15 @@ func TestUnsampledRunsEnd(t *testing.T) {
 		{"global providers", func(*testing.T) *asynctool.Hooks { return asynctoolotel.Hooks(nil, nil) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// Two sets of hooks, the Async's and the run's, so that each
+			// finds the other's spans in its contexts, and a sub-run.
 			a := asynctool.New(asynctool.WithHooks(tc.tp(t)))
 			x := asynctool.NewWrapper("x", asynctooltest.Returns[int](1), 0)
-			asynctool.NewWrapper("y", asynctooltest.Returns[int](2), 0).Depend(x, true)
-			run, err := a.Start(context.Background(), time.Minute, x)
+			in := asynctool.NewWrapper("in", asynctooltest.Returns[int](2), 0)
+			pl, err := asynctool.Compile(in)
+			require.NoError(t, err)
+			y := asynctool.NewWrapper("y", asynctool.SubPlan[int, int]{Plan: pl, Output: in.ValueIn}, 0).Depend(x, true)
+			run, err := a.Start(asynctool.WithRunHooks(context.Background(), tc.tp(t)), time.Minute, x)
 			require.NoError(t, err)
 			select {
 			case <-run.Done():
@@ -48,6 +55,7 @@ func TestUnsampledRunsEnd(t *testing.T) {
 			require.NoError(t, run.Wait(context.Background()))
 			require.NoError(t, a.Close())
 			assert.Equal(t, 1, x.Result().Value)
+			assert.Equal(t, asynctool.WorkResult[int]{Value: 2, State: asynctool.ResultSuccess}, y.Result(), "the sub-run's hooks did not panic")
 		})
 	}
 }
