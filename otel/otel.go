@@ -112,8 +112,12 @@
 // index ("#3"), as it is named in reports, so that each is a series of
 // its own and an alert on asynctool.node.pending names the node to
 // resume; its spans' asynctool.node.id stays empty (they carry
-// asynctool.node.index). A sub-run's nodes are recorded under their own ids,
-// and the sub-run itself in asynctool.run.duration, as any run.
+// asynctool.node.index). An id that is not UTF-8 is quoted
+// (strconv.Quote), in span names and in asynctool.node.id, spans' and
+// metrics', as [asynctool.Report.String] shows it: OTLP carries only
+// UTF-8 strings, and its exporter drops a whole batch that holds another.
+// A sub-run's nodes are recorded under their own ids, and the sub-run
+// itself in asynctool.run.duration, as any run.
 package asynctoolotel
 
 import (
@@ -124,6 +128,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/asynctool-go/asynctool"
 	"go.opentelemetry.io/otel"
@@ -380,7 +385,7 @@ func (in *instruments) startNode(ctx context.Context, st *runState, ev asynctool
 		// span, which no one would give an outcome, is left out.
 		return ctx, nil
 	}
-	startAttrs := []attribute.KeyValue{KeyNodeID.String(ev.ID), KeyNodeIndex.Int(ev.Index)}
+	startAttrs := []attribute.KeyValue{KeyNodeID.String(idText(ev.ID)), KeyNodeIndex.Int(ev.Index)}
 	if ev.Attempt <= 1 {
 		// The core measures the wait for a goroutine at the first
 		// start: a later attempt's event has none (the wait before it
@@ -409,14 +414,25 @@ func (in *instruments) startNode(ctx context.Context, st *runState, ev asynctool
 }
 
 // nodeName is node ev's name in span names and in metrics'
-// asynctool.node.id: its id, or "#" and its index for a node without an
-// id, as the core's reports and Run.Resume name it, so that such nodes,
-// which metrics cannot tell apart by index, are series of their own.
+// asynctool.node.id: its id (see idText), or "#" and its index for a node
+// without an id, as the core's reports and Run.Resume name it, so that
+// such nodes, which metrics cannot tell apart by index, are series of
+// their own.
 func nodeName(ev asynctool.NodeEvent) string {
 	if ev.ID == "" {
 		return "#" + strconv.Itoa(ev.Index)
 	}
-	return ev.ID
+	return idText(ev.ID)
+}
+
+// idText is id as spans and metrics carry it: as it is, or quoted if it
+// is not UTF-8, as Report.String shows it. OTLP carries only UTF-8
+// strings: its exporter fails a whole batch that holds another.
+func idText(id string) string {
+	if utf8.ValidString(id) {
+		return id
+	}
+	return strconv.Quote(id)
 }
 
 // spanName is the name of node ev's spans.
@@ -511,7 +527,7 @@ func (in *instruments) nodeEnd(ctx context.Context, ev asynctool.NodeEvent) {
 	if span == nil {
 		// Never ran: a zero-length span, so that the node is in the trace.
 		_, span = in.tracer.Start(trace.ContextWithSpan(ctx, st.span), spanName(ev),
-			trace.WithTimestamp(now), trace.WithAttributes(KeyNodeID.String(ev.ID), KeyNodeIndex.Int(ev.Index)))
+			trace.WithTimestamp(now), trace.WithAttributes(KeyNodeID.String(idText(ev.ID)), KeyNodeIndex.Int(ev.Index)))
 	}
 	out := outcome(ev)
 	attrs := []attribute.KeyValue{

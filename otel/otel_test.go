@@ -9,6 +9,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unicode/utf8"
 
 	"github.com/asynctool-go/asynctool"
 	"github.com/asynctool-go/asynctool/asynctooltest"
@@ -170,6 +171,55 @@ func TestNodesWithoutIDsAreNamedByIndex(t *testing.T) {
 		assert.Empty(t, at[asynctoolotel.KeyNodeID].AsString(), s.Name)
 	}
 	assert.Equal(t, map[string]bool{"asynctool.node #0": true, "asynctool.node #1": false}, ran)
+}
+
+// TestIDsThatAreNotUTF8AreQuoted: OTLP carries only UTF-8 strings, and
+// its exporter drops a whole batch that holds another, yet a node's id
+// may be any bytes. Such an id went as it was into its spans' names and
+// asynctool.node.id, and into the metrics' asynctool.node.id. It is now
+// quoted there, as Report.String shows it, and two such ids stay apart.
+func TestIDsThatAreNotUTF8AreQuoted(t *testing.T) {
+	h, exp, reader, _ := setup(t)
+	first := asynctool.NewWrapper("\xff", asynctooltest.Fails[int, int](errDown), 0)
+	asynctool.NewWrapper("\xfe", asynctooltest.Returns[int](1), 0).Depend(first, true)
+	a := asynctool.New(asynctool.WithHooks(h))
+	require.NoError(t, a.BeginWork(context.Background(), 10*time.Second, first))
+	require.NoError(t, a.Close())
+
+	valid := func(what string, kvs []attribute.KeyValue) {
+		for _, kv := range kvs {
+			if kv.Value.Type() == attribute.STRING {
+				assert.True(t, utf8.ValidString(kv.Value.AsString()), "%s: %s = %q", what, kv.Key, kv.Value.AsString())
+			}
+		}
+	}
+	ids := map[string]string{}
+	for _, s := range exp.GetSpans() {
+		assert.True(t, utf8.ValidString(s.Name), "span name %q", s.Name)
+		valid(s.Name, s.Attributes)
+		for _, e := range s.Events {
+			valid(s.Name+" "+e.Name, e.Attributes)
+		}
+		if s.Name != "asynctool.run" {
+			ids[s.Name] = attrs(s.Attributes)[asynctoolotel.KeyNodeID].AsString()
+		}
+	}
+	assert.Equal(t, map[string]string{`asynctool.node "\xff"`: `"\xff"`, `asynctool.node "\xfe"`: `"\xfe"`}, ids)
+
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	outcomes := map[string]int64{}
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if m.Name != "asynctool.node.outcomes" {
+			continue
+		}
+		for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+			valid(m.Name, dp.Attributes.ToSlice())
+			id, _ := dp.Attributes.Value(asynctoolotel.KeyNodeID)
+			outcomes[id.AsString()] = dp.Value
+		}
+	}
+	assert.Equal(t, map[string]int64{`"\xff"`: 1, `"\xfe"`: 1}, outcomes)
 }
 
 // TestSkipAndTimeout checks the outcomes that only the deadline and
