@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynctool-go/asynctool"
 	"github.com/asynctool-go/asynctool/asynctooltest"
+	asynctoolotel "github.com/asynctool-go/asynctool/otel"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/codes"
@@ -76,4 +77,39 @@ func TestANodeEndedBeforeItsStartHookHasOneSpan(t *testing.T) {
 	}
 	require.Len(t, spans, 1)
 	assert.Equal(t, "run_ended", attrs(spans[0].Attributes)["asynctool.node.outcome"].AsString())
+}
+
+// TestPolicyEndStopsNodesAsFailures pins what the package doc says of the
+// nodes that a PolicyEnd failure stops: they failed, as the core reports
+// them (their Err is an *EndError), the running one with no "timeout"
+// event, and their reason names the node that ended the run.
+func TestPolicyEndStopsNodesAsFailures(t *testing.T) {
+	h, exp, _, _ := setup(t)
+	blocked := asynctooltest.Func(func(ctx context.Context, _ int) (int, error) { <-ctx.Done(); return 0, ctx.Err() })
+	running := asynctool.NewWrapper("running", blocked, 0)
+	end := asynctool.NewWrapper("end", asynctooltest.Func(func(context.Context, int) (int, error) {
+		<-blocked.Started()
+		return 0, errDown
+	}), 0).OnFailure(asynctool.PolicyEnd)
+	asynctool.NewWrapper("later", asynctooltest.Returns[int](1), 0).Depend(running, true)
+	a := asynctool.New(asynctool.WithHooks(h))
+	var ee *asynctool.EndError
+	require.ErrorAs(t, a.BeginWork(context.Background(), time.Minute, end, running), &ee)
+	require.NoError(t, a.Close())
+
+	spans := map[string]tracetest.SpanStub{}
+	for _, s := range exp.GetSpans() {
+		spans[s.Name] = s
+	}
+	for id, ran := range map[string]bool{"running": true, "later": false} {
+		s := spans["asynctool.node "+id]
+		at := attrs(s.Attributes)
+		assert.Equal(t, "failed", at[asynctoolotel.KeyNodeOutcome].AsString(), id)
+		assert.Equal(t, ran, at[asynctoolotel.KeyNodeRan].AsBool(), id)
+		assert.Contains(t, at[asynctoolotel.KeyNodeReason].AsString(), `node "end" ended the run`, id)
+		assert.Equal(t, codes.Error, s.Status.Code, id)
+		for _, e := range s.Events {
+			assert.NotEqual(t, "timeout", e.Name, id)
+		}
+	}
 }

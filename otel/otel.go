@@ -58,7 +58,11 @@
 // nodes (its Err wraps [asynctool.ErrRunEnded]): its outcome is run_ended.
 // Nor has an item of a [asynctool.ForEach] that its Budget stopped, or
 // kept from starting (its Err is an [*asynctool.BudgetError]): its
-// outcome is budget.
+// outcome is budget. A node that another node's [asynctool.PolicyEnd]
+// failure stopped, running or before it started (its Err is an
+// [*asynctool.EndError]), has failed, as the core reports it: its outcome
+// is failed, its reason names the node that ended the run, and it gets
+// no "timeout" event.
 //
 // A node with a retry policy gets one span per attempt, all with the same
 // name. An attempt that failed and is retried ends its span with the
@@ -79,9 +83,11 @@
 // deadline, RFC 3339, when the run has one), asynctool.run.nested (true
 // for a run started from inside a worker, a SubPlan's, SubGraph's or
 // ForEach's sub-run for one, whose span is a child of that worker's
-// node's), asynctool.run.failed (the number of nodes that did not
-// succeed, not counting those not taken or stopped by the run's end or a
-// Budget) and, if the run was cut short, its error. A
+// node's, or of a span the worker started), asynctool.run.failed (the
+// number of nodes that did not succeed, not counting those not taken or
+// stopped by the run's end or a Budget) and, if the run has an error
+// (the one BeginWork returns: it was cut short, or a callback or hook
+// panicked), that error, recorded, with status Error. A
 // ForEach's sub-run also carries asynctool.run.limit and
 // asynctool.run.budget_ms, its Limit and Budget, when it has them; one
 // that its Budget stopped gets a "budget" event, not status Error.
