@@ -355,14 +355,16 @@ func (in *instruments) nodeStart(ctx context.Context, ev asynctool.NodeEvent) co
 	if st == nil {
 		return ctx
 	}
-	ctx, old := in.startNode(ctx, st, ev)
+	ctx, old, oldAttempt := in.startNode(ctx, st, ev)
 	if old != nil {
 		// An earlier attempt that nodeRetry did not end: it failed, the
-		// node was suspended, and Resume reruns it now.
+		// node was suspended, and Resume reruns it now. It is the one
+		// before this, unless an attempt in between had no span (a hook
+		// of an earlier set ended its start with runtime.Goexit).
 		old.SetAttributes(
 			KeyNodeOutcome.String("suspended"),
 			KeyNodeRan.Bool(true),
-			KeyNodeAttempts.Int(ev.Attempt-1),
+			KeyNodeAttempts.Int(oldAttempt),
 		)
 		old.SetStatus(codes.Error, "failed and suspended; rerun by Resume")
 		old.End()
@@ -372,7 +374,7 @@ func (in *instruments) nodeStart(ctx context.Context, ev asynctool.NodeEvent) co
 
 // startNode starts the span of the node's attempt, unless the node has
 // ended, and returns the worker's context and the span of an earlier
-// attempt that it replaces, if any.
+// attempt that it replaces, if any, with that attempt's number.
 //
 // The span is started under st.mu, so that nodeEnd, which takes it,
 // comes either before (and the node gets no second span) or after (and
@@ -380,7 +382,7 @@ func (in *instruments) nodeStart(ctx context.Context, ev asynctool.NodeEvent) co
 // defer: a span processor that panics in OnStart makes the hook panic,
 // which the run reports, and must not leave the lock held, for the
 // node's OnNodeEnd would wait on it for ever.
-func (in *instruments) startNode(ctx context.Context, st *runState, ev asynctool.NodeEvent) (context.Context, trace.Span) {
+func (in *instruments) startNode(ctx context.Context, st *runState, ev asynctool.NodeEvent) (context.Context, trace.Span, int) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	n := st.node(ev.Index)
@@ -389,7 +391,7 @@ func (in *instruments) startNode(ctx context.Context, st *runState, ev asynctool
 		// while this hook was on its way: nodeEnd has been, and gave the
 		// node its span (zero-length, as a node that never ran). A second
 		// span, which no one would give an outcome, is left out.
-		return ctx, nil
+		return ctx, nil, 0
 	}
 	startAttrs := []attribute.KeyValue{KeyNodeID.String(idText(ev.ID)), KeyNodeIndex.Int(ev.Index)}
 	if ev.Attempt <= 1 {
@@ -414,9 +416,9 @@ func (in *instruments) startNode(ctx context.Context, st *runState, ev asynctool
 		// mark lets this set's runStart of a sub-run find its own.
 		ctx = context.WithValue(ctx, markKey{}, &spanMark{span: span, prev: prev, in: in})
 	}
-	old := n.span
+	old, oldAttempt := n.span, n.attempt
 	n.span, n.attempt = span, ev.Attempt
-	return ctx, old
+	return ctx, old, oldAttempt
 }
 
 // nodeName is node ev's name in span names and in metrics'

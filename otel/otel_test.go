@@ -3,6 +3,7 @@ package asynctoolotel_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -725,4 +726,50 @@ func TestSuspendedAttemptSpanSaysItFailed(t *testing.T) {
 	last := attrs(spans[1].Attributes)
 	assert.Equal(t, "success", last["asynctool.node.outcome"].AsString())
 	assert.Equal(t, int64(2), last["asynctool.node.attempts"].AsInt64())
+}
+
+// TestSuspendedAttemptSpanKeepsItsNumber: the span of an attempt that
+// left its node pending, ended when a Resume reruns the node, said it
+// was the attempt before the rerun. A rerun whose start an earlier
+// set's OnNodeStart hook ended with runtime.Goexit (the node failed, and
+// was pending again, without the otel hook's start) came between: the
+// span of attempt 1 said 2.
+func TestSuspendedAttemptSpanKeepsItsNumber(t *testing.T) {
+	h, exp, _, _ := setup(t)
+	var calls atomic.Int32
+	x := asynctool.NewWrapper("x", asynctooltest.Func(func(context.Context, int) (int, error) {
+		if calls.Add(1) == 1 {
+			return 0, errDown
+		}
+		return 7, nil
+	}), 0).OnFailure(asynctool.PolicySuspend)
+	exits := &asynctool.Hooks{OnNodeStart: func(_ context.Context, ev asynctool.NodeEvent) context.Context {
+		if ev.Attempt == 2 {
+			runtime.Goexit()
+		}
+		return nil
+	}}
+	a := asynctool.New(asynctool.WithHooks(exits))
+	run, err := a.Start(asynctool.WithRunHooks(context.Background(), h), time.Minute, x)
+	require.NoError(t, err)
+	t.Cleanup(run.Cancel)
+	<-run.Suspended()
+	require.NoError(t, run.Resume("x", asynctool.Rerun())) // attempt 2, ended by the hook
+	select {
+	case <-run.Suspended():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run did not stall again after x's second attempt")
+	}
+	require.NoError(t, run.Resume("x", asynctool.Rerun())) // attempt 3
+	require.ErrorIs(t, run.Wait(context.Background()), asynctool.ErrGoexit)
+	require.NoError(t, a.Close())
+
+	got := map[string]int64{} // outcome -> attempt
+	for _, s := range exp.GetSpans() {
+		if s.Name == "asynctool.node x" {
+			at := attrs(s.Attributes)
+			got[at[asynctoolotel.KeyNodeOutcome].AsString()] = at[asynctoolotel.KeyNodeAttempts].AsInt64()
+		}
+	}
+	assert.Equal(t, map[string]int64{"suspended": 1, "success": 3}, got)
 }
