@@ -556,13 +556,16 @@ func (in *instruments) nodeEnd(ctx context.Context, ev asynctool.NodeEvent) {
 		span.RecordError(ev.Err, trace.WithTimestamp(now))
 		span.SetStatus(codes.Error, ev.Reason)
 	}
-	span.End(trace.WithTimestamp(now))
 
+	// The metrics before End, whose span processors (and a syncer's
+	// exporter) may panic: the hook's panic, which the run reports, must
+	// not cost the node its outcome.
 	set := metric.WithAttributes(KeyNodeID.String(nodeName(ev)), KeyNodeOutcome.String(out))
 	if ran {
 		in.duration.Record(ctx, (ev.Duration - ev.Pending).Seconds(), set)
 	}
 	in.outcomes.Add(ctx, 1, set)
+	span.End(trace.WithTimestamp(now))
 }
 
 // cutShort reports whether a run's error says it was stopped before every
@@ -640,19 +643,25 @@ func (in *instruments) runEnd(ctx context.Context, rep *asynctool.Report) {
 		st.span.RecordError(rep.RunErr)
 		st.span.SetStatus(codes.Error, rep.RunErr.Error())
 	}
-	// Spans of nodes still open (a worker that outlived the run) end with
-	// the run, so that none leaks.
-	st.mu.Lock()
-	for i := range st.nodes {
-		if span := st.take(i); span != nil {
-			span.End()
-		}
-	}
-	st.mu.Unlock()
 	end := time.Now()
 	if !rep.End.IsZero() {
 		end = rep.End
 	}
-	st.span.End(trace.WithTimestamp(end))
+	// The metric before any span ends (see nodeEnd).
 	in.runDur.Record(ctx, end.Sub(st.start).Seconds(), metric.WithAttributes(KeyRunOutcome.String(outcome)))
+	// Spans of nodes still open (a worker that outlived the run) end with
+	// the run, so that none leaks; outside the lock, which a panicking
+	// span processor must not leave held.
+	st.mu.Lock()
+	var open []trace.Span
+	for i := range st.nodes {
+		if span := st.take(i); span != nil {
+			open = append(open, span)
+		}
+	}
+	st.mu.Unlock()
+	for _, span := range open {
+		span.End()
+	}
+	st.span.End(trace.WithTimestamp(end))
 }

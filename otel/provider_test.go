@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
@@ -61,14 +62,25 @@ func TestUnsampledRunsEnd(t *testing.T) {
 }
 
 // panickyProcessor is a span processor whose OnStart panics for node
-// spans, as a faulty processor of a user's might.
-type panickyProcessor struct{ sdktrace.SpanProcessor }
+// spans, as a faulty processor of a user's might, or, with atEnd, whose
+// OnEnd panics for every span, as one whose exporter fails so might.
+type panickyProcessor struct {
+	sdktrace.SpanProcessor
+	atEnd bool
+}
 
 func (p panickyProcessor) OnStart(ctx context.Context, s sdktrace.ReadWriteSpan) {
-	if strings.HasPrefix(s.Name(), "asynctool.node") {
+	if !p.atEnd && strings.HasPrefix(s.Name(), "asynctool.node") {
 		panic("processor broke")
 	}
 	p.SpanProcessor.OnStart(ctx, s)
+}
+
+func (p panickyProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
+	if p.atEnd {
+		panic("processor broke")
+	}
+	p.SpanProcessor.OnEnd(s)
 }
 
 // TestPanickingSpanProcessorDoesNotHangTheRun: a span processor that
@@ -76,7 +88,7 @@ func (p panickyProcessor) OnStart(ctx context.Context, s sdktrace.ReadWriteSpan)
 // held) left the lock held, and the node's OnNodeEnd waited on it for
 // ever. The panic is now the hook's, reported by the run, which ends.
 func TestPanickingSpanProcessorDoesNotHangTheRun(t *testing.T) {
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(panickyProcessor{tracetest.NewSpanRecorder()}))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(panickyProcessor{SpanProcessor: tracetest.NewSpanRecorder()}))
 	t.Cleanup(func() { assert.NoError(t, tp.Shutdown(context.Background())) })
 	a := asynctool.New(asynctool.WithHooks(asynctoolotel.Hooks(tp, nil)))
 	x := asynctool.NewWrapper("x", asynctooltest.Returns[int](1), 0)
@@ -92,6 +104,46 @@ func TestPanickingSpanProcessorDoesNotHangTheRun(t *testing.T) {
 	require.ErrorAs(t, err, &cpe)
 	assert.Contains(t, err.Error(), "OnNodeStart")
 	require.NoError(t, a.Close())
+}
+
+// TestSpanProcessorPanickingAtEndKeepsTheMetrics: a span processor that
+// panicked as a span ended (in OnNodeEnd, OnRunEnd) made the hook panic
+// before it recorded the node's outcome and duration, or the run's
+// duration: the run reported the panic, but the metrics never had the
+// node or the run. They are now recorded before the span ends.
+func TestSpanProcessorPanickingAtEndKeepsTheMetrics(t *testing.T) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(panickyProcessor{SpanProcessor: tracetest.NewSpanRecorder(), atEnd: true}))
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() {
+		assert.NoError(t, tp.Shutdown(context.Background()))
+		assert.NoError(t, mp.Shutdown(context.Background()))
+	})
+	a := asynctool.New(asynctool.WithHooks(asynctoolotel.Hooks(tp, mp)))
+	x := asynctool.NewWrapper("x", asynctooltest.Returns[int](1), 0)
+	err := a.BeginWork(context.Background(), time.Minute, x)
+	var cpe *asynctool.CallbackPanicError
+	require.ErrorAs(t, err, &cpe, "the hooks' panics are reported")
+	require.NoError(t, a.Close())
+
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	counts := map[string]uint64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, dp := range d.DataPoints {
+					counts[m.Name] += uint64(dp.Value)
+				}
+			case metricdata.Histogram[float64]:
+				for _, dp := range d.DataPoints {
+					counts[m.Name] += dp.Count
+				}
+			}
+		}
+	}
+	assert.Equal(t, map[string]uint64{"asynctool.node.outcomes": 1, "asynctool.node.duration": 1, "asynctool.run.duration": 1}, counts)
 }
 
 // TestNilPointerProvidersMeanTheGlobalOnes: Hooks took a nil interface
