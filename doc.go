@@ -172,11 +172,17 @@
 // OnRunEnd) the node's result, or the run's, stands, as for a panic there,
 // the end hooks after it (the node's, or the run's OnRunEnd) still run,
 // and BeginWork returns a *CallbackPanicError wrapping ErrGoexit.
-// OnRunStart runs on the goroutine that called BeginWork or Start, which a
-// Goexit in it ends; so does a Goexit in user code that an executor
-// running tasks on its caller (an [ExecutorFunc] that calls the task)
-// runs on that goroutine: the run goes on and ends, but that BeginWork
-// call does not return. The library itself never panics on bad input: it
+// A Goexit in user code that an executor running tasks on its caller (an
+// [ExecutorFunc] that calls the task) runs on the goroutine that called
+// BeginWork or Start ends that goroutine: the run goes on and ends, but
+// that BeginWork call does not return. OnRunStart runs on that goroutine
+// too, before the run starts, and a Goexit in it ends the goroutine
+// before the run has started: no node runs and none ends, the later hook
+// sets' OnRunStart and every OnRunEnd are not called (so a span that an
+// earlier set's OnRunStart began stays open), the graph's wrappers read
+// as not ended, and running them again returns [ErrReused]; for a
+// [SubPlan]'s run, the Goexit is its worker's, which fails its node. The
+// Async holds nothing of that run: Close does not wait for it. The library itself never panics on bad input: it
 // returns errors (the Pool's option constructors excepted, which panic on
 // values that can never work, such as PoolSize(0) or
 // PoolWhenFull(FullPolicy(9)), and WithRunHooks, which panics on a nil ctx

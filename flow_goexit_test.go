@@ -521,18 +521,56 @@ func TestGoexitInDefaultValue(t *testing.T) {
 	require.NoError(t, a.Close())
 }
 
+// A Goexit in OnRunStart ends the caller's goroutine before the run
+// starts, as the package doc says: no node runs, no OnRunEnd is called
+// (that of a set whose OnRunStart returned before included), a later
+// set's OnRunStart is not called, the wrapper reads as not ended and
+// cannot be run again, and Close does not wait for the run.
 func TestGoexitInOnRunStart(t *testing.T) {
-	a := New(WithHooks(&Hooks{OnRunStart: func(context.Context, RunInfo) context.Context { runtime.Goexit(); return nil }}))
-	x := NewWrapper("x", okWorker(), 0)
-	done := make(chan struct{})
-	go func() { defer close(done); _, _ = a.Start(context.Background(), time.Minute, x) }()
-	<-done
-	cdone := make(chan struct{})
-	go func() { _ = a.Close(); close(cdone) }()
-	select {
-	case <-cdone:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Close hangs after Goexit in OnRunStart")
+	for _, goexitFirst := range []bool{false, true} {
+		var starts, ends, calls atomic.Int32
+		other := &Hooks{
+			OnRunStart: func(ctx context.Context, _ RunInfo) context.Context { starts.Add(1); return ctx },
+			OnRunEnd:   func(context.Context, *Report) { ends.Add(1) },
+		}
+		goexit := &Hooks{OnRunStart: func(context.Context, RunInfo) context.Context { runtime.Goexit(); return nil }}
+		own, run := other, goexit // the Async's hooks run before the run's
+		if goexitFirst {
+			own, run = goexit, other
+		}
+		a := New(WithHooks(own))
+		x := NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			calls.Add(1)
+			return 1, nil
+		}), 0)
+		returned := false
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, _ = a.Start(WithRunHooks(context.Background(), run), time.Minute, x)
+			returned = true
+		}()
+		<-done
+		assert.False(t, returned, "Start returned")
+		cdone := make(chan struct{})
+		go func() { _ = a.Close(); close(cdone) }()
+		select {
+		case <-cdone:
+		case <-time.After(10 * time.Second):
+			t.Fatal("Close hangs after Goexit in OnRunStart")
+		}
+		if goexitFirst {
+			assert.Zero(t, starts.Load(), "the later set's OnRunStart")
+		} else {
+			assert.Equal(t, int32(1), starts.Load(), "the earlier set's OnRunStart")
+		}
+		assert.Zero(t, ends.Load(), "OnRunEnd")
+		assert.Zero(t, calls.Load(), "the worker")
+		assert.Equal(t, StateInit, x.State())
+		assert.Equal(t, WorkResult[int]{}, x.Result())
+		again := New()
+		assert.ErrorIs(t, again.BeginWork(context.Background(), time.Minute, x), ErrReused)
+		require.NoError(t, again.Close())
 	}
 }
 
