@@ -161,9 +161,10 @@
 // [ErrGoexit] (for a worker's Goexit the node's failure policy applies,
 // but not its retries, as for a panic; unlike after a panic, the
 // OnNodeStart or OnNodeRetry hooks of the hook sets after the one that
-// called it are not called for that attempt), and one in Begin or OnNodeStart
-// is also returned by BeginWork as a *CallbackPanicError wrapping
-// ErrGoexit, its node's reason naming the call; in a RetryPolicy's
+// called it are not called for that attempt), and one in Begin,
+// OnNodeStart or OnNodeRetry is also returned by BeginWork as a
+// *CallbackPanicError wrapping ErrGoexit, its node's reason naming the
+// call; in a RetryPolicy's
 // Retryable or Backoff it ends the retries as a panic there does, with an
 // error that wraps ErrGoexit and the failed attempt's error (a stream
 // node's stops the stream, whose goroutine it ended); in a custom join it

@@ -429,6 +429,33 @@ func TestGoexitInOnNodeStartSkipsTheLaterSetsStart(t *testing.T) {
 	assert.Equal(t, int32(1), ends.Load(), "the run's OnNodeEnd is called once")
 }
 
+// TestGoexitInOnNodeRetryIsNamed: a Goexit in an OnNodeRetry hook fails
+// the node with ErrGoexit, as one in OnNodeStart does, and like it is
+// returned by BeginWork as a *CallbackPanicError naming the hook, which
+// the node's reason names too: it read "worker called runtime.Goexit",
+// of a worker that had returned an error.
+func TestGoexitInOnNodeRetryIsNamed(t *testing.T) {
+	a := newAsync(t, WithHooks(&Hooks{
+		OnNodeRetry: func(context.Context, NodeEvent) { runtime.Goexit() },
+	}))
+	var calls atomic.Int32
+	x := NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		calls.Add(1)
+		return 0, errBoom
+	}), 0).Retry(RetryPolicy{Attempts: 3})
+	r, err := a.Start(context.Background(), time.Minute, x)
+	require.NoError(t, err)
+	requireEnds(t, r, "the run did not end after a Goexit in OnNodeRetry")
+	var cpe *CallbackPanicError
+	require.ErrorAs(t, r.Wait(context.Background()), &cpe)
+	assert.Equal(t, "OnNodeRetry", cpe.Method)
+	assert.Equal(t, "x", cpe.ID)
+	assert.ErrorIs(t, cpe, ErrGoexit)
+	assert.ErrorIs(t, x.Result().Err, ErrGoexit)
+	assert.Equal(t, int32(1), calls.Load(), "no retry")
+	assert.Equal(t, "hook OnNodeRetry called runtime.Goexit", r.Report().Nodes[0].Reason)
+}
+
 // Regression tests from a second review.
 
 // TestGoexitInOnRunEnd: a run whose OnRunEnd hook ends its goroutine

@@ -312,7 +312,7 @@ func (r *runState) nodeRetrying(i int32, err error, delay time.Duration) {
 	ev.Err, ev.Wait = err, delay
 	for _, h := range r.hooks {
 		if h.OnNodeRetry != nil {
-			r.hooked("OnNodeRetry", i, func() { h.OnNodeRetry(r.ctx, ev) })
+			r.hookedToTheEnd("OnNodeRetry", i, func() { h.OnNodeRetry(r.ctx, ev) })
 		}
 	}
 }
@@ -423,10 +423,11 @@ func (r *runState) runEndHook(f func(context.Context, *Report), rep *Report) {
 }
 
 // hookedToTheEnd is hooked for a hook whose runtime.Goexit nothing else
-// reports by its name (salvage reports the end hooks' by wl.hook, and a
-// retry hook's through the node it was called for): it reports it
-// itself, as a panic is, and lets the goroutine end. OnNodeStart's is
-// reported so too, which the node's reason then names.
+// reports by its name (salvage reports the end hooks' by wl.hook): it
+// reports it itself, as a panic is, and lets the goroutine end.
+// OnNodeStart's and OnNodeRetry's are reported so too, which the node's
+// reason then names: the node itself only fails with ErrGoexit, as for
+// its worker's Goexit.
 func (r *runState) hookedToTheEnd(name string, i int32, f func()) {
 	returned := false
 	defer func() {

@@ -630,8 +630,9 @@ func (r *runState) reason(i int32) string {
 	return "worker failed"
 }
 
-// beforeWorker names the call before node i's worker that ended its
-// attempt ("callback Begin", "hook OnNodeStart"), or returns "": with pe,
+// beforeWorker names the call before node i's worker, or after it and
+// before its next attempt, that ended its attempt ("callback Begin",
+// "hook OnNodeStart", "hook OnNodeRetry"), or returns "": with pe,
 // the panic the node failed with; without, a runtime.Goexit. Each is
 // recorded as a CallbackPanicError too (see WorkerWrapper.call and
 // nodeStarted), the panic by the same pointer.
@@ -651,6 +652,8 @@ func (r *runState) beforeWorker(i int32, pe *PanicError) string {
 			return "callback Begin"
 		case "OnNodeStart":
 			return "hook OnNodeStart"
+		case "OnNodeRetry":
+			return "hook OnNodeRetry"
 		}
 	}
 	return ""
