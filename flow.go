@@ -308,6 +308,9 @@ type nodeExt struct {
 	lastErr       error       // the failure that made the node pending
 	resumedFail   bool        // Resume ended the node with FailWith
 	retries       *time.Timer
+	// backedOff: the node ended while it waited for its next attempt (a
+	// disarm stopped its retries timer), for its report's reason.
+	backedOff bool
 	// asking is the failure the node's retry policy is being asked
 	// about, nil when it is not: a runtime.Goexit in its Retryable or
 	// Backoff is the policy's, not the worker's (see endAborted). Only
@@ -359,6 +362,9 @@ func (r *runState) disarm(i int32) {
 		cancel()
 	}
 	if t != nil && t.Stop() {
+		ext.mu.Lock()
+		ext.backedOff = true // before the run may end, below
+		ext.mu.Unlock()
 		r.taskDone() // the retry will never run
 	}
 }

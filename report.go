@@ -564,6 +564,9 @@ func (r *runState) reason(i int32) string {
 			return fmt.Sprintf("stopped while pending %s: %v", why, err)
 		}
 		if r.attemptsOf(i) > 0 {
+			if r.backedOff(i) {
+				return fmt.Sprintf("stopped while waiting to retry: %v", err)
+			}
 			return fmt.Sprintf("stopped while running: %v", err)
 		}
 		return fmt.Sprintf("stopped before it started: %v", err)
@@ -679,6 +682,18 @@ func (r *runState) pendingWhy(i int32) string {
 		return ""
 	}
 	return fmt.Sprintf("after %v", why)
+}
+
+// backedOff reports whether node i ended while it waited for its next
+// attempt.
+func (r *runState) backedOff(i int32) bool {
+	if r.exts == nil || r.exts[i] == nil {
+		return false
+	}
+	ext := r.exts[i]
+	ext.mu.Lock()
+	defer ext.mu.Unlock()
+	return ext.backedOff
 }
 
 // joinReason explains how the join of node pn, which never ran, failed

@@ -69,6 +69,30 @@ func TestPendingNodeStoppedByTheDeadlineSaysSo(t *testing.T) {
 	})
 }
 
+// TestNodeStoppedDuringItsBackoffSaysSo: a node whose run is cancelled
+// while it waits for its next attempt was not running: its worker had
+// failed and returned. Its reason said "stopped while running".
+func TestNodeStoppedDuringItsBackoffSaysSo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var event string
+		a := New(WithHooks(&Hooks{OnNodeTimeout: func(_ context.Context, ev NodeEvent) { event = ev.Reason }}))
+		defer func() { require.NoError(t, a.Close()) }()
+		x := NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			return 0, errBoom
+		}), 0).Retry(RetryPolicy{Attempts: 3, Backoff: ConstantBackoff(time.Second)})
+		r, err := a.Start(context.Background(), time.Minute, x)
+		require.NoError(t, err)
+		synctest.Wait() // x failed once and waits a second for its next attempt
+		r.Cancel()
+		require.ErrorIs(t, r.Wait(context.Background()), context.Canceled)
+		n := r.Report().Nodes[0]
+		assert.Equal(t, StatusTimedOut, n.Status)
+		assert.Equal(t, 1, n.Attempts)
+		assert.Equal(t, "stopped while waiting to retry: context canceled", n.Reason)
+		assert.Equal(t, n.Reason, event, "OnNodeTimeout's")
+	})
+}
+
 // TestAtLeastReason guards the reason of a node that AtLeast failed: two
 // of three upstreams failed while the third still ran, so the join could
 // no longer be met. The reason said every optional upstream failed (the
