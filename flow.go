@@ -52,6 +52,9 @@ const (
 	PolicySuspend
 )
 
+// String returns the policy's name: "fail" (for the zero value too, which
+// means PolicyFail), "continue", "end" or "suspend" (FailurePolicy(n) for
+// any other value).
 func (p FailurePolicy) String() string {
 	switch p {
 	case 0, PolicyFail:

@@ -34,6 +34,8 @@ const (
 	ResultException
 )
 
+// String returns the result state's name: "default", "success", "timeout"
+// or "exception" (ResultState(n) for any other value).
 func (s ResultState) String() string {
 	switch s {
 	case ResultDefault:

@@ -24,6 +24,8 @@ const (
 	StateError
 )
 
+// String returns the state's name: "init", "working", "finish" or "error"
+// (State(n) for any other value).
 func (s State) String() string {
 	switch s {
 	case StateInit:

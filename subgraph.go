@@ -184,8 +184,9 @@ type ForEach[P, T, R any] struct {
 	// ID, if not nil, names item i's node in reports and pictures, a SKU
 	// rather than its index, for instance, and in a Join that names items.
 	// The names must differ, and differ from "join" when Join is set: the
-	// node fails with [ErrDuplicateID] otherwise; an empty name fails it
-	// too.
+	// node fails with an error wrapping [ErrDuplicateID] otherwise. An
+	// empty name fails it too, with an error that names the item and
+	// wraps no sentinel.
 	ID func(i int, item T) string
 	// Node, if not nil, sets up the node of item i before the run: its
 	// Timeout, Retry, Default, OnFailure or Callback.

@@ -17,7 +17,8 @@ const (
 	Result
 )
 
-// String returns "begin" or "result".
+// String returns "begin" or "result", and "unknown" for any other value
+// (the zero EventKind included).
 func (k EventKind) String() string {
 	switch k {
 	case Begin:
