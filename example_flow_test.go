@@ -273,3 +273,92 @@ func ExampleWorkerWrapper_EndsRun() {
 	// <nil> hello ada
 	// [bestsellers] true
 }
+
+// A custom join decides from every upstream's state each time one of
+// them ends: here, the node runs as soon as two of three replicas agree
+// on a value, and fails once they have all answered without two agreeing.
+func ExampleCustomJoin() {
+	twoAgree := asynctool.CustomJoin(func(ups []asynctool.Upstream) asynctool.Decision {
+		seen := map[any]int{}
+		ended := 0
+		for _, u := range ups {
+			if !u.Ended {
+				continue
+			}
+			ended++
+			if u.OK {
+				if seen[u.Value]++; seen[u.Value] == 2 {
+					return asynctool.DecideRun
+				}
+			}
+		}
+		if ended == len(ups) {
+			return asynctool.DecideFail
+		}
+		return asynctool.DecideWait
+	})
+	a := asynctool.New()
+	defer a.Close()
+	for _, answers := range [][]int{{7, 9, 7}, {1, 2, 3}} {
+		var replicas []asynctool.Wrapper
+		vote := asynctool.NewWrapper("vote", asynctool.WorkerFunc[int, int](
+			func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+				seen := map[int]int{}
+				for _, r := range replicas {
+					v, _ := asynctool.ResultOf[int](all, r.ID())
+					if v.State == asynctool.ResultSuccess {
+						if seen[v.Value]++; seen[v.Value] == 2 {
+							return v.Value, nil
+						}
+					}
+				}
+				return 0, errors.New("no two replicas agree")
+			}), 0).Join(twoAgree)
+		for i, answer := range answers {
+			replica := asynctool.NewWrapper(fmt.Sprint("replica", i), asynctool.WorkerFunc[int, int](
+				func(context.Context, int, asynctool.Wrappers) (int, error) { return answer, nil }), 0)
+			vote.Depend(replica, false) // a custom join ignores the must flag
+			replicas = append(replicas, replica)
+		}
+		_ = a.BeginWork(context.Background(), time.Second, replicas...)
+		r := vote.Result()
+		fmt.Println(answers, r.Value, errors.Is(r.Err, asynctool.ErrJoinFailed))
+	}
+	// Output:
+	// [7 9 7] 7 false
+	// [1 2 3] 0 true
+}
+
+// A node's own Timeout bounds that node alone: the slow recommendations
+// call ends with its default value and a *NodeTimeoutError, and, under
+// PolicyContinue, the page that needs it goes on with that default, well
+// before the group deadline.
+func ExampleWorkerWrapper_Timeout() {
+	recs := asynctool.NewWrapper("recs", asynctool.WorkerFunc[int64, string](
+		func(ctx context.Context, uid int64, _ asynctool.Wrappers) (string, error) {
+			<-ctx.Done() // a recommendation service that does not answer today
+			return "", ctx.Err()
+		}), 42).
+		Timeout(20 * time.Millisecond).
+		Default("bestsellers").
+		OnFailure(asynctool.PolicyContinue)
+	page := asynctool.NewWrapper("page", asynctool.WorkerFunc[int64, string](
+		func(_ context.Context, uid int64, all asynctool.Wrappers) (string, error) {
+			r, err := recs.ResultFrom(all)
+			return "page with " + r.Value, err
+		}), 42).Depend(recs, true)
+
+	a := asynctool.New()
+	defer a.Close()
+	err := a.BeginWork(context.Background(), time.Minute, recs)
+
+	r := recs.Result()
+	var timeout *asynctool.NodeTimeoutError
+	fmt.Println(err)
+	fmt.Println(r.State, r.Value, errors.As(r.Err, &timeout), timeout.Timeout)
+	fmt.Println(page.Result().Value)
+	// Output:
+	// <nil>
+	// timeout bestsellers true 20ms
+	// page with bestsellers
+}
