@@ -112,7 +112,7 @@ var (
 	// the queue is full and the pool's policy is [Reject].
 	ErrPoolFull = errors.New("asynctool: pool is full")
 	// ErrNilTask is returned when a nil task is submitted to a Pool,
-	// Serial or Keyed, and is the error of a nil Stream node.
+	// Serial, Keyed or GoExecutor, and is the error of a nil Stream node.
 	ErrNilTask = errors.New("asynctool: nil task")
 	// ErrSerialClosed is returned by [Serial] and [Keyed] submissions
 	// after Close.

@@ -49,8 +49,12 @@ func (f ExecutorFunc) Submit(task func()) error { return f(task) }
 // ready to use.
 type GoExecutor struct{}
 
-// Submit starts task on a new goroutine and returns nil.
+// Submit starts task on a new goroutine and returns nil, or returns
+// [ErrNilTask] for a nil task.
 func (GoExecutor) Submit(task func()) error {
+	if task == nil {
+		return ErrNilTask // go on a nil func is a fatal error, not a panic
+	}
 	go task()
 	return nil
 }

@@ -22,6 +22,14 @@ func TestGoExecutorRunsTask(t *testing.T) {
 	assert.True(t, ran)
 }
 
+// TestGoExecutorRefusesANilTask: GoExecutor's Submit ran `go task()` on a
+// nil task, which is not a panic but a fatal runtime error ("go of nil
+// func value") that no recover catches: a nil task crashed the process,
+// where a Pool, a Serial and a Keyed return ErrNilTask.
+func TestGoExecutorRefusesANilTask(t *testing.T) {
+	assert.ErrorIs(t, GoExecutor{}.Submit(nil), ErrNilTask)
+}
+
 func TestExecutorFuncPassesThrough(t *testing.T) {
 	errFull := errors.New("full")
 	var got int
