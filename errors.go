@@ -10,20 +10,26 @@ import (
 	"time"
 )
 
-// Errors returned by [Async.BeginWork] and [Async.Start] before anything
-// runs, and sentinels found in node results. Validation errors are
-// [*GraphError] values that wrap one of these, so match them with
-// [errors.Is].
+// Errors returned before anything runs (by [Async.BeginWork], the other
+// ways to start a run, [Compile] and [Describe]), errors of the executors
+// and streams, and sentinels found in node results. Validation errors are
+// [*GraphError] values that wrap one of these, and most others are
+// returned wrapped with details, so match them with [errors.Is].
 var (
-	// ErrNoStart means BeginWork was called without start nodes.
+	// ErrNoStart means BeginWork, Start, Compile or Describe was called
+	// without start nodes.
 	ErrNoStart = errors.New("asynctool: no start nodes")
 	// ErrNilWrapper means a nil Wrapper was passed as a start node or to
 	// Depend or Next.
 	ErrNilWrapper = errors.New("asynctool: nil wrapper")
-	// ErrNilWorker means a node was built with a nil Worker.
+	// ErrNilWorker means a node was built with a nil Worker, or with one
+	// of this package's workers that lacks what it runs: a [SubPlan]
+	// without Plan or Output, a [SubGraph] without Build, a [ForEach]
+	// without Items or Worker, a [Hedged] worker of a nil one.
 	ErrNilWorker = errors.New("asynctool: nil worker")
 	// ErrDuplicateID means two different wrappers reachable from the start
-	// nodes have the same id.
+	// nodes have the same id. It is also wrapped by the error of a
+	// [ForEach] node whose ID gave two items the same name.
 	ErrDuplicateID = errors.New("asynctool: duplicate node id")
 	// ErrCycle means the graph reachable from the start nodes has a cycle.
 	ErrCycle = errors.New("asynctool: dependency cycle")
@@ -41,7 +47,8 @@ var (
 	// Stream.Run, RunBatches, Serial.Shutdown, Keyed.Shutdown). Nothing
 	// was started or stopped; pass context.Background() instead.
 	ErrNilContext = errors.New("asynctool: nil context (use context.Background())")
-	// ErrNegativeTimeout means BeginWork was given a negative timeout.
+	// ErrNegativeTimeout means BeginWork, Start, RunPlan or StartPlan was
+	// given a negative timeout.
 	ErrNegativeTimeout = errors.New("asynctool: negative timeout")
 	// ErrTooManyNodes means the graph has more nodes than a run can index
 	// (2^27 - 1), or more edges than a plan can index (2^31 - 1).
@@ -73,11 +80,16 @@ var (
 	// run had ended: every node marked with [WorkerWrapper.EndsRun] had
 	// ended before it.
 	ErrRunEnded = errors.New("asynctool: the run ended")
-	// ErrUnknownID is returned by [ResultOf] for an id that is not a node of
-	// the run.
+	// ErrUnknownID is returned, wrapped, by [ResultOf] for an id that is
+	// not a node of the run, by [WorkerWrapper.ResultFrom] and
+	// [WorkerWrapper.ValueIn] for a node that is not part of the run, and
+	// by [Run.Resume] for an id that names no node of it.
 	ErrUnknownID = errors.New("asynctool: no node with this id in the run")
-	// ErrResultType is returned by [ResultOf] when the node's result type is
-	// not the one asked for.
+	// ErrResultType is returned, wrapped, by [ResultOf] when the node's
+	// result type is not the one asked for, and by [Run.Resume] and
+	// [Stream.Resume] for a [SucceedWith] value of another type; it is
+	// wrapped too by the error of a node whose [When] or [WhenResult]
+	// condition could not be given its upstream's value.
 	ErrResultType = errors.New("asynctool: node result has another type")
 
 	// Flow rules.
