@@ -119,3 +119,39 @@ func ExampleDescribe() {
 	// <nil> 3 page [0 1] [true false]
 	// <nil> <html>
 }
+
+// Run.Report explains a run, node by node: how each ended and why, which
+// upstream decided a node's join (by=), and the errors of the nodes that
+// did not succeed. A run of BeginWork has none to read; start it with
+// Start and Wait instead, which is what BeginWork does.
+func ExampleRun_Report() {
+	user := asynctool.NewWrapper("user", asynctool.WorkerFunc[int, string](
+		func(context.Context, int, asynctool.Wrappers) (string, error) { return "ada", nil }), 42)
+	recs := asynctool.NewWrapper("recs", asynctool.WorkerFunc[int, []string](
+		func(context.Context, int, asynctool.Wrappers) ([]string, error) {
+			return nil, errors.New("recs down")
+		}), 42).
+		Depend(user, true)
+	asynctool.NewWrapper("page", asynctool.WorkerFunc[int, string](
+		func(context.Context, int, asynctool.Wrappers) (string, error) { return "<html>", nil }), 42).
+		Depend(user, true).
+		Depend(recs, true)
+
+	a := asynctool.New()
+	defer a.Close()
+	run, err := a.Start(context.Background(), time.Second, user)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(run.Wait(context.Background()))
+	rep := run.Report()
+	fmt.Print(rep)
+	fmt.Println(rep.Err())
+	// Output:
+	// <nil>
+	// user: succeeded
+	// recs: failed by=user (worker failed)
+	// page: failed by=recs (must upstream "recs" failed)
+	// node "recs": recs down
+	// node "page": asynctool: upstream "recs" failed: recs down
+}
