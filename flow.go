@@ -143,12 +143,14 @@ func ConstantBackoff(d time.Duration) Backoff {
 }
 
 // ExponentialBackoff waits base, 2×base, 4×base, ... capped at max, each
-// delay multiplied by a random factor in [1-jitter, 1+jitter] (jitter in
-// [0, 1]; 0 for none: a jitter above 1 counts as 1, one below 0 or NaN as
-// none). A max near the largest Duration, in effect no cap, is reached
-// rather than overflowed; a max below base caps every delay at max; a
-// base of 0 or less means no delay. Each call costs at most one step per
-// doubling, whatever n.
+// delay then multiplied by a random factor in [1-jitter, 1+jitter] (jitter
+// in [0, 1]; 0 for none: a jitter above 1 counts as 1, one below 0 or NaN
+// as none). The cap comes before the jitter, so that capped delays still
+// spread: a delay may reach max×(1+jitter). A max near the largest
+// Duration, in effect no cap, is reached rather than overflowed; a max
+// below base caps every delay at max; a base of 0 or less means no delay;
+// an n below 1 counts as 1. Each call costs at most one step per doubling,
+// whatever n.
 func ExponentialBackoff(base, max time.Duration, jitter float64) Backoff {
 	jitter = min(1, jitter)
 	return func(n int) time.Duration {

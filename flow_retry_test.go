@@ -84,11 +84,14 @@ func TestRetryPolicyPanicIsNotTheWorkers(t *testing.T) {
 // TestExponentialBackoffOutOfRange pins what ExponentialBackoff's doc
 // now says of values outside its ranges: a jitter above 1 counts as 1
 // (the delay stays within [0, 2d]), one below 0 or NaN as none, and a
-// max below base caps every delay.
+// max below base caps every delay. The jitter applies after the cap, so
+// a capped delay spreads over [max×(1-jitter), max×(1+jitter)].
 func TestExponentialBackoffOutOfRange(t *testing.T) {
 	for range 100 {
 		d := ExponentialBackoff(time.Millisecond, time.Second, 5)(3)
 		assert.True(t, d >= 0 && d <= 8*time.Millisecond, "jitter 5 counts as 1: %v", d)
+		d = ExponentialBackoff(time.Millisecond, 4*time.Millisecond, 0.5)(10)
+		assert.True(t, d >= 2*time.Millisecond && d <= 6*time.Millisecond, "capped at 4ms, then jittered by half: %v", d)
 	}
 	assert.Equal(t, 4*time.Millisecond, ExponentialBackoff(time.Millisecond, time.Second, -1)(3))
 	assert.Equal(t, 4*time.Millisecond, ExponentialBackoff(time.Millisecond, time.Second, math.NaN())(3))
