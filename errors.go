@@ -284,6 +284,7 @@ func (e *CallbackPanicError) Unwrap() error { return e.Panic }
 // stopped, or kept from starting, and the cause of their context. It
 // wraps [context.DeadlineExceeded].
 type BudgetError struct {
+	// Budget is the ForEach's Budget.
 	Budget time.Duration
 }
 
@@ -297,7 +298,10 @@ func (e *BudgetError) Unwrap() error { return context.DeadlineExceeded }
 // NodeTimeoutError is the Err of a node that exceeded its own Timeout. It
 // unwraps to [context.DeadlineExceeded].
 type NodeTimeoutError struct {
-	ID      string
+	// ID is the node's id, empty for a node without one (Error then
+	// names it by "#" and its index, as Report.String does).
+	ID string
+	// Timeout is the node's [WorkerWrapper.Timeout].
 	Timeout time.Duration
 	at      int // 1 + the node's index when it has no id (see EndError)
 }

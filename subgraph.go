@@ -51,7 +51,9 @@ type Built[R any] struct {
 	// Starts are the graph's start nodes, as [Async.BeginWork] takes
 	// them. With none, there is nothing to run: Output is called at once.
 	Starts []Wrapper
-	// Output gives the node's value and error once the graph has run.
+	// Output gives the node's value and error once the graph has run. A
+	// nil Output fails the node, without running the graph, with an error
+	// wrapping [ErrNilWorker].
 	Output func() (R, error)
 	// limit, if above 0, is how many of the start nodes may work at
 	// once (ForEach's Limit).
