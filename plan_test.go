@@ -135,13 +135,33 @@ func TestDuplicateStartIsFine(t *testing.T) {
 	assert.Equal(t, ResultSuccess, y.Result().State)
 }
 
-// TestAnonymousNodes checks that empty ids are allowed and not looked up.
+// TestAnonymousNodes checks that empty ids are allowed and not looked up:
+// neither the empty id nor "#0", the name Run.Resume and the reports give
+// node 0, finds it through ResultOf or Wrappers.State, while ResultFrom
+// reads it through its wrapper.
 func TestAnonymousNodes(t *testing.T) {
 	a := newAsync(t)
 	x := NewWrapper("", okWorker(), 0)
-	y := NewWrapper("", okWorker(), 0).Depend(x, true)
+	var byEmpty, byIndex, byWrapper error
+	var found []bool
+	var via WorkResult[int]
+	y := NewWrapper("", WorkerFunc[int, int](func(_ context.Context, _ int, all Wrappers) (int, error) {
+		_, byEmpty = ResultOf[int](all, "")
+		_, byIndex = ResultOf[int](all, "#0")
+		via, byWrapper = x.ResultFrom(all)
+		for _, id := range []string{"", "#0"} {
+			_, ok := all.State(id)
+			found = append(found, ok)
+		}
+		return 1, nil
+	}), 0).Depend(x, true)
 	require.NoError(t, a.BeginWork(context.Background(), 0, x))
 	assert.Equal(t, ResultSuccess, y.Result().State)
+	assert.ErrorIs(t, byEmpty, ErrUnknownID)
+	assert.ErrorIs(t, byIndex, ErrUnknownID)
+	assert.Equal(t, []bool{false, false}, found)
+	require.NoError(t, byWrapper)
+	assert.Equal(t, ResultSuccess, via.State)
 }
 
 // TestPlanIsTopological checks the compiled order and the deduplicated

@@ -725,7 +725,9 @@ func (all Wrappers) Path() []string {
 }
 
 // State returns the current state of the node with the given id, and
-// false if the run has no such node.
+// false if the run has no such node. A node without an id cannot be
+// found (neither the empty id nor "#" and its index, which [Run.Resume]
+// and the reports use, names it here).
 func (all Wrappers) State(id string) (State, bool) {
 	if all.r == nil {
 		return StateInit, false
@@ -743,7 +745,10 @@ func (all Wrappers) State(id string) (State, bool) {
 // an upstream of the reader, an error saying the reader does not depend
 // on it otherwise, as [WorkerWrapper.ResultFrom] does. It returns an
 // error wrapping [ErrUnknownID] if the run has no such node, or
-// [ErrResultType] if the node's result type is not R.
+// [ErrResultType] if the node's result type is not R. A node without an
+// id cannot be read by id (neither the empty id nor "#" and its index,
+// which [Run.Resume] and the reports use, names it here): read it through
+// its wrapper with [WorkerWrapper.ResultFrom].
 //
 // A node reads its must dependencies' results safely: they are final
 // before the node starts.
