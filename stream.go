@@ -94,7 +94,8 @@ type Stream[T any] struct {
 }
 
 // StreamNode is the handle of one appended node: its result, once it has
-// ended.
+// ended. Its methods are safe to call from any goroutine, concurrently
+// with each other and with the stream's Run.
 type StreamNode[T any] struct {
 	fn StreamFunc[T]
 	streamNodeConfig

@@ -56,8 +56,8 @@ func (f *Fake[P, R]) Calls() int {
 	return int(f.calls.Load())
 }
 
-// Params returns the parameters of every call so far, in call order (nil
-// for a nil f).
+// Params returns a copy of the parameters of every call so far, in call
+// order (nil for a nil f, and before the first call).
 func (f *Fake[P, R]) Params() []P {
 	if f == nil {
 		return nil
