@@ -150,7 +150,11 @@ func WithExecutor(e Executor) Option {
 	})
 }
 
-// New returns an Async configured by opts.
+// New returns an Async configured by opts, applied in order: of
+// [WithMaxWorkers] and [WithExecutor], which both choose where workers
+// run, the last one given wins. An option given a value that can never
+// work (WithMaxWorkers(0), WithExecutor(nil)) makes every way to start a
+// run return its error, whatever options come after it.
 func New(opts ...Option) *Async {
 	c := config{maxWorkers: DefaultMaxWorkers}
 	for _, o := range opts {

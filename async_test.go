@@ -332,9 +332,31 @@ func TestBadOptions(t *testing.T) {
 		err := a.BeginWork(context.Background(), 0, w())
 		assert.ErrorContains(t, err, "asynctool: With")
 		require.NoError(t, a.Close())
+		// A good option after a bad one does not mend it.
+		a = New(o, WithMaxWorkers(2))
+		assert.ErrorContains(t, a.BeginWork(context.Background(), 0, w()), "asynctool: With")
+		require.NoError(t, a.Close())
 	}
 	a := newAsync(t)
 	assert.ErrorIs(t, a.BeginWork(context.Background(), -time.Second, w()), ErrNegativeTimeout)
+}
+
+// TestExecutorOptionsLastOneWins: WithMaxWorkers and WithExecutor each
+// choose where workers run, and of the two the last one given wins, as
+// New says.
+func TestExecutorOptionsLastOneWins(t *testing.T) {
+	var submitted atomic.Int32
+	e := ExecutorFunc(func(task func()) error {
+		submitted.Add(1)
+		go task()
+		return nil
+	})
+	w := NewWrapper("w", okWorker(), 0)
+	require.NoError(t, newAsync(t, WithExecutor(e), WithMaxWorkers(2)).BeginWork(context.Background(), 0, w))
+	assert.Zero(t, submitted.Load(), "WithMaxWorkers, given last, makes the Async's own pool")
+	w = NewWrapper("w", okWorker(), 0)
+	require.NoError(t, newAsync(t, WithMaxWorkers(2), WithExecutor(e)).BeginWork(context.Background(), 0, w))
+	assert.Positive(t, submitted.Load(), "WithExecutor, given last, runs the nodes on e")
 }
 
 // TestConcurrentRuns checks that one Async runs many graphs at once.
