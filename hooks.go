@@ -135,7 +135,11 @@ type NodeEvent struct {
 	Wait, Duration, Pending time.Duration
 }
 
-// WithHooks installs hooks on every run of the Async.
+// WithHooks installs hooks on every run of the Async. An Async has one
+// set: given more than once, the last one given is installed and the
+// others are not, so hooks from two sources (a tracer's and your own)
+// go into one Hooks whose functions call both, or one of them goes on
+// each run's context with [WithRunHooks].
 func WithHooks(h *Hooks) Option {
 	return optionFunc(func(c *config) { c.hooks = h })
 }
@@ -152,7 +156,10 @@ type hooksKey struct{}
 // WithRunHooks returns a copy of ctx that installs h on the run started
 // with it (by BeginWork, Start, RunPlan or StartPlan), besides the hooks
 // of its Async; an h that is the Async's own (the pointer given to
-// [WithHooks]) is not called twice. ctx must not be nil, as for
+// [WithHooks]) is not called twice. A run has one set of context hooks:
+// on a ctx that already holds some (installed by an earlier call, or
+// inherited from a worker's context by a nested run), h replaces them for
+// the runs started with the copy. ctx must not be nil, as for
 // [context.WithValue], which panics on it.
 func WithRunHooks(ctx context.Context, h *Hooks) context.Context {
 	return context.WithValue(ctx, hooksKey{}, h)

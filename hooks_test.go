@@ -157,3 +157,22 @@ func TestSameHooksForAsyncAndRunFireOnce(t *testing.T) {
 	// hooks from x's context: each calls h once per event.
 	assert.Equal(t, map[string]int{"OnRunStart": 2, "OnNodeStart": 2, "OnNodeEnd": 2, "OnRunEnd": 2}, calls)
 }
+
+// TestHooksGivenTwiceKeepTheLast: WithHooks given twice installs the last
+// hooks only, and so does WithRunHooks on a context that already holds
+// run hooks; the Async's hooks and the context's still both fire.
+func TestHooksGivenTwiceKeepTheLast(t *testing.T) {
+	var mu sync.Mutex
+	var fired []string
+	named := func(name string) *Hooks {
+		return &Hooks{OnRunEnd: func(context.Context, *Report) {
+			mu.Lock()
+			defer mu.Unlock()
+			fired = append(fired, name)
+		}}
+	}
+	a := newAsync(t, WithHooks(named("async 1")), WithHooks(named("async 2")))
+	ctx := WithRunHooks(WithRunHooks(context.Background(), named("run 1")), named("run 2"))
+	require.NoError(t, a.BeginWork(ctx, time.Minute, NewWrapper("x", okWorker(), 0)))
+	assert.Equal(t, []string{"async 2", "run 2"}, fired)
+}
