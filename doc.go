@@ -186,8 +186,9 @@
 // Async holds nothing of that run: Close does not wait for it. The library itself never panics on bad input: it
 // returns errors (the Pool's option constructors excepted, which panic on
 // values that can never work, such as PoolSize(0) or
-// PoolWhenFull(FullPolicy(9)), and WithRunHooks, which panics on a nil ctx
-// as context.WithValue does).
+// PoolWhenFull(FullPolicy(9)), WithRunHooks, which panics on a nil ctx
+// as context.WithValue does, and the chaining methods of a nil
+// *WorkerWrapper, which dereference it).
 //
 // # Errors
 //

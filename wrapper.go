@@ -37,8 +37,10 @@ type Wrapper interface {
 // called later changes nothing (the run, or every run of the plan, keeps
 // the node as it was), and is reported only by a later BeginWork, Compile
 // or Describe of a graph that includes the node, with [ErrReused]. ID,
-// State and Result are safe to call at any time from any goroutine.
-// A WorkerWrapper must not be copied.
+// State and Result are safe to call at any time from any goroutine, on a
+// nil w too; the chaining methods need a wrapper made by NewWrapper, and
+// panic with a nil pointer dereference on a nil one. A WorkerWrapper must
+// not be copied.
 type WorkerWrapper[P, R any] struct {
 	nodeCore
 	worker Worker[P, R]
