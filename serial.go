@@ -47,13 +47,15 @@ type SerialStats struct {
 	// Keys is, for a [Keyed], the number of keys with tasks pending. It
 	// is 0 for a Serial.
 	Keys int
-	// Delayed is the number of tasks waiting for their delay to pass.
+	// Delayed is the number of tasks of [Serial.SubmitAfter] waiting
+	// for their delay to pass. It is 0 for a Keyed, which has no
+	// SubmitAfter.
 	Delayed int
 	// Completed is the number of tasks that have run, including those
 	// that panicked or called runtime.Goexit.
 	Completed uint64
-	// Dropped is the number of tasks that Close discarded before they
-	// ran: queued tasks and delayed tasks.
+	// Dropped is the number of tasks that Close, or a Shutdown whose ctx
+	// ended, discarded before they ran: queued tasks and delayed tasks.
 	Dropped uint64
 	// Cancelled is the number of tasks stopped by the cancel function
 	// that [Serial.SubmitAfter] returned. It is 0 for a Keyed.
