@@ -41,9 +41,11 @@ func RunWithin(t testing.TB, timeout time.Duration, starts ...asynctool.Wrapper)
 
 // Start starts the graph reachable from starts, with a group deadline of
 // timeout (0 means none), on a fresh Async that records times, and
-// returns the run at once. The Async is closed when the test ends (which
-// waits for the run's workers). A graph that does not validate fails the
-// test at once.
+// returns the run at once. The run's context is t.Context(), as Run's is,
+// which ends as the test function returns: a run the test left with a
+// pending node or a fake that Blocks is then stopped, and the Async is
+// closed when the test ends (which waits for the run's workers). A graph
+// that does not validate fails the test at once.
 func Start(t testing.TB, timeout time.Duration, starts ...asynctool.Wrapper) *asynctool.Run {
 	t.Helper()
 	a := asynctool.New(asynctool.WithTimings(true))
