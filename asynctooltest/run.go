@@ -18,7 +18,13 @@ import (
 // function returns, so a fake that blocks and that nothing releases makes
 // Run wait until `go test` times out (inside a testing/synctest bubble,
 // synctest reports the deadlock at once): use [RunWithin] for a deadline,
-// or [Start] to release it while the run is going on.
+// or [Start] to release it while the run is going on. A run that waits on
+// nothing but pending nodes (a node suspended by
+// [asynctool.PolicySuspend] or a custom join), which no Resume can reach
+// before Run returns, is cancelled, as [asynctool.Async.BeginWork]
+// cancels one: its pending nodes, and those that wait on them, end as
+// timeouts, and RunErr wraps context.Canceled. Use Start to resume such
+// a node.
 func Run(t testing.TB, starts ...asynctool.Wrapper) *asynctool.Report {
 	t.Helper()
 	return RunWithin(t, 0, starts...)
@@ -35,8 +41,20 @@ func RunWithin(t testing.TB, timeout time.Duration, starts ...asynctool.Wrapper)
 		t.Fatalf("asynctooltest: the graph was rejected: %v", err)
 		return nil
 	}
-	_ = r.Wait(context.Background())
+	waitOrCancelStall(r)
 	return r.Report()
+}
+
+// waitOrCancelStall waits for r to end, and cancels it if it stalls on
+// pending nodes first: the caller returns no Run before the run has
+// ended, so nothing could resume them (see Run).
+func waitOrCancelStall(r *asynctool.Run) {
+	select {
+	case <-r.Done():
+	case <-r.Suspended():
+		r.Cancel()
+	}
+	_ = r.Wait(context.Background())
 }
 
 // Start starts the graph reachable from starts, with a group deadline of
@@ -64,7 +82,8 @@ func Start(t testing.TB, timeout time.Duration, starts ...asynctool.Wrapper) *as
 // Async, and returns the run: read its nodes with
 // [asynctool.WorkerWrapper.ResultIn] and its report with Report. The run
 // is released when the test ends. A nil or zero plan fails the test at
-// once; the run's error, if any, is the report's RunErr.
+// once; the run's error, if any, is the report's RunErr. A run that
+// stalls on pending nodes is cancelled, as Run says.
 func RunPlan(t testing.TB, ctx context.Context, pl *asynctool.Plan) *asynctool.Run {
 	t.Helper()
 	if pl.Len() == 0 {
@@ -79,6 +98,6 @@ func RunPlan(t testing.TB, ctx context.Context, pl *asynctool.Plan) *asynctool.R
 		return nil
 	}
 	t.Cleanup(r.Release)
-	_ = r.Wait(context.Background())
+	waitOrCancelStall(r)
 	return r
 }

@@ -1,7 +1,10 @@
 package asynctooltest_test
 
 import (
+	"context"
+	"errors"
 	"testing"
+	"testing/synctest"
 
 	"github.com/asynctool-go/asynctool"
 	"github.com/asynctool-go/asynctool/asynctooltest"
@@ -37,4 +40,39 @@ func TestRunRecordsTimes(t *testing.T) {
 	}
 	asynctooltest.RanBefore(t, rep, "a", "b")
 	assert.NoError(t, rep.Err())
+}
+
+// TestRunEndsARunThatSuspends: Run, RunWithin and RunPlan waited for the
+// run with no way to resume it, so a node that suspended
+// (PolicySuspend) kept them waiting until the deadline, or, without one,
+// until go test timed out; BeginWork and asynctool's own RunPlan cancel
+// such a run once it waits on nothing but pending nodes, and so do these
+// now. Under synctest, a wait that never ends is a deadlock the bubble
+// reports at once.
+func TestRunEndsARunThatSuspends(t *testing.T) {
+	graph := func() []asynctool.Wrapper {
+		pay := asynctool.NewWrapper("pay", asynctooltest.Fails[int, int](errors.New("needs review")), 0).
+			OnFailure(asynctool.PolicySuspend)
+		other := asynctool.NewWrapper("other", asynctooltest.Returns[int](1), 0)
+		asynctool.NewWrapper("receipt", asynctooltest.Returns[int](2), 0).
+			Depend(pay, true).Depend(other, true)
+		return []asynctool.Wrapper{pay, other}
+	}
+	check := func(t *testing.T, rep *asynctool.Report) {
+		assert.ErrorIs(t, rep.RunErr, context.Canceled)
+		asynctooltest.Succeeded(t, rep, "other")
+		asynctooltest.TimedOut(t, rep, "pay")
+		asynctooltest.NeverStarted(t, rep, "receipt")
+	}
+	synctest.Test(t, func(t *testing.T) {
+		check(t, asynctooltest.Run(t, graph()...))
+	})
+	synctest.Test(t, func(t *testing.T) {
+		check(t, asynctooltest.RunWithin(t, 0, graph()...))
+	})
+	synctest.Test(t, func(t *testing.T) {
+		pl, err := asynctool.Compile(graph()...)
+		require.NoError(t, err)
+		check(t, asynctooltest.RunPlan(t, context.Background(), pl).Report())
+	})
 }
