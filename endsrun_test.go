@@ -188,14 +188,23 @@ func TestEndsRunInPictures(t *testing.T) {
 	})
 }
 
-// TestNilRunWait: Wait on a nil or zero Run is an error, not a panic or a
-// hang.
-func TestNilRunWait(t *testing.T) {
+// TestNilRunIsARunThatNeverStarted: Wait on a nil or zero Run is an
+// error, not a panic or a hang, and its other methods are as Run's doc
+// says: Resume an error, Done and Suspended nil, Report without nodes,
+// Cancel and Release nothing.
+func TestNilRunIsARunThatNeverStarted(t *testing.T) {
 	var nilRun *Run
-	assert.ErrorContains(t, nilRun.Wait(context.Background()), "nil or zero Run")
-	assert.ErrorContains(t, (&Run{}).Wait(context.Background()), "nil or zero Run")
-	assert.Nil(t, nilRun.Done())
-	assert.Nil(t, (&Run{}).Done())
+	for name, r := range map[string]*Run{"nil": nilRun, "zero": {}} {
+		assert.ErrorContains(t, r.Wait(context.Background()), "nil or zero Run", name)
+		assert.ErrorContains(t, r.Resume("x", Rerun()), "nil or zero Run", name)
+		assert.Nil(t, r.Done(), name)
+		assert.Nil(t, r.Suspended(), name)
+		require.NotPanics(t, r.Cancel, name)
+		require.NotPanics(t, r.Release, name)
+		if rep := r.Report(); assert.NotNil(t, rep, name) {
+			assert.Empty(t, rep.Nodes, name)
+		}
+	}
 }
 
 // slowRefusal is a retry policy's Retryable that refuses a failure, but
