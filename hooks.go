@@ -84,7 +84,10 @@ type Hooks struct {
 	// pending nodes, and its node fails (and is pending in its turn,
 	// resumable as a whole, if its policy is PolicySuspend).
 	OnNodePending func(ctx context.Context, ev NodeEvent)
-	// OnRunEnd is called once every node has ended, with the run's report.
+	// OnRunEnd is called once every node has ended, with the run's
+	// report, before the run's Wait (BeginWork, RunPlan) returns. The
+	// run's OnRunEnd hooks, the Async's and the context's, share one
+	// report, which they must not change.
 	OnRunEnd func(ctx context.Context, rep *Report)
 }
 
