@@ -20,10 +20,11 @@ import (
 // ([Run.Release]); each Run is a handle on one run only, so a handle
 // kept after its Release never shows or frees another run.
 //
-// A nil or zero Run (Start, StartPlan and RunPlan return a nil one with
-// their error) is a run that never started: Wait and Resume return an
-// error saying so, Done and Suspended a nil channel, which never closes,
-// Report a report without nodes, and Cancel and Release do nothing.
+// A nil or zero Run (Start, StartPlan and RunPlan return a nil one when
+// the run could not start) is a run that never started: Wait and Resume
+// return an error saying so, Done and Suspended a nil channel, which never
+// closes, Report a report without nodes, and Cancel and Release do
+// nothing.
 type Run struct {
 	*runState               // embedded for the package's tests, which read its fields
 	done      chan struct{} // runState.done for this run: a later run makes its own
