@@ -37,7 +37,11 @@ type Report struct {
 
 // NodeReport is one node's line in a [Report].
 type NodeReport struct {
-	ID    string
+	// ID is the node's id, empty for a node made without one (the
+	// reports and [Run.Resume] name it "#" and its Index).
+	ID string
+	// Index is the node's position in its report's Nodes: the run's
+	// topological order, which [NodeEvent.Index] and Deps use too.
 	Index int
 	// Deps are the indexes of the node's upstreams, Must says which of
 	// them are must dependencies as the node's join treats them: one that
@@ -483,6 +487,10 @@ const (
 	StatusTimedOut
 )
 
+// String returns the status in words: "waiting", "ready", "running",
+// "pending", "succeeded", "failed", "skipped" or "timed out" ("unknown"
+// for the zero Status, and "Status(9)" for a value out of range), as
+// [Report.String] shows it.
 func (s Status) String() string {
 	names := [...]string{"unknown", "waiting", "ready", "running", "pending", "succeeded", "failed", "skipped", "timed out"}
 	if s >= 0 && int(s) < len(names) {
