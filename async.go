@@ -37,7 +37,7 @@ type Async struct {
 	try      func(task func()) bool // non-blocking submit; false when there is no room
 	start    func(task func()) bool // like try, but only onto a goroutine free now
 	owned    *Pool                  // the pool New made, closed by Close; nil with WithExecutor
-	hooks    *Hooks
+	hooks    []*Hooks               // the sets given to WithHooks, in order
 	timings  bool
 	inflight sync.WaitGroup // tasks handed to the executor and not yet returned
 	mu       sync.RWMutex   // held for reading while a run is checked against Close (see launch)
@@ -63,7 +63,7 @@ type config struct {
 	maxWorkers int
 	exec       Executor
 	err        error
-	hooks      *Hooks
+	hooks      []*Hooks
 	timings    bool
 }
 
@@ -152,9 +152,10 @@ func WithExecutor(e Executor) Option {
 
 // New returns an Async configured by opts, applied in order: of
 // [WithMaxWorkers] and [WithExecutor], which both choose where workers
-// run, the last one given wins. An option given a value that can never
-// work (WithMaxWorkers(0), WithExecutor(nil)) makes every way to start a
-// run return its error, whatever options come after it.
+// run, the last one given wins; each [WithHooks] adds its set. An option
+// given a value that can never work (WithMaxWorkers(0), WithExecutor(nil))
+// makes every way to start a run return its error, whatever options come
+// after it.
 func New(opts ...Option) *Async {
 	c := config{maxWorkers: DefaultMaxWorkers}
 	for _, o := range opts {

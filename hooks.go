@@ -3,6 +3,7 @@ package asynctool
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -138,13 +139,17 @@ type NodeEvent struct {
 	Wait, Duration, Pending time.Duration
 }
 
-// WithHooks installs hooks on every run of the Async. An Async has one
-// set: given more than once, the last one given is installed and the
-// others are not, so hooks from two sources (a tracer's and your own)
-// go into one Hooks whose functions call both, or one of them goes on
-// each run's context with [WithRunHooks].
+// WithHooks installs hooks on every run of the Async. Given more than
+// once, it installs each set, so that hooks from two sources (a tracer's
+// and your own) both fire: for each event, the sets' hooks are called in
+// the order the options were given, then those of [WithRunHooks]. A nil
+// h, and a set already given, add nothing.
 func WithHooks(h *Hooks) Option {
-	return optionFunc(func(c *config) { c.hooks = h })
+	return optionFunc(func(c *config) {
+		if h != nil && !slices.Contains(c.hooks, h) {
+			c.hooks = append(c.hooks, h)
+		}
+	})
 }
 
 // WithTimings makes every run of the Async record when each node became
@@ -158,7 +163,7 @@ type hooksKey struct{}
 
 // WithRunHooks returns a copy of ctx that installs h on the run started
 // with it (by BeginWork, Start, RunPlan or StartPlan), besides the hooks
-// of its Async; an h that is the Async's own (the pointer given to
+// of its Async; an h that is one of the Async's own (a pointer given to
 // [WithHooks]) is not called twice. A run has one set of context hooks:
 // on a ctx that already holds some (installed by an earlier call, or
 // inherited from a worker's context by a nested run), h replaces them for

@@ -158,10 +158,13 @@ func TestSameHooksForAsyncAndRunFireOnce(t *testing.T) {
 	assert.Equal(t, map[string]int{"OnRunStart": 2, "OnNodeStart": 2, "OnNodeEnd": 2, "OnRunEnd": 2}, calls)
 }
 
-// TestHooksGivenTwiceKeepTheLast: WithHooks given twice installs the last
-// hooks only, and so does WithRunHooks on a context that already holds
-// run hooks; the Async's hooks and the context's still both fire.
-func TestHooksGivenTwiceKeepTheLast(t *testing.T) {
+// TestHooksGivenTwice: WithHooks given twice installs both sets, in
+// order, so that a tracer's hooks and a user's both fire (it kept only
+// the last, and an OpenTelemetry set given first was silently lost); the
+// same set given again, and nil, add nothing. WithRunHooks on a context
+// that already holds run hooks replaces them, as context.WithValue does;
+// the Async's hooks and the context's all fire, the Async's first.
+func TestHooksGivenTwice(t *testing.T) {
 	var mu sync.Mutex
 	var fired []string
 	named := func(name string) *Hooks {
@@ -171,8 +174,14 @@ func TestHooksGivenTwiceKeepTheLast(t *testing.T) {
 			fired = append(fired, name)
 		}}
 	}
-	a := newAsync(t, WithHooks(named("async 1")), WithHooks(named("async 2")))
+	first := named("async 1")
+	a := newAsync(t, WithHooks(first), WithHooks(nil), WithHooks(named("async 2")), WithHooks(first))
 	ctx := WithRunHooks(WithRunHooks(context.Background(), named("run 1")), named("run 2"))
 	require.NoError(t, a.BeginWork(ctx, time.Minute, NewWrapper("x", okWorker(), 0)))
-	assert.Equal(t, []string{"async 2", "run 2"}, fired)
+	assert.Equal(t, []string{"async 1", "async 2", "run 2"}, fired)
+
+	// A run's hooks that are one of the Async's sets fire once.
+	fired = nil
+	require.NoError(t, a.BeginWork(WithRunHooks(context.Background(), first), time.Minute, NewWrapper("y", okWorker(), 0)))
+	assert.Equal(t, []string{"async 1", "async 2"}, fired)
 }

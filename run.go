@@ -603,11 +603,8 @@ func (r *runState) start(ctx context.Context, a *Async, timeout time.Duration, i
 		r.p.single.Store(r)
 	}
 	r.a = a
-	r.hooks = r.hooks[:0]
-	if a.hooks != nil {
-		r.hooks = append(r.hooks, a.hooks)
-	}
-	if h, ok := ctx.Value(hooksKey{}).(*Hooks); ok && h != nil && h != a.hooks {
+	r.hooks = append(r.hooks[:0], a.hooks...)
+	if h, ok := ctx.Value(hooksKey{}).(*Hooks); ok && h != nil && !slices.Contains(a.hooks, h) {
 		// The Async's own hooks, given again for the run (or inherited by
 		// a sub-run from a run that was given them), fire once.
 		r.hooks = append(r.hooks, h)
