@@ -70,9 +70,10 @@ func link(from, to *nodeCore, must bool, method string) {
 // run, or make it fail. It is evaluated incrementally each time an
 // upstream ends, never by waiting for all of them, and decides exactly
 // once. No join hangs: when every upstream has ended and a join still
-// waits, the node fails. Once a node has decided to run, upstream branches
-// that only fed it and have not started are skipped (the short-circuit
-// rule).
+// waits, the node fails. Once a node's join has decided, to run it or
+// not (it fails, or is not taken), upstream branches that only fed it and
+// have not started are skipped (the short-circuit rule); a node its
+// custom join suspends has not decided (see [DecideSuspend]).
 //
 // The zero Join is the default rule of [WorkerWrapper.Depend]: a node with
 // must dependencies runs once all of them succeeded and fails as soon as
@@ -366,7 +367,11 @@ type Upstream struct {
 	// PolicyContinue). An upstream that was not taken (see [When]) has
 	// ended and is not OK, with Err [ErrNotTaken].
 	Ended, OK bool
-	// Pending reports whether the upstream is suspended.
+	// Pending reports whether the upstream itself is suspended: its
+	// worker failed under PolicySuspend, or its custom join decided
+	// [DecideSuspend]. An upstream that only waits on a suspended node
+	// has not ended and is not Pending, though [Run.Report] shows it
+	// [StatusPending].
 	Pending bool
 	// Result, Err and Value are the upstream's result once it ended:
 	// its result state, its error (nil on success) and its value (the

@@ -88,8 +88,10 @@
 // A node that has not started and has successors is skipped (it ends in
 // StateError with [ErrSkipped], its default value, and its callback) as
 // soon as none of its successors needs it any more. A successor needs it
-// while that successor has not been triggered and is itself still needed;
-// a node without successors is always needed. So in any(a, b→c, d→e→f)→g,
+// while that successor has not been triggered nor ended without starting
+// (its join failed it, or did not take it) and is itself still needed; a
+// node without successors is always needed, and so is one its custom
+// join suspended ([DecideSuspend]), which a Rerun runs. So in any(a, b→c, d→e→f)→g,
 // where g's dependencies are all optional, once a has triggered g, every one
 // of b, c, d, e, f that has not started is skipped. This generalises
 // asyncTool's check, which only followed single-successor chains. The

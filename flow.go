@@ -23,10 +23,13 @@ import (
 // run because an upstream it needed failed (an [*UpstreamError])
 // applies none: its dependants see it failed, as under PolicyFail, and
 // under PolicyEnd it does not end the run. Nor does a node that the
-// group deadline, a Cancel or the run's end stops. So a fallback under
-// PolicyContinue does not keep its dependants going when its own must
-// upstream fails: make that edge optional, or give the upstream
-// PolicyContinue too.
+// group deadline, a Cancel or the run's end stops, a node that its own
+// join fails ([DecideFail], [ErrJoinUndecided], a panic in a
+// [CustomJoin] or a [When] condition) or does not take ([ErrNotTaken]),
+// nor a pending node that [Run.Resume] ends with [FailWith]. So a
+// fallback under PolicyContinue does not keep its dependants going when
+// its own must upstream fails: make that edge optional, or give the
+// upstream PolicyContinue too.
 type FailurePolicy int
 
 const (
@@ -38,8 +41,13 @@ const (
 	// as done: they go on as if it had succeeded, and can read its result.
 	PolicyContinue
 	// PolicyEnd: the whole run stops now. Running workers' contexts are
-	// cancelled, every node not yet ended fails with an [*EndError], and
-	// BeginWork returns that error, naming the node.
+	// cancelled, every node not yet ended (pending nodes included) fails
+	// with an [*EndError], and BeginWork returns that error, naming the
+	// node. For a node of a sub-run (a [SubPlan]'s or [SubGraph]'s graph,
+	// a [ForEach] item) the run is that sub-run: it stops, its SubPlan,
+	// SubGraph or ForEach node fails with an error wrapping the
+	// EndError (unless a ForEach's Join has decided first), and the
+	// outer run goes on under that node's own policy.
 	PolicyEnd
 	// PolicySuspend: the node becomes pending instead of failing; the
 	// nodes that need it wait (pending too) while other branches go on. The
@@ -289,8 +297,11 @@ func Rerun() Resumption { return Resumption{kind: resumeRerun} }
 // have the node's result type.
 func SucceedWith(v any) Resumption { return Resumption{kind: resumeSucceed, value: v} }
 
-// FailWith ends the pending node with err (its policy is not applied
-// again: dependants see a plain failure).
+// FailWith ends the pending node with err, a plain failure for its
+// dependants: its [FailurePolicy] is not applied, not again for a node
+// that PolicySuspend made pending, nor at all for one its custom join
+// suspended ([DecideSuspend]), so PolicyContinue does not count it as
+// done and PolicyEnd does not end the run.
 func FailWith(err error) Resumption { return Resumption{kind: resumeFail, err: err} }
 
 // nodeExt is the per-run state of a node with flow rules, allocated only

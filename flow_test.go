@@ -489,6 +489,40 @@ func TestFailurePolicies(t *testing.T) {
 			assert.Equal(t, WorkResult[int]{Value: 2, State: ResultSuccess}, other.Result(), "%v: the run went on", p)
 		}
 	})
+	t.Run("continue and end do not apply to a failure by the node's join or by FailWith", func(t *testing.T) {
+		// A node its own join fails, and a node its join suspended that
+		// Resume fails, did not fail in its worker: its dependants see a
+		// plain failure, and the run goes on.
+		for _, p := range []FailurePolicy{PolicyContinue, PolicyEnd} {
+			for _, how := range []string{"join fails", "FailWith"} {
+				a := newAsync(t)
+				rec := newRecorder()
+				up := rec.node("up", ok(1))
+				decide := DecideFail
+				if how == "FailWith" {
+					decide = DecideSuspend
+				}
+				node := rec.node("node", ok(2)).Depend(up, true).OnFailure(p).
+					Join(CustomJoin(func([]Upstream) Decision { return decide }))
+				other := rec.node("other", ok(3)).Depend(up, true)
+				next := rec.node("next", ok(4)).Depend(node, true)
+				r, err := a.Start(context.Background(), time.Minute, up)
+				require.NoError(t, err)
+				t.Cleanup(r.Cancel)
+				if how == "FailWith" {
+					<-r.Suspended()
+					require.NoError(t, r.Resume("node", FailWith(errBoom)))
+				}
+				require.NoError(t, r.Wait(context.Background()), "%v, %s: the run was not ended", p, how)
+				assert.Equal(t, ResultException, node.Result().State, "%v, %s", p, how)
+				var ue *UpstreamError
+				require.ErrorAs(t, next.Result().Err, &ue, "%v, %s: the dependant failed", p, how)
+				assert.Equal(t, "node", ue.ID)
+				assert.Equal(t, 0, rec.count(rec.actions, "next"), "%v, %s", p, how)
+				assert.Equal(t, WorkResult[int]{Value: 3, State: ResultSuccess}, other.Result(), "%v, %s: the run went on", p, how)
+			}
+		}
+	})
 	t.Run("fail (default) fails dependants", func(t *testing.T) {
 		a := newAsync(t)
 		rec := newRecorder()

@@ -141,7 +141,14 @@ func runBuilt[R any](ctx context.Context, all Wrappers, g Built[R], what string)
 // its sub-run is cancelled.
 //
 // With the zero Join, the node succeeds however its items ended, once they
-// all have, and the caller reads their results. Another Join decides from
+// all have, and the caller reads their results. Two item policies (set by
+// Node) end the items' sub-run instead, and fail the node unless its Join
+// has decided first, as a node of a [SubGraph]'s graph does: an item under
+// [PolicyEnd] that fails stops the other items with its [*EndError],
+// which the node's error wraps (the outer run goes on), and an item that
+// [PolicySuspend] leaves pending fails it once the other items have
+// ended, since no [Run.Resume] reaches an item (give the ForEach node
+// PolicySuspend, and a Rerun calls Items again). Another Join decides from
 // the items as they end, as it would for a node whose upstreams they are,
 // and the node returns as soon as it has decided: items still running are
 // stopped (their error wraps [ErrRunEnded], see [WorkerWrapper.EndsRun]),

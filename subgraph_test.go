@@ -480,6 +480,50 @@ func TestForEachSuspendedItem(t *testing.T) {
 	})
 }
 
+// TestForEachItemUnderPolicyEnd: an item under PolicyEnd that fails ends
+// the items' sub-run, not the outer run: the other items are stopped with
+// its EndError, and the node fails with it, with the zero Join (which
+// otherwise succeeds however its items ended) as with AllDone.
+func TestForEachItemUnderPolicyEnd(t *testing.T) {
+	for _, j := range []Join{{}, AllDone()} {
+		t.Run(j.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := New()
+				defer a.Close()
+				items := make([]*WorkerWrapper[int, int], 3)
+				each := NewWrapper("each", ForEach[int, int, int]{
+					Items: func(context.Context, int, Wrappers) ([]int, error) { return []int{0, 1, 2}, nil },
+					Worker: WorkerFunc[int, int](func(ctx context.Context, i int, _ Wrappers) (int, error) {
+						if i == 1 {
+							time.Sleep(time.Millisecond)
+							return 0, errBoom
+						}
+						<-ctx.Done()
+						return 0, ctx.Err()
+					}),
+					Node: func(i int, _ int, n *WorkerWrapper[int, int]) { items[i] = n.OnFailure(PolicyEnd) },
+					Join: j,
+				}, 0)
+				other := NewWrapper("other", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+					time.Sleep(time.Second)
+					return 1, nil
+				}), 0)
+				start := time.Now()
+				require.NoError(t, a.BeginWork(context.Background(), time.Minute, each, other), "the outer run is not ended")
+				var ee *EndError
+				require.ErrorAs(t, each.Result().Err, &ee)
+				assert.Equal(t, "1", ee.ID)
+				assert.ErrorIs(t, ee, errBoom)
+				for _, i := range []int{0, 2} {
+					assert.ErrorAs(t, items[i].Result().Err, &ee, "item %d", i)
+				}
+				assert.Equal(t, WorkResult[int]{Value: 1, State: ResultSuccess}, other.Result())
+				assert.Equal(t, time.Second, time.Since(start), "the outer run waited for other")
+			})
+		})
+	}
+}
+
 func TestForEachID(t *testing.T) {
 	a := newAsync(t)
 	skus := func(context.Context, int, Wrappers) ([]string, error) { return []string{"book", "lamp"}, nil }
