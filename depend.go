@@ -370,7 +370,7 @@ type Upstream struct {
 	// Pending reports whether the upstream itself is suspended: its
 	// worker failed under PolicySuspend, or its custom join decided
 	// [DecideSuspend]. An upstream that only waits on a suspended node
-	// has not ended and is not Pending, though [Run.Report] shows it
+	// has not ended and is not Pending, though [Run.Report] may show it
 	// [StatusPending].
 	Pending bool
 	// Result, Err and Value are the upstream's result once it ended:

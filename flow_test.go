@@ -688,6 +688,91 @@ func TestResumeRacingDeadline(t *testing.T) {
 	}
 }
 
+// TestResumeRacingCancel: two Resumes of a pending node race a Cancel
+// (or the deadline) and Reports. At most one Resume is accepted; one
+// refused wraps ErrNotPending, and then the node ended as a timeout; an
+// accepted SucceedWith or FailWith decided the node; and every node,
+// those after it included, ends exactly once. Run with -race.
+func TestResumeRacingCancel(t *testing.T) {
+	a := newAsync(t, WithMaxWorkers(3))
+	hows := []Resumption{Rerun(), SucceedWith(1), FailWith(errBoom)}
+	for k := range 60 {
+		for _, byJoin := range []bool{false, true} {
+			how := hows[k%3]
+			var mu sync.Mutex
+			results := map[string]int{}
+			count := func(id string) Callback[int, int] {
+				return ResultFunc[int, int](func(bool, int, WorkResult[int]) { mu.Lock(); results[id]++; mu.Unlock() })
+			}
+			var calls atomic.Int32
+			var sus *WorkerWrapper[int, int]
+			var starts []Wrapper
+			if byJoin {
+				up := NewWrapper("up", okWorker(), 0).Callback(count("up"))
+				sus = NewWrapper("sus", okWorker(), 0).Depend(up, true).
+					Join(CustomJoin(func([]Upstream) Decision { return DecideSuspend }))
+				starts = []Wrapper{up}
+			} else {
+				sus = NewWrapper("sus", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+					if calls.Add(1) == 1 {
+						return 0, errBoom
+					}
+					return 2, nil
+				}), 0).OnFailure(PolicySuspend).Timeout(time.Duration(k%3+1) * time.Millisecond)
+				starts = []Wrapper{sus}
+			}
+			sus.Callback(count("sus"))
+			NewWrapper("down", okWorker(), 0).Depend(sus, true).Callback(count("down"))
+			NewWrapper("after", okWorker(), 0).Depend(sus, false).Join(AllDone()).Callback(count("after"))
+			r, err := a.Start(context.Background(), time.Duration(k%4)*200*time.Microsecond+500*time.Microsecond, starts...)
+			require.NoError(t, err)
+			var wg sync.WaitGroup
+			var errs [2]error
+			for m := range errs {
+				wg.Go(func() {
+					for r.Report().Nodes[indexOf(r, "sus")].Status != StatusPending && !terminal(r.nodes[indexOf(r, "sus")].st()) {
+						runtime.Gosched()
+					}
+					errs[m] = r.Resume("sus", how)
+				})
+			}
+			wg.Go(func() {
+				time.Sleep(time.Duration(k%5) * 100 * time.Microsecond)
+				if k%2 == 0 {
+					r.Cancel()
+				}
+			})
+			wg.Wait()
+			_ = r.Wait(context.Background())
+			accepted := 0
+			for _, err := range errs {
+				if err == nil {
+					accepted++
+				} else {
+					require.ErrorIs(t, err, ErrNotPending)
+				}
+			}
+			res := sus.Result()
+			switch {
+			case accepted == 0:
+				assert.Equal(t, ResultTimeout, res.State, "k=%d join=%v: refused, yet %v", k, byJoin, res)
+			case how.kind == resumeSucceed:
+				assert.Equal(t, WorkResult[int]{Value: 1, State: ResultSuccess}, res)
+			case how.kind == resumeFail:
+				assert.Equal(t, ResultException, res.State)
+				assert.ErrorIs(t, res.Err, errBoom)
+			}
+			assert.LessOrEqual(t, accepted, 1, "k=%d join=%v: Resumes accepted", k, byJoin)
+			mu.Lock()
+			for _, id := range []string{"sus", "down", "after"} {
+				assert.Equal(t, 1, results[id], "k=%d join=%v: Result callbacks of %s", k, byJoin, id)
+			}
+			mu.Unlock()
+			r.Release()
+		}
+	}
+}
+
 // TestCustomJoinSuspend checks a join that suspends its node.
 func TestCustomJoinSuspend(t *testing.T) {
 	a := newAsync(t)
