@@ -397,7 +397,10 @@ const (
 	DecideFail
 	// DecideSuspend: make the node pending, to be resumed by Run.Resume.
 	// The node has not fired: its upstreams go on (none is
-	// short-circuited for it) until Resume reruns or ends it.
+	// short-circuited for it) until Resume reruns or ends it. Nor is the
+	// node itself short-circuited: it stays pending, and the run open,
+	// until Resume or the run's end, even once none of its successors
+	// needs it any more (their joins decided without it).
 	DecideSuspend
 	// DecideSkip: do not take this branch. The node does not run: it
 	// ends with [ErrNotTaken], its default value and its Result

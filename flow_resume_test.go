@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 	"unsafe"
 
@@ -469,4 +470,43 @@ func checkResumeWithNil[R any](accepted bool) func(t *testing.T) {
 		assert.Equal(t, ResultSuccess, res.State)
 		assert.True(t, reflect.ValueOf(&res.Value).Elem().IsZero(), "the node's value is the zero value: got %v", res.Value)
 	}
+}
+
+// TestJoinSuspendedNodeIsNotShortCircuited: a node its custom join
+// suspended stays pending, and holds the run, once no successor needs it
+// any more, as DecideSuspend says: the node after it was skipped when
+// their common successor ran without it, and only a Resume ends the run
+// before its deadline.
+func TestJoinSuspendedNodeIsNotShortCircuited(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		t.Cleanup(func() { require.NoError(t, a.Close()) })
+		up := NewWrapper("up", okWorker(), 0)
+		held := NewWrapper("held", okWorker(), 0).Depend(up, true).
+			Join(CustomJoin(func([]Upstream) Decision { return DecideSuspend }))
+		mid := NewWrapper("mid", okWorker(), 0).Depend(held, true)
+		gate := make(chan struct{})
+		fast := NewWrapper("fast", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			select {
+			case <-gate:
+				return 1, nil
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		}), 0)
+		page := NewWrapper("page", okWorker(), 0).Depend(mid, false).Depend(fast, false).Join(AnySucceeded())
+		r, err := a.Start(context.Background(), time.Hour, up, fast)
+		require.NoError(t, err)
+		t.Cleanup(r.Cancel)
+		synctest.Wait() // held is pending, fast waits
+		require.Equal(t, StatusPending, r.Report().Nodes[indexOf(r, "held")].Status)
+		close(gate)
+		<-r.Suspended()
+		require.Equal(t, ResultSuccess, page.Result().State)
+		assert.ErrorIs(t, mid.Result().Err, ErrSkipped)
+		assert.Equal(t, StatusPending, r.Report().Nodes[indexOf(r, "held")].Status)
+		require.NoError(t, r.Resume("held", SucceedWith(5)))
+		require.NoError(t, r.Wait(context.Background()))
+		assert.Equal(t, WorkResult[int]{Value: 5, State: ResultSuccess}, held.Result())
+	})
 }
