@@ -233,8 +233,8 @@ func (st *runState) take(i int) trace.Span {
 }
 
 // runKey is the context key of a run's state for the hooks of one
-// Hooks call: two sets of hooks on one run (an Async's and a run's own,
-// with different providers) each keep their own spans.
+// Hooks call: several sets of hooks on one run (an Async's and a run's
+// own, with different providers) each keep their own spans.
 type runKey struct{ in *instruments }
 
 // state returns the state that in's runStart gave ctx's run, nil if none.

@@ -517,17 +517,18 @@ func TestTwoHookSetsKeepTheirOwnSpans(t *testing.T) {
 	}
 }
 
-// TestTwoHookSetsNestRunsUnderTheirOwnSpans: with two sets of hooks on a
-// run (an Async's and a run's own, with two providers), each set's run
-// span is a child of the caller's span, and a sub-run's is a child of
-// that set's span of the node that started it. The second set's run span
+// TestHookSetsNestRunsUnderTheirOwnSpans: with several sets of hooks on
+// a run (two of the Async's and a run's own, with three providers), each
+// set's run span is a child of the caller's span, and a sub-run's is a
+// child of that set's span of the node that started it. The second set's
+// run span
 // was a child of the first set's, a span of another provider, and each
 // set's sub-run span a child of a span of the other set, so that neither
 // provider's trace held the sub-run under its node. A run that a worker
 // starts under a span of its own still nests under that span.
-func TestTwoHookSetsNestRunsUnderTheirOwnSpans(t *testing.T) {
-	var recs [2]*tracetest.SpanRecorder
-	var hooks [2]*asynctool.Hooks
+func TestHookSetsNestRunsUnderTheirOwnSpans(t *testing.T) {
+	var recs [3]*tracetest.SpanRecorder
+	var hooks [3]*asynctool.Hooks
 	for i := range recs {
 		recs[i] = tracetest.NewSpanRecorder()
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recs[i]))
@@ -538,7 +539,7 @@ func TestTwoHookSetsNestRunsUnderTheirOwnSpans(t *testing.T) {
 	t.Cleanup(func() { assert.NoError(t, app.Shutdown(context.Background())) })
 	tracer := app.Tracer("app")
 
-	a := asynctool.New(asynctool.WithHooks(hooks[0]))
+	a := asynctool.New(asynctool.WithHooks(hooks[0]), asynctool.WithHooks(hooks[1]))
 	in := asynctool.NewWrapper("in", asynctooltest.Returns[int](1), 0)
 	pl, err := asynctool.Compile(in)
 	require.NoError(t, err)
@@ -555,7 +556,7 @@ func TestTwoHookSetsNestRunsUnderTheirOwnSpans(t *testing.T) {
 		return 2, err
 	}), 0).Depend(sp, true)
 	ctx, caller := tracer.Start(context.Background(), "request")
-	require.NoError(t, a.BeginWork(asynctool.WithRunHooks(ctx, hooks[1]), time.Minute, sp))
+	require.NoError(t, a.BeginWork(asynctool.WithRunHooks(ctx, hooks[2]), time.Minute, sp))
 	caller.End()
 	require.NoError(t, a.Close())
 
