@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 )
 
 // SubPlan is a worker that runs a compiled [Plan] as one node of another
@@ -202,6 +203,17 @@ func runSub(ctx context.Context, all Wrappers, sub *runState, noun string) (*Run
 		// sub-run ended as that says, below.
 	}
 	if err := sub.err(); err != nil {
+		if ctx.Err() == nil {
+			if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+				// ctx's deadline has passed, and ctx ends in a moment: a
+				// sub-run whose OnRunStart hook dropped ctx's
+				// cancellation ends by a timer of its own for that
+				// deadline (see keepCaller), which may fire first. Wait
+				// for ctx, so that the node ends as its deadline ends it,
+				// a timeout, not as failed by the sub-run's stop.
+				<-ctx.Done()
+			}
+		}
 		if sub.budget == nil || context.Cause(ctx) != error(sub.budget) || !sub.onlyTimedOut() {
 			return nil, fmt.Errorf("asynctool: %s: %w", noun, err)
 		}
