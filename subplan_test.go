@@ -259,39 +259,53 @@ func (c *deadlinePassedCtx) Err() error {
 // context is done at the same instant. The sub-run's worker then returned
 // "run stopped: context deadline exceeded" to a run not yet stopping,
 // and the node failed (ResultException, and under PolicySuspend it would
-// go pending) instead of ending as a timeout at the group deadline: in
+// go pending, calling OnNodePending, and under PolicyEnd end the run
+// with its EndError) instead of ending as a timeout at the group deadline: in
 // about one run in a thousand of a stress test of plans, and one in 200
 // of this graph with real timers under -race. The caller's context here
 // holds that instant open, so that the test fails every time.
 func TestDetachedSubRunEndsItsNodeAsATimeout(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		a := New(WithHooks(&Hooks{OnRunStart: func(ctx context.Context, info RunInfo) context.Context {
-			if info.Nested {
-				return context.WithoutCancel(ctx)
-			}
-			return nil
-		}}))
-		defer a.Close()
-		pl := blocker(t, nil)
-		sub := NewWrapper("sub", SubPlan[int, int]{Plan: pl, Output: func(*Run) (int, error) { return 1, nil }}, 0)
-		graph := NewWrapper("graph", SubGraph[int, int]{Build: func(context.Context, int, Wrappers) (Built[int], error) {
-			w := NewWrapper("waits", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
-				<-ctx.Done()
-				return 0, ctx.Err()
-			}), 0)
-			return Built[int]{Starts: []Wrapper{w}, Output: func() (int, error) { return 1, nil }}, nil
-		}}, 0)
-		caller := &deadlinePassedCtx{Context: context.Background(), deadline: time.Now().Add(time.Second), done: make(chan struct{})}
-		run, err := a.Start(caller, 0, sub, graph)
-		require.NoError(t, err)
-		time.Sleep(2 * time.Second) // the sub-runs' own timers fire; the caller's deadline has passed
-		synctest.Wait()
-		close(caller.done)
-		assert.ErrorIs(t, run.Wait(context.Background()), context.DeadlineExceeded)
-		for _, w := range []*WorkerWrapper[int, int]{sub, graph} {
-			assert.Equal(t, ResultTimeout, w.Result().State, "%s: %v", w.ID(), w.Result().Err)
-		}
-	})
+	for _, policy := range []FailurePolicy{PolicyFail, PolicySuspend, PolicyEnd} {
+		t.Run(policy.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var pending atomic.Int32
+				a := New(WithHooks(&Hooks{
+					OnRunStart: func(ctx context.Context, info RunInfo) context.Context {
+						if info.Nested {
+							return context.WithoutCancel(ctx)
+						}
+						return nil
+					},
+					OnNodePending: func(context.Context, NodeEvent) { pending.Add(1) },
+				}))
+				defer a.Close()
+				pl := blocker(t, nil)
+				sub := NewWrapper("sub", SubPlan[int, int]{Plan: pl, Output: func(*Run) (int, error) { return 1, nil }}, 0).
+					OnFailure(policy)
+				graph := NewWrapper("graph", SubGraph[int, int]{Build: func(context.Context, int, Wrappers) (Built[int], error) {
+					w := NewWrapper("waits", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+						<-ctx.Done()
+						return 0, ctx.Err()
+					}), 0)
+					return Built[int]{Starts: []Wrapper{w}, Output: func() (int, error) { return 1, nil }}, nil
+				}}, 0).OnFailure(policy)
+				caller := &deadlinePassedCtx{Context: context.Background(), deadline: time.Now().Add(time.Second), done: make(chan struct{})}
+				run, err := a.Start(caller, 0, sub, graph)
+				require.NoError(t, err)
+				time.Sleep(2 * time.Second) // the sub-runs' own timers fire; the caller's deadline has passed
+				synctest.Wait()
+				close(caller.done)
+				err = run.Wait(context.Background())
+				assert.ErrorIs(t, err, context.DeadlineExceeded)
+				var end *EndError
+				assert.False(t, errors.As(err, &end), "the run was ended by a node: %v", err)
+				for _, w := range []*WorkerWrapper[int, int]{sub, graph} {
+					assert.Equal(t, ResultTimeout, w.Result().State, "%s: %v", w.ID(), w.Result().Err)
+				}
+				assert.Zero(t, pending.Load(), "OnNodePending calls")
+			})
+		})
+	}
 }
 
 func TestSubPlanCancelledWithTheOuterRun(t *testing.T) {
