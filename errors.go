@@ -102,6 +102,11 @@ var (
 	// ErrNotPending is returned by Run.Resume for a node that is not
 	// pending, and by [Stream.Resume] when the stream is not paused.
 	ErrNotPending = errors.New("asynctool: node is not pending")
+	// ErrNotEnded is returned by [WorkerWrapper.ValueIn] for a node that
+	// has not ended, and by [WorkerWrapper.ResultFrom] and [ResultOf] for
+	// a node that has not ended and that the reader does not depend on
+	// (a forgotten Depend), or that is the reader itself.
+	ErrNotEnded = errors.New("asynctool: node has not ended")
 	// ErrBadJoin means a join strategy does not fit the node's upstreams.
 	ErrBadJoin = errors.New("asynctool: invalid join")
 	// ErrBadRetry means a retry policy with fewer than one attempt, or

@@ -251,4 +251,5 @@ var storedSentinels = []struct {
 	{"asynctool.ErrUnhashableKey", ErrUnhashableKey},
 	{"asynctool.ErrStreamClosed", ErrStreamClosed},
 	{"asynctool.ErrStreamStarted", ErrStreamStarted},
+	{"asynctool.ErrNotEnded", ErrNotEnded},
 }

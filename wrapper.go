@@ -174,8 +174,8 @@ func (w *WorkerWrapper[P, R]) ResultIn(r *Run) WorkResult[R] {
 // node), once the node has ended: its value (or default) and its
 // WorkResult's Err. For a run the node is not part of, a released one,
 // or a nil w, it returns an error wrapping [ErrUnknownID], and for a node
-// that has not ended yet, an error saying so. Its method value fits
-// [SubPlan]'s Output: Output: card.ValueIn.
+// that has not ended yet, an error wrapping [ErrNotEnded]. Its method
+// value fits [SubPlan]'s Output: Output: card.ValueIn.
 func (w *WorkerWrapper[P, R]) ValueIn(r *Run) (R, error) {
 	var zero R
 	if w == nil {
@@ -190,7 +190,7 @@ func (w *WorkerWrapper[P, R]) ValueIn(r *Run) (R, error) {
 		return zero, fmt.Errorf("%w: node %q is not part of this run", ErrUnknownID, w.id)
 	}
 	if !terminal(s.nodes[w.idx].st()) {
-		return zero, fmt.Errorf("asynctool: node %q has not ended", w.id)
+		return zero, fmt.Errorf("%w: node %q", ErrNotEnded, w.id)
 	}
 	res := w.resultIn(s)
 	return res.Value, res.Err
@@ -218,14 +218,16 @@ func (w *WorkerWrapper[P, R]) resultIn(r *runState) WorkResult[R] {
 // ResultDefault). When it is an upstream of the reader (an optional one,
 // or one that the reader's join did not wait for), the error is nil:
 // reading it before it ends is the reader's choice. Otherwise the error
-// says that the node has not ended and that the reader does not depend on
-// it: that is what a worker reads from a node of its run that it forgot
+// wraps [ErrNotEnded] and says that the reader does not depend on the
+// node: that is what a worker reads from a node of its run that it forgot
 // to Depend on. Declare every node whose result the worker needs with
 // Depend(up, true), which makes the result final before the worker
-// starts. (A node the reader does not depend on, which has ended, reads
-// as it ended: a transitive must upstream always has.) It returns an
-// error wrapping [ErrUnknownID] when the node is not part of that run
-// (for the zero Wrappers, or a sub-run's, for example).
+// starts. A node the reader does not depend on reads as it ended once it
+// has (a transitive must upstream always has), so a worker that reads one
+// on purpose, if it has ended, checks the error with errors.Is(err,
+// ErrNotEnded). It returns an error wrapping [ErrUnknownID] when the node
+// is not part of that run (for the zero Wrappers, or a sub-run's, for
+// example).
 func (w *WorkerWrapper[P, R]) ResultFrom(all Wrappers) (WorkResult[R], error) {
 	if w == nil || all.r == nil || all.r.p == nil || all.r.p != w.owner.Load() {
 		id := "<nil>"
@@ -251,15 +253,15 @@ func (w *WorkerWrapper[P, R]) ResultFrom(all Wrappers) (WorkResult[R], error) {
 func (all Wrappers) notEnded(i int32) error {
 	p := all.r.p
 	if i == all.self {
-		return fmt.Errorf("asynctool: node %s read its own result, which is not final while it runs", errName(p.nodeID(i), int(i)))
+		return fmt.Errorf("%w: node %s read its own result, which is not final while it runs", ErrNotEnded, errName(p.nodeID(i), int(i)))
 	}
 	for _, v := range p.in(all.self) {
 		if up, _ := upstream(v); up == i {
 			return nil
 		}
 	}
-	return fmt.Errorf("asynctool: node %s has not ended, and node %s, which read it, does not depend on it: declare the dependency with Depend, so that its result is final (a must one) or may be read (an optional one) when the reader runs",
-		errName(p.nodeID(i), int(i)), errName(p.nodeID(all.self), int(all.self)))
+	return fmt.Errorf("%w: node %s, read by node %s, which does not depend on it: declare the dependency with Depend, so that its result is final (a must one) or may be read (an optional one) when the reader runs",
+		ErrNotEnded, errName(p.nodeID(i), int(i)), errName(p.nodeID(all.self), int(all.self)))
 }
 
 // notInRun is the error of a read, through all, of a node that all's run
@@ -744,13 +746,14 @@ func (all Wrappers) State(id string) (State, bool) {
 // ResultOf returns the result of the node with the given id in the run
 // that all belongs to. For a node that has not ended yet it returns a
 // zero WorkResult (State ResultDefault), and a nil error if the node is
-// an upstream of the reader, an error saying the reader does not depend
-// on it otherwise, as [WorkerWrapper.ResultFrom] does. It returns an
-// error wrapping [ErrUnknownID] if the run has no such node, or
-// [ErrResultType] if the node's result type is not R. A node without an
-// id cannot be read by id (neither the empty id nor "#" and its index,
-// which [Run.Resume] and the reports use, names it here): read it through
-// its wrapper with [WorkerWrapper.ResultFrom].
+// an upstream of the reader, an error wrapping [ErrNotEnded] that says
+// the reader does not depend on it otherwise, as
+// [WorkerWrapper.ResultFrom] does. It returns an error wrapping
+// [ErrUnknownID] if the run has no such node, or [ErrResultType] if the
+// node's result type is not R. A node without an id cannot be read by id
+// (neither the empty id nor "#" and its index, which [Run.Resume] and the
+// reports use, names it here): read it through its wrapper with
+// [WorkerWrapper.ResultFrom].
 //
 // A node reads its must dependencies' results safely: they are final
 // before the node starts.
