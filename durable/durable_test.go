@@ -1293,6 +1293,49 @@ func TestSeveralClientsShareOneSQLiteFile(t *testing.T) {
 	shareJobs(t, l, clients)
 }
 
+// rescue is what the tests of a dead client's (or machine's) job share:
+// workers for a sumArgs job, whose node a the dead client checkpointed
+// at 41 and whose node b adds one, and for a longArgs job, whose graph
+// may run for three hours; and the counts of a's and b's calls and b's
+// result.
+type rescue struct {
+	a, b atomic.Int32
+	got  atomic.Int64
+}
+
+func (c *rescue) workers(t *testing.T) *river.Workers {
+	workers := river.NewWorkers()
+	river.AddWorker(workers, mustWorker(t, newAsync(t), 10*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		na := intNode(cp, "a", &c.a, nil)
+		Node(cp, "b", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+			c.b.Add(1)
+			r, err := asynctool.ResultOf[int](all, "a")
+			c.got.Store(int64(r.Value + 1))
+			return r.Value + 1, err
+		}), 0).Depend(na, true)
+		return []asynctool.Wrapper{na}, nil
+	}))
+	river.AddWorker(workers, mustWorker(t, newAsync(t), 3*time.Hour, func(ctx context.Context, job *river.Job[longArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		return []asynctool.Wrapper{intNode(cp, "a", new(atomic.Int32), nil)}, nil
+	}))
+	return workers
+}
+
+// check checks ev, the first end of a job, to be the sumArgs job quick
+// completed by its second attempt, the one River's rescue made, which
+// replayed a.
+func (c *rescue) check(t *testing.T, ev *river.Event, quick int64) {
+	t.Helper()
+	require.Equal(t, river.EventKindJobCompleted, ev.Kind, "errors: %v", ev.Job.Errors)
+	require.Equal(t, quick, ev.Job.ID)
+	assert.Equal(t, 2, ev.Job.Attempt)
+	require.Len(t, ev.Job.Errors, 1)
+	assert.Contains(t, ev.Job.Errors[0].Error, "Stuck job rescued")
+	assert.Zero(t, c.a.Load(), "a was replayed from the checkpoint the dead client saved")
+	assert.Equal(t, int32(1), c.b.Load())
+	assert.Equal(t, int64(42), c.got.Load())
+}
+
 // TestDeadClientsJobIsRescuedOnSQLite is TestDeadMachinesJobIsRescued on
 // one SQLite file: the row a client left when its process died (running
 // for two hours, attempted by it, with the checkpoint its SaveEach stored)
@@ -1330,35 +1373,13 @@ func TestDeadClientsJobIsRescuedOnSQLite(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	var a, b atomic.Int32
-	var got atomic.Int64
-	workers := river.NewWorkers()
-	river.AddWorker(workers, mustWorker(t, newAsync(t), 10*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
-		na := intNode(cp, "a", &a, nil)
-		Node(cp, "b", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
-			b.Add(1)
-			r, err := asynctool.ResultOf[int](all, "a")
-			got.Store(int64(r.Value + 1))
-			return r.Value + 1, err
-		}), 0).Depend(na, true)
-		return []asynctool.Wrapper{na}, nil
-	}))
-	river.AddWorker(workers, mustWorker(t, newAsync(t), 3*time.Hour, func(ctx context.Context, job *river.Job[longArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
-		return []asynctool.Wrapper{intNode(cp, "a", new(atomic.Int32), nil)}, nil
-	}))
+	var c rescue
+	workers := c.workers(t)
 	client := testClient(t, riversqlite.New(open()), &river.Config{RescueStuckJobsAfter: time.Hour, RetryPolicy: retryNow{}, Workers: workers})
 	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
 	t.Cleanup(cancel)
 	startClient(t, client)
-	ev := waitFor(t, events, 1)[0]
-	require.Equal(t, river.EventKindJobCompleted, ev.Kind, "errors: %v", ev.Job.Errors)
-	require.Equal(t, quick.Job.ID, ev.Job.ID)
-	assert.Equal(t, 2, ev.Job.Attempt)
-	require.Len(t, ev.Job.Errors, 1)
-	assert.Contains(t, ev.Job.Errors[0].Error, "Stuck job rescued")
-	assert.Zero(t, a.Load(), "a was replayed from the checkpoint the dead client saved")
-	assert.Equal(t, int32(1), b.Load())
-	assert.Equal(t, int64(42), got.Load())
+	c.check(t, waitFor(t, events, 1)[0], quick.Job.ID)
 
 	row, err := insertOnly.JobGet(ctx, long.Job.ID)
 	require.NoError(t, err)

@@ -509,32 +509,10 @@ func TestDeadMachinesJobIsRescued(t *testing.T) {
 		" WHERE id = ANY($1)", []int64{quick.Job.ID, long.Job.ID}, checkpoint)
 	require.NoError(t, err)
 
-	var a, b atomic.Int32
-	var got atomic.Int64
-	workers := river.NewWorkers()
-	river.AddWorker(workers, mustWorker(t, newAsync(t), 10*time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
-		na := intNode(cp, "a", &a, nil)
-		Node(cp, "b", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
-			b.Add(1)
-			r, err := asynctool.ResultOf[int](all, "a")
-			got.Store(int64(r.Value + 1))
-			return r.Value + 1, err
-		}), 0).Depend(na, true)
-		return []asynctool.Wrapper{na}, nil
-	}))
-	river.AddWorker(workers, mustWorker(t, newAsync(t), 3*time.Hour, func(ctx context.Context, job *river.Job[longArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
-		return []asynctool.Wrapper{intNode(cp, "a", new(atomic.Int32), nil)}, nil
-	}))
+	var c rescue
+	workers := c.workers(t)
 	events := startSubscribed(t, riverpgxv5.New(newPool(t, url)), &river.Config{Schema: schema, RescueStuckJobsAfter: time.Hour, Workers: workers})
-	ev := waitFor(t, events, 1)[0]
-	require.Equal(t, river.EventKindJobCompleted, ev.Kind, "errors: %v", ev.Job.Errors)
-	require.Equal(t, quick.Job.ID, ev.Job.ID)
-	assert.Equal(t, 2, ev.Job.Attempt)
-	require.Len(t, ev.Job.Errors, 1)
-	assert.Contains(t, ev.Job.Errors[0].Error, "Stuck job rescued")
-	assert.Zero(t, a.Load(), "a was replayed from the checkpoint the dead machine saved")
-	assert.Equal(t, int32(1), b.Load())
-	assert.Equal(t, int64(42), got.Load())
+	c.check(t, waitFor(t, events, 1)[0], quick.Job.ID)
 
 	row, err := insertOnly.JobGet(ctx, long.Job.ID)
 	require.NoError(t, err)
