@@ -277,20 +277,31 @@ func TestPoolSurvivesGoexit(t *testing.T) {
 	assert.Zero(t, p.Stats().Workers)
 }
 
+// TestPoolIdleWorkersExit checks that idle workers exit after the idle
+// timeout, a lone one as well as several: the reaper stays armed while
+// any worker is idle.
 func TestPoolIdleWorkersExit(t *testing.T) {
+	for _, workers := range []int{1, 4} {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
+			testPoolIdleWorkersExit(t, workers)
+		})
+	}
+}
+
+func testPoolIdleWorkersExit(t *testing.T, workers int) {
 	synctest.Test(t, func(t *testing.T) {
-		p := NewPool(PoolSize(4), PoolIdleTimeout(time.Second))
+		p := NewPool(PoolSize(workers), PoolIdleTimeout(time.Second))
 		var wg sync.WaitGroup
-		for range 4 {
+		for range workers {
 			wg.Add(1)
 			require.NoError(t, p.Submit(func() { time.Sleep(time.Millisecond); wg.Done() }))
 		}
 		wg.Wait()
-		assert.Equal(t, 4, p.Stats().Workers)
+		assert.Equal(t, workers, p.Stats().Workers)
 
 		time.Sleep(time.Second / 2)
 		synctest.Wait()
-		assert.Equal(t, 4, p.Stats().Workers, "workers left before the idle timeout")
+		assert.Equal(t, workers, p.Stats().Workers, "workers left before the idle timeout")
 
 		// A worker exits between one and two idle periods after its last task.
 		time.Sleep(2 * time.Second)
@@ -302,6 +313,36 @@ func TestPoolIdleWorkersExit(t *testing.T) {
 		require.NoError(t, p.Submit(func() { close(done) }))
 		<-done
 		require.NoError(t, p.Close())
+	})
+}
+
+// TestPoolBlockedSubmitWakesWhenAQueuedTaskStarts checks that a Submit
+// blocked under Block is woken as soon as a worker takes a task from the
+// full queue, not only once a worker goes idle: the queued task may wait
+// for what the blocked submitter does after Submit returns.
+func TestPoolBlockedSubmitWakesWhenAQueuedTaskStarts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := NewPool(PoolSize(1), PoolQueue(1), PoolWhenFull(Block))
+		release := make(chan struct{})
+		submitted := make(chan struct{})
+		require.NoError(t, p.Submit(func() { <-release }))
+		require.NoError(t, p.Submit(func() { <-submitted })) // queued
+		returned := make(chan error, 1)
+		go func() {
+			err := p.Submit(func() {})
+			close(submitted)
+			returned <- err
+		}()
+		synctest.Wait()
+		select {
+		case err := <-returned:
+			t.Fatalf("Submit returned %v while the pool was full", err)
+		default:
+		}
+		close(release) // the worker takes the queued task, which waits for the Submit to return
+		require.NoError(t, <-returned)
+		require.NoError(t, p.Close())
+		assert.Equal(t, uint64(3), p.Stats().Completed)
 	})
 }
 
