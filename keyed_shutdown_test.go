@@ -63,3 +63,27 @@ func TestKeyedCloseDoesNotWaitForTheExecutor(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyedExecutorRunsTheLoopThenPanics: an executor that runs a key's
+// drain loop before its Submit panics has run the key's tasks and
+// recycled its queue. The panic goes on up Keyed.Submit's caller's
+// stack, and the recycled queue is left alone: no second loop drains it
+// (which would uncount the key twice), and it serves the next key.
+func TestKeyedExecutorRunsTheLoopThenPanics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		exec := ExecutorFunc(func(task func()) error { task(); panic("executor broke") })
+		k := NewKeyed[int](exec)
+		var ran []int
+		for key := range 3 {
+			assert.Equal(t, "executor broke", panicValueOf(func() {
+				_ = k.Submit(key, func() { ran = append(ran, key) })
+			}))
+			synctest.Wait() // a loop started for the queue would run now
+			assert.Zero(t, k.Stats().Keys, "after key %d", key)
+		}
+		require.NoError(t, k.Shutdown(context.Background()))
+		assert.Equal(t, []int{0, 1, 2}, ran)
+		assert.Equal(t, uint64(3), k.Stats().Completed)
+		assertNoKeyQueues(t, k)
+	})
+}
