@@ -421,3 +421,21 @@ func TestNilKeyedRefusesTasks(t *testing.T) {
 	assert.Equal(t, SerialStats{}, k.Stats())
 	assert.False(t, ran)
 }
+
+// TestKeyedSteadySubmitDoesNotAllocate: a shard whose keys come and go
+// keeps its map while it has never held more than keyedMapKeep keys, and
+// a drained key's queue is reused, so a Keyed under a steady light load
+// does not allocate per task.
+func TestKeyedSteadySubmitDoesNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	k := NewKeyed[int](ExecutorFunc(func(loop func()) error { loop(); return nil }))
+	ran := 0
+	task := func() { ran++ }
+	require.NoError(t, k.Submit(1, task)) // makes the shard's map and the queue
+	allocs := testing.AllocsPerRun(100, func() { _ = k.Submit(1, task) })
+	assert.Zero(t, allocs)
+	assert.Equal(t, 101+1, ran)
+	require.NoError(t, k.Shutdown(context.Background()))
+}
