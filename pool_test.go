@@ -745,3 +745,38 @@ func TestNilPoolRefusesTasks(t *testing.T) {
 	assert.Equal(t, PoolStats{}, p.Stats())
 	assert.False(t, ran, "the task ran")
 }
+
+// TestPoolDrainedQueueKeepsNoTaskAlive: a pool keeps its queue's ring
+// for reuse, but not the tasks: each slot is cleared as its task is
+// taken, so once the queued tasks have run, one collection frees what
+// they captured while the pool is still in use.
+func TestPoolDrainedQueueKeepsNoTaskAlive(t *testing.T) {
+	const queued = 32
+	p := NewPool(PoolSize(1), PoolQueue(queued))
+	release := make(chan struct{})
+	require.NoError(t, p.Submit(func() { <-release }))
+	freed := make(chan struct{}, queued)
+	var wg sync.WaitGroup
+	for range queued {
+		big := new([1 << 12]byte)
+		runtime.AddCleanup(big, func(struct{}) { freed <- struct{}{} }, struct{}{})
+		wg.Add(1)
+		require.NoError(t, p.Submit(func() { big[0]++; wg.Done() }))
+	}
+	require.Equal(t, queued, p.Stats().Queued)
+	close(release)
+	wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for got := 0; got < queued; {
+		runtime.GC()
+		select {
+		case <-freed:
+			got++
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			t.Fatalf("after the queued tasks ran, %d of %d were freed: the queue keeps the rest alive", got, queued)
+		}
+	}
+	require.NoError(t, p.Close())
+}
