@@ -422,11 +422,12 @@ func TestNilKeyedRefusesTasks(t *testing.T) {
 	assert.False(t, ran)
 }
 
-// TestKeyedSteadySubmitDoesNotAllocate: a shard whose keys come and go
+// TestKeyedSteadySubmitAllocatesNothing (run by make test's allocs
+// target, without the race detector): a shard whose keys come and go
 // keeps its map while it has never held more than keyedMapKeep keys, and
 // a drained key's queue is reused, so a Keyed under a steady light load
 // does not allocate per task.
-func TestKeyedSteadySubmitDoesNotAllocate(t *testing.T) {
+func TestKeyedSteadySubmitAllocatesNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
