@@ -531,13 +531,22 @@ func (in *instruments) nodeEnd(ctx context.Context, ev asynctool.NodeEvent) {
 		n.ended = true
 	}
 	st.mu.Unlock()
-	ran := ev.Attempt > 0
+	ran, out := ev.Attempt > 0, outcome(ev)
+	// The metrics before any span starts or ends: a span processor may
+	// panic in either (a syncer's exporter as a span ends), and the
+	// hook's panic, which the run reports, must not cost the node its
+	// outcome.
+	set := metric.WithAttributes(KeyNodeID.String(nodeName(ev)), KeyNodeOutcome.String(out))
+	if ran {
+		in.duration.Record(ctx, (ev.Duration - ev.Pending).Seconds(), set)
+	}
+	in.outcomes.Add(ctx, 1, set)
 	if span == nil {
-		// Never ran: a zero-length span, so that the node is in the trace.
+		// Never ran, or its start's span never began: a zero-length
+		// span, so that the node is in the trace.
 		_, span = in.tracer.Start(trace.ContextWithSpan(ctx, st.span), spanName(ev),
 			trace.WithTimestamp(now), trace.WithAttributes(KeyNodeID.String(idText(ev.ID)), KeyNodeIndex.Int(ev.Index)))
 	}
-	out := outcome(ev)
 	attrs := []attribute.KeyValue{
 		KeyNodeState.String(ev.State.String()),
 		KeyNodeResult.String(ev.Result.String()),
@@ -556,15 +565,6 @@ func (in *instruments) nodeEnd(ctx context.Context, ev asynctool.NodeEvent) {
 		span.RecordError(ev.Err, trace.WithTimestamp(now))
 		span.SetStatus(codes.Error, ev.Reason)
 	}
-
-	// The metrics before End, whose span processors (and a syncer's
-	// exporter) may panic: the hook's panic, which the run reports, must
-	// not cost the node its outcome.
-	set := metric.WithAttributes(KeyNodeID.String(nodeName(ev)), KeyNodeOutcome.String(out))
-	if ran {
-		in.duration.Record(ctx, (ev.Duration - ev.Pending).Seconds(), set)
-	}
-	in.outcomes.Add(ctx, 1, set)
 	span.End(trace.WithTimestamp(now))
 }
 

@@ -61,23 +61,24 @@ func TestUnsampledRunsEnd(t *testing.T) {
 	}
 }
 
-// panickyProcessor is a span processor whose OnStart panics for node
-// spans, as a faulty processor of a user's might, or, with atEnd, whose
-// OnEnd panics for every span, as one whose exporter fails so might.
+// panickyProcessor is a span processor that panics, as a faulty
+// processor of a user's might, or one whose exporter fails: in OnStart
+// for node spans (atStart), in OnEnd for every span (atEnd) or in OnEnd
+// for node spans only (atNodeEnd).
 type panickyProcessor struct {
 	sdktrace.SpanProcessor
-	atEnd bool
+	atStart, atEnd, atNodeEnd bool
 }
 
 func (p panickyProcessor) OnStart(ctx context.Context, s sdktrace.ReadWriteSpan) {
-	if !p.atEnd && strings.HasPrefix(s.Name(), "asynctool.node") {
+	if p.atStart && strings.HasPrefix(s.Name(), "asynctool.node") {
 		panic("processor broke")
 	}
 	p.SpanProcessor.OnStart(ctx, s)
 }
 
 func (p panickyProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
-	if p.atEnd {
+	if p.atEnd || p.atNodeEnd && strings.HasPrefix(s.Name(), "asynctool.node") {
 		panic("processor broke")
 	}
 	p.SpanProcessor.OnEnd(s)
@@ -88,7 +89,7 @@ func (p panickyProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 // held) left the lock held, and the node's OnNodeEnd waited on it for
 // ever. The panic is now the hook's, reported by the run, which ends.
 func TestPanickingSpanProcessorDoesNotHangTheRun(t *testing.T) {
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(panickyProcessor{SpanProcessor: tracetest.NewSpanRecorder()}))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(panickyProcessor{SpanProcessor: tracetest.NewSpanRecorder(), atStart: true}))
 	t.Cleanup(func() { assert.NoError(t, tp.Shutdown(context.Background())) })
 	a := asynctool.New(asynctool.WithHooks(asynctoolotel.Hooks(tp, nil)))
 	x := asynctool.NewWrapper("x", asynctooltest.Returns[int](1), 0)
@@ -106,44 +107,57 @@ func TestPanickingSpanProcessorDoesNotHangTheRun(t *testing.T) {
 	require.NoError(t, a.Close())
 }
 
-// TestSpanProcessorPanickingAtEndKeepsTheMetrics: a span processor that
-// panicked as a span ended (in OnNodeEnd, OnRunEnd) made the hook panic
-// before it recorded the node's outcome and duration, or the run's
-// duration: the run reported the panic, but the metrics never had the
-// node or the run. They are now recorded before the span ends.
-func TestSpanProcessorPanickingAtEndKeepsTheMetrics(t *testing.T) {
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(panickyProcessor{SpanProcessor: tracetest.NewSpanRecorder(), atEnd: true}))
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	t.Cleanup(func() {
-		assert.NoError(t, tp.Shutdown(context.Background()))
-		assert.NoError(t, mp.Shutdown(context.Background()))
-	})
-	a := asynctool.New(asynctool.WithHooks(asynctoolotel.Hooks(tp, mp)))
-	x := asynctool.NewWrapper("x", asynctooltest.Returns[int](1), 0)
-	err := a.BeginWork(context.Background(), time.Minute, x)
-	var cpe *asynctool.CallbackPanicError
-	require.ErrorAs(t, err, &cpe, "the hooks' panics are reported")
-	require.NoError(t, a.Close())
+// TestPanickingSpanProcessorKeepsTheMetrics: a span processor that
+// panicked as a span ended (in OnNodeEnd, OnRunEnd), or as a node's span
+// started (in OnNodeStart, and again in OnNodeEnd, which then gives the
+// node a zero-length span), made the hook panic before it recorded the
+// node's outcome and duration, or the run's duration: the run reported
+// the panic, but the metrics never had the node or the run. They are
+// now recorded before any span of the hook starts or ends.
+func TestPanickingSpanProcessorKeepsTheMetrics(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    panickyProcessor
+	}{
+		{"as spans end", panickyProcessor{atEnd: true}},
+		{"as node spans start", panickyProcessor{atStart: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.p.SpanProcessor = tracetest.NewSpanRecorder()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tc.p))
+			reader := sdkmetric.NewManualReader()
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+			t.Cleanup(func() {
+				assert.NoError(t, tp.Shutdown(context.Background()))
+				assert.NoError(t, mp.Shutdown(context.Background()))
+			})
+			a := asynctool.New(asynctool.WithHooks(asynctoolotel.Hooks(tp, mp)))
+			x := asynctool.NewWrapper("x", asynctooltest.Returns[int](1), 0)
+			err := a.BeginWork(context.Background(), time.Minute, x)
+			var cpe *asynctool.CallbackPanicError
+			require.ErrorAs(t, err, &cpe, "the hooks' panics are reported")
+			require.NoError(t, a.Close())
 
-	var rm metricdata.ResourceMetrics
-	require.NoError(t, reader.Collect(context.Background(), &rm))
-	counts := map[string]uint64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			switch d := m.Data.(type) {
-			case metricdata.Sum[int64]:
-				for _, dp := range d.DataPoints {
-					counts[m.Name] += uint64(dp.Value)
-				}
-			case metricdata.Histogram[float64]:
-				for _, dp := range d.DataPoints {
-					counts[m.Name] += dp.Count
+			var rm metricdata.ResourceMetrics
+			require.NoError(t, reader.Collect(context.Background(), &rm))
+			counts := map[string]uint64{}
+			for _, sm := range rm.ScopeMetrics {
+				for _, m := range sm.Metrics {
+					switch d := m.Data.(type) {
+					case metricdata.Sum[int64]:
+						for _, dp := range d.DataPoints {
+							counts[m.Name] += uint64(dp.Value)
+						}
+					case metricdata.Histogram[float64]:
+						for _, dp := range d.DataPoints {
+							counts[m.Name] += dp.Count
+						}
+					}
 				}
 			}
-		}
+			assert.Equal(t, map[string]uint64{"asynctool.node.outcomes": 1, "asynctool.node.duration": 1, "asynctool.run.duration": 1}, counts)
+		})
 	}
-	assert.Equal(t, map[string]uint64{"asynctool.node.outcomes": 1, "asynctool.node.duration": 1, "asynctool.run.duration": 1}, counts)
 }
 
 // TestNilPointerProvidersMeanTheGlobalOnes: Hooks took a nil interface
