@@ -649,9 +649,13 @@ func (in *instruments) runEnd(ctx context.Context, rep *asynctool.Report) {
 	}
 	// The metric before any span ends (see nodeEnd).
 	in.runDur.Record(ctx, end.Sub(st.start).Seconds(), metric.WithAttributes(KeyRunOutcome.String(outcome)))
-	// Spans of nodes still open (a worker that outlived the run) end with
-	// the run, so that none leaks; outside the lock, which a panicking
-	// span processor must not leave held.
+	// Spans of nodes still open (the set's OnNodeEnd was not called for
+	// them: a user's copy of the hooks left it out, for one) end with the
+	// run, so that none leaks; outside the lock, which
+	// a panicking span processor must not leave held. Each End is
+	// deferred, the run span's last, so that one whose processor panics
+	// leaves none of the others open.
+	defer st.span.End(trace.WithTimestamp(end))
 	st.mu.Lock()
 	var open []trace.Span
 	for i := range st.nodes {
@@ -661,7 +665,6 @@ func (in *instruments) runEnd(ctx context.Context, rep *asynctool.Report) {
 	}
 	st.mu.Unlock()
 	for _, span := range open {
-		span.End()
+		defer span.End()
 	}
-	st.span.End(trace.WithTimestamp(end))
 }

@@ -160,6 +160,32 @@ func TestPanickingSpanProcessorKeepsTheMetrics(t *testing.T) {
 	}
 }
 
+// TestPanickingSpanProcessorLeavesNoSpanOpenAtRunEnd: OnRunEnd ends the
+// node spans still open (here a copy of the hooks without OnNodeEnd
+// leaves them so) and then the run's span. A processor that panicked as
+// the first of them ended made the hook panic there, and the other node
+// spans and the run's span never ended.
+func TestPanickingSpanProcessorLeavesNoSpanOpenAtRunEnd(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(panickyProcessor{SpanProcessor: rec, atNodeEnd: true}))
+	t.Cleanup(func() { assert.NoError(t, tp.Shutdown(context.Background())) })
+	h := *asynctoolotel.Hooks(tp, nil)
+	h.OnNodeEnd = nil
+	a := asynctool.New(asynctool.WithHooks(&h))
+	x := asynctool.NewWrapper("x", asynctooltest.Returns[int](1), 0)
+	asynctool.NewWrapper("y", asynctooltest.Returns[int](2), 0).Depend(x, true)
+	err := a.BeginWork(context.Background(), time.Minute, x)
+	var cpe *asynctool.CallbackPanicError
+	require.ErrorAs(t, err, &cpe, "the hook's panic is reported")
+	require.NoError(t, a.Close())
+
+	started := rec.Started()
+	require.Len(t, started, 3, "the run's span and two node spans")
+	for _, s := range started {
+		assert.False(t, s.EndTime().IsZero(), "span %q never ended", s.Name())
+	}
+}
+
 // TestNilPointerProvidersMeanTheGlobalOnes: Hooks took a nil interface
 // for the global provider, but panicked on a nil *sdktrace.TracerProvider
 // or *sdkmetric.MeterProvider, as a variable set only when telemetry is
