@@ -177,8 +177,9 @@ type instruments struct {
 	pending  metric.Int64Counter
 }
 
-// runState is one run's spans. It lives in the run's context, since the
-// hooks are shared by every run of an Async.
+// runState is one run's spans. It lives in the run's context, as its
+// mark's (see state), since the hooks are shared by every run of an
+// Async.
 type runState struct {
 	span  trace.Span
 	start time.Time
@@ -191,13 +192,13 @@ type runState struct {
 // there: the run span of a runStart, or the node span of a nodeStart that
 // found another set's span in its context. A set's runStart reads the
 // marks to find its own parent under the spans of the other sets (see
-// runParent).
+// runParent), and its other hooks read them to find their run's state.
 type spanMark struct {
 	span  trace.Span   // the span put in the context
 	under trace.Span   // a run span's: the span the context had before it
 	prev  *spanMark    // the mark the context had before this one
 	in    *instruments // the set of hooks that put it
-	run   bool         // span is a run span, not a node span
+	st    *runState    // a run span's: the run's state; nil for a node span
 }
 
 // markKey is the context key of the latest spanMark, shared by every set
@@ -232,15 +233,18 @@ func (st *runState) take(i int) trace.Span {
 	return span
 }
 
-// runKey is the context key of a run's state for the hooks of one
-// Hooks call: several sets of hooks on one run (an Async's and a run's
-// own, with different providers) each keep their own spans.
-type runKey struct{ in *instruments }
-
-// state returns the state that in's runStart gave ctx's run, nil if none.
+// state returns the state that in's runStart gave ctx's run, nil if
+// none: that of in's latest run mark. Several sets of hooks on one run
+// (an Async's and a run's own, with different providers) each keep their
+// own spans. The run's mark is its only value in the context, so that a
+// run costs one context value per set.
 func (in *instruments) state(ctx context.Context) *runState {
-	st, _ := ctx.Value(runKey{in}).(*runState)
-	return st
+	for m := markOf(ctx); m != nil; m = m.prev {
+		if m.st != nil && m.in == in {
+			return m.st
+		}
+	}
+	return nil
 }
 
 // Hooks returns hooks that trace every run with tp and record metrics with
@@ -313,9 +317,8 @@ func (in *instruments) runStart(ctx context.Context, info asynctool.RunInfo) con
 	}
 	ctx, span := in.tracer.Start(ctx, "asynctool.run", trace.WithAttributes(attrs...))
 	st := &runState{span: span, start: time.Now(), nodes: make([]nodeSpan, info.Nodes)}
-	st.mark = spanMark{span: span, under: under, prev: prev, in: in, run: true}
-	ctx = context.WithValue(ctx, markKey{}, &st.mark)
-	return context.WithValue(ctx, runKey{in}, st)
+	st.mark = spanMark{span: span, under: under, prev: prev, in: in, st: st}
+	return context.WithValue(ctx, markKey{}, &st.mark)
 }
 
 // markOf returns the latest spanMark in ctx, nil if none.
@@ -336,13 +339,13 @@ func markOf(ctx context.Context) *spanMark {
 // not sampled.)
 func (in *instruments) runParent(cur trace.Span, m *spanMark) (trace.Span, bool) {
 	moved := false
-	for m != nil && m.run && m.in != in && m.span.SpanContext().Equal(cur.SpanContext()) {
+	for m != nil && m.st != nil && m.in != in && m.span.SpanContext().Equal(cur.SpanContext()) {
 		cur, m, moved = m.under, m.prev, true
 	}
-	if m == nil || m.run || !m.span.SpanContext().Equal(cur.SpanContext()) {
+	if m == nil || m.st != nil || !m.span.SpanContext().Equal(cur.SpanContext()) {
 		return cur, moved
 	}
-	for ; m != nil && !m.run; m = m.prev {
+	for ; m != nil && m.st == nil; m = m.prev {
 		if m.in == in {
 			return m.span, true
 		}

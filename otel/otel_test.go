@@ -3,8 +3,10 @@ package asynctoolotel_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,11 +21,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/goleak"
 )
 
@@ -593,6 +597,17 @@ func TestHookSetsNestRunsUnderTheirOwnSpans(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRunContextHoldsItsSpanAndOneValue: a run's context gets from one
+// set of hooks its span and one value, the run's mark, which also holds
+// the run's state; each is an allocation on every run. The state had a
+// value of its own beside the mark.
+func TestRunContextHoldsItsSpanAndOneValue(t *testing.T) {
+	h := asynctoolotel.Hooks(tracenoop.NewTracerProvider(), metricnoop.NewMeterProvider())
+	ctx := h.OnRunStart(context.Background(), asynctool.RunInfo{Nodes: 1})
+	// The no-op tracer's Start adds one value: the span.
+	assert.Equal(t, 2, strings.Count(fmt.Sprint(ctx), ".WithValue("), "values in %v", ctx)
 }
 
 // TestSameHooksOnAsyncAndRunTraceOnce: the hooks given to an Async and
