@@ -257,7 +257,12 @@ func (in *instruments) state(ctx context.Context) *runState {
 // observe one run: each call's keep their own run and node spans, the
 // node spans children of their own run span, the run span a child of
 // the caller's span or, for a sub-run, of their own span of the node
-// that started it. Errors creating the
+// that started it (or of a span that the worker, or an OnNodeStart hook
+// after theirs, started since). Another set's OnRunStart, called after
+// theirs, that returns a context not derived from its own drops the
+// run's state from the context: their node spans and the run's metrics
+// (all but asynctool.node.pending) are then not recorded, and their run
+// span never ends. Errors creating the
 // instruments go to otel.Handle. A panic of the SDK's (a span
 // processor's, for one) is a panic of the hook that called it, which the
 // run reports as any hook's ([asynctool.CallbackPanicError]).
