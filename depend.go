@@ -710,10 +710,11 @@ func (r *runState) decideJoin(s, from int32, all bool, wl *worklist) {
 		// results are what a Rerun reads) until Resume decides.
 		ext := r.exts[s]
 		ext.joinSuspended.Store(true) // before the move: Resume reads it once the node is pending
+		attempt := r.attemptsOf(s)    // before the move too: once pending, a Rerun may begin an attempt
 		if !sn.move(sInit, sPending, 0) {
 			ext.joinSuspended.Store(false)
 		} else if len(r.hooks) > 0 && !wl.sweep {
-			r.nodePending(s, nil, wl)
+			r.nodePending(s, attempt, nil, wl)
 		}
 	case all:
 		r.failFromUpstream(s, from, fmt.Errorf("%w: node %s", ErrJoinUndecided, errName(pn.core.id, int(s))), wl)

@@ -460,6 +460,7 @@ func (r *runState) suspend(i int32, err error, wl *worklist) {
 		ext.pendingAt = r.clock()
 	}
 	ext.mu.Unlock()
+	attempt := r.attemptsOf(i) // before the move: once pending, a Rerun may begin the next
 	if !r.nodes[i].move(sWorking, sPending, 0) {
 		if r.times != nil {
 			ext.mu.Lock()
@@ -469,7 +470,7 @@ func (r *runState) suspend(i int32, err error, wl *worklist) {
 		return
 	}
 	if len(r.hooks) > 0 {
-		r.nodePending(i, err, wl)
+		r.nodePending(i, attempt, err, wl)
 	}
 }
 

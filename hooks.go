@@ -333,7 +333,9 @@ func (r *runState) nodeRetrying(i int32, err error, delay time.Duration) {
 }
 
 // nodePending runs the OnNodePending hooks of node i, which has just
-// become pending after err (nil for a join's decision).
+// become pending after err (nil for a join's decision) and its attempt
+// (read before the move: once the node is pending, a Rerun may begin the
+// next, and the event would carry its number).
 //
 // A hook that ends the goroutine with runtime.Goexit is reported as a
 // panic is (see hookedToTheEnd), and the node stays pending: the
@@ -342,7 +344,7 @@ func (r *runState) nodeRetrying(i int32, err error, delay time.Duration) {
 // pending or, resumed by then, running again elsewhere. A join's node
 // (wl.after's successor) has left sInit, where salvage would fail it.
 // The OnNodePending hooks after it still run (see pendingHooks).
-func (r *runState) nodePending(i int32, err error, wl *worklist) {
+func (r *runState) nodePending(i, attempt int32, err error, wl *worklist) {
 	if wl.cur == i {
 		wl.cur = -1 // attempt clears it once the worker's call is over anyway
 	}
@@ -354,6 +356,7 @@ func (r *runState) nodePending(i int32, err error, wl *worklist) {
 		return
 	}
 	ev := r.event(i)
+	ev.Attempt = int(attempt) // the event may be read after a Rerun began the next
 	ev.Err, ev.Reason = err, pendingReason(err)
 	r.pendingHooks(i, ev, 0)
 }

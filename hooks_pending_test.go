@@ -113,6 +113,7 @@ func TestOnNodePending(t *testing.T) {
 			assert.Equal(t, "x", evs[0].ID)
 			assert.NoError(t, evs[0].Err)
 			assert.Equal(t, "pending: waiting for Resume", evs[0].Reason)
+			assert.Zero(t, evs[0].Attempt, "a node its join suspended has not run")
 			assert.Equal(t, WorkResult[int]{Value: 3, State: ResultSuccess}, x.ResultIn(run))
 			if goexit {
 				assert.Contains(t, err.Error(), "OnNodePending")
