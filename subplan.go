@@ -203,14 +203,17 @@ func runSub(ctx context.Context, all Wrappers, sub *runState, noun string) (*Run
 		// sub-run ended as that says, below.
 	}
 	if err := sub.err(); err != nil {
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && sub.endErr.Load() == nil && sub.timedOut.Load() {
 			if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
-				// ctx's deadline has passed, and ctx ends in a moment: a
-				// sub-run whose OnRunStart hook dropped ctx's
-				// cancellation ends by a timer of its own for that
-				// deadline (see keepCaller), which may fire first. Wait
-				// for ctx, so that the node ends as its deadline ends it,
-				// a timeout, not as failed by the sub-run's stop.
+				// The sub-run was stopped, not by a node of its own (a
+				// PolicyEnd failure is the node's failure, which it
+				// ends with), and ctx's deadline has passed, and ctx
+				// ends in a moment: a sub-run whose OnRunStart hook
+				// dropped ctx's cancellation ends by a timer of its own
+				// for that deadline (see keepCaller), which may fire
+				// first. Wait for ctx, so that the node ends as its
+				// deadline ends it, a timeout, not as failed by the
+				// sub-run's stop.
 				<-ctx.Done()
 			}
 		}

@@ -308,6 +308,47 @@ func TestDetachedSubRunEndsItsNodeAsATimeout(t *testing.T) {
 	}
 }
 
+// TestSubRunEndedByItsNodeAfterTheDeadlineFailsItsNode: the wait of a
+// sub-run's worker for its context whose deadline has passed (see
+// TestDetachedSubRunEndsItsNodeAsATimeout) is for a sub-run stopped by its
+// own copy of that deadline only. A sub-run that a PolicyEnd node ended
+// is a failure of the node, which ends at once as failed: it waited for
+// the context, and then ended as a timeout, and for a context whose Done
+// is never closed it never ended.
+func TestSubRunEndedByItsNodeAfterTheDeadlineFailsItsNode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		fails := func() *WorkerWrapper[int, int] {
+			return NewWrapper("fails", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+				return 0, errBoom
+			}), 0).OnFailure(PolicyEnd)
+		}
+		pl, err := Compile(fails())
+		require.NoError(t, err)
+		sub := NewWrapper("sub", SubPlan[int, int]{Plan: pl, Output: func(*Run) (int, error) { return 1, nil }}, 0)
+		graph := NewWrapper("graph", SubGraph[int, int]{Build: func(context.Context, int, Wrappers) (Built[int], error) {
+			return Built[int]{Starts: []Wrapper{fails()}, Output: func() (int, error) { return 1, nil }}, nil
+		}}, 0)
+		caller := &deadlinePassedCtx{Context: context.Background(), deadline: time.Now().Add(-time.Second), done: make(chan struct{})}
+		defer close(caller.done)
+		run, err := a.Start(caller, 0, sub, graph)
+		require.NoError(t, err)
+		synctest.Wait()
+		for _, w := range []*WorkerWrapper[int, int]{sub, graph} {
+			r := w.ResultIn(run)
+			assert.Equal(t, ResultException, r.State, "%s: %v", w.ID(), r.Err)
+			var end *EndError
+			assert.ErrorAs(t, r.Err, &end, w.ID())
+		}
+		select {
+		case <-run.Done():
+		default:
+			t.Error("the run has not ended")
+		}
+	})
+}
+
 func TestSubPlanCancelledWithTheOuterRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := New()
