@@ -945,3 +945,105 @@ func TestDefaultValueEndingItsGoroutineKeepsThePolicy(t *testing.T) {
 		})
 	}
 }
+
+// TestGoexitInAHookOfAMiddleSet: with three to five hook sets (the
+// Async's, given to WithHooks, then the run's), a Goexit in one set's hook
+// leaves the others' hooks of that kind called once each, for every kind,
+// as doc.go says: the end hooks, OnNodePending and OnRunEnd of the sets
+// after it run on a goroutine that carries on (the end hooks' positions
+// are 3k to 3k+2 for set k), while OnNodeStart and OnNodeRetry of the
+// sets after it are not called, for the attempt that the Goexit ended.
+func TestGoexitInAHookOfAMiddleSet(t *testing.T) {
+	kinds := []string{"OnNodeEnd", "OnNodeTimeout", "OnNodeSkip", "OnNodePending", "OnRunEnd", "OnNodeRetry", "OnNodeStart"}
+	for _, kind := range kinds {
+		for nsets := 3; nsets <= 5; nsets++ {
+			for exitAt := 0; exitAt < nsets; exitAt++ {
+				t.Run(fmt.Sprintf("%s/%d/%d", kind, nsets, exitAt), func(t *testing.T) {
+					counts := make([]atomic.Int32, nsets)
+					sets := make([]*Hooks, nsets)
+					for k := range sets {
+						count := func(ev NodeEvent) {
+							if ev.ID == "x" {
+								if k == exitAt {
+									runtime.Goexit()
+								}
+								counts[k].Add(1)
+							}
+						}
+						h := &Hooks{}
+						switch kind {
+						case "OnNodeEnd":
+							h.OnNodeEnd = func(_ context.Context, ev NodeEvent) { count(ev) }
+						case "OnNodeTimeout":
+							h.OnNodeTimeout = func(_ context.Context, ev NodeEvent) { count(ev) }
+						case "OnNodeSkip":
+							h.OnNodeSkip = func(_ context.Context, ev NodeEvent) { count(ev) }
+						case "OnNodePending":
+							h.OnNodePending = func(_ context.Context, ev NodeEvent) { count(ev) }
+						case "OnRunEnd":
+							h.OnRunEnd = func(context.Context, *Report) { count(NodeEvent{ID: "x"}) }
+						case "OnNodeRetry":
+							h.OnNodeRetry = func(_ context.Context, ev NodeEvent) { count(ev) }
+						case "OnNodeStart":
+							h.OnNodeStart = func(ctx context.Context, ev NodeEvent) context.Context { count(ev); return ctx }
+						}
+						sets[k] = h
+					}
+					var opts []Option
+					for _, h := range sets[:nsets-1] {
+						opts = append(opts, WithHooks(h))
+					}
+					a := newAsync(t, opts...)
+					ctx := WithRunHooks(context.Background(), sets[nsets-1])
+					var starts []Wrapper
+					switch kind {
+					case "OnNodeTimeout":
+						starts = []Wrapper{NewWrapper("x", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+							<-ctx.Done()
+							return 0, ctx.Err()
+						}), 0).Timeout(time.Millisecond)}
+					case "OnNodeSkip":
+						ok := okWorker()
+						zRan := make(chan struct{})
+						u := NewWrapper("u", ok, 0)
+						g := NewWrapper("g", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+							<-zRan
+							return 1, nil
+						}), 0)
+						x := NewWrapper("x", ok, 0).Depend(g, true)
+						NewWrapper("z", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+							close(zRan)
+							return 1, nil
+						}), 0).Depend(u, false).Depend(x, false)
+						starts = []Wrapper{u, g}
+					case "OnNodePending":
+						starts = []Wrapper{NewWrapper("x", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+							return 0, errBoom
+						}), 0).OnFailure(PolicySuspend)}
+					case "OnNodeRetry":
+						starts = []Wrapper{NewWrapper("x", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+							return 0, errBoom
+						}), 0).Retry(RetryPolicy{Attempts: 2})}
+					default:
+						starts = []Wrapper{NewWrapper("x", okWorker(), 0)}
+					}
+					err := a.BeginWork(ctx, time.Minute, starts...)
+					var cpe *CallbackPanicError
+					if assert.ErrorAs(t, err, &cpe) {
+						assert.Equal(t, kind, cpe.Method)
+					}
+					for k := range counts {
+						want := int32(1)
+						if k == exitAt {
+							want = 0
+						}
+						if (kind == "OnNodeStart" || kind == "OnNodeRetry") && k > exitAt {
+							want = 0
+						}
+						assert.Equal(t, want, counts[k].Load(), "%s of set %d", kind, k)
+					}
+				})
+			}
+		}
+	}
+}
