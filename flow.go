@@ -324,8 +324,11 @@ type nodeExt struct {
 	lastErr       error       // the failure that made the node pending
 	resumedFail   bool        // Resume ended the node with FailWith
 	retries       *time.Timer
-	// backedOff: the node ended while it waited for its next attempt (a
-	// disarm stopped its retries timer), for its report's reason.
+	// backedOff: the node waits for its next attempt, from the decision
+	// to retry (its OnNodeRetry hooks run then) until its retries timer
+	// fires, for the reason of a node that ends meanwhile. A node that
+	// becomes pending (after a Goexit in one of those hooks, under
+	// PolicySuspend) clears it, for the rounds a Rerun starts.
 	backedOff bool
 	// asking is the failure the node's retry policy is being asked
 	// about, nil when it is not: a runtime.Goexit in its Retryable or
@@ -378,9 +381,6 @@ func (r *runState) disarm(i int32) {
 		cancel()
 	}
 	if t != nil && t.Stop() {
-		ext.mu.Lock()
-		ext.backedOff = true // before the run may end, below
-		ext.mu.Unlock()
 		r.taskDone() // the retry will never run
 	}
 }
@@ -420,6 +420,13 @@ func (r *runState) afterFailure(i int32, err error, wl *worklist) (bool, error) 
 				// failure (so PolicySuspend suspends it, below).
 				err = &policyPanic{attempt: err, panic: perr}
 			case again && r.fitsDeadline(i, delay):
+				// The node waits for its next attempt from here on, its
+				// OnNodeRetry hooks included: a stop before the timer
+				// fires (see disarm and scheduleRetry) reads so in its
+				// reason. The timer clears the mark as it fires.
+				ext.mu.Lock()
+				ext.backedOff = true
+				ext.mu.Unlock()
 				// The hook first: once scheduled, the retry may run, and
 				// fail and call the hook again, before this call returns.
 				if len(r.hooks) > 0 {
@@ -455,7 +462,7 @@ func (r *runState) suspend(i int32, err error, wl *worklist) {
 	r.disarm(i)
 	ext := r.exts[i]
 	ext.mu.Lock()
-	ext.lastErr = err
+	ext.lastErr, ext.backedOff = err, false
 	if r.times != nil {
 		ext.pendingAt = r.clock()
 	}
@@ -675,7 +682,7 @@ func (r *runState) scheduleRetry(i int32, delay time.Duration) {
 	defer ext.mu.Unlock()
 	ext.retries = time.AfterFunc(delay, func() {
 		ext.mu.Lock()
-		ext.retries = nil
+		ext.retries, ext.backedOff = nil, false
 		ext.mu.Unlock()
 		task := func() {
 			defer r.taskDone()

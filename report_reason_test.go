@@ -71,26 +71,65 @@ func TestPendingNodeStoppedByTheDeadlineSaysSo(t *testing.T) {
 
 // TestNodeStoppedDuringItsBackoffSaysSo: a node whose run is cancelled
 // while it waits for its next attempt was not running: its worker had
-// failed and returned. Its reason said "stopped while running".
+// failed and returned. Its reason said "stopped while running". So it
+// did when the run was cancelled while the node's OnNodeRetry hooks ran,
+// before its retry timer was set. A node whose retry has started reads
+// as running again.
 func TestNodeStoppedDuringItsBackoffSaysSo(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var event string
-		a := New(WithHooks(&Hooks{OnNodeTimeout: func(_ context.Context, ev NodeEvent) { event = ev.Reason }}))
-		defer func() { require.NoError(t, a.Close()) }()
-		x := NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-			return 0, errBoom
-		}), 0).Retry(RetryPolicy{Attempts: 3, Backoff: ConstantBackoff(time.Second)})
-		r, err := a.Start(context.Background(), time.Minute, x)
-		require.NoError(t, err)
-		synctest.Wait() // x failed once and waits a second for its next attempt
-		r.Cancel()
-		require.ErrorIs(t, r.Wait(context.Background()), context.Canceled)
-		n := r.Report().Nodes[0]
-		assert.Equal(t, StatusTimedOut, n.Status)
-		assert.Equal(t, 1, n.Attempts)
-		assert.Equal(t, "stopped while waiting to retry: context canceled", n.Reason)
-		assert.Equal(t, n.Reason, event, "OnNodeTimeout's")
-	})
+	for _, tc := range []struct {
+		name     string
+		attempts int
+		want     string
+	}{
+		{"backoff", 1, "stopped while waiting to retry: context canceled"},
+		{"OnNodeRetry", 1, "stopped while waiting to retry: context canceled"},
+		{"second attempt", 2, "stopped while running: context canceled"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var event string
+				var run *Run
+				started, ended := make(chan struct{}), make(chan struct{})
+				h := &Hooks{OnNodeTimeout: func(_ context.Context, ev NodeEvent) {
+					event = ev.Reason
+					close(ended)
+				}}
+				if tc.name == "OnNodeRetry" {
+					h.OnNodeRetry = func(context.Context, NodeEvent) {
+						<-started
+						run.Cancel()
+						<-ended // the sweep ended x before its retry timer is set
+					}
+				}
+				a := New(WithHooks(h))
+				defer func() { require.NoError(t, a.Close()) }()
+				calls := 0
+				x := NewWrapper("x", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+					if calls++; calls == 2 {
+						<-ctx.Done()
+						return 0, ctx.Err()
+					}
+					return 0, errBoom
+				}), 0).Retry(RetryPolicy{Attempts: 3, Backoff: ConstantBackoff(time.Second)})
+				r, err := a.Start(context.Background(), time.Minute, x)
+				require.NoError(t, err)
+				run = r
+				close(started)
+				synctest.Wait() // x failed once and waits a second for its next attempt
+				if tc.attempts == 2 {
+					time.Sleep(time.Second)
+					synctest.Wait() // x's second attempt runs
+				}
+				r.Cancel()
+				require.ErrorIs(t, r.Wait(context.Background()), context.Canceled)
+				n := r.Report().Nodes[0]
+				assert.Equal(t, StatusTimedOut, n.Status)
+				assert.Equal(t, tc.attempts, n.Attempts)
+				assert.Equal(t, tc.want, n.Reason)
+				assert.Equal(t, n.Reason, event, "OnNodeTimeout's")
+			})
+		})
+	}
 }
 
 // TestAtLeastReason guards the reason of a node that AtLeast failed: two
