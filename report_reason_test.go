@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -277,5 +278,39 @@ func TestReportReasonAttemptTimeout(t *testing.T) {
 		}
 		assert.Equal(t, "attempt 2 passed its attempt timeout of 10ms", reasons["late"])
 		assert.Equal(t, "worker failed", reasons["nested"])
+	})
+}
+
+// TestRerunAfterAGoexitInOnNodeRetryReadsAsRunning: a Goexit in an
+// OnNodeRetry hook, which the node's retry had marked as waiting to
+// retry, ends the attempt without a retry; under PolicySuspend the node
+// is pending, and a Rerun stopped while its worker runs reads as running.
+func TestRerunAfterAGoexitInOnNodeRetryReadsAsRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hookCalls := 0
+		a := New(WithHooks(&Hooks{OnNodeRetry: func(context.Context, NodeEvent) {
+			if hookCalls++; hookCalls == 1 {
+				runtime.Goexit()
+			}
+		}}))
+		defer func() { require.NoError(t, a.Close()) }()
+		calls := 0
+		x := NewWrapper("x", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+			if calls++; calls == 1 {
+				return 0, errBoom
+			}
+			<-ctx.Done()
+			return 0, ctx.Err()
+		}), 0).Retry(RetryPolicy{Attempts: 3, Backoff: ConstantBackoff(time.Second)}).OnFailure(PolicySuspend)
+		r, err := a.Start(context.Background(), time.Minute, x)
+		require.NoError(t, err)
+		synctest.Wait()
+		require.Equal(t, StatusPending, r.Report().Nodes[0].Status)
+		require.NoError(t, r.Resume("x", Rerun()))
+		synctest.Wait() // the Rerun's worker waits for its context
+		r.Cancel()
+		require.ErrorIs(t, r.Wait(context.Background()), context.Canceled)
+		assert.Equal(t, 2, calls)
+		assert.Equal(t, "stopped while running: context canceled", r.Report().Nodes[0].Reason)
 	})
 }
