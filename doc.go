@@ -174,7 +174,9 @@
 // DefaultValue or an end hook (OnNodeEnd, OnNodeSkip, OnNodeTimeout,
 // OnRunEnd) the node's result, or the run's, stands, as for a panic there,
 // the end hooks after it (the node's, or the run's OnRunEnd) still run,
-// and BeginWork returns a *CallbackPanicError wrapping ErrGoexit.
+// and BeginWork returns a *CallbackPanicError wrapping ErrGoexit. So it
+// does for one in OnNodePending, after which the node stays pending and
+// the OnNodePending hooks of the later sets still run.
 // A Goexit in user code that an executor running tasks on its caller (an
 // [ExecutorFunc] that calls the task) runs on the goroutine that called
 // BeginWork or Start ends that goroutine: the run goes on and ends, but

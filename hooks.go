@@ -13,8 +13,9 @@ import (
 // concurrently, and a run notes which per-node hooks are set as it
 // starts. Install hooks on every
 // run of an Async with [WithHooks], or on one run through its context with
-// [WithRunHooks] (both fire when both are set, the Async's first; the
-// same *Hooks given to both fires once).
+// [WithRunHooks] (all fire when several are set: the Async's, in the
+// order given to WithHooks, then the run's; the same *Hooks given to
+// both fires once).
 //
 // Hooks run synchronously on the goroutine where the event happens, so
 // they must be quick and safe for concurrent use: nodes of one run end on
