@@ -41,20 +41,16 @@ func RunWithin(t testing.TB, timeout time.Duration, starts ...asynctool.Wrapper)
 		t.Fatalf("asynctooltest: the graph was rejected: %v", err)
 		return nil
 	}
-	waitOrCancelStall(r)
-	return r.Report()
-}
-
-// waitOrCancelStall waits for r to end, and cancels it if it stalls on
-// pending nodes first: the caller returns no Run before the run has
-// ended, so nothing could resume them (see Run).
-func waitOrCancelStall(r *asynctool.Run) {
+	// It returns no Run before the run has ended, so nothing could resume
+	// a pending node: a run that stalls on one is cancelled, as BeginWork
+	// and RunPlan cancel theirs (BeginWork gives no report).
 	select {
 	case <-r.Done():
 	case <-r.Suspended():
 		r.Cancel()
 	}
 	_ = r.Wait(context.Background())
+	return r.Report()
 }
 
 // Start starts the graph reachable from starts, with a group deadline of
@@ -92,12 +88,14 @@ func RunPlan(t testing.TB, ctx context.Context, pl *asynctool.Plan) *asynctool.R
 	}
 	a := asynctool.New(asynctool.WithTimings(true))
 	defer a.Close()
-	r, err := a.StartPlan(ctx, pl, 0)
-	if err != nil {
+	// RunPlan waits, and cancels a run stalled on pending nodes itself;
+	// its error is the report's RunErr, or, with a nil Run, why the run
+	// did not start.
+	r, err := a.RunPlan(ctx, pl, 0)
+	if r == nil {
 		t.Fatalf("asynctooltest: the plan did not start: %v", err)
 		return nil
 	}
 	t.Cleanup(r.Release)
-	waitOrCancelStall(r)
 	return r
 }
