@@ -97,10 +97,19 @@ func (rep *Report) nodeLines(n *NodeReport, static bool) []string {
 // node without an id), or with '"' (a quoted id), or holds bytes that are
 // not UTF-8 (which a picture shows as U+FFFD, whatever they are).
 func displayID(n *NodeReport) string {
-	if id := n.ID; strings.HasPrefix(id, "#") || strings.HasPrefix(id, `"`) || !utf8.ValidString(id) {
-		return strconv.Quote(id)
+	if readsAsAnother(n.ID) {
+		return strconv.Quote(n.ID)
 	}
 	return plainName(n.ID, n.Index)
+}
+
+// readsAsAnother reports whether id, shown as it is, could be read as
+// another node's name: it starts with '#' (the name of a node without an
+// id) or '"' (a quoted id), or holds bytes that are not UTF-8 (shown as
+// U+FFFD, whatever they are). Every rendering of a report quotes such an
+// id.
+func readsAsAnother(id string) bool {
+	return strings.HasPrefix(id, "#") || strings.HasPrefix(id, `"`) || !utf8.ValidString(id)
 }
 
 // plainName is the node with the given id and index as the pictures and

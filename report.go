@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 	"unicode"
-	"unicode/utf8"
 )
 
 // Report explains a run: one entry per node, in the run's topological
@@ -418,8 +417,8 @@ func (n *NodeReport) decidedByName() string {
 // or if it starts with '#' (an anonymous node's name), '"' (a quoted id)
 // or a space (the indentation of a sub-run's node).
 func lineID(id string) string {
-	if strings.ContainsFunc(id, func(r rune) bool { return !unicode.IsPrint(r) }) || !utf8.ValidString(id) ||
-		strings.Contains(id, ": ") || strings.HasPrefix(id, "#") || strings.HasPrefix(id, `"`) || strings.HasPrefix(id, " ") {
+	if readsAsAnother(id) || strings.ContainsFunc(id, func(r rune) bool { return !unicode.IsPrint(r) }) ||
+		strings.Contains(id, ": ") || strings.HasPrefix(id, " ") {
 		return strconv.Quote(id)
 	}
 	return id
