@@ -155,6 +155,19 @@ func requireEnds(t *testing.T, r *Run, why string, args ...any) {
 	}
 }
 
+// requireCloses fails the test unless a.Close returns within 10 s, with
+// why (a format and its arguments) saying what that would mean.
+func requireCloses(t *testing.T, a *Async, why string, args ...any) {
+	t.Helper()
+	closed := make(chan struct{})
+	go func() { _ = a.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatalf(why, args...)
+	}
+}
+
 func ids(n int, prefix string) []string {
 	out := make([]string, n)
 	for i := range out {

@@ -33,13 +33,7 @@ func TestGoexitInDefaultValueDuringLateSucceedWith(t *testing.T) {
 	release()
 	requireEnds(t, r, "run never ended")
 	assert.Equal(t, ResultTimeout, p.Result().State)
-	closed := make(chan struct{})
-	go func() { _ = a.Close(); close(closed) }()
-	select {
-	case <-closed:
-	case <-time.After(5 * time.Second):
-		t.Fatalf("Close blocked 5s: Resume's task reference leaked (busy=%d refs=%d)", r.busy.Load(), r.refs.Load())
-	}
+	requireCloses(t, a, "Close blocked: Resume's task reference leaked (busy=%d refs=%d)", r.busy.Load(), r.refs.Load())
 }
 
 // TestGoexitInDefaultValueDuringFailWith: Resume(FailWith) writes the
@@ -58,13 +52,7 @@ func TestGoexitInDefaultValueDuringFailWith(t *testing.T) {
 	}()
 	<-resumed
 	requireEnds(t, r, "run never ended")
-	closed := make(chan struct{})
-	go func() { _ = a.Close(); close(closed) }()
-	select {
-	case <-closed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Close blocked: Resume's task reference leaked")
-	}
+	requireCloses(t, a, "Close blocked: Resume's task reference leaked")
 }
 
 // TestGoexitFailureAppliesThePolicy: a worker that ends its goroutine with
@@ -579,13 +567,7 @@ func TestGoexitInOnRunStart(t *testing.T) {
 		}()
 		<-done
 		assert.False(t, returned, "Start returned")
-		cdone := make(chan struct{})
-		go func() { _ = a.Close(); close(cdone) }()
-		select {
-		case <-cdone:
-		case <-time.After(10 * time.Second):
-			t.Fatal("Close hangs after Goexit in OnRunStart")
-		}
+		requireCloses(t, a, "Close hangs after Goexit in OnRunStart")
 		if goexitFirst {
 			assert.Zero(t, starts.Load(), "the later set's OnRunStart")
 		} else {

@@ -148,13 +148,7 @@ func TestCancelStopsTheLatestRetryTimer(t *testing.T) {
 		<-second
 		r.Cancel()
 		_ = r.Wait(context.Background())
-		closed := make(chan struct{})
-		go func() { _ = a.Close(); close(closed) }()
-		select {
-		case <-closed:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("round %d: Close still waits for a retry timer that Cancel did not stop", round)
-		}
+		requireCloses(t, a, "round %d: Close still waits for a retry timer that Cancel did not stop", round)
 	}
 }
 
