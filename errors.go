@@ -61,8 +61,10 @@ var (
 	// Callback.Begin or OnNodeStart or OnNodeRetry hook did, of a
 	// [Stream] node whose function did, and of a [RunBatches] item whose
 	// process did. A Goexit elsewhere in user code is reported wrapping
-	// it: see the package documentation.
-	ErrGoexit = errors.New("asynctool: worker called runtime.Goexit")
+	// it: see the package documentation. Its text names no caller, since
+	// it is not only a worker's: a node's Report reason says which call
+	// it was.
+	ErrGoexit = errors.New("asynctool: runtime.Goexit was called instead of returning")
 	// ErrSkipped is the Err of a node that was short-circuited: it had not
 	// started and none of its successors needed its result any more.
 	//
@@ -273,11 +275,16 @@ type CallbackPanicError struct {
 }
 
 func (e *CallbackPanicError) Error() string {
+	goexit := e.Panic.Value == ErrGoexit // see ErrGoexit: a Goexit, not a panic
 	switch {
-	case e.Method == "OnRunStart" || e.Method == "OnRunEnd": // called for the whole run, not a node
+	case (e.Method == "OnRunStart" || e.Method == "OnRunEnd") && goexit: // called for the whole run, not a node
+		return fmt.Sprintf("asynctool: hook %s of the run called runtime.Goexit", e.Method)
+	case e.Method == "OnRunStart" || e.Method == "OnRunEnd":
 		return fmt.Sprintf("asynctool: hook %s of the run panicked: %v", e.Method, e.Panic.Value)
 	case e.ID == "" && e.Index < 0:
 		return fmt.Sprintf("asynctool: %s panic of the run: %v", e.Method, e.Panic.Value)
+	case goexit:
+		return fmt.Sprintf("asynctool: callback %s of node %s called runtime.Goexit", e.Method, errName(e.ID, e.Index))
 	}
 	return fmt.Sprintf("asynctool: callback %s of node %s panicked: %v", e.Method, errName(e.ID, e.Index), e.Panic.Value)
 }

@@ -442,6 +442,11 @@ func TestGoexitInOnNodeRetryIsNamed(t *testing.T) {
 	assert.ErrorIs(t, x.Result().Err, ErrGoexit)
 	assert.Equal(t, int32(1), calls.Load(), "no retry")
 	assert.Equal(t, "hook OnNodeRetry called runtime.Goexit", r.Report().Nodes[0].Reason)
+	// Neither text blames the worker, which returned, nor calls a Goexit
+	// a panic: they read "callback OnNodeRetry of node "x" panicked:
+	// asynctool: worker called runtime.Goexit".
+	assert.Equal(t, `asynctool: callback OnNodeRetry of node "x" called runtime.Goexit`, cpe.Error())
+	assert.NotContains(t, x.Result().Err.Error(), "worker")
 }
 
 // Regression tests from a second review.
@@ -503,6 +508,7 @@ func TestGoexitInOnRunEnd(t *testing.T) {
 					want = []string{first, "OnRunEnd"}
 				}
 				assert.Equal(t, want, methods, "each Goexit is reported once, in order")
+				assert.Equal(t, "asynctool: hook OnRunEnd of the run called runtime.Goexit", cpe.Error())
 				release()
 				require.NoError(t, a.Close())
 			})
