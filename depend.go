@@ -512,11 +512,7 @@ func (r *runState) upstreamEndedFrom(i int32, done int, ok bool, ends int32, wl 
 				continue
 			case ok:
 			case e.must:
-				if r.isNotTaken(i) {
-					r.notTaken(s, i, wl)
-				} else {
-					r.failFromUpstream(s, i, r.upstreamErr(i), wl)
-				}
+				r.mustUpstreamFailed(s, i, wl)
 				continue
 			default:
 				if reached(&sn.failCount, sp.needFail) {

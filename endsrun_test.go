@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -513,4 +514,200 @@ func TestEarlyEndRacingAParentsCause(t *testing.T) {
 		}
 	}
 	t.Logf("%d runs: %d ended early, %d by the parent's cause, %d both", runs, early, byCause, bad)
+}
+
+// TestEndsRunKeepsAFailedUpstreamsCause: user fails, and both page
+// (marked EndsRun) and recs need it. page fails with user's error and
+// ends the run, in the same fan-out that decides recs: recs must report
+// that its must upstream failed (an *UpstreamError wrapping user's
+// error), not that the run ended, whichever edge was declared first,
+// and so must a node further down the chain (recs after mid), and a node
+// whose must upstream was not taken ends not taken. A node whose
+// upstream is still running when the run ends is stopped by the end.
+func TestEndsRunKeepsAFailedUpstreamsCause(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		pageFirst bool // page's edge from user declared before recs'
+		chain     bool // recs needs mid, which needs user
+		notTaken  bool // user is not taken (a When join on route) instead of failing
+	}{
+		{name: "page declared first", pageFirst: true},
+		{name: "recs declared first"},
+		{name: "chain, page declared first", pageFirst: true, chain: true},
+		{name: "chain, mid declared first", chain: true},
+		{name: "not taken, page declared first", pageFirst: true, notTaken: true},
+		{name: "not taken, recs declared first", notTaken: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := New()
+				defer a.Close()
+				route := NewWrapper("route", endsSleeper(0, false), 0)
+				user := NewWrapper("user", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+					time.Sleep(time.Millisecond)
+					return 0, errBoom
+				}), 0)
+				if tc.notTaken {
+					user.Depend(route, true).Join(When("route", func(b bool) bool { return b }))
+				}
+				slow := NewWrapper("slow", endsSleeper(time.Hour, 3), 0)
+				newPage := func() *WorkerWrapper[int, int] {
+					return NewWrapper("page", endsSleeper(0, 1), 0).Depend(user, true).EndsRun()
+				}
+				newRecs := func() (recs, first *WorkerWrapper[int, int]) {
+					recs = NewWrapper("recs", endsSleeper(0, 2), 0).Default(-2)
+					if !tc.chain {
+						return recs.Depend(user, true), recs
+					}
+					mid := NewWrapper("mid", endsSleeper(0, 4), 0).Depend(user, true)
+					return recs.Depend(mid, true), mid
+				}
+				var page, recs, first *WorkerWrapper[int, int]
+				if tc.pageFirst {
+					page = newPage()
+					recs, first = newRecs()
+				} else {
+					recs, first = newRecs()
+					page = newPage()
+				}
+				run, err := a.Start(context.Background(), time.Minute, route, user, slow)
+				require.NoError(t, err)
+				if tc.pageFirst {
+					require.Less(t, outEdge(run, "user", "page"), outEdge(run, "user", first.ID()), "page's edge first")
+				} else {
+					require.Less(t, outEdge(run, "user", first.ID()), outEdge(run, "user", "page"), "page's edge last")
+				}
+				require.NoError(t, run.Wait(context.Background()), "the run ended with page")
+				assert.ErrorIs(t, slow.ResultIn(run).Err, ErrRunEnded, "slow, still running, was stopped by the run's end")
+				rep := run.Report()
+				want := errBoom
+				if tc.notTaken {
+					want = ErrNotTaken
+				}
+				for _, w := range []*WorkerWrapper[int, int]{page, first, recs} {
+					res := w.ResultIn(run)
+					assert.NotEqual(t, ResultTimeout, res.State, "%s: %+v", w.ID(), res)
+					assert.NotErrorIs(t, res.Err, ErrRunEnded, w.ID())
+					assert.ErrorIs(t, res.Err, want, "%s names the root cause", w.ID())
+					n := subNode(t, rep, w.ID())
+					if tc.notTaken {
+						assert.Equal(t, StatusSkipped, n.Status, w.ID())
+						continue
+					}
+					var up *UpstreamError
+					if assert.ErrorAs(t, res.Err, &up, w.ID()) {
+						wantUp := "user"
+						if w == recs && tc.chain {
+							wantUp = "mid"
+						}
+						assert.Equal(t, wantUp, up.ID, w.ID())
+						assert.Equal(t, "must upstream "+strconv.Quote(wantUp)+" failed", n.Reason, w.ID())
+					}
+					assert.Equal(t, StatusFailed, n.Status, w.ID())
+				}
+				assert.Equal(t, -2, recs.ResultIn(run).Value, "recs has its default value")
+			})
+		})
+	}
+}
+
+// outEdge returns the position of the edge from the node with id from to
+// the node with id to among from's out-edges in run's plan, or -1.
+func outEdge(run *Run, from, to string) int {
+	i, _ := run.p.lookup(from)
+	for k, e := range run.p.out(i) {
+		if run.p.nodes[e.node].core.id == to {
+			return k
+		}
+	}
+	return -1
+}
+
+// defaultAfter is a worker that fails, and whose DefaultValue, called as
+// its node fails, calls first (if not nil), then waits until after is
+// closed.
+type defaultAfter struct {
+	first func()
+	after chan struct{}
+}
+
+func (d defaultAfter) Action(context.Context, int, Wrappers) (int, error) { return 0, errBoom }
+
+func (d defaultAfter) DefaultValue() int {
+	if d.first != nil {
+		d.first()
+	}
+	select {
+	case <-d.after:
+	case <-time.After(time.Hour): // fake time: a failing test ends
+	}
+	return -3
+}
+
+// TestEndsRunKeepsAFailedUpstreamsCauseInTheSweep: as
+// TestEndsRunKeepsAFailedUpstreamsCause, but recs is ended by the sweep
+// that the run's end starts, not by user's fan-out: that fan-out ends
+// page (which ends the run), then hold, whose DefaultValue waits until
+// recs has ended. The sweep too gives recs user's failure.
+func TestEndsRunKeepsAFailedUpstreamsCauseInTheSweep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		user := NewWrapper("user", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			return 0, errBoom
+		}), 0)
+		ended := make(chan struct{})
+		recs := NewWrapper("recs", endsSleeper(0, 2), 0).Depend(user, true).
+			Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) { close(ended) }))
+		hold := NewWrapper("hold", Worker[int, int](defaultAfter{after: ended}), 0).Depend(user, true)
+		page := NewWrapper("page", endsSleeper(0, 1), 0).Depend(user, true).EndsRun()
+		run, err := a.Start(context.Background(), time.Minute, user)
+		require.NoError(t, err)
+		require.Less(t, outEdge(run, "user", "recs"), outEdge(run, "user", "hold"))
+		require.Less(t, outEdge(run, "user", "hold"), outEdge(run, "user", "page"), "user's fan-out reaches page, then hold, then recs")
+		require.NoError(t, run.Wait(context.Background()), "the run ended with page")
+		rep := run.Report()
+		for _, w := range []*WorkerWrapper[int, int]{page, hold, recs} {
+			res := w.ResultIn(run)
+			assert.Equal(t, ResultException, res.State, "%s: %+v", w.ID(), res)
+			assert.ErrorIs(t, res.Err, errBoom, w.ID())
+			var up *UpstreamError
+			if assert.ErrorAs(t, res.Err, &up, w.ID()) {
+				assert.Equal(t, "user", up.ID, w.ID())
+			}
+			assert.Equal(t, `must upstream "user" failed`, subNode(t, rep, w.ID()).Reason, w.ID())
+		}
+		assert.Equal(t, -3, hold.ResultIn(run).Value)
+	})
+}
+
+// TestCancelStopsANodeWhoseUpstreamFailed: the rule of
+// TestEndsRunKeepsAFailedUpstreamsCauseInTheSweep is the run's end with
+// its EndsRun nodes only. Here user's fan-out reaches hold first, whose
+// DefaultValue cancels the run and waits until recs has ended: the
+// sweep stops recs with the Cancel, as every node not ended, though its
+// must upstream user had failed.
+func TestCancelStopsANodeWhoseUpstreamFailed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		user := NewWrapper("user", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			return 0, errBoom
+		}), 0)
+		ended := make(chan struct{})
+		recs := NewWrapper("recs", endsSleeper(0, 2), 0).Depend(user, true).
+			Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) { close(ended) }))
+		runs := make(chan *Run, 1)
+		cancel := func() { (<-runs).Cancel() }
+		NewWrapper("hold", Worker[int, int](defaultAfter{first: cancel, after: ended}), 0).Depend(user, true)
+		run, err := a.Start(context.Background(), time.Minute, user)
+		require.NoError(t, err)
+		runs <- run
+		require.Less(t, outEdge(run, "user", "recs"), outEdge(run, "user", "hold"), "user's fan-out reaches hold, then recs")
+		assert.ErrorIs(t, run.Wait(context.Background()), context.Canceled)
+		res := recs.ResultIn(run)
+		assert.Equal(t, ResultTimeout, res.State, "%+v", res)
+		assert.ErrorIs(t, res.Err, context.Canceled)
+		assert.False(t, errors.As(res.Err, new(*UpstreamError)), "%+v", res)
+	})
 }

@@ -80,7 +80,9 @@ var (
 	ErrNotTaken = errors.New("asynctool: not taken: the branch was not chosen")
 	// ErrRunEnded is wrapped by the error of a node stopped because the
 	// run had ended: every node marked with [WorkerWrapper.EndsRun] had
-	// ended before it.
+	// ended before it. A node that a must upstream's failure had decided
+	// before that has the upstream's [*UpstreamError] instead (see
+	// EndsRun).
 	ErrRunEnded = errors.New("asynctool: the run ended")
 	// ErrUnknownID is returned, wrapped, by [ResultOf] for an id that is
 	// not a node of the run, by [WorkerWrapper.ResultFrom] and

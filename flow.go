@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -241,6 +242,21 @@ func (w *WorkerWrapper[P, R]) OnFailure(p FailurePolicy) *WorkerWrapper[P, R] {
 // otherwise in the same instant as the last marked node (the group
 // deadline passes, or ctx is cancelled with a cause of its own), the
 // workers see that, and the run ends as that would end it.
+//
+// A node that has not started when the run ends, and one of whose must
+// upstreams had already failed or was not taken, is not stopped: it ends
+// as that upstream's end decided it, with an [*UpstreamError] naming the
+// upstream (or [ErrNotTaken]), as it would have had the run gone on, and
+// so do the nodes after it that need it. So when a failing upstream ends
+// a marked node (which fails with its *UpstreamError) and with it the
+// run, its other dependants report that failure too, whatever the order
+// their edges were declared in, not ErrRunEnded. This holds for the
+// joins that a must upstream's failure decides: the default join,
+// [AllSucceeded] and [NamedSucceeded]; a node with another join ([When]
+// included) is stopped as the others are. It holds for the run's end
+// with its marked nodes only: the group deadline, a Cancel and a
+// PolicyEnd failure stop every node that has not ended, as they say,
+// whatever its upstreams.
 func (w *WorkerWrapper[P, R]) EndsRun() *WorkerWrapper[P, R] {
 	if !w.checkBuildable("EndsRun") {
 		return w
@@ -735,6 +751,80 @@ func (r *runState) endedOne(i int32) {
 	if ends {
 		r.cancel()
 	}
+}
+
+// mustUpstreamFailed ends node s, which has not started, because its
+// must upstream by ended without succeeding: not taken if by was not
+// taken, failed with an [*UpstreamError] naming by otherwise. Once the
+// run's context is done the node ends as stopped, as failFromUpstream
+// ends it, unless the run ended with its EndsRun nodes and a must
+// upstream of s had already failed (see failedMust): s was decided
+// before the run ended, whichever of by's successors the fan-out that
+// ended it reached first.
+func (r *runState) mustUpstreamFailed(s, by int32, wl *worklist) {
+	st, cause, late := r.expired()
+	if late && isRunEnded(cause) {
+		if j := r.failedMust(s); j >= 0 {
+			r.end(s, sInit, ResultException, r.mustErr(j), j, wl)
+			return
+		}
+	}
+	if late {
+		r.end(s, sInit, st, cause, -1, wl)
+		return
+	}
+	r.end(s, sInit, ResultException, r.mustErr(by), by, wl)
+}
+
+// mustErr is the error of a node whose must upstream j ended without
+// succeeding: ErrNotTaken if j was not taken, else an [*UpstreamError]
+// naming j.
+func (r *runState) mustErr(j int32) error {
+	if r.isNotTaken(j) {
+		return ErrNotTaken
+	}
+	return r.upstreamErr(j)
+}
+
+// isRunEnded reports whether err, how expired says the nodes that end
+// now end, is the run's end with its EndsRun nodes.
+func isRunEnded(err error) bool {
+	_, ok := err.(*runEnded)
+	return ok
+}
+
+// failedMust returns the first must upstream of node s, in the order of
+// its in-edges, that ended without succeeding for a reason of its own,
+// not because the run stopped: it failed (its worker, its own Timeout,
+// its join, its own must upstream) or was not taken. It returns -1 if
+// there is none, or if s's join does not fail on a must upstream's
+// failure (AllDone, AnySucceeded, AtLeast, a custom join). It is asked
+// once the run has ended with its EndsRun nodes, by the sweep and by
+// the fan-outs still going on, which so end s alike: an upstream that
+// another goroutine holds in sEnding is waited for, as waitSwept waits,
+// unless a DefaultValue runs (it may be waiting for the sweep).
+func (r *runState) failedMust(s int32) int32 {
+	switch r.p.nodes[s].joinKind {
+	case joinAllDone, joinAny, joinAtLeast, joinCustom:
+		return -1
+	}
+	for _, v := range r.p.in(s) {
+		j, must := upstream(v)
+		if !must {
+			continue
+		}
+		for r.nodes[j].st() == sEnding && r.defaulting.Load() == 0 {
+			runtime.Gosched()
+		}
+		if r.nodes[j].st() != sError || r.counts(j) {
+			continue
+		}
+		rs, err := r.p.nodes[j].core.impl.resultMeta(r.slot(j), sError)
+		if _, own := err.(*NodeTimeoutError); rs != ResultTimeout || own {
+			return j
+		}
+	}
+	return -1
 }
 
 // runEnded is the error of the nodes stopped because the run ended with

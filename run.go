@@ -2098,6 +2098,15 @@ func (r *runState) stop(i int32, wl *worklist) {
 		if st == sInit && r.budget != nil {
 			return
 		}
+		if st == sInit && isRunEnded(err) {
+			if by := r.failedMust(i); by >= 0 {
+				// Decided before the run ended: see EndsRun.
+				if r.end(i, sInit, ResultException, r.mustErr(by), by, wl) {
+					return
+				}
+				continue
+			}
+		}
 		if st == sPending {
 			r.notePendingSwept(i)
 		}
