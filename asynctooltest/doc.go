@@ -23,13 +23,17 @@
 // goroutines while the test reads them.
 //
 // Virtual time makes durations exact, not the order in which goroutines
-// run, in a bubble too. A start node whose only successor fails at once,
-// because another must upstream of it is a [Fails] fake, is skipped if
-// that failure comes before a goroutine takes it, and runs otherwise, as
-// the scheduler decides (asynctool's README says so of start nodes).
-// Assert [WasSkipped] or [NeverStarted] of a node behind an upstream that
-// cannot have ended by then, or give the start node ShortCircuit(false)
-// and assert that it ran.
+// run, in a bubble too. A start node that its only successor no longer
+// needs is skipped if that comes before a goroutine takes it, and runs
+// otherwise, as the scheduler decides (asynctool's README says so of
+// start nodes): an optional start node whose successor runs at once on
+// its must upstreams, all instant fakes ([Returns]), or a start node
+// whose successor fails at once, because another must upstream of it is
+// a [Fails] fake. So a test that asserts what such a node did gives the
+// must upstream a [Sleeps] fake, which holds the successor back while
+// the start node runs (ExampleRun), or gives the start node
+// ShortCircuit(false); and it asserts [WasSkipped] or [NeverStarted] only
+// of a node behind an upstream that cannot have ended by then.
 //
 // An [asynctool.Async] used inside a testing/synctest bubble must be made
 // and closed inside it, as Run does: its pool's goroutines belong to the

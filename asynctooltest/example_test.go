@@ -5,32 +5,42 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/asynctool-go/asynctool"
 	"github.com/asynctool-go/asynctool/asynctooltest"
 )
 
-// A test of a graph with a failing dependency: the fakes stand in for the
-// RPCs, Run runs the graph, and the assertions read its report. This is
-// the body of a func TestPage(t *testing.T); the example is compiled, not
-// run, because it needs the test's t.
+// A test of a page whose optional recs backend is down: the fakes stand
+// in for the RPCs, Run runs the graph, and the assertions read its
+// report. This is the body of a func TestPage(t *testing.T); the example
+// is compiled, not run, because it needs the test's t
+// (TestDownOptionalBackendFailsWhileThePageSucceeds runs it).
+//
+// The user fake takes 10ms, virtual time under synctest, on purpose:
+// with an instant fake for user too, page could run before recs, an
+// optional start node, got a goroutine, and recs would then be skipped
+// (nothing needs it any more) rather than fail, and the last assertion
+// would fail (see the package documentation).
 func ExampleRun() {
 	var t *testing.T // the test's t
 
-	errDown := errors.New("recs down")
-	user := asynctool.NewWrapper("user", asynctooltest.Returns[int64]("ada"), 42)
-	recs := asynctool.NewWrapper("recs", asynctooltest.Fails[int64, []string](errDown), 42).
-		Default([]string{"bestsellers"})
-	page := asynctool.NewWrapper("page", asynctooltest.Returns[int64]("<html>"), 42).
-		Depend(user, true).
-		Depend(recs, false)
+	synctest.Test(t, func(t *testing.T) {
+		errDown := errors.New("recs down")
+		user := asynctool.NewWrapper("user", asynctooltest.Sleeps[int64](10*time.Millisecond, "ada"), 42)
+		recs := asynctool.NewWrapper("recs", asynctooltest.Fails[int64, []string](errDown), 42).
+			Default([]string{"bestsellers"})
+		asynctool.NewWrapper("page", asynctooltest.Returns[int64]("<html>"), 42).
+			Depend(user, true).
+			Depend(recs, false)
 
-	rep := asynctooltest.Run(t, user, recs)
+		rep := asynctooltest.Run(t, user, recs)
 
-	asynctooltest.Succeeded(t, rep, "page")
-	asynctooltest.RanBefore(t, rep, "user", "page")
-	asynctooltest.Failed(t, rep, "recs", errDown)
-	_ = page
+		asynctooltest.Succeeded(t, rep, "page")
+		asynctooltest.RanBefore(t, rep, "user", "page")
+		asynctooltest.Failed(t, rep, "recs", errDown)
+	})
 }
 
 // Fakes and a Recorder also work with a plain Async: a fake counts its

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/asynctool-go/asynctool"
 	"github.com/asynctool-go/asynctool/asynctooltest"
@@ -75,4 +76,31 @@ func TestRunEndsARunThatSuspends(t *testing.T) {
 		require.NoError(t, err)
 		check(t, asynctooltest.RunPlan(t, context.Background(), pl).Report())
 	})
+}
+
+// TestDownOptionalBackendFailsWhileThePageSucceeds runs the graph and the
+// assertions of ExampleRun, which is compiled but not run: keep the two
+// in step. With an instant fake for user, as the example had, page ran
+// before recs, an optional start node, got a goroutine, recs was skipped,
+// and Failed(recs, errDown) failed in every run.
+func TestDownOptionalBackendFailsWhileThePageSucceeds(t *testing.T) {
+	for range 20 {
+		synctest.Test(t, func(t *testing.T) {
+			s := &spy{TB: t}
+			errDown := errors.New("recs down")
+			user := asynctool.NewWrapper("user", asynctooltest.Sleeps[int64](10*time.Millisecond, "ada"), 42)
+			recs := asynctool.NewWrapper("recs", asynctooltest.Fails[int64, []string](errDown), 42).
+				Default([]string{"bestsellers"})
+			asynctool.NewWrapper("page", asynctooltest.Returns[int64]("<html>"), 42).
+				Depend(user, true).
+				Depend(recs, false)
+
+			rep := asynctooltest.Run(t, user, recs)
+
+			asynctooltest.Succeeded(s, rep, "page")
+			asynctooltest.RanBefore(s, rep, "user", "page")
+			asynctooltest.Failed(s, rep, "recs", errDown)
+			assert.Empty(t, s.errors)
+		})
+	}
 }
