@@ -106,7 +106,11 @@ func name(n *asynctool.NodeReport) string {
 // RanBefore checks that the nodes a and b both ran and that a ended no
 // later than b started. It needs the report's times, which [Run] records.
 // In a report of a run still going on, b may still be running; a must
-// have ended.
+// have ended. Under testing/synctest, nodes whose work takes no virtual
+// time start and end in the same instant, so RanBefore holds for them in
+// either order: to test an order, give a a fake that takes time
+// ([Sleeps]), so that b, had it started first, would have started before
+// a ended.
 func RanBefore(t testing.TB, rep *asynctool.Report, a, b string) bool {
 	t.Helper()
 	na, ok1 := node(t, rep, a)

@@ -16,6 +16,12 @@ import (
 // as a worker they fail their node with an error that says so, and
 // their Started channel is nil, which never closes. A Fake is safe for
 // concurrent use and must not be copied.
+//
+// A Fake does not implement [asynctool.Defaulter]: a fallback that the
+// real worker gives with DefaultValue is lost when a test puts a Fake in
+// its place, and the node's default is then the zero value. Set a
+// fallback the handler relies on with [asynctool.WorkerWrapper.Default]
+// where the graph is built, which holds whatever the worker.
 type Fake[P, R any] struct {
 	act func(ctx context.Context, p P) (R, error)
 
