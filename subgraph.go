@@ -393,7 +393,31 @@ func (f ForEach[P, T, R]) Action(ctx context.Context, param P, all Wrappers) ([]
 	if err != nil {
 		return nil, err
 	}
-	return runBuilt(ctx, all, g, "ForEach's items")
+	v, err := runBuilt(ctx, all, g, "ForEach's items")
+	if f.ID != nil && errors.Is(err, ErrDuplicateID) {
+		err = namesClash(g.Starts, f.Join.kind != joinDefault, err)
+	}
+	return v, err
+}
+
+// namesClash explains err, an error wrapping ErrDuplicateID that a
+// ForEach's items' sub-run ended with, by the names its ID gave: the
+// GraphError alone speaks of two nodes, which the caller did not make.
+// It returns err as it is if no two items share a name, nor one the
+// join node's (an item's own error, which a Join's failure wraps).
+func namesClash(starts []Wrapper, hasJoin bool, err error) error {
+	seen := make(map[string]int, len(starts))
+	for i, s := range starts {
+		name := s.ID()
+		if hasJoin && name == joinID {
+			return fmt.Errorf("asynctool: ForEach's ID gave item %d the name %q, which its Join's node has: %w", i, name, err)
+		}
+		if j, ok := seen[name]; ok {
+			return fmt.Errorf("asynctool: ForEach's ID gave items %d and %d the same name %q: %w", j, i, name, err)
+		}
+		seen[name] = i
+	}
+	return err
 }
 
 // build makes the graph of one node per item, and the join node if f has

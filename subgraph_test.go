@@ -551,8 +551,9 @@ func TestForEachID(t *testing.T) {
 	}
 	assert.Equal(t, []string{"book#0", "lamp#1", joinID}, ids)
 	assert.ErrorIs(t, same.Result().Err, ErrDuplicateID)
-	assert.ErrorContains(t, same.Result().Err, `"x"`)
+	assert.ErrorContains(t, same.Result().Err, `ForEach's ID gave items 0 and 1 the same name "x"`)
 	assert.ErrorIs(t, clash.Result().Err, ErrDuplicateID, "an item named join clashes with the join node")
+	assert.ErrorContains(t, clash.Result().Err, `ForEach's ID gave item 1 the name "join", which its Join's node has`)
 
 	empty := NewWrapper("empty", ForEach[int, string, int]{
 		Items: skus, Worker: length,
