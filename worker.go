@@ -29,6 +29,14 @@ func (f WorkerFunc[P, R]) Action(ctx context.Context, param P, all Wrappers) (R,
 // [WorkerWrapper.Default] takes precedence over it; without either, the
 // zero value of R is used. DefaultValue must be safe to call from any
 // goroutine.
+//
+// The default is the node's value once it has ended without success: a
+// node that reads this one before it ended (an optional dependency) gets
+// the zero value with ResultDefault, not DefaultValue, as for
+// [WorkerWrapper.Default]. It belongs to the worker, so a test that puts
+// a fake in the worker's place (asynctooltest's fakes) loses it: a
+// fallback the graph relies on is better set with [WorkerWrapper.Default]
+// where the graph is built.
 type Defaulter[R any] interface {
 	DefaultValue() R
 }
