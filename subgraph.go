@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -321,27 +322,49 @@ func counted(n int, one, many string) string {
 // more successes than there are (AtLeast), or names an id that is none of
 // them (NamedSucceeded, When, WhenResult); "" if it can. Such a join on a
 // node with those upstreams is refused by Compile; with none, the others
-// run.
-func (j Join) misfit(ids []string) string {
-	var named []string
+// run. named says that the ids are the names a ForEach's ID gave, not
+// indexes, which the error then lists: "0" is no item when ID names them.
+func (j Join) misfit(ids []string, named bool) string {
+	var wanted []string
 	switch {
 	case j.kind == joinAtLeast && j.n > len(ids):
 		return fmt.Sprintf("%s cannot make %s", counted(len(ids), "item", "items"), counted(j.n, "success", "successes"))
 	case j.kind == joinAny && len(ids) == 0:
 		return "0 items cannot make 1 success" // as AtLeast(1)
 	case j.kind == joinNamed, j.kind == joinCustom && j.whenType != nil:
-		named = j.ids
+		wanted = j.ids
 	}
-	for _, id := range named {
+	for _, id := range wanted {
 		if !slices.Contains(ids, id) {
 			are := "are"
 			if len(ids) == 1 {
 				are = "is"
 			}
-			return fmt.Sprintf("it names item %q, and there %s %s", id, are, counted(len(ids), "item", "items"))
+			why := fmt.Sprintf("it names item %q, and there %s %s", id, are, counted(len(ids), "item", "items"))
+			if named && len(ids) > 0 {
+				why += ", which ID names " + quotedFew(ids, 5)
+			}
+			return why
 		}
 	}
 	return ""
+}
+
+// quotedFew quotes the first n of ids, comma-separated, with "..." after
+// them if there are more.
+func quotedFew(ids []string, n int) string {
+	var b strings.Builder
+	for i, id := range ids {
+		if i == n {
+			b.WriteString(", ...")
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Quote(id))
+	}
+	return b.String()
 }
 
 // joinRanOutOfBudget reports whether join, the join node of a ForEach
@@ -438,7 +461,7 @@ func (f ForEach[P, T, R]) build(ctx context.Context, param P, all Wrappers) (Bui
 			return Built[[]WorkResult[R]]{}, fmt.Errorf("asynctool: ForEach's ID gave item %d an empty name", i)
 		}
 	}
-	if why := f.Join.misfit(ids); why != "" {
+	if why := f.Join.misfit(ids, f.ID != nil); why != "" {
 		// Too few items for the join (an empty list included): the join
 		// node's Compile would refuse it, in words about a node the
 		// caller did not make.

@@ -596,7 +596,7 @@ func TestForEachIDInAJoin(t *testing.T) {
 	assert.NoError(t, named.ResultIn(run).Err, "book and lamp succeeded; mug's failure is not named")
 	assert.ErrorContains(t, when.ResultIn(run).Err, "no mug", "When needs every item to succeed, and mug failed")
 	assert.ErrorIs(t, unknown.ResultIn(run).Err, ErrBadJoin)
-	assert.ErrorContains(t, unknown.ResultIn(run).Err, `it names item "sofa", and there are 3 items`)
+	assert.ErrorContains(t, unknown.ResultIn(run).Err, `it names item "sofa", and there are 3 items, which ID names "book", "lamp", "mug"`)
 }
 
 // TestSubGraphGoexitCancelsTheSubRun: a node of the sub-graph that ends
@@ -975,16 +975,20 @@ func reportFromAStoppedItemsCallback(t *testing.T) bool {
 // says "1 item" and "1 success", not "1 items" and "1 successes".
 func TestJoinMisfitCountsInWords(t *testing.T) {
 	for _, c := range []struct {
-		j    Join
-		ids  []string
-		want string
+		j     Join
+		ids   []string
+		named bool // the ids are the names a ForEach's ID gave
+		want  string
 	}{
-		{AtLeast(1), nil, "0 items cannot make 1 success"},
-		{AtLeast(2), []string{"0"}, "1 item cannot make 2 successes"},
-		{AtLeast(4), []string{"0", "1", "2"}, "3 items cannot make 4 successes"},
-		{AnySucceeded(), nil, "0 items cannot make 1 success"},
-		{NamedSucceeded("1"), []string{"0"}, `it names item "1", and there is 1 item`},
+		{AtLeast(1), nil, false, "0 items cannot make 1 success"},
+		{AtLeast(2), []string{"0"}, false, "1 item cannot make 2 successes"},
+		{AtLeast(4), []string{"0", "1", "2"}, false, "3 items cannot make 4 successes"},
+		{AnySucceeded(), nil, false, "0 items cannot make 1 success"},
+		{NamedSucceeded("1"), []string{"0"}, false, `it names item "1", and there is 1 item`},
+		{NamedSucceeded("0"), []string{"book"}, true, `it names item "0", and there is 1 item, which ID names "book"`},
+		{NamedSucceeded("0"), []string{"a", "b", "c", "d", "e", "f"}, true, `it names item "0", and there are 6 items, which ID names "a", "b", "c", "d", "e", ...`},
+		{AtLeast(2), []string{"book"}, true, "1 item cannot make 2 successes"},
 	} {
-		assert.Equal(t, c.want, c.j.misfit(c.ids), c.j.String())
+		assert.Equal(t, c.want, c.j.misfit(c.ids, c.named), c.j.String())
 	}
 }
