@@ -107,10 +107,12 @@ func name(n *asynctool.NodeReport) string {
 // later than b started. It needs the report's times, which [Run] records.
 // In a report of a run still going on, b may still be running; a must
 // have ended. Under testing/synctest, nodes whose work takes no virtual
-// time start and end in the same instant, so RanBefore holds for them in
-// either order: to test an order, give a a fake that takes time
-// ([Sleeps]), so that b, had it started first, would have started before
-// a ended.
+// time start and end in the same instant; such a tie fails when a must
+// dependency, direct or through other nodes of the same graph, makes a
+// run after b (its report's Deps and Must say so), and otherwise holds,
+// though the nodes may have run in either order: to test an order there,
+// give a a fake that takes time ([Sleeps]), so that b, had it started
+// first, would have started before a ended.
 func RanBefore(t testing.TB, rep *asynctool.Report, a, b string) bool {
 	t.Helper()
 	na, ok1 := node(t, rep, a)
@@ -139,7 +141,45 @@ func RanBefore(t testing.TB, rep *asynctool.Report, a, b string) bool {
 		t.Errorf("%q ended %v after %q started, want it to end before", a, na.Ended.Sub(nb.Started), b)
 		return false
 	}
+	if na.Ended.Equal(nb.Started) && mustAfter(rep, na, nb) {
+		t.Errorf("%q ended in the instant %q started, and it must depend on %q, so it ran after it", a, b, b)
+		return false
+	}
 	return true
+}
+
+// mustAfter reports whether node a, of rep or of a sub-run's report in
+// it, depends on node b of the same report through must dependencies
+// only, directly or through other nodes: then b ended before a started.
+func mustAfter(rep *asynctool.Report, a, b *asynctool.NodeReport) bool {
+	if a.Index >= len(rep.Nodes) || &rep.Nodes[a.Index] != a {
+		for i := range rep.Nodes {
+			if sub := rep.Nodes[i].Sub; sub != nil && mustAfter(sub, a, b) {
+				return true
+			}
+		}
+		return false
+	}
+	if b.Index >= len(rep.Nodes) || &rep.Nodes[b.Index] != b {
+		return false // not of the same graph
+	}
+	seen := make([]bool, len(rep.Nodes))
+	next := []int{a.Index}
+	for len(next) > 0 {
+		n := &rep.Nodes[next[len(next)-1]]
+		next = next[:len(next)-1]
+		for k, d := range n.Deps {
+			if k >= len(n.Must) || !n.Must[k] || d < 0 || d >= len(seen) || seen[d] {
+				continue
+			}
+			if d == b.Index {
+				return true
+			}
+			seen[d] = true
+			next = append(next, d)
+		}
+	}
+	return false
 }
 
 // RanOnce checks that the node started exactly once: one attempt, as

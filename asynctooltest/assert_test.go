@@ -370,3 +370,48 @@ func TestAnonymousNodesByIndex(t *testing.T) {
 	require.Len(t, s.errors, 1)
 	assert.Contains(t, s.errors[0], `no node "sub/#1" in the report (its paths: #0, #1, sub, sub/#0)`)
 }
+
+// RanBefore fails for two nodes that ended and started in one instant
+// (instant fakes under synctest) when a must dependency makes the first
+// run after the second, directly or through another node, also in a
+// sub-run: it held in either order, a check that could not fail. A tie
+// with no must path between the nodes still holds, as its doc says.
+func TestRanBeforeTieFollowsMustDependencies(t *testing.T) {
+	var rep *asynctool.Report
+	synctest.Test(t, func(t *testing.T) {
+		cart := asynctool.NewWrapper("cart", asynctooltest.Returns[int](1), 0)
+		prices := asynctool.NewWrapper("prices", asynctooltest.Returns[int](2), 0).Depend(cart, true)
+		asynctool.NewWrapper("page", asynctooltest.Returns[int](3), 0).Depend(prices, true)
+		other := asynctool.NewWrapper("other", asynctooltest.Returns[int](4), 0).ShortCircuit(false) // runs though banner may not wait for it
+		asynctool.NewWrapper("banner", asynctooltest.Returns[int](5), 0).Depend(other, false).Depend(cart, true)
+		sub := asynctool.NewWrapper("sub", asynctool.SubGraph[int, int]{Build: func(context.Context, int, asynctool.Wrappers) (asynctool.Built[int], error) {
+			x := asynctool.NewWrapper("x", asynctooltest.Returns[int](1), 0)
+			y := asynctool.NewWrapper("y", asynctooltest.Returns[int](2), 0).Depend(x, true)
+			return asynctool.Built[int]{Starts: []asynctool.Wrapper{x}, Output: func() (int, error) {
+				r := y.Result()
+				return r.Value, r.Err
+			}}, nil
+		}}, 0)
+		rep = asynctooltest.Run(t, cart, other, sub)
+	})
+	for _, tt := range []struct{ a, b, want string }{
+		{"prices", "cart", `"prices" ended in the instant "cart" started, and it must depend on "cart", so it ran after it`},
+		{"page", "cart", `"page" ended in the instant "cart" started, and it must depend on "cart", so it ran after it`},
+		{"sub/y", "sub/x", `"sub/y" ended in the instant "sub/x" started, and it must depend on "sub/x", so it ran after it`},
+	} {
+		var ok bool
+		s := onSpy(t, func(s *spy) { ok = asynctooltest.RanBefore(s, rep, tt.a, tt.b) })
+		assert.False(t, ok, "%s before %s", tt.a, tt.b)
+		assert.Equal(t, []string{tt.want}, s.errors)
+	}
+	for _, tt := range []struct{ a, b string }{
+		{"cart", "prices"},  // the order the dependency gives
+		{"other", "banner"}, // an optional dependency: no order follows from it
+		{"banner", "other"},
+		{"cart", "sub/x"}, // not of the same graph
+		{"sub/x", "cart"},
+	} {
+		s := onSpy(t, func(s *spy) { assert.True(t, asynctooltest.RanBefore(s, rep, tt.a, tt.b), "%s before %s", tt.a, tt.b) })
+		assert.Empty(t, s.errors)
+	}
+}
