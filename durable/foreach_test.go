@@ -17,8 +17,9 @@ import (
 )
 
 // eachGraph builds a checkpointed ForEach node "each" over the items 1, 2,
-// 3, whose item 2 fails while failing says so, before a sink that needs
-// each.
+// 3, whose item 2 fails while failing says so (with an error that wraps
+// context.DeadlineExceeded and asynctool.ErrNotEnded), before a sink that
+// needs each.
 func eachGraph(calls *atomic.Int32, failing *atomic.Bool, join asynctool.Join) BuildFunc[sumArgs] {
 	return func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
 		each := Node(cp, "each", asynctool.ForEach[int, int, int]{
@@ -26,7 +27,7 @@ func eachGraph(calls *atomic.Int32, failing *atomic.Bool, join asynctool.Join) B
 			Worker: asynctool.WorkerFunc[int, int](func(_ context.Context, i int, _ asynctool.Wrappers) (int, error) {
 				calls.Add(1)
 				if i == 2 && failing.Load() {
-					return 0, errors.New("item 2 is down")
+					return 0, fmt.Errorf("item 2 is down: %w (%w)", context.DeadlineExceeded, asynctool.ErrNotEnded)
 				}
 				return i * 10, nil
 			}),
@@ -76,8 +77,10 @@ func TestForEachWithAllItemsSucceededIsCheckpointed(t *testing.T) {
 // item's Err as the message and the errors it matched
 // (asynctool.WorkResult's MarshalJSON), and the retry of an attempt that
 // failed elsewhere replays it without calling an item again; the sink
-// reads the item's error back as an *asynctool.StoredError. The error
-// once encoded as {} and did not decode back,
+// reads the item's error back as an *asynctool.StoredError, which matches
+// with errors.Is the context and asynctool errors the item's error
+// wrapped (ErrNotEnded, the newest sentinel, included), and no other. The
+// error once encoded as {} and did not decode back,
 // so the checkpoint failed the node and every retry ran every item again.
 func TestForEachWithAFailedItemIsCheckpointed(t *testing.T) {
 	var calls, gateRuns atomic.Int32
@@ -107,9 +110,13 @@ func TestForEachWithAFailedItemIsCheckpointed(t *testing.T) {
 	item, ok := seen.Load().(asynctool.WorkResult[int])
 	require.True(t, ok)
 	assert.Equal(t, asynctool.ResultException, item.State)
-	assert.EqualError(t, item.Err, "item 2 is down")
+	assert.EqualError(t, item.Err, "item 2 is down: context deadline exceeded (asynctool: node has not ended)")
 	var stored *asynctool.StoredError
 	assert.ErrorAs(t, item.Err, &stored, "the replayed error is the stored one")
+	assert.ErrorIs(t, item.Err, context.DeadlineExceeded)
+	assert.ErrorIs(t, item.Err, asynctool.ErrNotEnded)
+	assert.NotErrorIs(t, item.Err, context.Canceled)
+	assert.NotErrorIs(t, item.Err, asynctool.ErrSkipped)
 }
 
 // foreachCents is an item's value whose JSON methods have pointer receivers,
