@@ -208,12 +208,23 @@ func NewWorker[A river.JobArgs](async *asynctool.Async, timeout time.Duration, b
 	return &Worker[A]{async: async, timeout: timeout, build: build}, nil
 }
 
+// Middleware returns no middleware, as river.WorkerDefaults does: a
+// method of *Worker's own, so that River can call it on a nil *Worker,
+// whose attempts fail (see Work).
+func (w *Worker[A]) Middleware(*rivertype.JobRow) []rivertype.WorkerMiddleware { return nil }
+
+// NextRetry returns the zero time, as river.WorkerDefaults does, so that
+// the client's retry policy applies: a method of *Worker's own, so that
+// River can call it on a nil *Worker, whose attempts fail (see Work).
+func (w *Worker[A]) NextRetry(*river.Job[A]) time.Time { return time.Time{} }
+
 // Timeout is the job's River timeout: see NewWorker. A graph timeout
 // within a second of the largest time.Duration gives that largest
-// Duration, not a sum that overflows to a negative timeout.
+// Duration, not a sum that overflows to a negative timeout. It is 0 for a
+// nil Worker.
 func (w *Worker[A]) Timeout(*river.Job[A]) time.Duration {
 	switch {
-	case w.timeout == 0:
+	case w == nil || w.timeout == 0:
 		return 0
 	case w.timeout > math.MaxInt64-time.Second:
 		return math.MaxInt64
@@ -279,8 +290,9 @@ func (w *Worker[A]) Timeout(*river.Job[A]) time.Duration {
 // UnmarshalJSON, which Work calls) whose value's text holds a NUL reaches
 // River as a [*StorablePanic] that holds the value.
 //
-// A Worker that [NewWorker] did not make (a zero Worker) fails every
-// attempt with an error that says so.
+// A Worker that [NewWorker] did not make (a zero Worker), or a nil one
+// (what NewWorker returns with an error), fails every attempt with an
+// error that says so.
 //
 // Work is River's to call: the checkpoint is a River resumable step,
 // which needs the state River puts in the attempt's ctx, so a direct
@@ -289,7 +301,10 @@ func (w *Worker[A]) Timeout(*river.Job[A]) time.Duration {
 // which runs it as a client would, and a BuildFunc by calling it with a
 // zero Checkpoint.
 func (w *Worker[A]) Work(ctx context.Context, job *river.Job[A]) error {
-	if w.build == nil || w.async == nil {
+	switch {
+	case w == nil:
+		return errNilWorker
+	case w.build == nil || w.async == nil:
 		return errZeroWorker
 	}
 	defer func() {
@@ -396,6 +411,10 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 // errZeroWorker is the error of every attempt of a Worker that NewWorker
 // did not make: it has no BuildFunc nor Async.
 var errZeroWorker = errors.New("durable: a Worker must be made with NewWorker: this one has no BuildFunc nor Async")
+
+// errNilWorker is the error of every attempt of a nil *Worker, which
+// NewWorker returns with its error.
+var errNilWorker = errors.New("durable: the Worker is nil: make it with NewWorker, and check its error")
 
 // ErrUnstorableID is the error, wrapped with the id, of an attempt whose
 // graph has a node id that cannot be stored in the job's row: one with a

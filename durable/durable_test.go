@@ -274,16 +274,29 @@ func TestNewWorkerChecksItsArguments(t *testing.T) {
 // registered with river.AddWorker called its nil BuildFunc, and every
 // attempt of every job panicked with a nil dereference, which says
 // nothing of the cause. Its attempts now fail with an error that says to
-// make the Worker with NewWorker.
+// make the Worker with NewWorker. So do those of a nil *Worker, what
+// NewWorker returns with its error (one ignored, say): River called the
+// Middleware that *Worker gets from river.WorkerDefaults, which panicked
+// on the nil pointer before Work was reached.
 func TestWorkerNotMadeByNewWorker(t *testing.T) {
-	w := &Worker[sumArgs]{}
-	assert.Zero(t, w.Timeout(nil))
-	evs := runWorker(t, openSQLite(t), w, sumArgs{Base: 1}, 1)
-	require.Len(t, evs, 1)
-	require.Len(t, evs[0].Job.Errors, 1)
-	e := evs[0].Job.Errors[0]
-	assert.Contains(t, e.Error, "durable: a Worker must be made with NewWorker")
-	assert.Empty(t, e.Trace, "an error, not a panic")
+	for _, tc := range []struct {
+		name string
+		w    *Worker[sumArgs]
+		want string
+	}{
+		{"zero", &Worker[sumArgs]{}, "durable: a Worker must be made with NewWorker: this one has no BuildFunc nor Async"},
+		{"nil", nil, "durable: the Worker is nil: make it with NewWorker, and check its error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Zero(t, tc.w.Timeout(nil))
+			evs := runWorker(t, openSQLite(t), tc.w, sumArgs{Base: 1}, 1)
+			require.Len(t, evs, 1)
+			require.Len(t, evs[0].Job.Errors, 1)
+			e := evs[0].Job.Errors[0]
+			assert.Equal(t, tc.want, e.Error)
+			assert.Empty(t, e.Trace, "an error, not a panic")
+		})
+	}
 }
 
 // runJob runs one job, sumArgs{Base: 1}, of a graph built by build on
