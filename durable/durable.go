@@ -990,8 +990,11 @@ func (cp *Checkpoint) markReplayed(id string) {
 	cp.replayedIDs[id] = true
 }
 
-// Has reports whether an earlier attempt stored a result for id. A nil
-// Checkpoint (a BuildFunc called by a test without one) has none.
+// Has reports whether the checkpoint this attempt started from holds a
+// result for id: one an earlier attempt stored, or a value [Resume] gave.
+// Such a result is replayed only if it decodes into the node's result
+// type (see [Node]). A nil Checkpoint (a BuildFunc called by a test
+// without one) has none.
 func (cp *Checkpoint) Has(id string) bool {
 	if cp == nil {
 		return false
