@@ -379,7 +379,7 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 		if ok(n) {
 			continue
 		}
-		f := NodeFailure{ID: n.ID, Status: n.Status, Err: n.Err}
+		f := NodeFailure{ID: n.ID, Index: n.Index, Status: n.Status, Err: n.Err}
 		if parked != nil {
 			// A node that was suspended when the run stalled keeps the
 			// error its worker failed with, not the Cancel's that ended
@@ -388,7 +388,7 @@ func (w *Worker[A]) attempt(ctx context.Context, job *river.Job[A], saved map[st
 			// A snooze is left out: River obeys a snooze anywhere in the
 			// error before a cancellation, and a suspended node's snooze
 			// must not outrank another node's JobCancel.
-			if k := slices.IndexFunc(parked.Suspended, func(s NodeFailure) bool { return s.ID == n.ID }); k >= 0 {
+			if k := slices.IndexFunc(parked.Suspended, func(s NodeFailure) bool { return s.Index == n.Index }); k >= 0 {
 				if own := parked.Suspended[k].Err; own != nil && !isJobSnooze(own) {
 					f.Err = own
 				}
@@ -593,9 +593,9 @@ func stalledAt(rep *asynctool.Report) *SuspendedError {
 	for _, n := range rep.Nodes {
 		switch {
 		case suspended(n):
-			e.Suspended = append(e.Suspended, NodeFailure{ID: n.ID, Status: n.Status, Err: n.Err})
+			e.Suspended = append(e.Suspended, NodeFailure{ID: n.ID, Index: n.Index, Status: n.Status, Err: n.Err})
 		case n.Status == asynctool.StatusFailed || n.Status == asynctool.StatusTimedOut:
-			e.Failed = append(e.Failed, NodeFailure{ID: n.ID, Status: n.Status, Err: n.Err})
+			e.Failed = append(e.Failed, NodeFailure{ID: n.ID, Index: n.Index, Status: n.Status, Err: n.Err})
 		}
 	}
 	return e
@@ -675,9 +675,23 @@ func isJobSnooze(err error) bool {
 
 // NodeFailure is a node that did not succeed in an attempt.
 type NodeFailure struct {
-	ID     string
+	// ID is the node's id, empty for a node made without one.
+	ID string
+	// Index is the node's index in the attempt's run, as in
+	// [asynctool.NodeReport.Index]: the errors name a node without an id
+	// by "#" and its Index, as asynctool's do.
+	Index  int
 	Status asynctool.Status
 	Err    error
+}
+
+// name is how the errors name the node: its id quoted, or "#" and its
+// index for a node without one.
+func (f NodeFailure) name() string {
+	if f.ID == "" {
+		return "#" + strconv.Itoa(f.Index)
+	}
+	return strconv.Quote(f.ID)
 }
 
 // GraphFailedError is the error of an attempt whose graph did not
@@ -700,7 +714,7 @@ func (e *GraphFailedError) Error() string {
 		if k == 0 {
 			sep = ": "
 		}
-		fmt.Fprintf(&b, "%s%q %v", sep, f.ID, f.Status)
+		fmt.Fprintf(&b, "%s%s %v", sep, f.name(), f.Status)
 		if f.Err != nil {
 			fmt.Fprintf(&b, " (%v)", f.Err)
 		}
@@ -789,7 +803,7 @@ func writeNodes(b *strings.Builder, nodes []NodeFailure, sep string) {
 		if k > 0 {
 			b.WriteString(sep)
 		}
-		fmt.Fprintf(b, " %q", f.ID)
+		fmt.Fprintf(b, " %s", f.name())
 		if f.Err != nil {
 			fmt.Fprintf(b, " (%v)", f.Err)
 		}

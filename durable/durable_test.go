@@ -249,6 +249,24 @@ func TestGraphFailedErrorUnwraps(t *testing.T) {
 	assert.ErrorIs(t, err, runErr)
 	assert.Equal(t, `durable: 1 node(s) did not succeed: "b" failed (backend down); run: run cancelled`, err.Error())
 	assert.Equal(t, "durable: the run failed: run cancelled", (&GraphFailedError{RunErr: runErr}).Error())
+	anonymous := &GraphFailedError{Failed: []NodeFailure{{Index: 2, Status: asynctool.StatusFailed, Err: cause}}}
+	assert.Equal(t, `durable: 1 node(s) did not succeed: #2 failed (backend down)`, anonymous.Error(), "a node without an id is named by its index, not \"\"")
+}
+
+// TestAnonymousNodeFailureIsNamedByItsIndex: an attempt whose node
+// without an id failed named it "" in its error; it names it "#" and its
+// index, as asynctool's errors do.
+func TestAnonymousNodeFailureIsNamedByItsIndex(t *testing.T) {
+	evs := runJob(t, 1, time.Second, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		ok := asynctool.NewWrapper("ok", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) { return 1, nil }), 0)
+		asynctool.NewWrapper("", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+			return 0, errors.New("a down")
+		}), 0).Depend(ok, true)
+		return []asynctool.Wrapper{ok}, nil
+	})
+	require.Len(t, evs, 1)
+	require.Len(t, evs[0].Job.Errors, 1)
+	assert.Contains(t, evs[0].Job.Errors[0].Error, `durable: 1 node(s) did not succeed: #1 failed (a down)`)
 }
 
 func TestNewWorkerChecksItsArguments(t *testing.T) {
@@ -793,11 +811,12 @@ func TestSuspendedErrorNamesItsNodes(t *testing.T) {
 		Suspended: []NodeFailure{
 			{ID: "x", Status: asynctool.StatusPending, Err: cause},
 			{ID: "y", Status: asynctool.StatusPending},
+			{Index: 3, Status: asynctool.StatusPending},
 		},
 		Failed: []NodeFailure{{ID: "z", Status: asynctool.StatusFailed, Err: down}},
 		RunErr: panicked,
 	})
-	assert.Equal(t, `durable: the graph suspended at "x" (needs review), "y"; failed: "z" (down); run: panicked; resume the job with durable.Resume`, err.Error())
+	assert.Equal(t, `durable: the graph suspended at "x" (needs review), "y", #3; failed: "z" (down); run: panicked; resume the job with durable.Resume`, err.Error())
 	assert.ErrorIs(t, err, cause)
 	assert.NotErrorIs(t, err, down, "a failed node's error could be a snooze, which River would obey")
 	assert.ErrorIs(t, err, panicked)
