@@ -314,3 +314,92 @@ func TestRerunAfterAGoexitInOnNodeRetryReadsAsRunning(t *testing.T) {
 		assert.Equal(t, "stopped while running: context canceled", r.Report().Nodes[0].Reason)
 	})
 }
+
+// TestReasonOfAWorkerThatRanIsTheWorkers: a node whose worker ran and
+// failed is explained by its worker, whatever the error it returned or
+// the hooks around it did: an error wrapping a sub-run's EndError (a
+// SubPlan whose plan a PolicyEnd node ended) is not this run's end; an
+// UpstreamError the worker read from an optional upstream and returned
+// is not its join's decision; and an OnNodeStart hook that panicked
+// before the worker ran, as the worker then panicked or called
+// runtime.Goexit itself, did not end the attempt.
+func TestReasonOfAWorkerThatRanIsTheWorkers(t *testing.T) {
+	denied := NewWrapper("denied", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		return 0, errors.New("denied")
+	}), 0).OnFailure(PolicyEnd)
+	endedPlan, err := Compile(denied)
+	require.NoError(t, err)
+	hookPanics := &Hooks{OnNodeStart: func(ctx context.Context, ev NodeEvent) context.Context {
+		if ev.ID == "x" {
+			panic("the tracer broke")
+		}
+		return ctx
+	}}
+	for _, tt := range []struct {
+		name  string
+		hooks *Hooks
+		graph func() (starts []Wrapper, x Wrapper)
+		want  string
+	}{
+		{"a sub-run's EndError", nil, func() ([]Wrapper, Wrapper) {
+			x := NewWrapper("x", SubPlan[int, int]{Plan: endedPlan, Output: func(*Run) (int, error) { return 1, nil }}, 0)
+			return []Wrapper{x}, x
+		}, "worker failed"},
+		{"an optional upstream's UpstreamError", nil, func() ([]Wrapper, Wrapper) {
+			root := NewWrapper("root", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, errBoom }), 0)
+			mid := NewWrapper("mid", okWorker(), 0).Depend(root, true).ShortCircuit(false)
+			slow := NewWrapper("slow", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+				time.Sleep(10 * time.Millisecond) // virtual time: mid has failed by then
+				return 1, nil
+			}), 0)
+			var x *WorkerWrapper[int, int]
+			x = NewWrapper("x", WorkerFunc[int, int](func(_ context.Context, _ int, all Wrappers) (int, error) {
+				m, err := mid.ResultFrom(all)
+				if err != nil {
+					return 0, err
+				}
+				return 0, m.Err // the upstream's error, as a page might pass it on
+			}), 0).Depend(slow, true).Depend(mid, false)
+			return []Wrapper{root, slow}, x
+		}, "worker failed"},
+		{"a worker's panic after a hook's", hookPanics, func() ([]Wrapper, Wrapper) {
+			x := NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { panic("worker broke") }), 0)
+			return []Wrapper{x}, x
+		}, "worker panicked"},
+		{"a worker's Goexit after a hook's panic", hookPanics, func() ([]Wrapper, Wrapper) {
+			x := NewWrapper("x", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { runtime.Goexit(); return 0, nil }), 0)
+			return []Wrapper{x}, x
+		}, "worker called runtime.Goexit"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := New(WithHooks(tt.hooks))
+				defer a.Close()
+				starts, x := tt.graph()
+				r, err := a.Start(context.Background(), time.Minute, starts...)
+				require.NoError(t, err)
+				_ = r.Wait(context.Background()) // the hook's panic is the run's error
+				rep := r.Report()
+				var got *NodeReport
+				for i := range rep.Nodes {
+					if rep.Nodes[i].ID == x.ID() {
+						got = &rep.Nodes[i]
+					}
+				}
+				require.NotNil(t, got)
+				assert.True(t, got.Ran, "the worker ran")
+				assert.Equal(t, tt.want, got.Reason, "err: %v", got.Err)
+			})
+		})
+	}
+}
+
+// TestStatusString guards every Status's words, which Report.String
+// shows.
+func TestStatusString(t *testing.T) {
+	want := []string{"unknown", "waiting", "ready", "running", "pending", "succeeded", "failed", "skipped", "timed out", "Status(9)"}
+	for s := range Status(len(want)) {
+		assert.Equal(t, want[s], s.String())
+	}
+	assert.Equal(t, "Status(-1)", Status(-1).String())
+}
