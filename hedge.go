@@ -158,7 +158,16 @@ func (h *hedged[P, R]) Action(ctx context.Context, param P, all Wrappers) (R, er
 				}
 				wg.Wait()
 				if c.sub != nil {
-					all.r.preferSub(all.self, c.sub)
+					if up, ok := ctx.Value(hedgeCallKey{}).(*hedgeCall); ok && up.r == all.r && up.self == all.self {
+						// This hedge is a call of an outer Hedged worker
+						// of the node (a Hedged of a Hedged): the winner
+						// is the outer hedge's to pick, once its other
+						// calls, whose inner hedges may succeed later
+						// than this one, have returned.
+						up.sub.Store(c.sub)
+					} else {
+						all.r.preferSub(all.self, c.sub)
+					}
 				}
 				return c.v, nil
 			}

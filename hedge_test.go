@@ -359,3 +359,55 @@ func TestHedgedCallsRunPastThePoolBound(t *testing.T) {
 		assert.NoError(t, items.Result().Value[0].Err, "the winning call's item met the other calls' items")
 	})
 }
+
+// TestHedgedOfHedgedReportShowsTheWinner checks that a Hedged worker
+// whose calls are Hedged workers too shows, as its node's sub-run, the
+// one whose value the node returned: the outer hedge's winning call's
+// inner winner, even when the losing call's inner hedge also succeeds,
+// later, as it is cancelled (here its Output ignores the cancel).
+func TestHedgedOfHedgedReportShowsTheWinner(t *testing.T) {
+	a := newAsync(t)
+	type callKey struct{}
+	var (
+		inputs atomic.Int32
+		mu     sync.Mutex
+		ctxs   [3]context.Context    // by call, its SubPlan's context
+		second = make(chan struct{}) // call 2's sub-run has ended
+	)
+	val := NewWrapper("val", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		return ctx.Value(callKey{}).(int), nil
+	}), 0)
+	pl, err := Compile(val)
+	require.NoError(t, err)
+	sp := SubPlan[int, int]{
+		Plan: pl,
+		Input: func(ctx context.Context, _ int, _ Wrappers) (context.Context, error) {
+			k := int(inputs.Add(1))
+			mu.Lock()
+			ctxs[k] = ctx
+			mu.Unlock()
+			return context.WithValue(ctx, callKey{}, k), nil
+		},
+		Output: func(sub *Run) (int, error) {
+			v, err := val.ValueIn(sub)
+			if v != 2 {
+				<-second
+				return v, err
+			}
+			close(second)
+			mu.Lock()
+			ctx := ctxs[2]
+			mu.Unlock()
+			<-ctx.Done() // the outer hedge took call 1's value
+			return v, err
+		},
+	}
+	node := NewWrapper("node", Hedged(Hedged[int, int](sp, time.Hour, 2), 0, 2), 0)
+	run, err := a.Start(context.Background(), time.Minute, node)
+	require.NoError(t, err)
+	require.NoError(t, run.Wait(context.Background()))
+	require.Equal(t, 1, node.Result().Value, "the call that ended first won")
+	sub := subNode(t, run.Report(), "node").Sub
+	require.NotNil(t, sub)
+	assert.Equal(t, 1, sub.Nodes[0].Value, "the report shows the sub-run whose value the node returned:\n%v", sub)
+}
