@@ -93,13 +93,13 @@ func (h *hedged[P, R]) DefaultValue() R {
 type call[R any] struct {
 	v   R
 	err error
-	sub *Run // the sub-run the call started, if w runs one (see hedgeCall)
+	sub *Run // the last sub-run the call started, if w runs one (see hedgeCall)
 }
 
 // hedgeCall is in the context of a hedged call, for the call's sub-run
 // (a SubPlan's, SubGraph's or ForEach's) to be found by the call's
-// outcome: the run shows the winner's sub-run as the node's, not the
-// last one started.
+// outcome: the run shows the winning call's last sub-run as the node's,
+// not the last one any call started.
 type hedgeCall struct {
 	// r and self are the hedged node's run and index: a sub-run started
 	// inside the call's sub-run (a ForEach whose items are SubGraphs)

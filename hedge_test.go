@@ -411,3 +411,34 @@ func TestHedgedOfHedgedReportShowsTheWinner(t *testing.T) {
 	require.NotNil(t, sub)
 	assert.Equal(t, 1, sub.Nodes[0].Value, "the report shows the sub-run whose value the node returned:\n%v", sub)
 }
+
+// TestHedgedReportShowsTheWinningCallsLastSubRun checks that a Hedged
+// worker whose call starts two sub-runs, a fallback's SubPlan after the
+// first failed, shows the second as its node's sub-run, the one its
+// value came from, as the worker does without Hedged.
+func TestHedgedReportShowsTheWinningCallsLastSubRun(t *testing.T) {
+	a := newAsync(t)
+	plan := func(id string, v int, err error) SubPlan[int, int] {
+		w := NewWrapper(id, WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return v, err }), 0)
+		pl, cerr := Compile(w)
+		require.NoError(t, cerr)
+		return SubPlan[int, int]{Plan: pl, Output: w.ValueIn}
+	}
+	primary, backup := plan("primary", 0, errBoom), plan("backup", 2, nil)
+	fallback := WorkerFunc[int, int](func(ctx context.Context, p int, all Wrappers) (int, error) {
+		if v, err := primary.Action(ctx, p, all); err == nil {
+			return v, nil
+		}
+		return backup.Action(ctx, p, all)
+	})
+	for name, w := range map[string]Worker[int, int]{"plain": fallback, "hedged": Hedged[int, int](fallback, time.Hour, 2)} {
+		n := NewWrapper("n", w, 0)
+		run, err := a.Start(context.Background(), time.Minute, n)
+		require.NoError(t, err)
+		require.NoError(t, run.Wait(context.Background()))
+		require.Equal(t, 2, n.Result().Value, name)
+		sub := subNode(t, run.Report(), "n").Sub
+		require.NotNil(t, sub, name)
+		assert.Equal(t, "backup", sub.Nodes[0].ID, "%s: the report shows the sub-run the value came from", name)
+	}
+}

@@ -178,7 +178,10 @@ func runSub(ctx context.Context, all Wrappers, sub *runState, noun string) (*Run
 	outer.adopt(all.self, h)
 	sub.outer = outer.outerOf(sub, all.self)
 	if tok, ok := ctx.Value(hedgeCallKey{}).(*hedgeCall); ok && tok.r == outer && tok.self == all.self {
-		tok.sub.CompareAndSwap(nil, h) // the call of a Hedged worker that started it
+		// The call of a Hedged worker that started it: the last sub-run
+		// a call starts is its own, as the last a worker starts is the
+		// node's (a worker that falls back on a second SubPlan).
+		tok.sub.Store(h)
 	}
 	returned := false
 	defer func() {
