@@ -39,10 +39,15 @@ import (
 // [Wrappers]), Action returns an error.
 //
 // The worker's goroutine runs the sub-run's first nodes itself, then waits
-// for the rest. So a node of Plan that ignores its context keeps the worker
-// from returning, as any worker that ignores its context would: the node's
-// Timeout and the group deadline still end the SubPlan node on time, but
-// the next attempt of a RetryPolicy starts only once the worker returned.
+// for the rest. So a node of Plan that ignores its context, run by this
+// goroutine, keeps the worker from returning, as any worker that ignores
+// its context would: the node's Timeout and the group deadline still end
+// the SubPlan node on time, but the next attempt of a RetryPolicy starts
+// only once the worker returned. One that another goroutine runs does
+// not: once the node's context has ended, the sub-run's sweep ends that
+// node, and the worker returns (the node's next attempt may start) while
+// the node's worker still runs, as a stray worker of any run does, which
+// [Async.Close] waits for.
 // And a runtime.Goexit in user code of Plan's nodes (a worker, a
 // callback, a custom join) that this goroutine runs ends the worker too:
 // the sub-run is cancelled, and the SubPlan node fails with [ErrGoexit],

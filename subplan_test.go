@@ -1186,3 +1186,67 @@ func TestSubPlanStallEndedByItsContextNamesNoPendingNode(t *testing.T) {
 	assert.NotContains(t, node.Result().Err.Error(), "suspended at node")
 	assert.Nil(t, xerr.hook, "the race was made")
 }
+
+// TestSubPlanDoesNotWaitForItsNodesOnOtherGoroutines pins what SubPlan's
+// doc says of a node of Plan that ignores its context: one on another
+// goroutine than the worker's does not keep the worker from returning
+// once the node's context has ended (the sub-run's sweep ends it), and
+// Close waits for it. (One on the worker's own goroutine does: the worker
+// is running it.)
+func TestSubPlanDoesNotWaitForItsNodesOnOtherGoroutines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		gate := make(chan struct{})
+		elsewhere := make(chan struct{}) // the node off the worker's goroutine has started
+		onWorker := func() bool {
+			buf := make([]byte, 1<<16)
+			for _, line := range strings.Split(string(buf[:runtime.Stack(buf, false)]), "\n") {
+				if strings.HasPrefix(line, "github.com/asynctool-go/asynctool.SubPlan[...].Action(") {
+					return true
+				}
+			}
+			return false
+		}
+		f := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			if onWorker() {
+				<-elsewhere
+				return 1, nil
+			}
+			close(elsewhere)
+			<-gate // ignores its context
+			return 2, nil
+		})
+		x, y := NewWrapper("x", f, 0), NewWrapper("y", f, 0)
+		pl, err := Compile(x, y)
+		require.NoError(t, err)
+		sp := SubPlan[int, int]{Plan: pl, Output: x.ValueIn}
+		returned := make(chan error, 1)
+		node := NewWrapper("node", WorkerFunc[int, int](func(ctx context.Context, p int, all Wrappers) (int, error) {
+			v, err := sp.Action(ctx, p, all)
+			returned <- err
+			return v, err
+		}), 0).Timeout(time.Second)
+		run, err := a.Start(context.Background(), time.Minute, node)
+		require.NoError(t, err)
+		<-run.Done()
+		select {
+		case err := <-returned:
+			require.Error(t, err, "the sub-run was stopped by the node's Timeout")
+		case <-time.After(time.Hour):
+			t.Fatal("the SubPlan worker waits for a node of its plan that runs on another goroutine and ignores its context")
+		}
+		closed := make(chan struct{})
+		go func() {
+			_ = a.Close()
+			close(closed)
+		}()
+		synctest.Wait()
+		select {
+		case <-closed:
+			t.Fatal("Close returned while a node of the sub-run still ran")
+		default:
+		}
+		close(gate)
+		<-closed
+	})
+}
