@@ -911,9 +911,12 @@ func TestWhenConditionGoexit(t *testing.T) {
 // TestFallbackConditionOfTheDocs: the fallback condition that
 // WhenResult's doc and the README give calls the backup when the primary
 // failed, and not when the primary was a branch not taken (with
-// r.State != ResultSuccess, an empty cart was priced by the backup).
+// r.State != ResultSuccess, an empty cart was priced by the backup). A
+// primary that ran and failed with an error wrapping ErrNotTaken (a
+// composite worker passing on its sub-run's branch not taken) failed:
+// the condition the docs gave, with errors.Is, left it without a backup.
 func TestFallbackConditionOfTheDocs(t *testing.T) {
-	fallback := func(r WorkResult[int]) bool { return r.Err != nil && !errors.Is(r.Err, ErrNotTaken) }
+	fallback := func(r WorkResult[int]) bool { return r.Err != nil && r.Err != ErrNotTaken }
 	for _, tc := range []struct {
 		name       string
 		items      int
@@ -923,6 +926,7 @@ func TestFallbackConditionOfTheDocs(t *testing.T) {
 		{"primary failed", 2, errors.New("down"), ResultSuccess},
 		{"primary succeeded", 2, nil, ResultException},
 		{"primary not taken", 0, nil, ResultException},
+		{"primary failed with a sub-run's branch not taken", 2, fmt.Errorf("sub-plan: %w", ErrNotTaken), ResultSuccess},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := New()

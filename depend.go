@@ -274,14 +274,19 @@ func When[T any](id string, cond func(v T) bool) Join {
 //
 // cond sees the upstream's whole result: its value (the worker's, or its
 // default value when it did not succeed), its State and its Err, which
-// is [ErrNotTaken] for an upstream not taken. So a fallback that runs
-// only when the primary call failed or timed out, and not when the
+// is [ErrNotTaken] itself for an upstream not taken. So a fallback that
+// runs only when the primary call failed or timed out, and not when the
 // primary was a branch not taken (its whole path was not chosen), is
 //
 //	backup.Depend(primary, false).
 //		Join(asynctool.WhenResult("primary", func(r asynctool.WorkResult[Price]) bool {
-//			return r.Err != nil && !errors.Is(r.Err, asynctool.ErrNotTaken)
+//			return r.Err != nil && r.Err != asynctool.ErrNotTaken
 //		}))
+//
+// It compares with ==, as the engine tells a node not taken (see
+// [ErrSkipped]): a primary whose worker ran and failed with an error
+// wrapping ErrNotTaken (a SubPlan or ForEach passing on its sub-run's
+// branch not taken, say) failed, and errors.Is would skip its backup.
 //
 // and the node that reads them depends on both as optional dependencies,
 // so that it runs on the first of them to succeed. (The condition

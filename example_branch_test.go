@@ -2,7 +2,6 @@ package asynctool_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -86,8 +85,10 @@ func ExampleWhenResult() {
 		Depend(primary, false).
 		Join(asynctool.WhenResult("primary", func(r asynctool.WorkResult[int]) bool {
 			// Failed or timed out; a primary not taken (had it been a
-			// branch) would need no backup either.
-			return r.Err != nil && !errors.Is(r.Err, asynctool.ErrNotTaken)
+			// branch) would need no backup either. Its Err is then
+			// ErrNotTaken itself: see WhenResult for why == and not
+			// errors.Is.
+			return r.Err != nil && r.Err != asynctool.ErrNotTaken
 		}))
 	quote := asynctool.NewWrapper("quote", asynctool.WorkerFunc[string, string](
 		func(_ context.Context, _ string, all asynctool.Wrappers) (string, error) {

@@ -117,7 +117,7 @@ func main() {
 	backup := asynctool.NewWrapper("backup", rpc(5*time.Millisecond, 101, nil), "").
 		Depend(primary, false).
 		Join(asynctool.WhenResult("primary", func(r asynctool.WorkResult[int]) bool {
-			return r.Err != nil && !errors.Is(r.Err, asynctool.ErrNotTaken) // failed or timed out, not a branch not taken
+			return r.Err != nil && r.Err != asynctool.ErrNotTaken // failed or timed out, not a branch not taken (== as WhenResult says)
 		}))
 	asynctool.NewWrapper("quote", rpc(0, 1, nil), "").Depend(primary, false).Depend(backup, false)
 	run("WhenResult: the backup runs because the primary timed out", primary)
