@@ -667,7 +667,7 @@ func (t *chromeTrace) add(rep *Report, path string) error {
 		switch {
 		case n.Ran:
 			if n.Started.IsZero() || t.start.IsZero() {
-				return fmt.Errorf("asynctool: node %q ran but the report has no times for it; run with WithTimings or hooks", name)
+				return fmt.Errorf("asynctool: node %s ran but the report has no times for it; run with WithTimings or hooks", quotedOnce(name))
 			}
 			args["wait_us"] = float64(n.Wait) / float64(time.Microsecond)
 			ev := traceEvent{Name: name, Cat: "node", Ph: "X", Ts: us(n.Started), Tid: n.Lane, Args: args}
@@ -728,6 +728,16 @@ func traceID(n *NodeReport) string {
 		return strconv.Quote(n.ID)
 	}
 	return displayID(n)
+}
+
+// quotedOnce quotes name, a trace event's name, for an error message,
+// unless a part of it is quoted already (see traceID): quoting it again
+// would escape those quotes.
+func quotedOnce(name string) string {
+	if strings.ContainsRune(name, '"') {
+		return name
+	}
+	return strconv.Quote(name)
 }
 
 func maxLane(lanes map[int]bool) int {

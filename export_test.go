@@ -482,6 +482,11 @@ func TestChromeTraceNamesAnonymousNodes(t *testing.T) {
 
 	rep.Nodes[0].Started = time.Time{}
 	assert.EqualError(t, rep.WriteChromeTrace(&buf), `asynctool: node "#0" ran but the report has no times for it; run with WithTimings or hooks`)
+
+	// An id the trace quotes is not quoted again: it read
+	// "\"a/b\"" (the id "a/b", which a path would split).
+	rep.Nodes[0].ID = "a/b"
+	assert.EqualError(t, rep.WriteChromeTrace(&buf), `asynctool: node "a/b" ran but the report has no times for it; run with WithTimings or hooks`)
 }
 
 // TestChromeTraceNamesAreUnambiguous: a sub-run's events are named by
