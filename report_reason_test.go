@@ -352,8 +352,7 @@ func TestReasonOfAWorkerThatRanIsTheWorkers(t *testing.T) {
 				time.Sleep(10 * time.Millisecond) // virtual time: mid has failed by then
 				return 1, nil
 			}), 0)
-			var x *WorkerWrapper[int, int]
-			x = NewWrapper("x", WorkerFunc[int, int](func(_ context.Context, _ int, all Wrappers) (int, error) {
+			x := NewWrapper("x", WorkerFunc[int, int](func(_ context.Context, _ int, all Wrappers) (int, error) {
 				m, err := mid.ResultFrom(all)
 				if err != nil {
 					return 0, err
