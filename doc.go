@@ -113,8 +113,9 @@
 // dropped. [Async.Close] waits for such workers. A run whose nodes
 // marked with [WorkerWrapper.EndsRun] have all ended is stopped the same
 // way, its stopped nodes' errors wrapping [ErrRunEnded], and BeginWork
-// returns nil (a node whose must upstream had already failed then ends
-// with that upstream's [*UpstreamError] instead: see EndsRun). A node's own
+// returns nil (a node whose must upstream had already failed, or was not
+// taken, then ends with that upstream's [*UpstreamError], or with
+// [ErrNotTaken], instead: see EndsRun). A node's own
 // [WorkerWrapper.Timeout] ends it earlier in the same way, and a
 // [RetryPolicy.AttemptTimeout] bounds each of its attempts: an attempt
 // not returned by then fails with an [*AttemptTimeoutError], which is

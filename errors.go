@@ -81,8 +81,8 @@ var (
 	// ErrRunEnded is wrapped by the error of a node stopped because the
 	// run had ended: every node marked with [WorkerWrapper.EndsRun] had
 	// ended before it. A node that a must upstream's failure had decided
-	// before that has the upstream's [*UpstreamError] instead (see
-	// EndsRun).
+	// before that has the upstream's [*UpstreamError] instead, and one
+	// whose must upstream was not taken has ErrNotTaken (see EndsRun).
 	ErrRunEnded = errors.New("asynctool: the run ended")
 	// ErrUnknownID is returned, wrapped, by [ResultOf] for an id that is
 	// not a node of the run, by [WorkerWrapper.ResultFrom] and

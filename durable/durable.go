@@ -247,7 +247,10 @@ func (w *Worker[A]) Timeout(*river.Job[A]) time.Duration {
 // attempt with that error.
 //
 // A node that a run ended with asynctool.WorkerWrapper.EndsRun stopped
-// has not failed either: the graph said it was not needed.
+// has not failed either: the graph said it was not needed. One whose
+// must upstream had failed before the run ended is not stopped but fails
+// with that upstream's *asynctool.UpstreamError (see EndsRun), as it
+// would in a run that went on: as a sink it fails the attempt.
 //
 // A node that did not run because it was short-circuited or not taken
 // (a branch that its asynctool.When or asynctool.WhenResult join, or a
