@@ -283,15 +283,14 @@ func When[T any](id string, cond func(v T) bool) Join {
 //			return r.Err != nil && r.Err != asynctool.ErrNotTaken
 //		}))
 //
-// It compares with ==, as the engine tells a node not taken (see
-// [ErrSkipped]): a primary whose worker ran and failed with an error
-// wrapping ErrNotTaken (a SubPlan or ForEach passing on its sub-run's
-// branch not taken, say) failed, and errors.Is would skip its backup.
-//
 // and the node that reads them depends on both as optional dependencies,
 // so that it runs on the first of them to succeed. (The condition
 // r.State != ResultSuccess would also call the backup for a primary not
-// taken.)
+// taken.) The condition compares with ==, as the engine tells a node not
+// taken (see [ErrSkipped]): a primary whose worker ran and failed with an
+// error wrapping ErrNotTaken (a SubPlan or ForEach passing on its
+// sub-run's branch not taken, say) failed, and errors.Is would skip its
+// backup.
 //
 // Compile checks id and T as for When, and a value that is not a T when
 // the upstream's type is an interface fails the node with an error
