@@ -516,7 +516,11 @@ func (r *runState) upstreamEndedFrom(i int32, done int, ok bool, ends int32, wl 
 				continue
 			case ok:
 			case e.must:
-				r.mustUpstreamFailed(s, i, wl)
+				if r.isNotTaken(i) {
+					r.notTaken(s, i, wl)
+				} else {
+					r.failFromUpstream(s, i, r.upstreamErr(i), wl)
+				}
 				continue
 			default:
 				if reached(&sn.failCount, sp.needFail) {

@@ -530,6 +530,7 @@ func TestEndsRunKeepsAFailedUpstreamsCause(t *testing.T) {
 		pageFirst bool // page's edge from user declared before recs'
 		chain     bool // recs needs mid, which needs user
 		notTaken  bool // user is not taken (a When join on route) instead of failing
+		when      bool // recs has a When join on user, which a must upstream's failure decides too
 	}{
 		{name: "page declared first", pageFirst: true},
 		{name: "recs declared first"},
@@ -537,6 +538,8 @@ func TestEndsRunKeepsAFailedUpstreamsCause(t *testing.T) {
 		{name: "chain, mid declared first", chain: true},
 		{name: "not taken, page declared first", pageFirst: true, notTaken: true},
 		{name: "not taken, recs declared first", notTaken: true},
+		{name: "when, page declared first", pageFirst: true, when: true},
+		{name: "when, recs declared first", when: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -556,6 +559,9 @@ func TestEndsRunKeepsAFailedUpstreamsCause(t *testing.T) {
 				}
 				newRecs := func() (recs, first *WorkerWrapper[int, int]) {
 					recs = NewWrapper("recs", endsSleeper(0, 2), 0).Default(-2)
+					if tc.when {
+						recs.Join(When("user", func(int) bool { return true }))
+					}
 					if !tc.chain {
 						return recs.Depend(user, true), recs
 					}

@@ -252,11 +252,14 @@ func (w *WorkerWrapper[P, R]) OnFailure(p FailurePolicy) *WorkerWrapper[P, R] {
 // run, its other dependants report that failure too, whatever the order
 // their edges were declared in, not ErrRunEnded. This holds for the
 // joins that a must upstream's failure decides: the default join,
-// [AllSucceeded] and [NamedSucceeded]; a node with another join ([When]
-// included) is stopped as the others are. It holds for the run's end
-// with its marked nodes only: the group deadline, a Cancel and a
-// PolicyEnd failure stop every node that has not ended, as they say,
-// whatever its upstreams.
+// [AllSucceeded], [NamedSucceeded] and [When]; a node with another join
+// ([AllDone], [AnySucceeded], [AtLeast], [WhenResult], [CustomJoin]) is
+// stopped as the others are. It holds for the run's end with its marked
+// nodes only: the group deadline, a Cancel and a PolicyEnd failure stop
+// every node that has not ended, as they say, whatever its upstreams.
+// The run's sweep may end such a node before the failed upstream's own
+// Result callback and end hooks have run, so the node's callback may
+// come first, as for a node the sweep stops.
 func (w *WorkerWrapper[P, R]) EndsRun() *WorkerWrapper[P, R] {
 	if !w.checkBuildable("EndsRun") {
 		return w
@@ -753,29 +756,6 @@ func (r *runState) endedOne(i int32) {
 	}
 }
 
-// mustUpstreamFailed ends node s, which has not started, because its
-// must upstream by ended without succeeding: not taken if by was not
-// taken, failed with an [*UpstreamError] naming by otherwise. Once the
-// run's context is done the node ends as stopped, as failFromUpstream
-// ends it, unless the run ended with its EndsRun nodes and a must
-// upstream of s had already failed (see failedMust): s was decided
-// before the run ended, whichever of by's successors the fan-out that
-// ended it reached first.
-func (r *runState) mustUpstreamFailed(s, by int32, wl *worklist) {
-	st, cause, late := r.expired()
-	if late && isRunEnded(cause) {
-		if j := r.failedMust(s); j >= 0 {
-			r.end(s, sInit, ResultException, r.mustErr(j), j, wl)
-			return
-		}
-	}
-	if late {
-		r.end(s, sInit, st, cause, -1, wl)
-		return
-	}
-	r.end(s, sInit, ResultException, r.mustErr(by), by, wl)
-}
-
 // mustErr is the error of a node whose must upstream j ended without
 // succeeding: ErrNotTaken if j was not taken, else an [*UpstreamError]
 // naming j.
@@ -797,17 +777,16 @@ func isRunEnded(err error) bool {
 // its in-edges, that ended without succeeding for a reason of its own,
 // not because the run stopped: it failed (its worker, its own Timeout,
 // its join, its own must upstream) or was not taken. It returns -1 if
-// there is none, or if s's join does not fail on a must upstream's
-// failure (AllDone, AnySucceeded, AtLeast, a custom join). It is asked
-// once the run has ended with its EndsRun nodes, by the sweep and by
-// the fan-outs still going on, which so end s alike: an upstream that
-// another goroutine holds in sEnding is waited for, as waitSwept waits,
-// unless a DefaultValue runs (it may be waiting for the sweep).
+// there is none. Must is as s's join sees it (see effectiveMust): the
+// joins a must upstream's failure decides (the default, AllSucceeded,
+// NamedSucceeded, When) have must upstreams; AllDone, AnySucceeded,
+// AtLeast, WhenResult and a custom join have none. It is asked once the
+// run has ended with its EndsRun nodes, by the sweep and by the
+// fan-outs still going on (failFromUpstream), which so end s alike: an
+// upstream that another goroutine holds in sEnding is waited for, as
+// waitSwept waits, unless a DefaultValue runs (it may be waiting for
+// the sweep).
 func (r *runState) failedMust(s int32) int32 {
-	switch r.p.nodes[s].joinKind {
-	case joinAllDone, joinAny, joinAtLeast, joinCustom:
-		return -1
-	}
 	for _, v := range r.p.in(s) {
 		j, must := upstream(v)
 		if !must {

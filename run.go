@@ -1713,9 +1713,21 @@ func (r *runState) unclaim(wl *worklist) {
 }
 
 // failFromUpstream fast-fails node s because the end of upstream by made
-// its join impossible; after the deadline that counts as a timeout.
+// its join impossible; after the deadline that counts as a timeout, and
+// after the run's end with its EndsRun nodes too, unless a must upstream
+// of s had failed for a reason of its own (failedMust): s ends as that
+// upstream decided.
 func (r *runState) failFromUpstream(s, by int32, err error, wl *worklist) {
 	if st, cause, late := r.expired(); late {
+		if isRunEnded(cause) {
+			if j := r.failedMust(s); j >= 0 {
+				// Decided before the run ended, whichever of the failed
+				// upstream's successors its fan-out reached first: see
+				// EndsRun.
+				r.end(s, sInit, ResultException, r.mustErr(j), j, wl)
+				return
+			}
+		}
 		r.end(s, sInit, st, cause, -1, wl)
 		return
 	}
