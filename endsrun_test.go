@@ -650,6 +650,18 @@ func (d defaultAfter) DefaultValue() int {
 	return -3
 }
 
+// failingUserAndRecs makes user, whose worker fails, and recs, which
+// must depend on it, and whose Result callback closes ended.
+func failingUserAndRecs() (user, recs *WorkerWrapper[int, int], ended chan struct{}) {
+	user = NewWrapper("user", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		return 0, errBoom
+	}), 0)
+	ended = make(chan struct{})
+	recs = NewWrapper("recs", endsSleeper(0, 2), 0).Depend(user, true).
+		Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) { close(ended) }))
+	return user, recs, ended
+}
+
 // TestEndsRunKeepsAFailedUpstreamsCauseInTheSweep: as
 // TestEndsRunKeepsAFailedUpstreamsCause, but recs is ended by the sweep
 // that the run's end starts, not by user's fan-out: that fan-out ends
@@ -659,12 +671,7 @@ func TestEndsRunKeepsAFailedUpstreamsCauseInTheSweep(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := New()
 		defer a.Close()
-		user := NewWrapper("user", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-			return 0, errBoom
-		}), 0)
-		ended := make(chan struct{})
-		recs := NewWrapper("recs", endsSleeper(0, 2), 0).Depend(user, true).
-			Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) { close(ended) }))
+		user, recs, ended := failingUserAndRecs()
 		hold := NewWrapper("hold", Worker[int, int](defaultAfter{after: ended}), 0).Depend(user, true)
 		page := NewWrapper("page", endsSleeper(0, 1), 0).Depend(user, true).EndsRun()
 		run, err := a.Start(context.Background(), time.Minute, user)
@@ -697,12 +704,7 @@ func TestCancelStopsANodeWhoseUpstreamFailed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := New()
 		defer a.Close()
-		user := NewWrapper("user", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-			return 0, errBoom
-		}), 0)
-		ended := make(chan struct{})
-		recs := NewWrapper("recs", endsSleeper(0, 2), 0).Depend(user, true).
-			Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) { close(ended) }))
+		user, recs, ended := failingUserAndRecs()
 		runs := make(chan *Run, 1)
 		cancel := func() { (<-runs).Cancel() }
 		NewWrapper("hold", Worker[int, int](defaultAfter{first: cancel, after: ended}), 0).Depend(user, true)
