@@ -130,6 +130,7 @@ func (h *hedged[P, R]) Action(ctx context.Context, param P, all Wrappers) (R, er
 	done := make(chan call[R])
 	var wg sync.WaitGroup
 	started, ended := 0, 0
+	subs := false // a call that ended had started a sub-run
 	start := func() {
 		started++
 		wg.Add(1)
@@ -151,19 +152,26 @@ func (h *hedged[P, R]) Action(ctx context.Context, param P, all Wrappers) (R, er
 		case <-stop:
 		case c := <-done:
 			ended++
+			subs = subs || c.sub != nil
 			if c.err == nil {
 				cancel()
 				for ; ended < started; ended++ {
-					<-done
+					if (<-done).sub != nil { // received whatever subs is
+						subs = true
+					}
 				}
 				wg.Wait()
-				if c.sub != nil {
-					if up, ok := ctx.Value(hedgeCallKey{}).(*hedgeCall); ok && up.r == all.r && up.self == all.self {
+				// A winner that started no sub-run, beside calls that
+				// did, leaves the node none to show: not a losing call's.
+				if c.sub != nil || subs {
+					if up, ok := ctx.Value(hedgeCallKey{}).(*hedgeCall); ok && up.r == all.r && up.self == all.self && c.sub != nil {
 						// This hedge is a call of an outer Hedged worker
 						// of the node (a Hedged of a Hedged): the winner
 						// is the outer hedge's to pick, once its other
 						// calls, whose inner hedges may succeed later
-						// than this one, have returned.
+						// than this one, have returned. (With none, the
+						// node shows none unless the outer hedge picks
+						// another call's.)
 						up.sub.Store(c.sub)
 					} else {
 						all.r.preferSub(all.self, c.sub)

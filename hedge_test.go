@@ -442,3 +442,45 @@ func TestHedgedReportShowsTheWinningCallsLastSubRun(t *testing.T) {
 		assert.Equal(t, "backup", sub.Nodes[0].ID, "%s: the report shows the sub-run the value came from", name)
 	}
 }
+
+// TestHedgedWinnerWithoutASubRunShowsNone: a Hedged call that wins
+// without starting a sub-run (a cached answer) beside a call that
+// started one (the slow SubPlan it hedges) left the node's report
+// showing the losing call's cancelled sub-run, whose value the node did
+// not return. The node shows no sub-run now, as the same worker shows
+// none when its only call takes the cached path; nested in an outer
+// Hedged too.
+func TestHedgedWinnerWithoutASubRunShowsNone(t *testing.T) {
+	for _, nested := range []bool{false, true} {
+		t.Run(fmt.Sprint("nested=", nested), func(t *testing.T) {
+			a := newAsync(t)
+			started := make(chan struct{})
+			slow := NewWrapper("slow", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+				close(started)
+				<-ctx.Done() // cancelled once the cached call has won
+				return 0, ctx.Err()
+			}), 0)
+			pl, err := Compile(slow)
+			require.NoError(t, err)
+			sp := SubPlan[int, int]{Plan: pl, Output: slow.ValueIn}
+			var calls atomic.Int32
+			w := WorkerFunc[int, int](func(ctx context.Context, p int, all Wrappers) (int, error) {
+				if calls.Add(1) == 1 {
+					return sp.Action(ctx, p, all)
+				}
+				<-started // the first call's sub-run is running
+				return 7, nil
+			})
+			var hw Worker[int, int] = Hedged[int, int](w, 0, 2)
+			if nested {
+				hw = Hedged(Hedged[int, int](w, 0, 2), time.Hour, 2)
+			}
+			n := NewWrapper("n", hw, 0)
+			run, err := a.Start(context.Background(), time.Minute, n)
+			require.NoError(t, err)
+			require.NoError(t, run.Wait(context.Background()))
+			require.Equal(t, 7, n.Result().Value)
+			assert.Nil(t, subNode(t, run.Report(), "n").Sub, "the value came from no sub-run")
+		})
+	}
+}

@@ -366,12 +366,16 @@ func (r *runState) adopt(i int32, sub *Run) {
 
 // preferSub makes sub, a run that node i's worker started, the one that
 // the node's report shows: the winning call's of a Hedged worker, which
-// need not have started last.
+// need not have started last. A nil sub, for a winning call that started
+// none, makes the report show none.
 func (r *runState) preferSub(i int32, sub *Run) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	runs := r.subs[i]
-	if k := slices.Index(runs, sub); k >= 0 {
+	switch k := slices.Index(runs, sub); {
+	case sub == nil && len(runs) > 0 && runs[len(runs)-1] != nil:
+		r.subs[i] = append(runs, nil) // releaseSubs releases a nil Run as nothing
+	case sub != nil && k >= 0:
 		r.subs[i] = append(slices.Delete(runs, k, k+1), sub)
 	}
 }
