@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -345,7 +346,8 @@ func TestV15Scenarios(t *testing.T) {
 func TestRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		retries := 0
-		a := New(WithHooks(&Hooks{OnNodeRetry: func(context.Context, NodeEvent) { retries++ }}))
+		var waits []time.Duration // the OnNodeRetry events' Wait
+		a := New(WithHooks(&Hooks{OnNodeRetry: func(_ context.Context, ev NodeEvent) { retries++; waits = append(waits, ev.Wait) }}))
 		defer a.Close()
 		rec := newRecorder()
 		var calls atomic.Int32
@@ -362,16 +364,37 @@ func TestRetries(t *testing.T) {
 		assert.Equal(t, 3, rec.count(rec.begins, "flaky"), "Begin before every attempt")
 		assert.Equal(t, 1, rec.count(rec.results, "flaky"), "Result once")
 		assert.Equal(t, 2, retries)
+		assert.Equal(t, []time.Duration{10 * time.Millisecond, 10 * time.Millisecond}, waits)
 
+		// Backoff gives the delay before a retry, and is not asked for one
+		// that Retryable refused.
 		permanent := errors.New("permanent")
 		calls.Store(0)
+		backoffs := 0
 		picky := rec.node("picky", func(context.Context, Wrappers) (int, error) {
 			calls.Add(1)
 			return 0, permanent
-		}).Retry(RetryPolicy{Attempts: 5, Retryable: func(err error) bool { return !errors.Is(err, permanent) }})
+		}).Retry(RetryPolicy{
+			Attempts:  5,
+			Retryable: func(err error) bool { return !errors.Is(err, permanent) },
+			Backoff:   func(int) time.Duration { backoffs++; return time.Millisecond },
+		})
 		require.NoError(t, a.BeginWork(context.Background(), time.Minute, picky))
 		assert.Equal(t, int32(1), calls.Load(), "not retryable")
 		assert.ErrorIs(t, picky.Result().Err, permanent)
+		assert.Zero(t, backoffs, "Backoff asked for a retry not made")
+
+		// A negative delay is no delay: the retry starts at once, and the
+		// OnNodeRetry hooks are told it waits 0, not the negative delay.
+		calls.Store(0)
+		waits = nil
+		start = time.Now()
+		eager := rec.node("eager", func(context.Context, Wrappers) (int, error) { calls.Add(1); return 0, errBoom }).
+			Retry(RetryPolicy{Attempts: 3, Backoff: ConstantBackoff(-time.Second)})
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, eager))
+		assert.Equal(t, int32(3), calls.Load())
+		assert.Equal(t, []time.Duration{0, 0}, waits)
+		assert.Zero(t, time.Since(start))
 
 		calls.Store(0)
 		always := rec.node("always", func(context.Context, Wrappers) (int, error) { calls.Add(1); return 0, errBoom }).
@@ -846,6 +869,16 @@ func TestBackoffs(t *testing.T) {
 	exp := ExponentialBackoff(time.Millisecond, 10*time.Millisecond, 0)
 	assert.Equal(t, []time.Duration{time.Millisecond, 2 * time.Millisecond, 4 * time.Millisecond, 8 * time.Millisecond, 10 * time.Millisecond},
 		[]time.Duration{exp(1), exp(2), exp(3), exp(4), exp(5)})
+	// A delay doubles until doubling it would pass the cap, and only then
+	// is the cap: with an odd cap, half of it rounds down, and a delay
+	// equal to that half still doubles.
+	odd := ExponentialBackoff(time.Millisecond, 2*time.Millisecond+1, 0)
+	assert.Equal(t, []time.Duration{time.Millisecond, 2 * time.Millisecond, 2*time.Millisecond + 1},
+		[]time.Duration{odd(1), odd(2), odd(3)})
+	// A jitter of 0 is none: the delay is exact, also past the 53 bits a
+	// float64 holds.
+	const huge = time.Duration(1<<60 + 1)
+	assert.Equal(t, huge, ExponentialBackoff(huge, time.Duration(math.MaxInt64), 0)(1))
 	jit := ExponentialBackoff(100*time.Millisecond, time.Second, 0.5)
 	for range 100 {
 		d := jit(1)
