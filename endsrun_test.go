@@ -522,7 +522,9 @@ func TestEarlyEndRacingAParentsCause(t *testing.T) {
 // that its must upstream failed (an *UpstreamError wrapping user's
 // error), not that the run ended, whichever edge was declared first,
 // and so must a node further down the chain (recs after mid), and a node
-// whose must upstream was not taken ends not taken. A node whose
+// whose must upstream was not taken ends not taken. A must upstream
+// that ended by its own Timeout (a timeout, as the run's end makes, but
+// for a reason of its own) is named as a failed one is. A node whose
 // upstream is still running when the run ends is stopped by the end.
 func TestEndsRunKeepsAFailedUpstreamsCause(t *testing.T) {
 	for _, tc := range []struct {
@@ -531,6 +533,7 @@ func TestEndsRunKeepsAFailedUpstreamsCause(t *testing.T) {
 		chain     bool // recs needs mid, which needs user
 		notTaken  bool // user is not taken (a When join on route) instead of failing
 		when      bool // recs has a When join on user, which a must upstream's failure decides too
+		timesOut  bool // user ends by its own Timeout instead of failing
 	}{
 		{name: "page declared first", pageFirst: true},
 		{name: "recs declared first"},
@@ -540,6 +543,8 @@ func TestEndsRunKeepsAFailedUpstreamsCause(t *testing.T) {
 		{name: "not taken, recs declared first", notTaken: true},
 		{name: "when, page declared first", pageFirst: true, when: true},
 		{name: "when, recs declared first", when: true},
+		{name: "own timeout, page declared first", pageFirst: true, timesOut: true},
+		{name: "own timeout, recs declared first", timesOut: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -552,6 +557,9 @@ func TestEndsRunKeepsAFailedUpstreamsCause(t *testing.T) {
 				}), 0)
 				if tc.notTaken {
 					user.Depend(route, true).Join(When("route", func(b bool) bool { return b }))
+				}
+				if tc.timesOut {
+					user = NewWrapper("user", endsSleeper(time.Hour, 0), 0).Timeout(time.Millisecond)
 				}
 				slow := NewWrapper("slow", endsSleeper(time.Hour, 3), 0)
 				newPage := func() *WorkerWrapper[int, int] {
@@ -586,9 +594,15 @@ func TestEndsRunKeepsAFailedUpstreamsCause(t *testing.T) {
 				require.NoError(t, run.Wait(context.Background()), "the run ended with page")
 				assert.ErrorIs(t, slow.ResultIn(run).Err, ErrRunEnded, "slow, still running, was stopped by the run's end")
 				rep := run.Report()
-				want := errBoom
-				if tc.notTaken {
+				var want error = errBoom
+				switch {
+				case tc.notTaken:
 					want = ErrNotTaken
+				case tc.timesOut:
+					// Its own timeout is a failure of its own, as its
+					// worker's would be, though it ends user as a timeout
+					// as the run's end would.
+					want = context.DeadlineExceeded
 				}
 				for _, w := range []*WorkerWrapper[int, int]{page, first, recs} {
 					res := w.ResultIn(run)
@@ -612,6 +626,45 @@ func TestEndsRunKeepsAFailedUpstreamsCause(t *testing.T) {
 					assert.Equal(t, StatusFailed, n.Status, w.ID())
 				}
 				assert.Equal(t, -2, recs.ResultIn(run).Value, "recs has its default value")
+			})
+		})
+	}
+}
+
+// TestEndsRunStopsANodeWhoseOptionalUpstreamFailed: the run's end with
+// its EndsRun nodes keeps the cause of a node that a failed must
+// upstream had decided, and only of such a node. x needs slow, still
+// running, and reads opt, which failed: its join ignores that failure,
+// so x had not been decided when page ended the run, and it is stopped
+// by the end, with ErrRunEnded, not failed by opt.
+func TestEndsRunStopsANodeWhoseOptionalUpstreamFailed(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		named bool // x's join is NamedSucceeded("slow"), not the default
+	}{
+		{name: "default join"},
+		{name: "named succeeded", named: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := New()
+				defer a.Close()
+				opt := NewWrapper("opt", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, errBoom }), 0)
+				slow := NewWrapper("slow", endsSleeper(time.Hour, 1), 0)
+				page := NewWrapper("page", endsSleeper(time.Millisecond, 2), 0).EndsRun()
+				x := NewWrapper("x", okWorker(), 0).Depend(slow, true).Depend(opt, false)
+				if tc.named {
+					x.Join(NamedSucceeded("slow"))
+				}
+				run, err := a.Start(context.Background(), time.Minute, opt, slow, page)
+				require.NoError(t, err)
+				require.NoError(t, run.Wait(context.Background()), "the run ended with page")
+				assert.ErrorIs(t, opt.ResultIn(run).Err, errBoom)
+				res := x.ResultIn(run)
+				assert.ErrorIs(t, res.Err, ErrRunEnded, "x was stopped by the run's end")
+				var up *UpstreamError
+				assert.False(t, errors.As(res.Err, &up), "x was not failed by its optional upstream: %v", res.Err)
+				assert.Equal(t, ResultTimeout, res.State)
 			})
 		})
 	}
