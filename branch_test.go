@@ -281,6 +281,46 @@ func TestWhenWaitsForEveryUpstream(t *testing.T) {
 	assert.Equal(t, ResultSuccess, x.Result().State)
 }
 
+// TestWhenDecidesOnTheUpstreamsOnceAllEnded: two upstream ends can race,
+// so the call of a When join that sees every upstream ended may come
+// before the call for an upstream that failed or was not taken. That
+// upstream still decides, as its own call would have: a failure fails
+// the node (before a branch not taken), a branch not taken makes it not
+// taken, and the condition is asked only when every upstream succeeded.
+func TestWhenDecidesOnTheUpstreamsOnceAllEnded(t *testing.T) {
+	ok := func(id string, v any) Upstream {
+		return Upstream{ID: id, Ended: true, OK: true, Result: ResultSuccess, Value: v}
+	}
+	notTaken := Upstream{ID: "skipped", Ended: true, Result: ResultException, Err: ErrNotTaken}
+	failed := Upstream{ID: "bad", Ended: true, Result: ResultException, Err: errBoom}
+	for _, tc := range []struct {
+		name string
+		ups  []Upstream
+		want Decision
+	}{
+		{"every upstream succeeded", []Upstream{ok("up", "a"), ok("other", 1)}, DecideRun},
+		{"one was not taken", []Upstream{ok("up", "a"), notTaken}, DecideSkip},
+		{"one failed", []Upstream{ok("up", "a"), failed}, DecideFail},
+		{"one not taken, one failed", []Upstream{notTaken, ok("up", "a"), failed}, DecideFail},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			asked := false
+			j := When("up", func(v string) bool { asked = true; return v == "a" })
+			d, err := j.when(ok("up", "a"), tc.ups) // the call for up, which ended last
+			assert.Equal(t, tc.want, d)
+			assert.Equal(t, tc.want == DecideRun, asked, "the condition asked")
+			if tc.want != DecideFail {
+				assert.NoError(t, err)
+				return
+			}
+			var up *UpstreamError
+			require.ErrorAs(t, err, &up)
+			assert.Equal(t, "bad", up.ID)
+			assert.ErrorIs(t, err, errBoom)
+		})
+	}
+}
+
 // TestWhenConditionPanics checks that a panic in the condition fails the
 // node with a *PanicError and leaves the run going.
 func TestWhenConditionPanics(t *testing.T) {
@@ -403,6 +443,20 @@ func TestWhenTypes(t *testing.T) {
 			})
 		}
 	})
+	t.Run("value that is not the interface taken", func(t *testing.T) {
+		// Compile lets an interface result through to a When taking
+		// another interface (some type may implement both): a value that
+		// does not implement it fails the node, as a value that is not a
+		// T does, and the condition is not asked with a nil in its place.
+		a := newAsync(t)
+		up := anyNode(7.0)
+		var asked atomic.Bool
+		x := NewWrapper("x", okWorker(), 0).Depend(up, true).Join(When("up", func(shape) bool { asked.Store(true); return true }))
+		require.NoError(t, a.BeginWork(context.Background(), 0, up))
+		assert.ErrorIs(t, x.Result().Err, ErrResultType)
+		assert.Contains(t, x.Result().Err.Error(), `When("up") takes asynctool.shape, and the upstream's value is a float64, 7`)
+		assert.False(t, asked.Load())
+	})
 	t.Run("nil interface to an interface", func(t *testing.T) {
 		a := newAsync(t)
 		up := anyNode(nil)
@@ -500,15 +554,31 @@ func TestWhenInAPlanConcurrently(t *testing.T) {
 }
 
 // TestDecisionOutOfRangeNamesFive checks the message for a Decision past
-// DecideSkip.
+// DecideSkip, or below DecideWait: either fails the node at once, also
+// before its last upstream ended.
 func TestDecisionOutOfRangeNamesFive(t *testing.T) {
-	a := newAsync(t)
-	up := NewWrapper("up", okWorker(), 0)
-	x := NewWrapper("x", okWorker(), 0).Depend(up, true).Join(CustomJoin(func([]Upstream) Decision { return DecideSkip + 1 }))
-	require.NoError(t, a.BeginWork(context.Background(), 0, up))
-	require.Error(t, x.Result().Err)
-	assert.Contains(t, x.Result().Err.Error(), "Decision(5), which is none of the five")
-	assert.False(t, errors.Is(x.Result().Err, ErrNotTaken))
+	for _, d := range []Decision{DecideSkip + 1, DecideWait - 1} {
+		t.Run(d.String(), func(t *testing.T) {
+			a := newAsync(t)
+			up := NewWrapper("up", okWorker(), 0)
+			gate := make(chan struct{})
+			release := releaser(t, gate)
+			slow := NewWrapper("slow", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+				return gated(gate, 1)(ctx, Wrappers{})
+			}), 0)
+			x := NewWrapper("x", okWorker(), 0).Depend(up, true).Depend(slow, true).
+				Join(CustomJoin(func([]Upstream) Decision { return d }))
+			run, err := a.Start(context.Background(), 0, up, slow)
+			require.NoError(t, err)
+			t.Cleanup(run.Cancel) // before Close, should x be left waiting
+			require.Eventually(t, func() bool { return x.State() == StateError }, 10*time.Second, time.Millisecond, "x failed before slow ended")
+			release()
+			require.NoError(t, run.Wait(context.Background()))
+			require.Error(t, x.Result().Err)
+			assert.Contains(t, x.Result().Err.Error(), fmt.Sprintf("%v, which is none of the five", d))
+			assert.False(t, errors.Is(x.Result().Err, ErrNotTaken))
+		})
+	}
 }
 
 // TestReturnedSentinelIsAFailure checks that a worker returning
