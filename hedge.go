@@ -130,7 +130,7 @@ func (h *hedged[P, R]) Action(ctx context.Context, param P, all Wrappers) (R, er
 	done := make(chan call[R])
 	var wg sync.WaitGroup
 	started, ended := 0, 0
-	subs := false // a call that ended had started a sub-run
+	var subs *Run // a sub-run that a call that ended had started, if any
 	start := func() {
 		started++
 		wg.Add(1)
@@ -152,18 +152,20 @@ func (h *hedged[P, R]) Action(ctx context.Context, param P, all Wrappers) (R, er
 		case <-stop:
 		case c := <-done:
 			ended++
-			subs = subs || c.sub != nil
+			if c.sub != nil {
+				subs = c.sub
+			}
 			if c.err == nil {
 				cancel()
 				for ; ended < started; ended++ {
-					if (<-done).sub != nil { // received whatever subs is
-						subs = true
+					if d := <-done; d.sub != nil { // received whatever subs is
+						subs = d.sub
 					}
 				}
 				wg.Wait()
 				// A winner that started no sub-run, beside calls that
 				// did, leaves the node none to show: not a losing call's.
-				if c.sub != nil || subs {
+				if c.sub != nil || subs != nil {
 					if up, ok := ctx.Value(hedgeCallKey{}).(*hedgeCall); ok && up.r == all.r && up.self == all.self && c.sub != nil {
 						// This hedge is a call of an outer Hedged worker
 						// of the node (a Hedged of a Hedged): the winner
@@ -185,6 +187,15 @@ func (h *hedged[P, R]) Action(ctx context.Context, param P, all Wrappers) (R, er
 				next.Reset(h.delay)
 			} else if ended == started {
 				wg.Wait() // every call has sent, and is returning
+				if subs != nil {
+					// A failed hedge that is a call of an outer Hedged
+					// worker of the node tells the outer hedge that the
+					// call started a sub-run: if another of its calls
+					// wins without one, the node shows none, not this.
+					if up, ok := ctx.Value(hedgeCallKey{}).(*hedgeCall); ok && up.r == all.r && up.self == all.self {
+						up.sub.Store(subs)
+					}
+				}
 				var zero R
 				return zero, errors.Join(errs...)
 			}

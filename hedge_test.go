@@ -484,3 +484,41 @@ func TestHedgedWinnerWithoutASubRunShowsNone(t *testing.T) {
 		})
 	}
 }
+
+// TestHedgedOfHedgedFailedInnerHedgeLeavesNoSubRunShown: in a Hedged of
+// a Hedged, the outer hedge's second call is an inner hedge whose first
+// call starts a sub-run that fails, and whose second fails at once, so
+// that inner hedge fails; the outer hedge's first call then wins with a
+// cached value. The node's value came from no sub-run, so its report
+// shows none, not the failed inner hedge's sub-run, which the outer
+// hedge must know was started though its call failed.
+func TestHedgedOfHedgedFailedInnerHedgeLeavesNoSubRunShown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		bad := NewWrapper("bad", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			return 0, errBoom
+		}), 0)
+		pl, err := Compile(bad)
+		require.NoError(t, err)
+		sp := SubPlan[int, int]{Plan: pl, Output: bad.ValueIn}
+		var calls atomic.Int32
+		w := WorkerFunc[int, int](func(ctx context.Context, p int, all Wrappers) (int, error) {
+			switch calls.Add(1) {
+			case 1: // the outer hedge's first call, whose inner hedge starts no second
+				time.Sleep(10 * time.Millisecond)
+				return 7, nil
+			case 2: // the outer hedge's second call (at 1ms), first inner call
+				return sp.Action(ctx, p, all)
+			}
+			return 0, errBoom // its second inner call, started at its first's failure
+		})
+		n := NewWrapper("n", Hedged(Hedged[int, int](w, time.Hour, 2), time.Millisecond, 2), 0)
+		run, err := a.Start(context.Background(), time.Minute, n)
+		require.NoError(t, err)
+		require.NoError(t, run.Wait(context.Background()))
+		require.Equal(t, 7, n.ResultIn(run).Value)
+		require.EqualValues(t, 3, calls.Load())
+		assert.Nil(t, subNode(t, run.Report(), "n").Sub, "the value came from no sub-run")
+	})
+}
