@@ -259,7 +259,13 @@ func (w *WorkerWrapper[P, R]) OnFailure(p FailurePolicy) *WorkerWrapper[P, R] {
 // every node that has not ended, as they say, whatever its upstreams.
 // The run's sweep may end such a node before the failed upstream's own
 // Result callback and end hooks have run, so the node's callback may
-// come first, as for a node the sweep stops.
+// come first, as for a node the sweep stops. And an upstream whose
+// failure is still being recorded as the run ends (its worker's
+// DefaultValue running, for one) does not count yet while any
+// DefaultValue of the run runs: the engine cannot wait then, as user
+// code may wait for the run's end, so its dependants may be stopped as
+// the others are. A fallback given with [WorkerWrapper.Default] is no
+// user code and holds nothing up.
 func (w *WorkerWrapper[P, R]) EndsRun() *WorkerWrapper[P, R] {
 	if !w.checkBuildable("EndsRun") {
 		return w
