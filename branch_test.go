@@ -452,10 +452,13 @@ func TestWhenTypes(t *testing.T) {
 		up := anyNode(7.0)
 		var asked atomic.Bool
 		x := NewWrapper("x", okWorker(), 0).Depend(up, true).Join(When("up", func(shape) bool { asked.Store(true); return true }))
-		require.NoError(t, a.BeginWork(context.Background(), 0, up))
+		run, err := a.Start(context.Background(), 0, up)
+		require.NoError(t, err)
+		require.NoError(t, run.Wait(context.Background()))
 		assert.ErrorIs(t, x.Result().Err, ErrResultType)
 		assert.Contains(t, x.Result().Err.Error(), `When("up") takes asynctool.shape, and the upstream's value is a float64, 7`)
 		assert.False(t, asked.Load())
+		assert.Equal(t, `join when "up": upstream's value has another type`, nodeReport(t, run.Report(), "x").Reason, "its join failed it; no worker ran")
 	})
 	t.Run("nil interface to an interface", func(t *testing.T) {
 		a := newAsync(t)
