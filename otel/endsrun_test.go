@@ -69,12 +69,7 @@ func TestANodeEndedBeforeItsStartHookHasOneSpan(t *testing.T) {
 	require.NoError(t, a.BeginWork(context.Background(), time.Minute, recs, user))
 	require.NoError(t, a.Close())
 
-	var spans []tracetest.SpanStub
-	for _, s := range exp.GetSpans() {
-		if s.Name == "asynctool.node recs" {
-			spans = append(spans, s)
-		}
-	}
+	spans := nodeSpans(exp, "recs")
 	require.Len(t, spans, 1)
 	assert.Equal(t, "run_ended", attrs(spans[0].Attributes)["asynctool.node.outcome"].AsString())
 }

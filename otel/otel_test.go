@@ -57,6 +57,31 @@ func attrs(kvs []attribute.KeyValue) map[attribute.Key]attribute.Value {
 	return m
 }
 
+// nodeSpans returns the spans of node id (one per attempt), in the order
+// they started.
+func nodeSpans(exp *tracetest.InMemoryExporter, id string) []tracetest.SpanStub {
+	var spans []tracetest.SpanStub
+	for _, s := range exp.GetSpans() {
+		if s.Name == "asynctool.node "+id {
+			spans = append(spans, s)
+		}
+	}
+	slices.SortFunc(spans, func(p, q tracetest.SpanStub) int { return p.StartTime.Compare(q.StartTime) })
+	return spans
+}
+
+// suspendsOnce makes node x, whose first attempt fails with errDown and
+// suspends it (PolicySuspend), and whose later attempts return 7.
+func suspendsOnce() *asynctool.WorkerWrapper[int, int] {
+	var calls atomic.Int32
+	return asynctool.NewWrapper("x", asynctooltest.Func(func(context.Context, int) (int, error) {
+		if calls.Add(1) == 1 {
+			return 0, errDown
+		}
+		return 7, nil
+	}), 0).OnFailure(asynctool.PolicySuspend)
+}
+
 // TestSpans runs
 //
 //	user ──must─▶ page ──must─▶ audit (never runs)
@@ -292,14 +317,8 @@ func TestRetriedAttemptsHaveTheirOwnSpans(t *testing.T) {
 		require.NoError(t, a.BeginWork(context.Background(), time.Second, flaky))
 		require.NoError(t, a.Close())
 
-		var attempts []tracetest.SpanStub
-		for _, s := range exp.GetSpans() {
-			if s.Name == "asynctool.node flaky" {
-				attempts = append(attempts, s)
-			}
-		}
+		attempts := nodeSpans(exp, "flaky")
 		require.Len(t, attempts, 3, "one span per attempt")
-		slices.SortFunc(attempts, func(x, y tracetest.SpanStub) int { return x.StartTime.Compare(y.StartTime) })
 		for k, s := range attempts[:2] {
 			at := attrs(s.Attributes)
 			assert.Equal(t, "retried", at["asynctool.node.outcome"].AsString(), "attempt %d", k+1)
@@ -712,13 +731,7 @@ func TestCallbackPanicIsNotAStoppedRun(t *testing.T) {
 // Unset and no outcome, so the trace showed no failure at all.
 func TestSuspendedAttemptSpanSaysItFailed(t *testing.T) {
 	h, exp, _, _ := setup(t)
-	var calls atomic.Int32
-	x := asynctool.NewWrapper("x", asynctooltest.Func(func(context.Context, int) (int, error) {
-		if calls.Add(1) == 1 {
-			return 0, errDown
-		}
-		return 7, nil
-	}), 0).OnFailure(asynctool.PolicySuspend)
+	x := suspendsOnce()
 	a := asynctool.New(asynctool.WithHooks(h))
 	run, err := a.Start(context.Background(), time.Minute, x)
 	require.NoError(t, err)
@@ -727,14 +740,8 @@ func TestSuspendedAttemptSpanSaysItFailed(t *testing.T) {
 	require.NoError(t, run.Wait(context.Background()))
 	require.NoError(t, a.Close())
 
-	var spans []tracetest.SpanStub
-	for _, s := range exp.GetSpans() {
-		if s.Name == "asynctool.node x" {
-			spans = append(spans, s)
-		}
-	}
+	spans := nodeSpans(exp, "x")
 	require.Len(t, spans, 2, "one span per attempt")
-	slices.SortFunc(spans, func(p, q tracetest.SpanStub) int { return p.StartTime.Compare(q.StartTime) })
 	first := attrs(spans[0].Attributes)
 	assert.Equal(t, codes.Error, spans[0].Status.Code)
 	assert.Equal(t, "suspended", first["asynctool.node.outcome"].AsString())
@@ -752,13 +759,7 @@ func TestSuspendedAttemptSpanSaysItFailed(t *testing.T) {
 // span of attempt 1 said 2.
 func TestSuspendedAttemptSpanKeepsItsNumber(t *testing.T) {
 	h, exp, _, _ := setup(t)
-	var calls atomic.Int32
-	x := asynctool.NewWrapper("x", asynctooltest.Func(func(context.Context, int) (int, error) {
-		if calls.Add(1) == 1 {
-			return 0, errDown
-		}
-		return 7, nil
-	}), 0).OnFailure(asynctool.PolicySuspend)
+	x := suspendsOnce()
 	exits := &asynctool.Hooks{OnNodeStart: func(_ context.Context, ev asynctool.NodeEvent) context.Context {
 		if ev.Attempt == 2 {
 			runtime.Goexit()
@@ -781,11 +782,9 @@ func TestSuspendedAttemptSpanKeepsItsNumber(t *testing.T) {
 	require.NoError(t, a.Close())
 
 	got := map[string]int64{} // outcome -> attempt
-	for _, s := range exp.GetSpans() {
-		if s.Name == "asynctool.node x" {
-			at := attrs(s.Attributes)
-			got[at[asynctoolotel.KeyNodeOutcome].AsString()] = at[asynctoolotel.KeyNodeAttempts].AsInt64()
-		}
+	for _, s := range nodeSpans(exp, "x") {
+		at := attrs(s.Attributes)
+		got[at[asynctoolotel.KeyNodeOutcome].AsString()] = at[asynctoolotel.KeyNodeAttempts].AsInt64()
 	}
 	assert.Equal(t, map[string]int64{"suspended": 1, "success": 3}, got)
 }
