@@ -199,6 +199,25 @@ func TestGoexitUnderPolicySuspend(t *testing.T) {
 
 var _ = errors.New
 
+// skipsX makes a graph, started at starts, whose node x is skipped: z
+// runs on u, its first optional upstream to succeed, so that x, which
+// waits for g, is needed no more; g waits for z.
+func skipsX() (x *WorkerWrapper[int, int], starts []Wrapper) {
+	ok := okWorker()
+	zRan := make(chan struct{})
+	u := NewWrapper("u", ok, 0)
+	g := NewWrapper("g", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		<-zRan
+		return 1, nil
+	}), 0)
+	x = NewWrapper("x", ok, 0).Depend(g, true)
+	NewWrapper("z", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		close(zRan)
+		return 1, nil
+	}), 0).Depend(u, false).Depend(x, false)
+	return x, []Wrapper{u, g}
+}
+
 // TestGoexitInOnRunEndIsReported checks that a runtime.Goexit in an
 // OnRunEnd hook comes back from BeginWork as a *CallbackPanicError, as a
 // panic there does, instead of being lost.
@@ -285,21 +304,8 @@ func TestGoexitInAnEndHookNamesTheHook(t *testing.T) {
 				starts = []Wrapper{x}
 				timeout = 10 * time.Millisecond
 			case "OnNodeSkip":
-				// z runs on u, its first optional upstream to succeed,
-				// so x, which waits for g, is skipped; g waits for z.
 				h.OnNodeSkip = exit
-				zRan := make(chan struct{})
-				u := NewWrapper("u", ok, 0)
-				g := NewWrapper("g", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-					<-zRan
-					return 1, nil
-				}), 0)
-				x = NewWrapper("x", ok, 0).Depend(g, true)
-				NewWrapper("z", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-					close(zRan)
-					return 1, nil
-				}), 0).Depend(u, false).Depend(x, false)
-				starts = []Wrapper{u, g}
+				x, starts = skipsX()
 			case "Result":
 				x.Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) { runtime.Goexit() }))
 			}
@@ -991,19 +997,7 @@ func TestGoexitInAHookOfAMiddleSet(t *testing.T) {
 							return 0, ctx.Err()
 						}), 0).Timeout(time.Millisecond)}
 					case "OnNodeSkip":
-						ok := okWorker()
-						zRan := make(chan struct{})
-						u := NewWrapper("u", ok, 0)
-						g := NewWrapper("g", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-							<-zRan
-							return 1, nil
-						}), 0)
-						x := NewWrapper("x", ok, 0).Depend(g, true)
-						NewWrapper("z", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-							close(zRan)
-							return 1, nil
-						}), 0).Depend(u, false).Depend(x, false)
-						starts = []Wrapper{u, g}
+						_, starts = skipsX()
 					case "OnNodePending":
 						starts = []Wrapper{NewWrapper("x", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
 							return 0, errBoom
