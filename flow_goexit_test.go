@@ -197,8 +197,6 @@ func TestGoexitUnderPolicySuspend(t *testing.T) {
 	assert.Equal(t, ResultSuccess, y.Result().State)
 }
 
-var _ = errors.New
-
 // skipsX makes a graph, started at starts, whose node x is skipped: z
 // runs on u, its first optional upstream to succeed, so that x, which
 // waits for g, is needed no more; g waits for z.
