@@ -90,6 +90,12 @@ func gated(gate <-chan struct{}, v int) func(context.Context, Wrappers) (int, er
 	}
 }
 
+// gatedWorker is gated as a worker (its parameter unused).
+func gatedWorker(gate <-chan struct{}, v int) WorkerFunc[int, int] {
+	g := gated(gate, v)
+	return func(ctx context.Context, _ int, all Wrappers) (int, error) { return g(ctx, all) }
+}
+
 // manualExec queues tasks and runs them only when the test says so, which
 // makes interleavings deterministic.
 type manualExec struct {

@@ -70,14 +70,7 @@ func TestGoexitFailureAppliesThePolicy(t *testing.T) {
 		}), 0).OnFailure(policy)
 		down = NewWrapper("down", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 2, nil }), 0).
 			Depend(up, true)
-		other = NewWrapper("other", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
-			select {
-			case <-gate:
-				return 1, nil
-			case <-ctx.Done():
-				return 0, ctx.Err()
-			}
-		}), 0)
+		other = NewWrapper("other", gatedWorker(gate, 1), 0)
 		return up, down, other
 	}
 	t.Run("end", func(t *testing.T) {

@@ -486,14 +486,7 @@ func TestJoinSuspendedNodeIsNotShortCircuited(t *testing.T) {
 			Join(CustomJoin(func([]Upstream) Decision { return DecideSuspend }))
 		mid := NewWrapper("mid", okWorker(), 0).Depend(held, true)
 		gate := make(chan struct{})
-		fast := NewWrapper("fast", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
-			select {
-			case <-gate:
-				return 1, nil
-			case <-ctx.Done():
-				return 0, ctx.Err()
-			}
-		}), 0)
+		fast := NewWrapper("fast", gatedWorker(gate, 1), 0)
 		page := NewWrapper("page", okWorker(), 0).Depend(mid, false).Depend(fast, false).Join(AnySucceeded())
 		r, err := a.Start(context.Background(), time.Hour, up, fast)
 		require.NoError(t, err)
