@@ -758,25 +758,39 @@ func TestPoolDrainedQueueKeepsNoTaskAlive(t *testing.T) {
 	freed := make(chan struct{}, queued)
 	var wg sync.WaitGroup
 	for range queued {
-		big := new([1 << 12]byte)
-		runtime.AddCleanup(big, func(struct{}) { freed <- struct{}{} }, struct{}{})
+		big := tracked(freed)
 		wg.Add(1)
 		require.NoError(t, p.Submit(func() { big[0]++; wg.Done() }))
 	}
 	require.Equal(t, queued, p.Stats().Queued)
 	close(release)
 	wg.Wait()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for got := 0; got < queued; {
+	requireFreed(t, freed, queued, "after the queued tasks ran, %d of %d were freed: the queue keeps the rest alive")
+	require.NoError(t, p.Close())
+}
+
+// tracked returns a new 4 KiB object that sends on freed once the
+// garbage collector has freed it.
+func tracked(freed chan<- struct{}) *[1 << 12]byte {
+	big := new([1 << 12]byte)
+	runtime.AddCleanup(big, func(struct{}) { freed <- struct{}{} }, struct{}{})
+	return big
+}
+
+// requireFreed collects garbage until n tracked objects have been freed,
+// and fails the test with why (given how many were freed, and n) if
+// they have not been within 10 seconds.
+func requireFreed(t *testing.T, freed <-chan struct{}, n int, why string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for got := 0; got < n; {
 		runtime.GC()
 		select {
 		case <-freed:
 			got++
 		case <-time.After(100 * time.Millisecond):
-		case <-ctx.Done():
-			t.Fatalf("after the queued tasks ran, %d of %d were freed: the queue keeps the rest alive", got, queued)
+		case <-deadline:
+			t.Fatalf(why, got, n)
 		}
 	}
-	require.NoError(t, p.Close())
 }

@@ -2,7 +2,6 @@ package asynctool
 
 import (
 	"context"
-	"runtime"
 	"testing"
 	"time"
 
@@ -20,8 +19,7 @@ func TestDrainedQueuesKeepNoTaskAlive(t *testing.T) {
 	k := NewKeyed[string](GoExecutor{})
 	freed := make(chan struct{}, 2*burst)
 	task := func() func() {
-		big := new([1 << 12]byte)
-		runtime.AddCleanup(big, func(struct{}) { freed <- struct{}{} }, struct{}{})
+		big := tracked(freed)
 		return func() { big[0]++ }
 	}
 	for range burst {
@@ -41,17 +39,7 @@ func TestDrainedQueuesKeepNoTaskAlive(t *testing.T) {
 			t.Fatal("the tasks did not run")
 		}
 	}
-	got := 0
-	for got < 2*burst {
-		runtime.GC()
-		select {
-		case <-freed:
-			got++
-		case <-time.After(100 * time.Millisecond):
-		case <-ctx.Done():
-			t.Fatalf("after the tasks ran, %d of %d were freed: a drained queue keeps the rest alive", got, 2*burst)
-		}
-	}
+	requireFreed(t, freed, 2*burst, "after the tasks ran, %d of %d were freed: a drained queue keeps the rest alive")
 	require.NoError(t, s.Shutdown(ctx))
 	require.NoError(t, k.Shutdown(ctx))
 }
