@@ -112,6 +112,16 @@ type hedgeCall struct {
 // hedgeCallKey is the context key of a *hedgeCall.
 type hedgeCallKey struct{}
 
+// hedgeCallOf returns the hedged call of node all.self of run all.r that
+// ctx is in, or nil: not one of a sub-run's nodes, which carry the
+// token in their contexts too.
+func hedgeCallOf(ctx context.Context, all Wrappers) *hedgeCall {
+	if c, ok := ctx.Value(hedgeCallKey{}).(*hedgeCall); ok && c.r == all.r && c.self == all.self {
+		return c
+	}
+	return nil
+}
+
 // Action runs the hedged calls.
 func (h *hedged[P, R]) Action(ctx context.Context, param P, all Wrappers) (R, error) {
 	if why, err := h.workerProblem(); err != nil {
@@ -165,19 +175,16 @@ func (h *hedged[P, R]) Action(ctx context.Context, param P, all Wrappers) (R, er
 				wg.Wait()
 				// A winner that started no sub-run, beside calls that
 				// did, leaves the node none to show: not a losing call's.
-				if c.sub != nil || subs != nil {
-					if up, ok := ctx.Value(hedgeCallKey{}).(*hedgeCall); ok && up.r == all.r && up.self == all.self && c.sub != nil {
-						// This hedge is a call of an outer Hedged worker
-						// of the node (a Hedged of a Hedged): the winner
-						// is the outer hedge's to pick, once its other
-						// calls, whose inner hedges may succeed later
-						// than this one, have returned. (With none, the
-						// node shows none unless the outer hedge picks
-						// another call's.)
-						up.sub.Store(c.sub)
-					} else {
-						all.r.preferSub(all.self, c.sub)
-					}
+				// In a call of an outer Hedged worker of the node (a
+				// Hedged of a Hedged), a winner's sub-run is the outer
+				// hedge's to pick, once its other calls, whose inner
+				// hedges may succeed later than this one, have returned;
+				// none is shown unless the outer hedge picks another.
+				switch up := hedgeCallOf(ctx, all); {
+				case up != nil && c.sub != nil:
+					up.sub.Store(c.sub)
+				case c.sub != nil || subs != nil:
+					all.r.preferSub(all.self, c.sub)
 				}
 				return c.v, nil
 			}
@@ -187,14 +194,12 @@ func (h *hedged[P, R]) Action(ctx context.Context, param P, all Wrappers) (R, er
 				next.Reset(h.delay)
 			} else if ended == started {
 				wg.Wait() // every call has sent, and is returning
-				if subs != nil {
-					// A failed hedge that is a call of an outer Hedged
-					// worker of the node tells the outer hedge that the
-					// call started a sub-run: if another of its calls
-					// wins without one, the node shows none, not this.
-					if up, ok := ctx.Value(hedgeCallKey{}).(*hedgeCall); ok && up.r == all.r && up.self == all.self {
-						up.sub.Store(subs)
-					}
+				// A failed hedge that is a call of an outer Hedged
+				// worker of the node tells the outer hedge that the call
+				// started a sub-run: if another of its calls wins
+				// without one, the node shows none, not this.
+				if up := hedgeCallOf(ctx, all); up != nil && subs != nil {
+					up.sub.Store(subs)
 				}
 				var zero R
 				return zero, errors.Join(errs...)

@@ -182,7 +182,7 @@ func runSub(ctx context.Context, all Wrappers, sub *runState, noun string) (*Run
 	// sub-run first, as a node that ends otherwise stops its sub-run.
 	outer.adopt(all.self, h)
 	sub.outer = outer.outerOf(sub, all.self)
-	if tok, ok := ctx.Value(hedgeCallKey{}).(*hedgeCall); ok && tok.r == outer && tok.self == all.self {
+	if tok := hedgeCallOf(ctx, all); tok != nil {
 		// The call of a Hedged worker that started it: the last sub-run
 		// a call starts is its own, as the last a worker starts is the
 		// node's (a worker that falls back on a second SubPlan).
