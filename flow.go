@@ -762,6 +762,21 @@ func (r *runState) endedOne(i int32) {
 	}
 }
 
+// stopCause returns how node i, in state st, ends now that the run has
+// stopped, the stop giving rs and err: as the stop says (by -1), or, for
+// a node not started once the run ended with its EndsRun nodes, whose
+// must upstream by had already failed or was not taken (failedMust), as
+// that upstream decided, whichever of its successors the upstream's
+// fan-out or the sweep reaches first (see EndsRun).
+func (r *runState) stopCause(i, st int32, rs ResultState, err error) (ResultState, int32, error) {
+	if st == sInit && isRunEnded(err) {
+		if by := r.failedMust(i); by >= 0 {
+			return ResultException, by, r.mustErr(by)
+		}
+	}
+	return rs, -1, err
+}
+
 // mustErr is the error of a node whose must upstream j ended without
 // succeeding: ErrNotTaken if j was not taken, else an [*UpstreamError]
 // naming j.

@@ -1719,16 +1719,8 @@ func (r *runState) unclaim(wl *worklist) {
 // upstream decided.
 func (r *runState) failFromUpstream(s, by int32, err error, wl *worklist) {
 	if st, cause, late := r.expired(); late {
-		if isRunEnded(cause) {
-			if j := r.failedMust(s); j >= 0 {
-				// Decided before the run ended, whichever of the failed
-				// upstream's successors its fan-out reached first: see
-				// EndsRun.
-				r.end(s, sInit, ResultException, r.mustErr(j), j, wl)
-				return
-			}
-		}
-		r.end(s, sInit, st, cause, -1, wl)
+		st, by, cause := r.stopCause(s, sInit, st, cause)
+		r.end(s, sInit, st, cause, by, wl)
 		return
 	}
 	r.end(s, sInit, ResultException, err, by, wl)
@@ -2110,19 +2102,11 @@ func (r *runState) stop(i int32, wl *worklist) {
 		if st == sInit && r.budget != nil {
 			return
 		}
-		if st == sInit && isRunEnded(err) {
-			if by := r.failedMust(i); by >= 0 {
-				// Decided before the run ended: see EndsRun.
-				if r.end(i, sInit, ResultException, r.mustErr(by), by, wl) {
-					return
-				}
-				continue
-			}
-		}
 		if st == sPending {
 			r.notePendingSwept(i)
 		}
-		if r.end(i, st, rs, err, -1, wl) {
+		ends, by, cause := r.stopCause(i, st, rs, err)
+		if r.end(i, st, ends, cause, by, wl) {
 			return
 		}
 	}
