@@ -150,3 +150,24 @@ func TestFakeNotMadeByAConstructor(t *testing.T) {
 		})
 	}
 }
+
+// A fake implements no Defaulter, as Fake's doc and the README say: a
+// failing fake in place of a worker whose DefaultValue gave a fallback
+// leaves its node the zero value, and the fallback the handler relies on
+// holds only when it is set with Default on the node.
+func TestFakeDropsTheWorkersDefaulter(t *testing.T) {
+	var fake asynctool.Worker[int, string] = asynctooltest.Fails[int, string](errors.New("down"))
+	_, isDefaulter := fake.(asynctool.Defaulter[string])
+	assert.False(t, isDefaulter)
+	for _, onNode := range []bool{false, true} {
+		recs := asynctool.NewWrapper("recs", fake, 0)
+		want := ""
+		if onNode {
+			recs.Default("bestsellers")
+			want = "bestsellers"
+		}
+		rep := asynctooltest.Run(t, recs)
+		asynctooltest.Failed(t, rep, "recs", nil)
+		assert.Equal(t, want, recs.Result().Value, "Default on the node: %v", onNode)
+	}
+}
