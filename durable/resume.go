@@ -215,6 +215,10 @@ func parked(metadata []byte) (cursors, cp map[string]json.RawMessage, mark *park
 func withValues(cursors, cp map[string]json.RawMessage, mark *parkMark, values map[string]any) ([]byte, error) {
 	for _, id := range slices.Sorted(maps.Keys(values)) {
 		if !slices.Contains(mark.Nodes, id) {
+			if len(mark.Nodes) == 0 {
+				return nil, fmt.Errorf("no checkpointed node %q in the graph that parked the job: it checkpoints no node, and only nodes made with Node take a value (suspended: %s)",
+					id, strings.Join(mark.Suspended, ", "))
+			}
 			return nil, fmt.Errorf("no checkpointed node %q in the graph that parked the job (checkpointed: %s; suspended: %s)",
 				id, strings.Join(mark.Nodes, ", "), strings.Join(mark.Suspended, ", "))
 		}

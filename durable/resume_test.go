@@ -187,6 +187,23 @@ func untilParkedOrDone(t *testing.T, events <-chan *river.Event) *river.Event {
 	return nil
 }
 
+// TestResumeOfAGraphThatCheckpointsNoNode parks a job on a plain node (not
+// made with Node): Resume cannot give it a value, and its error says why
+// rather than listing no checkpointed nodes as an empty string.
+func TestResumeOfAGraphThatCheckpointsNoNode(t *testing.T) {
+	var s atomic.Int32
+	var approved atomic.Bool
+	var got atomic.Int64
+	client, id, _ := runParked(t, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		ns := asynctool.NewWrapper("s", approvalWorker(&s, &approved), 0).OnFailure(asynctool.PolicySuspend)
+		sinkReading("s", &got).Depend(ns, true)
+		return []asynctool.Wrapper{ns}, nil
+	})
+	_, err := Resume(context.Background(), client, id, map[string]any{"s": 42})
+	require.Error(t, err)
+	assert.Equal(t, fmt.Sprintf(`durable: Resume of job %d: no checkpointed node "s" in the graph that parked the job: it checkpoints no node, and only nodes made with Node take a value (suspended: s)`, id), err.Error())
+}
+
 // TestDecidedValueOutlivesAnAttempt gives s, through Resume, a value of
 // the wrong type, and then makes the attempt after Resume fail, snooze or
 // park again before the value is read: however many attempts later, s's
