@@ -78,11 +78,8 @@ func ExampleKeyed() {
 	}
 	var mu sync.Mutex
 	balances := map[string][]int{} // each user's balance after each event
-	var wg sync.WaitGroup
 	for _, e := range events {
-		wg.Add(1)
 		_ = users.Submit(e.user, func() {
-			defer wg.Done()
 			mu.Lock()
 			defer mu.Unlock()
 			h := balances[e.user]
@@ -93,8 +90,11 @@ func ExampleKeyed() {
 			balances[e.user] = append(h, last+e.amount)
 		})
 	}
-	wg.Wait()
-	users.Close()
+	// Shutdown runs every event accepted and refuses new ones; Close
+	// would drop those still queued.
+	if err := users.Shutdown(context.Background()); err != nil {
+		fmt.Println(err)
+	}
 	for _, u := range slices.Sorted(maps.Keys(balances)) {
 		fmt.Println(u, balances[u])
 	}
@@ -102,4 +102,45 @@ func ExampleKeyed() {
 	// ann [100 70 0]
 	// bob [50 0 1]
 	// cid [10 15]
+}
+
+// A delayed task per key: Keyed has no SubmitAfter, so a timer submits
+// the task when it is due. Shutdown does not know about such timers: wait
+// for them (stopping those no longer wanted) before calling it, or a timer
+// that fires after Shutdown has begun gets ErrSerialClosed and its task
+// never runs.
+func ExampleKeyed_delayed() {
+	users := asynctool.NewKeyed[string](nil)
+	var timers sync.WaitGroup
+	// after submits task for user once d has passed; its cancel works
+	// until then.
+	after := func(d time.Duration, user string, task func()) (cancel func() bool) {
+		timers.Add(1)
+		t := time.AfterFunc(d, func() {
+			defer timers.Done()
+			if err := users.Submit(user, task); err != nil {
+				fmt.Println(err)
+			}
+		})
+		return func() bool {
+			if t.Stop() {
+				timers.Done()
+				return true
+			}
+			return false
+		}
+	}
+	_ = users.Submit("ann", func() { fmt.Println("ann: order placed") })
+	after(10*time.Millisecond, "ann", func() { fmt.Println("ann: payment reminder") })
+	cancel := after(time.Hour, "ann", func() { fmt.Println("ann: never") })
+	cancelled := cancel()
+
+	timers.Wait() // every timer has submitted its task or was stopped
+	fmt.Println("shutdown:", users.Shutdown(context.Background()))
+	fmt.Println("cancelled:", cancelled)
+	// Output:
+	// ann: order placed
+	// ann: payment reminder
+	// shutdown: <nil>
+	// cancelled: true
 }

@@ -52,7 +52,13 @@ const keyedMapKeep = 64
 // once every worker does, nothing runs again. Give such a pool a queue
 // (PoolQueue) with room for the keys that tasks submit to, or submit them
 // from outside the tasks. Keyed has no SubmitAfter: for a delayed task per
-// key, call Submit from a time.AfterFunc, or use a [Serial] per key.
+// key, call Submit from a time.AfterFunc (ExampleKeyed_delayed), or use a
+// [Serial] per key. Keyed knows nothing of such timers: [Keyed.Shutdown]
+// does not wait for them, and one that fires once Shutdown has begun gets
+// ErrSerialClosed, so its task never runs. Wait for the timers (or stop
+// them) before Shutdown, as Serial.Shutdown does for its delayed tasks.
+// Stopping the timer is the task's cancel until it fires; once it has,
+// the task is queued and nothing stops it.
 // Panics are handled as on a [Serial]; see [SerialPanicHandler]. As on a
 // Serial, [Keyed.Close] drops the tasks still queued, and [Keyed.Shutdown]
 // runs them first.
