@@ -4,6 +4,13 @@
 // full pool makes the fetcher process rows itself (CallerRuns), which
 // slows fetching to the pool's pace. Failed rows are reported, not fatal.
 //
+// Each fetch claims the next pending rows, as an UPDATE that sets the
+// status from pending to handling, with this job as the owner, would: a
+// row is processed once even when several jobs drain the table, and
+// rows still in process when the next page is fetched are not fetched
+// again. A fetch by offset (page × size) over the pending rows would skip
+// rows, since the rows before them leave that set as they are processed.
+//
 //	go run ./examples/batch
 package main
 
@@ -24,10 +31,45 @@ type table struct {
 	rows []row
 }
 
+type status int
+
+const (
+	pending status = iota
+	handling
+	done
+	failed
+)
+
 type row struct {
 	id      int
 	orderID string
-	done    bool
+	status  status
+	owner   string
+}
+
+// claim marks up to n pending rows as handled by owner and returns them:
+// UPDATE async_task SET status = handling, owner = ? WHERE status =
+// pending LIMIT n, then SELECT the rows the owner holds.
+func (t *table) claim(owner string, n int) []row {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var claimed []row
+	for i := range t.rows {
+		if len(claimed) == n {
+			break
+		}
+		if r := &t.rows[i]; r.status == pending {
+			r.status, r.owner = handling, owner
+			claimed = append(claimed, *r)
+		}
+	}
+	return claimed
+}
+
+func (t *table) finish(id int, s status) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.rows[id].status = s
 }
 
 var errPaymentPending = errors.New("payment still pending")
@@ -40,12 +82,8 @@ func main() {
 
 	const pageSize = 100
 	var maxInFlight, inFlight atomic.Int64
-	fetch := func(_ context.Context, page int) ([]row, error) {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		lo := min(page*pageSize, len(t.rows))
-		hi := min(lo+pageSize, len(t.rows))
-		return append([]row(nil), t.rows[lo:hi]...), nil
+	fetch := func(_ context.Context, _ int) ([]row, error) {
+		return t.claim("job-1", pageSize), nil // empty once none is pending: the job stops
 	}
 	process := func(ctx context.Context, r row) error {
 		n := inFlight.Add(1)
@@ -54,11 +92,10 @@ func main() {
 		}
 		time.Sleep(50 * time.Microsecond) // grant the points
 		if r.id%97 == 0 {
+			t.finish(r.id, failed) // or back to pending, for a later run
 			return fmt.Errorf("%s: %w", r.orderID, errPaymentPending)
 		}
-		t.mu.Lock()
-		t.rows[r.id].done = true
-		t.mu.Unlock()
+		t.finish(r.id, done)
 		return nil
 	}
 
@@ -78,4 +115,11 @@ func main() {
 	}
 	fmt.Printf("  ... %d failures in all; errors.Is(payment pending): %v\n",
 		len(report.Failures), errors.Is(report.Err(), errPaymentPending))
+	left := 0
+	for _, r := range t.rows {
+		if r.status == pending || r.status == handling {
+			left++
+		}
+	}
+	fmt.Printf("rows left pending or in process: %d\n", left)
 }
