@@ -136,7 +136,7 @@ type RetryPolicy struct {
 func (p *RetryPolicy) problem() string {
 	switch {
 	case p.Attempts < 1:
-		return fmt.Sprintf("%d attempts", p.Attempts)
+		return fmt.Sprintf("RetryPolicy.Attempts is %d; it counts every attempt, the first included, so it must be at least 1", p.Attempts)
 	case p.AttemptTimeout < 0:
 		return fmt.Sprintf("AttemptTimeout(%v)", p.AttemptTimeout)
 	}

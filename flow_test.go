@@ -845,7 +845,7 @@ func TestFlowValidation(t *testing.T) {
 			n("c").Depend(a, true).Join(CustomJoin(nil))
 			return []Wrapper{a}
 		}, ErrBadJoin, "CustomJoin(nil)"},
-		{"zero attempts", func() []Wrapper { return []Wrapper{n("a").Retry(RetryPolicy{})} }, ErrBadRetry, "0 attempts"},
+		{"zero attempts", func() []Wrapper { return []Wrapper{n("a").Retry(RetryPolicy{})} }, ErrBadRetry, `node "a": RetryPolicy.Attempts is 0; it counts every attempt, the first included, so it must be at least 1`},
 		{"negative timeout", func() []Wrapper { return []Wrapper{n("a").Timeout(-time.Second)} }, ErrBadTimeout, "Timeout(-1s)"},
 		{"cycle", func() []Wrapper {
 			a, b := n("a"), n("b")

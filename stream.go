@@ -236,7 +236,7 @@ func (s *Stream[T]) AppendWith(fn StreamFunc[T], p FailurePolicy, opts ...Stream
 	}
 	if n.retry != nil {
 		if bad := n.retry.problem(); bad != "" {
-			n.end(zero, fmt.Errorf("%w: stream node with %s", ErrBadRetry, bad))
+			n.end(zero, fmt.Errorf("%w: stream node: %s", ErrBadRetry, bad))
 			return n
 		}
 	}

@@ -242,6 +242,7 @@ func TestStreamRetryOutcomes(t *testing.T) {
 				require.NoError(t, runErr, "the node never joined the stream")
 				_, err := node.Wait()
 				assert.ErrorIs(t, err, ErrBadRetry)
+				assert.ErrorContains(t, err, "stream node: RetryPolicy.Attempts is 0; it counts every attempt, the first included, so it must be at least 1")
 				v, err := next.Wait()
 				assert.NoError(t, err)
 				assert.Equal(t, 2, v)
