@@ -45,9 +45,11 @@ const keyedMapKeep = 64
 // task is lost; so it does if the executor's Submit panics, and the panic
 // then goes on up the stack of the Submit that started the loop. If it
 // runs tasks on the caller ([CallerRuns], a [Pool]'s default), a Submit
-// that finds the pool full runs the key's drain loop itself, so the pool's
-// size does not bound how many keys run at once; use a Pool under [Block]
-// for that bound. Under Block, though, a task that submits for a key with
+// that finds the pool full runs the key's drain loop itself, and returns
+// only once the key has no task left, those other goroutines submit for
+// it meanwhile included (as on a Serial); so the pool's size does not
+// bound how many keys run at once either: use a Pool under [Block] for
+// that bound. Under Block, though, a task that submits for a key with
 // no queue waits, like any submitter, for a worker while it holds one:
 // once every worker does, nothing runs again. Give such a pool a queue
 // (PoolQueue) with room for the keys that tasks submit to, or submit them
