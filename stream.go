@@ -68,6 +68,9 @@ type StreamFunc[T any] func(ctx context.Context, prev T) (T, error)
 // once). Until Run is called they wait: Close alone ends none, as it
 // waits for Run.
 //
+// A Stream lives in memory only: its nodes, pending ones included, end
+// with the process (the durable module persists graphs, not streams).
+//
 // A Stream is safe for concurrent use. It must be created with
 // [NewStream] and must not be copied after first use. The zero Stream,
 // and a nil *Stream, run nothing: their nodes end at once, and Run and
