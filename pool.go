@@ -28,8 +28,10 @@ const (
 	// new task nested on its own worker, which takes no other task until
 	// both have returned ([PoolStats.Running] counts both).
 	CallerRuns FullPolicy = iota + 1
-	// Block makes Submit wait until a worker is free to take the task, or
-	// until the pool is closed.
+	// Block makes Submit wait until a worker or the queue takes the task
+	// (a worker frees a place in the queue by taking a task from it), or
+	// until the pool is closed, when Submit returns [ErrPoolClosed]
+	// without running the task.
 	Block
 	// Reject makes Submit return [ErrPoolFull] without running the task.
 	Reject
