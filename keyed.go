@@ -31,7 +31,13 @@ const keyedMapKeep = 64
 // first Submit for the key and removed when its last task has run, so the
 // table does not grow with the number of keys ever seen, and no goroutine
 // is held for a key, or at all, while there is nothing to do. Each key
-// with pending tasks occupies one executor goroutine at a time. The table
+// with pending tasks has one drain loop on the executor, which runs the
+// key's tasks until none is left before it gives its goroutine back: a key
+// fed as fast as its tasks run (a task that submits the key's next one,
+// say) keeps that goroutine for as long, and while as many such keys as the
+// executor has goroutines (a Pool's PoolSize) keep theirs, the loops of
+// the other keys wait in its queue. Serials that share an executor do the
+// same. Size the pool for the keys that may be busy at once. The table
 // is split in 32 shards by the key's hash; a shard keeps the room for the
 // most keys it has had pending at once until it has none pending, and then
 // gives that room back if it had held more than 64. Up to 16
