@@ -208,4 +208,30 @@
 // cannot fit, a negative timeout, a retry policy or [Hedged] worker that
 // can never work). Worker failures are node
 // results, not BeginWork errors.
+//
+// # Executors and streams
+//
+// The package also has executors and streams of use without a graph.
+// Serial, Keyed and RunBatches run their tasks on any [Executor], the
+// one-method seam for a goroutine pool (a Pool, GoExecutor, or another
+// library's pool); a Stream runs on the goroutine that calls its Run.
+//
+//   - [Pool]: a bounded pool with a bounded queue; when it is full, the
+//     submitter runs the task itself ([CallerRuns], the default), waits
+//     ([Block]) or gets [ErrPoolFull] ([Reject]). Close runs what is
+//     queued.
+//   - [Serial]: tasks one at a time in submission order on a shared
+//     executor, delayed ones ([Serial.SubmitAfter]) with a cancel.
+//     Shutdown runs the accepted tasks; Close drops those not started.
+//   - [Keyed]: the tasks of each key (a user, an account) in order, the
+//     keys in parallel on one executor; Shutdown and Close as on a Serial.
+//   - [Stream]: an append-only chain whose nodes each receive their
+//     predecessor's result, with the failure policies of graph nodes
+//     ([PolicySuspend] and [Stream.Resume] among them), in memory only.
+//   - [RunBatches]: a page loop that fetches on the caller and processes
+//     each item on an executor, whose backpressure slows the fetching.
+//
+// A graph that must outlive its process, or be shared by several
+// machines, runs as a River job with the durable module
+// (github.com/asynctool-go/asynctool/durable).
 package asynctool
