@@ -11,7 +11,11 @@ import (
 // are still processed, as fast as the pool allows, and a failing item is
 // reported without stopping the job.
 func ExampleRunBatches() {
-	rows := make([]int, 25) // stands in for a table of pending tasks
+	// rows stands in for a source that does not change as its items are
+	// processed, which can be read by page number. A table of pending
+	// tasks changes: its fetch claims the rows it returns (see
+	// RunBatches, and examples/batch).
+	rows := make([]int, 25)
 	for i := range rows {
 		rows[i] = 100 + i
 	}
