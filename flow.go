@@ -351,7 +351,8 @@ type nodeExt struct {
 	retries       *time.Timer
 	// backedOff: the node waits for its next attempt, from the decision
 	// to retry (its OnNodeRetry hooks run then) until its retries timer
-	// fires, for the reason of a node that ends meanwhile. A node that
+	// fires, for the reason of a node that ends meanwhile (a timer that
+	// fires as the node ends leaves it set). A node that
 	// becomes pending (after a Goexit in one of those hooks, under
 	// PolicySuspend) clears it, for the rounds a Rerun starts.
 	backedOff bool
@@ -707,7 +708,14 @@ func (r *runState) scheduleRetry(i int32, delay time.Duration) {
 	defer ext.mu.Unlock()
 	ext.retries = time.AfterFunc(delay, func() {
 		ext.mu.Lock()
-		ext.retries, ext.backedOff = nil, false
+		ext.retries = nil
+		if r.nodes[i].st() == sWorking {
+			// Not once the node has ended, which it may have in the
+			// instant the timer fired: it ended waiting for this
+			// attempt, and its reason, which a report or hook may have
+			// read already, must stay so.
+			ext.backedOff = false
+		}
 		ext.mu.Unlock()
 		task := func() {
 			defer r.taskDone()

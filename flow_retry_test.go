@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -221,5 +223,86 @@ func TestPanickingRetryPolicy(t *testing.T) {
 		var pe *PanicError
 		require.ErrorAs(t, n.Result().Err, &pe, n.ID())
 		assert.False(t, errors.Is(n.Result().Err, ErrGoexit))
+	}
+}
+
+// TestRetryStoppedAsItsTimerFiresKeepsItsReason: a node stopped while
+// it waited for its next attempt reads "stopped while waiting to retry",
+// but when its retry timer had fired in the same instant, the timer's
+// function, which marks the wait over, ran after the node's end and
+// turned the reason of the ended node into "stopped while running",
+// though its next attempt never began: OnRunEnd's report and a Report
+// read later disagreed. The stress of the flow rules
+// (TestConcurrentRunsKeepFlowRules) saw it in about one test of two at
+// its default size. Here the test holds the node's lock once the timer
+// is recorded, until the timer has fired (its function waits for the
+// lock) and a Cancel has ended the node; the reason must stay the one
+// the node ended with.
+func TestRetryStoppedAsItsTimerFiresKeepsItsReason(t *testing.T) {
+	a := New()
+	var calls atomic.Int32
+	retrying := make(chan struct{}, 1)
+	n := NewWrapper("n", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		if calls.Add(1) == 1 {
+			return 0, errBoom
+		}
+		<-ctx.Done() // never reached: the retry finds the node ended
+		return 0, ctx.Err()
+	}), 0).Retry(RetryPolicy{Attempts: 2, Backoff: ConstantBackoff(time.Millisecond)})
+	var endReason atomic.Value
+	hooks := &Hooks{
+		OnNodeRetry: func(context.Context, NodeEvent) { retrying <- struct{}{} },
+		OnNodeEnd:   func(_ context.Context, ev NodeEvent) { endReason.Store(ev.Reason) },
+	}
+	r, err := a.Start(WithRunHooks(context.Background(), hooks), time.Minute, n)
+	require.NoError(t, err)
+	<-retrying
+	s, ext := r.runState, r.runState.exts[0]
+	for { // the hook runs before the timer is recorded
+		ext.mu.Lock()
+		if ext.retries != nil {
+			break
+		}
+		ext.mu.Unlock()
+		runtime.Gosched()
+	}
+	// The timer fires and its function waits for the lock.
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(allStacks(), "(*runState).scheduleRetry.func1") {
+		if time.Now().After(deadline) {
+			ext.mu.Unlock()
+			t.Fatal("the retry timer did not fire in 10s")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	// The Cancel ends the node, then waits for the lock to disarm it.
+	cancelled := make(chan struct{})
+	go func() {
+		defer close(cancelled)
+		r.Cancel()
+	}()
+	for s.nodes[0].st() != sError {
+		runtime.Gosched()
+	}
+	ext.mu.Unlock()
+	<-cancelled
+	require.ErrorIs(t, r.Wait(context.Background()), context.Canceled)
+	require.NoError(t, a.Close()) // and the retry task, which finds the node ended
+	want := "stopped while waiting to retry: context canceled"
+	rep := r.Report()
+	assert.Equal(t, 1, rep.Nodes[0].Attempts, "attempts")
+	assert.Equal(t, want, rep.Nodes[0].Reason, "the reason of the node once its timer's function ran")
+	assert.Equal(t, want, endReason.Load(), "OnNodeEnd's reason")
+}
+
+// allStacks returns the stacks of every goroutine.
+func allStacks() string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return string(buf[:n])
+		}
+		buf = make([]byte, 2*len(buf))
 	}
 }
