@@ -449,9 +449,14 @@ func (r *runState) afterFailure(i int32, err error, wl *worklist) (bool, error) 
 				// The node waits for its next attempt from here on, its
 				// OnNodeRetry hooks included: a stop before the timer
 				// fires (see disarm and scheduleRetry) reads so in its
-				// reason. The timer clears the mark as it fires.
+				// reason. The timer clears the mark as it fires. Not if
+				// the node has ended already (a stop while the policy
+				// was asked): it ended running, and its reason, which a
+				// report or hook may have read already, must stay so.
 				ext.mu.Lock()
-				ext.backedOff = true
+				if r.nodes[i].st() == sWorking {
+					ext.backedOff = true
+				}
 				ext.mu.Unlock()
 				// The hook first: once scheduled, the retry may run, and
 				// fail and call the hook again, before this call returns.
