@@ -938,18 +938,28 @@ func (r *runState) Resume(id string, how Resumption) error {
 		}
 		// The started bit, set as for a node that ran, keeps the node
 		// from being skipped once ready: the rerun is promised (see skip).
-		if !n.move(sPending, sReady, startedBit) {
-			r.taskDone()
-			return r.notPending(i, id)
-		}
-		release := false
-		if ext := r.exts[i]; ext != nil {
+		// The move and the new round's bookkeeping are one step under
+		// the node's lock, under which its reason reads them (see
+		// pendingWhy): a sweep that ends the node, still pending or just
+		// made ready, gives it the reason it keeps.
+		ext := r.exts[i]
+		if ext != nil {
 			ext.mu.Lock()
+		}
+		moved := n.move(sPending, sReady, startedBit)
+		release := false
+		if moved && ext != nil {
 			ext.base = n.attempts.Load()
 			ext.lastErr = nil
 			r.unpend(ext)
-			ext.mu.Unlock()
 			release = ext.joinSuspended.Swap(false)
+		}
+		if ext != nil {
+			ext.mu.Unlock()
+		}
+		if !moved {
+			r.taskDone()
+			return r.notPending(i, id)
 		}
 		if r.times != nil {
 			// A node its custom join suspended becomes ready now; one

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -502,4 +503,91 @@ func TestJoinSuspendedNodeIsNotShortCircuited(t *testing.T) {
 		require.NoError(t, r.Wait(context.Background()))
 		assert.Equal(t, WorkResult[int]{Value: 5, State: ResultSuccess}, held.Result())
 	})
+}
+
+// TestRerunRacingTheSweepKeepsTheNodesReason: a pending node that the
+// run's stop ends reads "stopped while pending ..." (after its worker's
+// failure, or its join's suspension). A Resume(Rerun) made the node ready
+// first, then recorded the new round (cleared the failure, released the
+// join's suspension) under the node's lock: a sweep that ended the node
+// in between gave it the pending reason, which OnRunEnd's report showed,
+// and the Rerun's bookkeeping, done after, turned it into "stopped while
+// running" (or "stopped before it started") in a later Report. The stress
+// of the flow rules (TestConcurrentRunsKeepFlowRules) saw it once in 100
+// tests under -race. Here the test holds the node's lock while a Rerun
+// and a Cancel both wait for it: if the node has ended by then, with its
+// failure or suspension recorded, its reason must say pending, then and
+// later; and whatever the order, OnNodeEnd's reason and a Report's after
+// the run agree.
+func TestRerunRacingTheSweepKeepsTheNodesReason(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		build func() (start Wrapper, n *WorkerWrapper[int, int])
+	}{
+		{"suspended after its worker failed", func() (Wrapper, *WorkerWrapper[int, int]) {
+			n := NewWrapper("n", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+				return 0, errBoom
+			}), 0).OnFailure(PolicySuspend)
+			return n, n
+		}},
+		{"suspended by its join", func() (Wrapper, *WorkerWrapper[int, int]) {
+			up := NewWrapper("up", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 1, nil }), 0)
+			n := NewWrapper("n", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 2, nil }), 0).
+				Depend(up, true).Join(CustomJoin(func([]Upstream) Decision { return DecideSuspend }))
+			return up, n
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := New()
+			t.Cleanup(func() { _ = a.Close() })
+			start, n := tc.build()
+			var endReason atomic.Value
+			hooks := &Hooks{OnNodeEnd: func(_ context.Context, ev NodeEvent) {
+				if ev.ID == "n" {
+					endReason.Store(ev.Reason)
+				}
+			}}
+			r, err := a.Start(WithRunHooks(context.Background(), hooks), time.Minute, start)
+			require.NoError(t, err)
+			t.Cleanup(r.Cancel)
+			<-r.Suspended()
+			s := r.runState
+			i, _ := s.p.lookup("n")
+			ext := s.exts[i]
+			ext.mu.Lock()
+			resumed := make(chan error, 1)
+			go func() { resumed <- r.Resume("n", Rerun()) }()
+			cancelled := make(chan struct{})
+			go func() {
+				defer close(cancelled)
+				r.Cancel()
+			}()
+			// Both wait for the lock: the Rerun (before or after it made
+			// the node ready) and the sweep (before or after it ended it).
+			deadline := time.Now().Add(10 * time.Second)
+			for strings.Count(allStacks(), "[sync.Mutex.Lock]") < 2 {
+				if time.Now().After(deadline) {
+					ext.mu.Unlock()
+					t.Fatal("the Rerun and the sweep did not both wait for the node's lock in 10s")
+				}
+				time.Sleep(100 * time.Microsecond)
+			}
+			// A reason read now, once the lock is free, says pending if
+			// the node has ended with its failure or suspension recorded.
+			pendingAtEnd := terminal(s.nodes[i].st()) && (ext.lastErr != nil || ext.joinSuspended.Load())
+			ext.mu.Unlock()
+			<-cancelled
+			if err := <-resumed; err != nil {
+				require.ErrorIs(t, err, ErrNotPending)
+			}
+			_ = r.Wait(context.Background())
+			require.NoError(t, a.Close())
+			reason := r.Report().Nodes[i].Reason
+			assert.Equal(t, endReason.Load(), reason, "OnNodeEnd's reason, and the report's after the run")
+			if pendingAtEnd {
+				assert.True(t, strings.HasPrefix(reason, "stopped while pending "), "the node ended pending, its reason says %q", reason)
+			}
+			t.Logf("%s: the node ended pending while the Rerun waited: %v; its reason: %q", n.ID(), pendingAtEnd, reason)
+		})
+	}
 }

@@ -679,12 +679,13 @@ func (r *runState) pendingWhy(i int32) string {
 		return ""
 	}
 	ext := r.exts[i]
-	if ext.joinSuspended.Load() {
-		return "(its join suspended it)" // Resume clears it, so the sweep ended it pending
-	}
-	ext.mu.Lock()
+	ext.mu.Lock() // under which a Rerun clears both as it readies the node
+	joinSuspended := ext.joinSuspended.Load()
 	why := ext.lastErr // set as it suspends, cleared by a Rerun
 	ext.mu.Unlock()
+	if joinSuspended {
+		return "(its join suspended it)" // Resume clears it, so the sweep ended it pending
+	}
 	if why == nil {
 		return ""
 	}
