@@ -482,10 +482,14 @@ func (r *runState) afterFailure(i int32, err error, wl *worklist) (bool, error) 
 // after: once it is, a Resume(Rerun) may run it again at once and arm a
 // new timeout, which a disarm that came later would stop (cancelling the
 // rerun's context), and the rerun's bookkeeping would get this round's
-// error. If the node ends first instead, both are harmless: its end
-// disarms it anyway, and lastErr, read while it is pending and, once it
-// has ended as a timeout, for its report's Reason, names the failure its
-// worker returned before the sweep ended it.
+// error. If the node ends first instead, its end disarms it anyway; and
+// lastErr, read while it is pending and, once it has ended as a timeout,
+// for its report's Reason, is recorded only while the node still works,
+// under the lock the Reason reads it under: a node the sweep ended
+// before (its worker's failure came as the run stopped) keeps the
+// reason it ended with, "stopped while running", which its hooks and
+// reports may have read already; one the sweep ends after names the
+// failure its worker returned.
 //
 // With timings, its pending time starts before it is pending too, for
 // the same reason, and is taken back if it is not.
@@ -493,6 +497,10 @@ func (r *runState) suspend(i int32, err error, wl *worklist) {
 	r.disarm(i)
 	ext := r.exts[i]
 	ext.mu.Lock()
+	if r.nodes[i].st() != sWorking {
+		ext.mu.Unlock()
+		return // ended meanwhile: the move below would fail
+	}
 	ext.lastErr, ext.backedOff = err, false
 	if r.times != nil {
 		ext.pendingAt = r.clock()

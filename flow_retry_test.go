@@ -343,3 +343,41 @@ func TestRetryDecidedAfterTheNodeStoppedKeepsItsReason(t *testing.T) {
 	assert.Equal(t, want, endReason.Load(), "OnNodeEnd's reason")
 	assert.Equal(t, want, r.Report().Nodes[0].Reason, "the reason of the node once its retry policy answered")
 }
+
+// TestSuspendAfterTheNodeStoppedKeepsItsReason: a node stopped while its
+// worker ran reads "stopped while running", but when the worker had
+// failed just before, under PolicySuspend, the suspension went on after
+// the node's end and recorded the failure as the one it was pending
+// after: the reason of the ended node turned into "stopped while pending
+// after ...", after OnNodeEnd and OnRunEnd had been given the first one.
+// The stress of the flow rules (TestConcurrentRunsKeepFlowRules) saw it
+// once in 100 tests under -race. Here Retryable, asked about the
+// failure before the suspension, cancels the run and waits for the
+// node's end before it refuses the retry.
+func TestSuspendAfterTheNodeStoppedKeepsItsReason(t *testing.T) {
+	a := New()
+	var run atomic.Pointer[Run]
+	started := make(chan struct{})
+	n := NewWrapper("n", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		<-started
+		return 0, errBoom
+	}), 0).OnFailure(PolicySuspend).Retry(RetryPolicy{Attempts: 2, Retryable: func(error) bool {
+		r := run.Load()
+		r.Cancel()
+		for r.runState.nodes[0].st() != sError {
+			runtime.Gosched()
+		}
+		return false
+	}})
+	var endReason atomic.Value
+	hooks := &Hooks{OnNodeEnd: func(_ context.Context, ev NodeEvent) { endReason.Store(ev.Reason) }}
+	r, err := a.Start(WithRunHooks(context.Background(), hooks), time.Minute, n)
+	require.NoError(t, err)
+	run.Store(r)
+	close(started)
+	require.ErrorIs(t, r.Wait(context.Background()), context.Canceled)
+	require.NoError(t, a.Close()) // and the worker's goroutine, past the suspension
+	want := "stopped while running: context canceled"
+	assert.Equal(t, want, endReason.Load(), "OnNodeEnd's reason")
+	assert.Equal(t, want, r.Report().Nodes[0].Reason, "the reason of the node once its suspension was tried")
+}
