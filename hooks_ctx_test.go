@@ -252,6 +252,9 @@ func TestOnRunStartCannotDetachTheRunFromItsCaller(t *testing.T) {
 				{"group timeout", 3 * time.Second, func() (context.Context, context.CancelFunc) {
 					return context.WithCancel(context.Background())
 				}, context.DeadlineExceeded, 3 * time.Second},
+				{"group timeout before the caller's deadline", 3 * time.Second, func() (context.Context, context.CancelFunc) {
+					return context.WithTimeout(context.Background(), time.Hour)
+				}, context.DeadlineExceeded, 3 * time.Second},
 			} {
 				t.Run(c.name, func(t *testing.T) {
 					synctest.Test(t, func(t *testing.T) {

@@ -896,3 +896,54 @@ func TestChainDepthCostsNoStack(t *testing.T) {
 		assert.InDelta(t, depth[1], depth[n-1], 16, "frames under the second node and under the last, with %d options", len(opts))
 	}
 }
+
+// TestCancelledRunStartsNoNodeOnAGoroutineThatRanAnotherRun: a goroutine
+// that has just run a node of one run looks at the deadline before it
+// starts a node of another: what it learned of the first run (that its
+// context had not ended) says nothing of the second. Here the second
+// run's context has ended before its first task runs, on the pool's only
+// worker, right after that worker ran the first run's node; its sweep is
+// held in blocker's Result callback, so the task reaches victim first,
+// and must end it without calling its worker.
+func TestCancelledRunStartsNoNodeOnAGoroutineThatRanAnotherRun(t *testing.T) {
+	a := newAsync(t, WithMaxWorkers(1))
+	gate := make(chan struct{})
+	open := releaser(t, gate)
+	started := make(chan struct{})
+	hold := NewWrapper("hold", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+		close(started)
+		<-gate
+		return 1, nil
+	}), 0)
+	first, err := a.Start(context.Background(), 0, hold)
+	require.NoError(t, err)
+	<-started // the pool's only worker runs hold
+
+	inCallback, unblock := make(chan struct{}), make(chan struct{})
+	blocker := NewWrapper("blocker", okWorker(), 0).Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) {
+		close(inCallback)
+		<-unblock
+	}))
+	var called atomic.Int32
+	victimEnded := make(chan struct{})
+	victim := NewWrapper("victim", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		called.Add(1)
+		return 1, nil
+	}), 0).Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) { close(victimEnded) }))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	second, err := a.Start(ctx, 0, blocker, victim) // its task waits in the pool's queue
+	require.NoError(t, err)
+	require.Equal(t, "blocker", second.p.nodes[0].core.id, "the sweep reaches blocker first")
+	require.Equal(t, []int32{0, 1}, second.p.roots)
+	<-inCallback // the sweep waits in blocker's callback
+	open()       // hold returns; the worker takes the second run's task
+	require.NoError(t, first.Wait(context.Background()))
+	<-victimEnded // by the second run's task: the sweep still waits
+	assert.Zero(t, called.Load(), "victim's worker was called after its run's context ended")
+	res := victim.Result()
+	assert.Equal(t, ResultTimeout, res.State)
+	assert.ErrorIs(t, res.Err, context.Canceled)
+	close(unblock)
+	assert.ErrorIs(t, second.Wait(context.Background()), context.Canceled)
+}
