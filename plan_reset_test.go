@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -39,6 +40,7 @@ func waitForRun(ctx context.Context) (int, error) {
 func TestPlanRunStartsClean(t *testing.T) {
 	cases := []struct {
 		name string
+		opts []Option // the Async's
 		// graph builds the plan; first says whether the run is the first.
 		graph func(first *atomic.Bool) []Wrapper
 		// cancel says which of the two runs the test cancels once its
@@ -109,6 +111,24 @@ func TestPlanRunStartsClean(t *testing.T) {
 			assert.ErrorIs(t, err, context.Canceled)
 		},
 	}, {
+		name: "after a timed run",
+		opts: []Option{WithTimings(true)},
+		graph: func(first *atomic.Bool) []Wrapper {
+			return []Wrapper{NewWrapper("w", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+				if first.Load() {
+					time.Sleep(time.Hour)
+				}
+				return 1, nil
+			}), 0)}
+		},
+		check: func(t *testing.T, r *Run, err error, nodes []Wrapper) {
+			require.NoError(t, err)
+			n := r.Report().Nodes[0]
+			assert.Equal(t, 1, n.Attempts)
+			assert.False(t, n.Started.Before(n.Ready), "started at %v, before it was ready at %v", n.Started, n.Ready)
+			assert.Zero(t, n.Ended.Sub(n.Started), "the second run's worker returned at once: the hour is the first run's")
+		},
+	}, {
 		name: "after a run whose DefaultValue ended its goroutine",
 		graph: func(first *atomic.Bool) []Wrapper {
 			return []Wrapper{NewWrapper("f", firstRunDefaulter{first}, 0)}
@@ -135,7 +155,7 @@ func TestPlanRunStartsClean(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				a := New()
+				a := New(c.opts...)
 				defer a.Close()
 				var first atomic.Bool
 				nodes := c.graph(&first)
