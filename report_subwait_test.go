@@ -2,6 +2,7 @@ package asynctool
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -216,4 +217,86 @@ func TestReportDoesNotWaitForASweepInAHookElsewhere(t *testing.T) {
 		close(release)
 		close(hold)
 	})
+}
+
+// lateReportingDefault is a sub-run's worker that returns once its run's
+// context has ended, late, so that its own goroutine ends its node and
+// calls its DefaultValue, which holds the node in sEnding. The
+// DefaultValue waits until the sub-run's sweep has gone through every
+// node (it passes this one by), then takes a Report of the outer run.
+type lateReportingDefault struct {
+	sub       chan *runState // the sub-run, sent by the Action
+	acting    chan struct{}  // closed by the Action
+	inDefault chan struct{}
+	runs      chan *Run
+	reported  chan *Report // nil if the Report did not return in 10 s
+}
+
+func (d lateReportingDefault) Action(ctx context.Context, _ int, all Wrappers) (int, error) {
+	d.sub <- all.r
+	close(d.acting)
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+func (d lateReportingDefault) DefaultValue() int {
+	close(d.inDefault)
+	sub := <-d.sub
+	for {
+		sub.mu.Lock()
+		over := sub.sweepOver
+		sub.mu.Unlock()
+		if over {
+			break
+		}
+		runtime.Gosched()
+	}
+	got := make(chan *Report, 1)
+	r := <-d.runs
+	go func() { got <- r.Report() }()
+	select {
+	case rep := <-got:
+		d.reported <- rep
+	case <-time.After(10 * time.Second):
+		d.reported <- nil // it waits for this call to return
+	}
+	return -1
+}
+
+// A Report of the outer run, taken from a DefaultValue that a sub-run's
+// worker calls as it ends its node late, after the sub-run's sweep went
+// by that node (held in sEnding), returns: Report waits for the nodes
+// the sweep passed by only while no DefaultValue runs, as this one may
+// be the caller. The run is cancelled once late's worker runs; the
+// sub-run's sweep is held in first's Result callback until late is in its
+// DefaultValue, so that late's own goroutine ends it.
+func TestReportFromAWorkersDefaultValueAfterTheSweep(t *testing.T) {
+	a := newAsync(t)
+	gate := make(chan struct{})
+	open := releaser(t, gate)
+	d := lateReportingDefault{sub: make(chan *runState, 1), acting: make(chan struct{}), inDefault: make(chan struct{}), runs: make(chan *Run, 1), reported: make(chan *Report, 1)}
+	sub := NewWrapper("sub", SubGraph[int, int]{Build: func(context.Context, int, Wrappers) (Built[int], error) {
+		first := NewWrapper("first", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			<-gate // ignores its ctx: the sweep ends it
+			return 1, nil
+		}), 0).Callback(reviewCallback[int, int](func(WorkResult[int]) { <-d.inDefault }))
+		late := NewWrapper("late", d, 0)
+		return Built[int]{Starts: []Wrapper{first, late}, Output: func() (int, error) { return 0, nil }}, nil
+	}}, 0)
+	run, err := a.Start(context.Background(), 0, sub)
+	require.NoError(t, err)
+	d.runs <- run
+	<-d.acting
+	run.Cancel()
+	rep := <-d.reported
+	require.NotNil(t, rep, "the Report waited for the DefaultValue that called it")
+	s := subNode(t, rep, "sub").Sub
+	require.NotNil(t, s)
+	for _, n := range s.Nodes {
+		if n.ID == "first" {
+			assert.Equal(t, StateError, n.State, "first, ended by the sweep")
+		}
+	}
+	open()
+	assert.ErrorIs(t, run.Wait(context.Background()), context.Canceled)
 }
