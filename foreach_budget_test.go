@@ -1161,3 +1161,33 @@ func TestBudgetEndingAStalledSubRunNamesTheSuspendedItem(t *testing.T) {
 		assert.ErrorIs(t, err, errBoom)
 	})
 }
+
+// With more than one item suspended when the Budget runs out, the node's
+// error names the first in the sub-run's order, with its failure, as the
+// sweep found them.
+func TestBudgetNamesTheFirstSuspendedItem(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		f := budgetItems(3, 30*time.Millisecond)
+		worker := f.Worker
+		f.Worker = WorkerFunc[int, int](func(ctx context.Context, i int, all Wrappers) (int, error) {
+			if i < 2 {
+				return 0, fmt.Errorf("item %d needs a human", i)
+			}
+			return worker.Action(ctx, i+10, all) // past the Budget
+		})
+		f.Node = func(i int, _ int, n *WorkerWrapper[int, int]) {
+			if i < 2 {
+				n.OnFailure(PolicySuspend)
+			}
+		}
+		each := NewWrapper("each", f, 0)
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, each))
+		err := each.Result().Err
+		require.Error(t, err)
+		assert.ErrorContains(t, err, `suspended at node "0"`)
+		assert.ErrorContains(t, err, "item 0 needs a human")
+		assert.NotContains(t, err.Error(), "item 1")
+	})
+}
