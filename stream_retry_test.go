@@ -199,6 +199,7 @@ func TestStreamRetryOutcomes(t *testing.T) {
 				var pe *PanicError
 				require.ErrorAs(t, err, &pe)
 				assert.Equal(t, "bad predicate", pe.Value)
+				assert.ErrorIs(t, err, errBoom, "the failed attempt's error, wrapped")
 				v, err := next.Wait()
 				assert.NoError(t, err)
 				assert.Equal(t, 2, v)
@@ -213,6 +214,7 @@ func TestStreamRetryOutcomes(t *testing.T) {
 				var pe *PanicError
 				require.ErrorAs(t, runErr, &pe)
 				assert.Equal(t, "bad backoff", pe.Value)
+				assert.ErrorIs(t, runErr, errBoom, "the failed attempt's error, wrapped")
 			},
 		},
 		{
@@ -298,13 +300,16 @@ func TestStreamRetryOutcomes(t *testing.T) {
 // calling it again cannot help.
 func TestStreamRetryNilFunc(t *testing.T) {
 	s := NewStream(0)
-	n := s.AppendWith(nil, PolicyContinue, StreamRetry(RetryPolicy{Attempts: 3}))
+	asked := 0 // read after Run returned
+	n := s.AppendWith(nil, PolicyContinue, StreamRetry(RetryPolicy{Attempts: 3,
+		Retryable: func(error) bool { asked++; return true }}))
 	ran := runStream(t.Context(), s)
 	require.NoError(t, s.Close())
 	require.NoError(t, <-ran)
 	_, err := n.Wait()
 	assert.ErrorIs(t, err, ErrNilTask)
 	assert.Zero(t, n.Attempts(), "attempts")
+	assert.Zero(t, asked, "the retry policy was asked about a nil function's failure")
 }
 
 // TestStreamRetrySuspendResume: a PolicySuspend node pauses the stream

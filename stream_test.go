@@ -184,6 +184,31 @@ func TestStreamContextEndsIt(t *testing.T) {
 	})
 }
 
+// TestStreamContextEndedByANodeStopsTheNext: a node that succeeds as
+// Run's context ends (here it cancels the context itself) keeps its
+// result, and the node after it, which Run finds ctx done before
+// starting, ends without running, stopped with the cause.
+func TestStreamContextEndedByANodeStopsTheNext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		stopped := errors.New("operator stopped it")
+		ctx, cancel := context.WithCancelCause(t.Context())
+		defer cancel(nil)
+		s := NewStream(0)
+		first := s.Append(func(_ context.Context, prev int) (int, error) {
+			cancel(stopped)
+			return prev + 1, nil
+		})
+		next := s.Append(addOne)
+		assert.ErrorIs(t, s.Run(ctx), stopped)
+		assertValues(t, []int{1}, first)
+		_, err := next.Wait() // synctest reports a deadlock if it never ends
+		assert.ErrorIs(t, err, ErrStreamStopped)
+		assert.ErrorIs(t, err, stopped)
+		assert.Zero(t, next.Attempts(), "the node after ctx ended ran")
+		assert.ErrorIs(t, s.Close(), stopped)
+	})
+}
+
 func TestStreamContextEndsIdleStream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -223,6 +248,31 @@ func TestStreamCloseWaitsForTail(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, v)
 	assert.NoError(t, s.Close(), "Close is idempotent")
+}
+
+// TestStreamAppendRacingCloseEndsClosed: an Append that found the
+// stream open just before Close marked it links its node after Close's
+// marker; Run takes both in one batch, ends the stream at the marker,
+// and ends that node with ErrStreamClosed without running it, as every
+// node appended must end.
+func TestStreamAppendRacingCloseEndsClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := NewStream(0)
+		before := s.Append(addOne)
+		closed := make(chan error, 1)
+		go func() { closed <- s.Close() }()
+		synctest.Wait() // Close has linked its marker and waits for Run
+		// The rest of an AppendWith that checked closing before Close
+		// set it.
+		late := &StreamNode[int]{fn: addOne, done: make(chan struct{})}
+		s.push(late)
+		require.NoError(t, s.Run(t.Context()))
+		require.NoError(t, <-closed)
+		assertValues(t, []int{1}, before)
+		_, err := late.Wait() // synctest reports a deadlock if it never ends
+		assert.ErrorIs(t, err, ErrStreamClosed)
+		assert.Zero(t, late.Attempts(), "a node linked after Close's marker ran")
+	})
 }
 
 func TestStreamCloseBeforeRun(t *testing.T) {
@@ -730,6 +780,42 @@ func TestStreamResumeRacesCancel(t *testing.T) {
 				assert.ErrorIs(t, badErr, ErrStreamStopped, "rerun accepted, ctx ended first")
 			}
 		}
+	}
+}
+
+// hookedDoneCtx calls onDone each time its Done method is called.
+type hookedDoneCtx struct {
+	context.Context
+	onDone func()
+}
+
+func (c hookedDoneCtx) Done() <-chan struct{} {
+	c.onDone()
+	return c.Context.Done()
+}
+
+// TestStreamResumeThatWonTheRaceWithCancelDecides: a Resume that took the
+// pause decides how the suspended node ends, even when Run, waiting in
+// the pause, finds the end of its context ready too. Here the node
+// cancels ctx as it fails, and Resume runs in Run's first call of
+// ctx.Done, in the pause: both are ready as the pause waits, and select
+// picks either.
+func TestStreamResumeThatWonTheRaceWithCancelDecides(t *testing.T) {
+	for range 64 {
+		ctx, cancel := context.WithCancel(t.Context())
+		t.Cleanup(cancel)
+		s := NewStream(0)
+		n := s.AppendWith(func(context.Context, int) (int, error) { cancel(); return 0, errFlaky }, PolicySuspend)
+		var once sync.Once
+		resumeErr := errors.New("Resume was not called")
+		hooked := hookedDoneCtx{Context: ctx, onDone: func() {
+			once.Do(func() { resumeErr = s.Resume(SucceedWith(7)) })
+		}}
+		assert.ErrorIs(t, s.Run(hooked), context.Canceled)
+		require.NoError(t, resumeErr, "the stream was paused")
+		v, err := n.Wait()
+		require.NoError(t, err, "Resume succeeded, yet the end of ctx decided")
+		assert.Equal(t, 7, v)
 	}
 }
 
