@@ -110,6 +110,7 @@ func TestAssertionsFail(t *testing.T) {
 		want  string
 	}{
 		{"ran before, reversed", func(s *spy) bool { return asynctooltest.RanBefore(s, rep, "b", "a") }, `"b" ended 10ms after "a" started, want it to end before`},
+		{"ran before, overlapping", func(s *spy) bool { return asynctooltest.RanBefore(s, rep, "a", "first") }, `"a" ended 10ms after "first" started, want it to end before`},
 		{"ran before, did not run", func(s *spy) bool { return asynctooltest.RanBefore(s, rep, "a", "c") }, `"c" did not run (error/exception), want it to run before or after "a"`},
 		{"ran once, never ran", func(s *spy) bool { return asynctooltest.RanOnce(s, rep, "c") }, `"c" ran 0 times, want once`},
 		{"never started, ran", func(s *spy) bool { return asynctooltest.NeverStarted(s, rep, "a") }, `"a" started (1 times, ended finish/success), want it never to start`},
@@ -121,6 +122,7 @@ func TestAssertionsFail(t *testing.T) {
 		{"not taken, failed upstream", func(s *spy) bool { return asynctooltest.NotTaken(s, rep, "c") }, `"c" ended error/exception, ran=false, err=asynctool: upstream "b" failed: down, want it not taken`},
 		{"not taken, succeeded", func(s *spy) bool { return asynctooltest.NotTaken(s, rep, "a") }, `"a" ended finish/success, ran=true, err=<nil>, want it not taken`},
 		{"skipped, not taken", func(s *spy) bool { return asynctooltest.WasSkipped(s, rep, "cache") }, `"cache" ended error/exception, ran=false, err=asynctool: not taken: the branch was not chosen, want it skipped`},
+		{"timed out, succeeded", func(s *spy) bool { return asynctooltest.TimedOut(s, rep, "a") }, `"a" ended finish/success (err=<nil>), want timeout`},
 		{"timed out, failed", func(s *spy) bool { return asynctooltest.TimedOut(s, rep, "b") }, `"b" ended error/exception (err=down), want timeout`},
 		{"unknown id", func(s *spy) bool { return asynctooltest.Succeeded(s, rep, "spaer") }, `asynctooltest: no node "spaer" in the report (its paths: a, b, c, first, spare-up, spare, any, slow, route, cache, parse)`},
 		{"nil report", func(s *spy) bool { return asynctooltest.RanOnce(s, nil, "a") }, `asynctooltest: nil report`},
@@ -146,6 +148,9 @@ func TestMarkersAreTheSentinels(t *testing.T) {
 		{ID: "wrapped", State: asynctool.StateError, Result: asynctool.ResultException, Err: fmt.Errorf("join: %w", asynctool.ErrNotTaken)},
 		{ID: "ran-skip", Ran: true, Attempts: 1, State: asynctool.StateError, Result: asynctool.ResultException, Err: asynctool.ErrSkipped},
 		{ID: "wrapped-skip", State: asynctool.StateError, Result: asynctool.ResultException, Err: fmt.Errorf("join: %w", asynctool.ErrSkipped)},
+		// A report built or decoded by hand whose result is not the
+		// exception a branch not taken ends with.
+		{ID: "not-ended", Err: asynctool.ErrNotTaken},
 	}}
 	tests := []struct {
 		id    string
@@ -155,6 +160,7 @@ func TestMarkersAreTheSentinels(t *testing.T) {
 		{"ran", asynctooltest.NotTaken, `"ran" ended error/exception, ran=true, err=asynctool: not taken: the branch was not chosen, want it not taken`},
 		{"wrapped", asynctooltest.NotTaken, `"wrapped" ended error/exception, ran=false, err=join: asynctool: not taken: the branch was not chosen, want it not taken`},
 		{"ran-skip", asynctooltest.WasSkipped, `"ran-skip" ended error/exception, ran=true, err=asynctool: skipped: no successor needs this node, want it skipped`},
+		{"not-ended", asynctooltest.NotTaken, `"not-ended" ended init/default, ran=false, err=asynctool: not taken: the branch was not chosen, want it not taken`},
 		{"wrapped-skip", asynctooltest.WasSkipped, `"wrapped-skip" ended error/exception, ran=false, err=join: asynctool: skipped: no successor needs this node, want it skipped`},
 	}
 	for _, tt := range tests {
@@ -360,15 +366,17 @@ func TestAnonymousNodesByIndex(t *testing.T) {
 	anon := asynctool.NewWrapper("", asynctooltest.Returns[int](1), 0)
 	hash := asynctool.NewWrapper("#1", asynctooltest.Fails[int, int](errDown), 0)
 	sub := asynctool.NewWrapper("sub", inner, 0)
-	rep := asynctooltest.Run(t, anon, hash, sub)
+	anonSub := asynctool.NewWrapper("", inner, 0) // its sub-run's nodes are "#3/..."
+	rep := asynctooltest.Run(t, anon, hash, sub, anonSub)
 	s := onSpy(t, func(s *spy) {
 		assert.True(t, asynctooltest.Succeeded(s, rep, "#0"))
 		assert.True(t, asynctooltest.Failed(s, rep, "#1", errDown), "the id #1, not node 1")
 		assert.True(t, asynctooltest.Succeeded(s, rep, "sub/#0"))
+		assert.True(t, asynctooltest.Succeeded(s, rep, "#3/#0"), "a node of an anonymous node's sub-run")
 		assert.False(t, asynctooltest.Succeeded(s, rep, "sub/#1"))
 	})
 	require.Len(t, s.errors, 1)
-	assert.Contains(t, s.errors[0], `no node "sub/#1" in the report (its paths: #0, #1, sub, sub/#0)`)
+	assert.Contains(t, s.errors[0], `no node "sub/#1" in the report (its paths: #0, #1, sub, sub/#0, #3, #3/#0)`)
 }
 
 // RanBefore fails for two nodes that ended and started in one instant
@@ -410,6 +418,7 @@ func TestRanBeforeTieFollowsMustDependencies(t *testing.T) {
 		{"banner", "other"},
 		{"cart", "sub/x"}, // not of the same graph
 		{"sub/x", "cart"},
+		{"prices", "sub/x"}, // prices must depend on node 0, cart, not on sub/x, node 0 of another graph
 	} {
 		s := onSpy(t, func(s *spy) { assert.True(t, asynctooltest.RanBefore(s, rep, tt.a, tt.b), "%s before %s", tt.a, tt.b) })
 		assert.Empty(t, s.errors)

@@ -46,6 +46,8 @@ func TestFakes(t *testing.T) {
 			asynctooltest.RanOnce(t, rep, "n")
 			assert.Equal(t, 1, tt.fake.Calls())
 			assert.Equal(t, []int{7}, tt.fake.Params())
+			tt.fake.Params()[0] = 8
+			assert.Equal(t, []int{7}, tt.fake.Params(), "Params returns a copy")
 			select {
 			case <-tt.fake.Started():
 			default:
@@ -111,6 +113,24 @@ func TestBlocksHonoursDeadline(t *testing.T) {
 		asynctooltest.TimedOut(t, rep, "gate")
 		assert.ErrorIs(t, rep.RunErr, context.DeadlineExceeded)
 	})
+}
+
+// TestWaitingFakesReturnTheContextsCause checks that a fake built by
+// Sleeps or Blocks returns the cause of its context when it ends, as
+// their doc says, not context.Canceled: a worker called directly in a
+// test, with a context cancelled with a cause, sees what the run did.
+func TestWaitingFakesReturnTheContextsCause(t *testing.T) {
+	stop := errors.New("operator stop")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(stop)
+	for name, fake := range map[string]*asynctooltest.Fake[int, int]{
+		"Sleeps": asynctooltest.Sleeps[int](time.Hour, 1),
+		"Blocks": asynctooltest.Blocks[int](1),
+	} {
+		v, err := fake.Action(ctx, 0, asynctool.Wrappers{})
+		assert.ErrorIs(t, err, stop, name)
+		assert.Zero(t, v, name)
+	}
 }
 
 // TestFakeNotMadeByAConstructor: a Fake written as a composite literal

@@ -37,8 +37,20 @@ func TestRecorder(t *testing.T) {
 	require.Len(t, events, 3)
 	assert.Equal(t, asynctooltest.Event{ID: "bad", Kind: asynctooltest.Begin}, events[0])
 	assert.Equal(t, "bad", events[1].ID, "bad's result comes before its successor's")
+	events[0].ID = "changed"
+	assert.Equal(t, "bad", rec.Events()[0].ID, "Events returns a copy")
 	_, ok = rec.Last("nobody", asynctooltest.Begin)
 	assert.False(t, ok)
 	assert.Equal(t, "begin", asynctooltest.Begin.String())
 	assert.Equal(t, "result", asynctooltest.Result.String())
+
+	// Last is the latest of the events for the id: here, of a second run
+	// whose node records under the same id.
+	again := asynctool.NewWrapper("again", asynctooltest.Returns[int](2), 0).
+		Callback(asynctooltest.Callback[int, int](&rec, "bad"))
+	asynctooltest.Succeeded(t, asynctooltest.Run(t, again), "again")
+	e, ok = rec.Last("bad", asynctooltest.Result)
+	require.True(t, ok)
+	assert.True(t, e.Success)
+	assert.Equal(t, 2, e.Value)
 }

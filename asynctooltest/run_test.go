@@ -29,18 +29,55 @@ func TestRunRejectsBadGraphs(t *testing.T) {
 	}
 }
 
-// TestRunRecordsTimes checks that Run's report has the times the
-// ordering assertions need.
+// TestRunRecordsTimes checks that the reports of Run, Start and RunPlan
+// have the times the ordering assertions need.
 func TestRunRecordsTimes(t *testing.T) {
-	a := asynctool.NewWrapper("a", asynctooltest.Returns[int](1), 0)
-	asynctool.NewWrapper("b", asynctooltest.Returns[int](2), 0).Depend(a, true)
-	rep := asynctooltest.Run(t, a)
-	require.NoError(t, rep.RunErr)
-	for _, n := range rep.Nodes {
-		assert.False(t, n.Started.IsZero(), "%s has a start time", n.ID)
+	graph := func() asynctool.Wrapper {
+		a := asynctool.NewWrapper("a", asynctooltest.Returns[int](1), 0)
+		asynctool.NewWrapper("b", asynctooltest.Returns[int](2), 0).Depend(a, true)
+		return a
 	}
-	asynctooltest.RanBefore(t, rep, "a", "b")
-	assert.NoError(t, rep.Err())
+	for name, run := range map[string]func(t *testing.T) *asynctool.Report{
+		"Run": func(t *testing.T) *asynctool.Report { return asynctooltest.Run(t, graph()) },
+		"Start": func(t *testing.T) *asynctool.Report {
+			r := asynctooltest.Start(t, 0, graph())
+			require.NoError(t, r.Wait(context.Background()))
+			return r.Report()
+		},
+		"RunPlan": func(t *testing.T) *asynctool.Report {
+			pl, err := asynctool.Compile(graph())
+			require.NoError(t, err)
+			return asynctooltest.RunPlan(t, context.Background(), pl).Report()
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rep := run(t)
+			require.NoError(t, rep.RunErr)
+			for _, n := range rep.Nodes {
+				assert.False(t, n.Started.IsZero(), "%s has a start time", n.ID)
+			}
+			asynctooltest.RanBefore(t, rep, "a", "b")
+			assert.NoError(t, rep.Err())
+		})
+	}
+}
+
+// TestRunPlanReleasesItsRun checks that the run RunPlan returns is
+// released when the test that made it ends, as its doc says: its state
+// then serves the plan's next run, and reading the old one says so.
+func TestRunPlanReleasesItsRun(t *testing.T) {
+	a := asynctool.NewWrapper("a", asynctooltest.Returns[int](1), 0)
+	pl, err := asynctool.Compile(a)
+	require.NoError(t, err)
+	var run *asynctool.Run
+	t.Run("run", func(t *testing.T) {
+		run = asynctooltest.RunPlan(t, context.Background(), pl)
+		v, err := a.ValueIn(run)
+		require.NoError(t, err)
+		assert.Equal(t, 1, v)
+	})
+	_, err = a.ValueIn(run)
+	assert.ErrorIs(t, err, asynctool.ErrUnknownID, "read after the test that ran it ended")
 }
 
 // TestRunEndsARunThatSuspends: Run, RunWithin and RunPlan waited for the

@@ -75,8 +75,11 @@ func TestRunPlan(t *testing.T) {
 			assert.ErrorIs(t, rep.RunErr, context.DeadlineExceeded)
 		}
 	})
-	s := onSpy(t, func(s *spy) { asynctooltest.RunPlan(s, context.Background(), nil) })
-	assert.Equal(t, []string{"asynctooltest: RunPlan with a nil or empty plan"}, s.errors)
+	for name, pl := range map[string]*asynctool.Plan{"nil": nil, "zero": {}} {
+		s := onSpy(t, func(s *spy) { asynctooltest.RunPlan(s, context.Background(), pl) })
+		assert.True(t, s.fatal, name)
+		assert.Equal(t, []string{"asynctooltest: RunPlan with a nil or empty plan"}, s.errors, name)
+	}
 }
 
 // TestAssertionsReachIntoForEachItems names a ForEach node's items by
