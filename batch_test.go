@@ -45,6 +45,11 @@ func TestRunBatchesProcessesEveryItem(t *testing.T) {
 		}},
 		{"exec=go", func() (Executor, func()) { return GoExecutor{}, func() {} }},
 		{"exec=nil", func() (Executor, func()) { return nil, func() {} }},
+		// A nil func or pointer in exec counts as none, as the doc says:
+		// ExecutorFunc(nil)'s Submit would panic, and a nil *Pool refuses
+		// every task, which would run every item on this goroutine.
+		{"exec=nil-func", func() (Executor, func()) { return ExecutorFunc(nil), func() {} }},
+		{"exec=nil-pool", func() (Executor, func()) { return (*Pool)(nil), func() {} }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,6 +84,10 @@ func TestRunBatchesProcessesEveryItem(t *testing.T) {
 			var pe *PanicError
 			assert.ErrorAs(t, report.Failures[1], &pe)
 			assert.ErrorIs(t, report.Err(), boom)
+			joined, ok := report.Err().(interface{ Unwrap() []error })
+			require.True(t, ok, "Err joins the failures")
+			assert.Len(t, joined.Unwrap(), 14, "one error per failed item")
+			assert.EqualError(t, report.Failures[1], "asynctool: page 0 item 9: asynctool: panic: bad item")
 		})
 	}
 }
@@ -223,9 +232,11 @@ func TestRunBatchesSkippedAfterLastPageReportsCause(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
 		fetchErr error // of the fetch of page 1, during which ctx ends
+		items    int   // on page 0: all but the first are skipped
 	}{
-		{"last page empty", nil},
-		{"last fetch failed", dbDown},
+		{"last page empty", nil, 3},
+		{"last fetch failed", dbDown, 3},
+		{"one item skipped", nil, 2},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			stop := errors.New("operator stop")
@@ -236,7 +247,7 @@ func TestRunBatchesSkippedAfterLastPageReportsCause(t *testing.T) {
 			gate, running := make(chan struct{}), make(chan struct{}, 3)
 			fetch := func(_ context.Context, page int) ([]int, error) {
 				if page == 0 {
-					return []int{1, 2, 3}, nil
+					return []int{1, 2, 3}[:tt.items], nil
 				}
 				<-running    // item 1 is being processed
 				cancel(stop) // ctx ends during the fetch of page 1
@@ -245,10 +256,10 @@ func TestRunBatchesSkippedAfterLastPageReportsCause(t *testing.T) {
 			}
 			process := func(context.Context, int) error { running <- struct{}{}; <-gate; return nil }
 			rep, err := RunBatches(ctx, pool, fetch, process)
-			// One worker: item 1 runs and waits for the gate, items 2 and 3
+			// One worker: item 1 runs and waits for the gate, the others
 			// wait in the queue and find ctx ended.
-			if rep.Skipped != 2 || rep.Succeeded != 1 {
-				t.Fatalf("got %d skipped, %d succeeded; want 2 and 1", rep.Skipped, rep.Succeeded)
+			if rep.Skipped != tt.items-1 || rep.Succeeded != 1 {
+				t.Fatalf("got %d skipped, %d succeeded; want %d and 1", rep.Skipped, rep.Succeeded, tt.items-1)
 			}
 			if !errors.Is(err, stop) {
 				t.Fatalf("got err %v with %d skipped, want the cause %v", err, rep.Skipped, stop)

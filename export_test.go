@@ -68,6 +68,19 @@ func TestCriticalPath(t *testing.T) {
 	}
 	assert.Nil(t, rep.CriticalPath())
 	assert.Nil(t, (&asynctool.Report{}).CriticalPath())
+
+	// Two dependencies whose chains weigh the same: the tie goes to the
+	// one listed first in Deps.
+	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	for _, deps := range [][]int{{0, 1}, {1, 0}} {
+		tie := &asynctool.Report{Start: t0, Nodes: []asynctool.NodeReport{
+			{ID: "a", Index: 0, Ran: true, Started: ms(0), Ended: ms(10)},
+			{ID: "b", Index: 1, Ran: true, Started: ms(0), Ended: ms(10)},
+			{ID: "c", Index: 2, Ran: true, Started: ms(10), Ended: ms(20), Deps: deps, Must: []bool{true, true}},
+		}}
+		assert.Equal(t, []int{deps[0], 2}, tie.CriticalPath(), "deps %v", deps)
+	}
 }
 
 const handDOT = `digraph asynctool {
@@ -289,6 +302,17 @@ func TestChromeTrace(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[int]string{0: "not run", 1: "lane 1", 2: "lane 2", 3: "lane 3"}, tracks)
+
+	// The run's process is there even when none of its nodes ran or ended
+	// (a static report): a trace with no process would not say it is the
+	// run's.
+	buf.Reset()
+	require.NoError(t, (&asynctool.Report{Nodes: []asynctool.NodeReport{{ID: "x"}}}).WriteChromeTrace(&buf))
+	meta := traceEvents(t, buf.Bytes(), "M")
+	require.Len(t, meta, 1, "%s", buf.Bytes())
+	assert.Equal(t, "process_name", meta[0].Name)
+	assert.Equal(t, 1, meta[0].Pid)
+	assert.Equal(t, "asynctool run", meta[0].Args["name"])
 }
 
 func TestChromeTraceNeedsTimes(t *testing.T) {
@@ -573,11 +597,23 @@ func TestDOTLongLabelsRender(t *testing.T) {
 	rep.Nodes[0].Sub = &asynctool.Report{Nodes: []asynctool.NodeReport{{ID: long}}}
 
 	dot := rep.DOT()
+	split := 0
 	for _, line := range strings.Split(dot, "\n") {
-		for _, s := range strings.Split(line, `" + "`) {
-			assert.LessOrEqual(t, len(s), 4200, "a quoted string of %d bytes", len(s))
+		pieces := strings.Split(line, `" + "`)
+		if len(pieces) == 1 {
+			continue
+		}
+		split++
+		// The quoted strings' contents: the first starts after label=",
+		// the last ends at its closing quote.
+		_, pieces[0], _ = strings.Cut(pieces[0], `label="`)
+		last := pieces[len(pieces)-1]
+		pieces[len(pieces)-1] = last[:strings.LastIndex(last, `"`)]
+		for _, s := range pieces {
+			assert.LessOrEqual(t, len(s), 4096, "a quoted string of %d bytes", len(s))
 		}
 	}
+	assert.Equal(t, 4, split, "the join's label, and the long id's box and nodes")
 	text := strings.ReplaceAll(renderSVG(t, dot), "&#45;", "-") // Graphviz escapes hyphens
 	assert.Contains(t, text, xmlEscape(join), "the whole join, in one piece")
 	assert.Equal(t, 3, strings.Count(text, ">"+long+"<"), "the id, whole, in the box's title and on both nodes")
@@ -655,4 +691,46 @@ func TestExportOfAHandBuiltReportWithoutMust(t *testing.T) {
 	}}
 	assert.Contains(t, rep.DOT(), "n0 -> n1 [style=dashed];")
 	assert.Contains(t, rep.Mermaid(), "n0 -.-> n1")
+}
+
+// TestPicturesTellWhatTheEngineStoredFromAWorkersError checks that a
+// branch not taken is drawn grey, "not taken", while a worker that
+// returned ErrNotTaken or ErrSkipped (an upstream's error passed on)
+// failed, and is drawn red, "exception", as its Report says: the engine
+// stores the sentinels as they are and wraps a worker's.
+func TestPicturesTellWhatTheEngineStoredFromAWorkersError(t *testing.T) {
+	fails := func(id string, err error) *asynctool.WorkerWrapper[int, int] {
+		return asynctool.NewWrapper(id, asynctool.WorkerFunc[int, int](
+			func(context.Context, int, asynctool.Wrappers) (int, error) { return 0, err }), 0)
+	}
+	check := func(rep *asynctool.Report, id, word, color string) {
+		t.Helper()
+		var n *asynctool.NodeReport
+		for i := range rep.Nodes {
+			if rep.Nodes[i].ID == id {
+				n = &rep.Nodes[i]
+			}
+		}
+		require.NotNil(t, n, id)
+		label := id
+		if n.Join != "" {
+			label += "<br/>" + strings.ReplaceAll(n.Join, `"`, "#quot;")
+		}
+		assert.Contains(t, rep.Mermaid(), fmt.Sprintf("  n%d[\"%s<br/>%s\"]\n", n.Index, label, word), id)
+		assert.Regexp(t, fmt.Sprintf(`(?m)^  n%d \[label=".*", fillcolor="%s"\];$`, n.Index, color), rep.DOT(), id)
+	}
+
+	route := asynctool.NewWrapper("route", asynctool.WorkerFunc[int, string](
+		func(context.Context, int, asynctool.Wrappers) (string, error) { return "db", nil }), 0)
+	fails("cache", nil).Depend(route, true).Join(asynctool.When("route", func(v string) bool { return v == "cache" }))
+	a := asynctool.New()
+	defer a.Close()
+	r, err := a.Start(context.Background(), time.Minute,
+		route, fails("passed-not-taken", asynctool.ErrNotTaken), fails("passed-skipped", asynctool.ErrSkipped))
+	require.NoError(t, err)
+	_ = r.Wait(context.Background()) // the passed-on errors fail their nodes
+	rep := r.Report()
+	check(rep, "cache", "not taken", "#d9d9d9")
+	check(rep, "passed-not-taken", "exception", "#f4a582")
+	check(rep, "passed-skipped", "exception", "#f4a582")
 }

@@ -37,6 +37,9 @@ func TestValidation(t *testing.T) {
 			return []Wrapper{NewWrapper("w", WorkerFunc[int, int](nil), 0)}
 		}, ErrNilWorker, `node "w"`, []string{"w"}},
 		{"nil dependency", func() []Wrapper { return []Wrapper{n("a").Depend(nil, true)} }, ErrNilWrapper, `Depend on node "a"`, []string{"a"}},
+		{"nil successor", func() []Wrapper { return []Wrapper{n("a").Next(nil, true)} }, ErrNilWrapper, `Next on node "a"`, []string{"a"}},
+		// The first misuse of a node is the one reported.
+		{"two misuses", func() []Wrapper { return []Wrapper{n("a").Depend(nil, true).Next(nil, false)} }, ErrNilWrapper, `Depend on node "a"`, []string{"a"}},
 		{"duplicate ids", func() []Wrapper {
 			a := n("a")
 			n("x").Depend(a, true)
