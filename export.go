@@ -481,7 +481,9 @@ func mermaidEscape(lines []string) string {
 // critical path, first node first. It is defined as the chain of nodes
 // that ran, each one a dependency (must or optional) of the next that
 // ended before the next started, that ends at the node whose run ended
-// last and whose durations add up to the most; ties go to the dependency
+// last and whose durations add up to the most (of nodes that ended in
+// the same instant, it ends at the one whose chain weighs the most, the
+// first in Nodes if they weigh the same); ties go to the dependency
 // listed first. A dependency still running when the node started (the
 // slower of racing replicas under an any-of join, say) is not one the
 // node waited for, so it is not on the chain. The node that ended last
@@ -499,19 +501,6 @@ func mermaidEscape(lines []string) string {
 // one DOT and Mermaid draw inside the node's box).
 func (rep *Report) CriticalPath() []int {
 	if rep == nil {
-		return nil
-	}
-	last := -1
-	for i := range rep.Nodes {
-		n := &rep.Nodes[i]
-		if !n.Ran || n.Ended.IsZero() {
-			continue
-		}
-		if last < 0 || n.Ended.After(rep.Nodes[last].Ended) {
-			last = i
-		}
-	}
-	if last < 0 {
 		return nil
 	}
 	// Nodes are in topological order, so one pass computes, for every
@@ -544,6 +533,23 @@ func (rep *Report) CriticalPath() []int {
 		if prev[i] >= 0 {
 			best[i] += best[prev[i]]
 		}
+	}
+	// The path ends at the node that ended last; of nodes that ended in
+	// the same instant (common under testing/synctest), at the one whose
+	// chain weighs the most, the first in Nodes if they weigh the same.
+	last := -1
+	for i := range rep.Nodes {
+		n := &rep.Nodes[i]
+		if !n.Ran || n.Ended.IsZero() {
+			continue
+		}
+		if last < 0 || n.Ended.After(rep.Nodes[last].Ended) ||
+			(n.Ended.Equal(rep.Nodes[last].Ended) && best[i] > best[last]) {
+			last = i
+		}
+	}
+	if last < 0 {
+		return nil
 	}
 	var path []int
 	for i := last; i >= 0; i = prev[i] {

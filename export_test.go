@@ -81,6 +81,17 @@ func TestCriticalPath(t *testing.T) {
 		}}
 		assert.Equal(t, []int{deps[0], 2}, tie.CriticalPath(), "deps %v", deps)
 	}
+
+	// Two nodes end in the same last instant: the path ends at the one
+	// whose chain weighs the most (b, 20ms, against a then c, 5 + 10ms),
+	// wherever it is in Nodes; of two that weigh the same, the first.
+	sameEnd := &asynctool.Report{Start: t0, Nodes: []asynctool.NodeReport{
+		{ID: "a", Index: 0, Ran: true, Started: ms(0), Ended: ms(5)},
+		{ID: "c", Index: 1, Ran: true, Started: ms(10), Ended: ms(20), Deps: []int{0}, Must: []bool{true}},
+		{ID: "b", Index: 2, Ran: true, Started: ms(0), Ended: ms(20)},
+		{ID: "d", Index: 3, Ran: true, Started: ms(0), Ended: ms(20)},
+	}}
+	assert.Equal(t, []int{2}, sameEnd.CriticalPath())
 }
 
 const handDOT = `digraph asynctool {
