@@ -430,15 +430,7 @@ func TestConcurrentRunsKeepCausesAndHedgedSubRuns(t *testing.T) {
 		r.Release()
 		crs <- cr
 	}
-	var wg sync.WaitGroup
-	for range goroutines {
-		wg.Go(func() {
-			for range runs {
-				one()
-			}
-		})
-	}
-	wg.Wait()
+	runStressFrom(t, goroutines, runs, one)
 	for _, a := range asyncs {
 		if err := a.Close(); err != nil {
 			t.Error(err)

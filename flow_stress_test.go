@@ -495,22 +495,6 @@ func flowEnded(n *NodeReport) bool {
 	return false
 }
 
-// checkFlowValue checks that v, a value that run fr shows, is its own.
-func checkFlowValue(fr *flowStressRun, where string, v any) {
-	switch x := v.(type) {
-	case int:
-		if x/1000 != fr.id {
-			fr.bad.add("run %d: %s holds %d, of run %d", fr.id, where, x, x/1000)
-		}
-	case []WorkResult[int]:
-		for k, item := range x {
-			if item.State == ResultSuccess {
-				checkFlowValue(fr, fmt.Sprintf("%s[%d]", where, k), item.Value)
-			}
-		}
-	}
-}
-
 // flowStressStats counts what the checked runs did, to show in the log
 // that the checks had something to check.
 type flowStressStats struct {
@@ -581,7 +565,7 @@ func checkFlowNode(fr *flowStressRun, fp *flowStressPlan, mode flowRunMode, rep 
 		if n.Result != ResultSuccess || n.Err != nil || n.Reason != "" || n.State != StateFinish {
 			say("succeeded, not as a success")
 		}
-		checkFlowValue(fr, n.ID, n.Value)
+		checkStressValue(fr.id, fr.bad, n.ID, n.Value)
 		if n.ID == "each" {
 			checkStressReportFlow(fr, rep.Nodes[n.Index].Sub)
 		}
@@ -682,7 +666,7 @@ func checkStressReportFlow(fr *flowStressRun, rep *Report) {
 	}
 	for _, n := range rep.Nodes {
 		if n.Result == ResultSuccess {
-			checkFlowValue(fr, "each/"+n.ID, n.Value)
+			checkStressValue(fr.id, fr.bad, "each/"+n.ID, n.Value)
 		}
 	}
 }
@@ -1095,15 +1079,7 @@ func TestConcurrentRunsKeepFlowRules(t *testing.T) {
 		r.Release()
 		dones <- d
 	}
-	var wg sync.WaitGroup
-	for range goroutines {
-		wg.Go(func() {
-			for range runs {
-				one()
-			}
-		})
-	}
-	wg.Wait()
+	runStressFrom(t, goroutines, runs, one)
 	for _, a := range asyncs {
 		if err := a.Close(); err != nil {
 			t.Error(err)

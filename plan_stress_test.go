@@ -67,20 +67,44 @@ func stressNap(ctx context.Context, sr *planStressRun, max time.Duration) {
 	}
 }
 
-// checkStressValue checks that v, a value of a node that succeeded in run
-// sr (or of a report of it), was written by that run.
-func checkStressValue(sr *planStressRun, where string, v any) {
+// checkStressValue checks that v, a value of a node that succeeded in
+// run id (or of a report of it), was written by that run: the stress
+// tests' workers write their run's id times 1,000 plus a small number.
+func checkStressValue(id int, bad *planStressBad, where string, v any) {
 	switch x := v.(type) {
 	case int:
-		if x/1000 != sr.id {
-			sr.bad.add("run %d: %s holds %d, written by run %d", sr.id, where, x, x/1000)
+		if x/1000 != id {
+			bad.add("run %d: %s holds %d, written by run %d", id, where, x, x/1000)
 		}
 	case []WorkResult[int]:
 		for k, item := range x {
 			if item.State == ResultSuccess {
-				checkStressValue(sr, fmt.Sprintf("%s[%d]", where, k), item.Value)
+				checkStressValue(id, bad, fmt.Sprintf("%s[%d]", where, k), item.Value)
 			}
 		}
+	}
+}
+
+// runStressFrom calls one runs times on each of goroutines goroutines and
+// waits for them, failing the test with every goroutine's stack if they
+// have not returned within two minutes (a hang).
+func runStressFrom(t *testing.T, goroutines, runs int, one func()) {
+	t.Helper()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for range runs {
+				one()
+			}
+		})
+	}
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		buf := make([]byte, 1<<22)
+		t.Fatalf("stress runs hung\n%s", buf[:runtime.Stack(buf, true)])
 	}
 }
 
@@ -92,7 +116,7 @@ func checkStressReport(sr *planStressRun, where string, rep *Report) {
 	}
 	for _, n := range rep.Nodes {
 		if n.Result == ResultSuccess {
-			checkStressValue(sr, where+"/"+n.ID, n.Value)
+			checkStressValue(sr.id, sr.bad, where+"/"+n.ID, n.Value)
 		}
 		checkStressReport(sr, where+"/"+n.ID, n.Sub)
 	}
@@ -154,7 +178,7 @@ func buildStressPlans(t *testing.T) (qCalls map[string]*atomic.Int64, outers []*
 		if r, err := ResultOf[int](all, "i3"); err != nil && !errors.Is(err, ErrNotEnded) {
 			sr.bad.add("run %d: i1 reads i3: %v", sr.id, err)
 		} else if r.State == ResultSuccess {
-			checkStressValue(sr, "i1 reads i3", r.Value)
+			checkStressValue(sr.id, sr.bad, "i1 reads i3", r.Value)
 		}
 		checkPath(ctx, all, append(slices.Clone(via), "i1")) // also late, past the sub-run's end
 		return sr.id*1000 + 50, nil
@@ -165,7 +189,7 @@ func buildStressPlans(t *testing.T) (qCalls map[string]*atomic.Int64, outers []*
 		if err != nil || up.State != ResultSuccess {
 			return 0, fmt.Errorf("i2 reads i1: %v %w", up.State, err)
 		}
-		checkStressValue(sr, "i2 reads i1", up.Value)
+		checkStressValue(sr.id, sr.bad, "i2 reads i1", up.Value)
 		return up.Value + 1, nil
 	}), 0).Depend(i1, true)
 	i3 := NewWrapper("i3", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
@@ -206,7 +230,7 @@ func buildStressPlans(t *testing.T) (qCalls map[string]*atomic.Int64, outers []*
 		o.susp = NewWrapper("susp", WorkerFunc[int, int](func(ctx context.Context, _ int, all Wrappers) (int, error) {
 			sr := stressRunOf(ctx)
 			up, _ := o.root.ResultFrom(all)
-			checkStressValue(sr, "susp reads root", up.Value)
+			checkStressValue(sr.id, sr.bad, "susp reads root", up.Value)
 			if sr.suspAttempts.Add(1) == 1 && sr.suspend {
 				return 0, errBoom
 			}
@@ -234,7 +258,7 @@ func buildStressPlans(t *testing.T) (qCalls map[string]*atomic.Int64, outers []*
 			checkStressReport(sr, "nested report", r.Report())
 			v, err := i2.ValueIn(r)
 			if err == nil {
-				checkStressValue(sr, "nested i2", v)
+				checkStressValue(sr.id, sr.bad, "nested i2", v)
 			}
 			return v, err
 		}), 0).Depend(o.root, false)
@@ -252,7 +276,7 @@ func buildStressPlans(t *testing.T) (qCalls map[string]*atomic.Int64, outers []*
 			Items: items(3),
 			Worker: WorkerFunc[int, int](func(ctx context.Context, item int, all Wrappers) (int, error) {
 				sr := stressRunOf(ctx)
-				checkStressValue(sr, "item", item)
+				checkStressValue(sr.id, sr.bad, "item", item)
 				checkPath(ctx, all, []string{"each", strconv.Itoa(item%1000 - 10)})
 				stressNap(ctx, sr, 200*time.Microsecond)
 				return item, nil
@@ -278,7 +302,8 @@ func buildStressPlans(t *testing.T) (qCalls map[string]*atomic.Int64, outers []*
 				}), 0)
 				g2 := NewWrapper("g2", WorkerFunc[int, int](func(ctx context.Context, _ int, all Wrappers) (int, error) {
 					up, _ := g1.ResultFrom(all)
-					checkStressValue(stressRunOf(ctx), "g2 reads g1", up.Value)
+					sr := stressRunOf(ctx)
+					checkStressValue(sr.id, sr.bad, "g2 reads g1", up.Value)
 					return up.Value + 1, nil
 				}), 0).Depend(g1, true)
 				return Built[int]{Starts: []Wrapper{g1}, Output: func() (int, error) {
@@ -293,7 +318,7 @@ func buildStressPlans(t *testing.T) (qCalls map[string]*atomic.Int64, outers []*
 				if r, err := ResultOf[int](all, id); err != nil {
 					sr.bad.add("run %d: last reads %s: %v", sr.id, id, err)
 				} else if r.State == ResultSuccess {
-					checkStressValue(sr, "last reads "+id, r.Value)
+					checkStressValue(sr.id, sr.bad, "last reads "+id, r.Value)
 				}
 			}
 			return sr.id*1000 + 9, nil
@@ -561,22 +586,7 @@ func TestConcurrentPlanRunsStayApart(t *testing.T) {
 		}
 		stale.Store(sr.id, r)
 	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	for range goroutines {
-		wg.Go(func() {
-			for range runs {
-				one()
-			}
-		})
-	}
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(2 * time.Minute):
-		buf := make([]byte, 1<<22)
-		t.Fatalf("stress runs hung\n%s", buf[:runtime.Stack(buf, true)])
-	}
+	runStressFrom(t, goroutines, runs, one)
 	if err := ap.Close(); err != nil {
 		t.Fatal(err)
 	}
