@@ -307,77 +307,53 @@ func allStacks() string {
 	}
 }
 
-// TestRetryDecidedAfterTheNodeStoppedKeepsItsReason: a node stopped
-// while its worker ran reads "stopped while running", but when the
-// worker had failed just before, its retry policy, asked then, went on
-// after the node's end and marked the node as waiting for its next
-// attempt: the reason of the ended node turned into "stopped while
-// waiting to retry", after OnNodeEnd and OnRunEnd had been given the
-// first one. The stress of the flow rules (TestConcurrentRunsKeepFlowRules)
-// saw it a few times in 150 tests under GOMAXPROCS=4. Here Retryable
-// cancels the run and waits for the node's end before it answers.
-func TestRetryDecidedAfterTheNodeStoppedKeepsItsReason(t *testing.T) {
-	a := New()
-	var run atomic.Pointer[Run]
-	started := make(chan struct{})
-	n := NewWrapper("n", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-		<-started
-		return 0, errBoom
-	}), 0).Retry(RetryPolicy{Attempts: 2, Retryable: func(error) bool {
-		r := run.Load()
-		r.Cancel()
-		for r.runState.nodes[0].st() != sError {
-			runtime.Gosched()
-		}
-		return true
-	}})
-	var endReason atomic.Value
-	hooks := &Hooks{OnNodeEnd: func(_ context.Context, ev NodeEvent) { endReason.Store(ev.Reason) }}
-	r, err := a.Start(WithRunHooks(context.Background(), hooks), time.Minute, n)
-	require.NoError(t, err)
-	run.Store(r)
-	close(started)
-	require.ErrorIs(t, r.Wait(context.Background()), context.Canceled)
-	require.NoError(t, a.Close()) // and the worker's goroutine, past the retry decision
-	want := "stopped while running: context canceled"
-	assert.Equal(t, want, endReason.Load(), "OnNodeEnd's reason")
-	assert.Equal(t, want, r.Report().Nodes[0].Reason, "the reason of the node once its retry policy answered")
-}
-
-// TestSuspendAfterTheNodeStoppedKeepsItsReason: a node stopped while its
-// worker ran reads "stopped while running", but when the worker had
-// failed just before, under PolicySuspend, the suspension went on after
-// the node's end and recorded the failure as the one it was pending
-// after: the reason of the ended node turned into "stopped while pending
-// after ...", after OnNodeEnd and OnRunEnd had been given the first one.
-// The stress of the flow rules (TestConcurrentRunsKeepFlowRules) saw it
-// once in 100 tests under -race. Here Retryable, asked about the
-// failure before the suspension, cancels the run and waits for the
-// node's end before it refuses the retry.
-func TestSuspendAfterTheNodeStoppedKeepsItsReason(t *testing.T) {
-	a := New()
-	var run atomic.Pointer[Run]
-	started := make(chan struct{})
-	n := NewWrapper("n", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-		<-started
-		return 0, errBoom
-	}), 0).OnFailure(PolicySuspend).Retry(RetryPolicy{Attempts: 2, Retryable: func(error) bool {
-		r := run.Load()
-		r.Cancel()
-		for r.runState.nodes[0].st() != sError {
-			runtime.Gosched()
-		}
-		return false
-	}})
-	var endReason atomic.Value
-	hooks := &Hooks{OnNodeEnd: func(_ context.Context, ev NodeEvent) { endReason.Store(ev.Reason) }}
-	r, err := a.Start(WithRunHooks(context.Background(), hooks), time.Minute, n)
-	require.NoError(t, err)
-	run.Store(r)
-	close(started)
-	require.ErrorIs(t, r.Wait(context.Background()), context.Canceled)
-	require.NoError(t, a.Close()) // and the worker's goroutine, past the suspension
-	want := "stopped while running: context canceled"
-	assert.Equal(t, want, endReason.Load(), "OnNodeEnd's reason")
-	assert.Equal(t, want, r.Report().Nodes[0].Reason, "the reason of the node once its suspension was tried")
+// TestFailureDecidedAfterTheNodeStoppedKeepsItsReason: a node stopped
+// while its worker ran reads "stopped while running", but when the worker
+// had failed just before, what its failure decided went on after the
+// node's end: a retry marked the node as waiting for its next attempt
+// ("stopped while waiting to retry"), and PolicySuspend recorded the
+// failure as the one it was pending after ("stopped while pending after
+// ..."), after OnNodeEnd and OnRunEnd had been given the first reason.
+// The stress of the flow rules (TestConcurrentRunsKeepFlowRules) saw the
+// retry's a few times in 150 tests under GOMAXPROCS=4 and the
+// suspension's once in 100 under -race. Here Retryable, asked about the
+// failure first, cancels the run and waits for the node's end before it
+// answers.
+func TestFailureDecidedAfterTheNodeStoppedKeepsItsReason(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy FailurePolicy
+		retry  bool
+	}{
+		{"retried", PolicyFail, true},
+		{"suspended", PolicySuspend, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := New()
+			var run atomic.Pointer[Run]
+			started := make(chan struct{})
+			n := NewWrapper("n", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+				<-started
+				return 0, errBoom
+			}), 0).OnFailure(tc.policy).Retry(RetryPolicy{Attempts: 2, Retryable: func(error) bool {
+				r := run.Load()
+				r.Cancel()
+				for r.runState.nodes[0].st() != sError {
+					runtime.Gosched()
+				}
+				return tc.retry
+			}})
+			var endReason atomic.Value
+			hooks := &Hooks{OnNodeEnd: func(_ context.Context, ev NodeEvent) { endReason.Store(ev.Reason) }}
+			r, err := a.Start(WithRunHooks(context.Background(), hooks), time.Minute, n)
+			require.NoError(t, err)
+			run.Store(r)
+			close(started)
+			require.ErrorIs(t, r.Wait(context.Background()), context.Canceled)
+			require.NoError(t, a.Close()) // and the worker's goroutine, past the decision
+			want := "stopped while running: context canceled"
+			assert.Equal(t, want, endReason.Load(), "OnNodeEnd's reason")
+			assert.Equal(t, want, r.Report().Nodes[0].Reason, "the reason of the node once its failure was decided")
+		})
+	}
 }
