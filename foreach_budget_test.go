@@ -1191,3 +1191,45 @@ func TestBudgetNamesTheFirstSuspendedItem(t *testing.T) {
 		assert.NotContains(t, err.Error(), "item 1")
 	})
 }
+
+// TestForEachStoppedByAHookDeadlineIsNoBudget: a ForEach's items'
+// sub-run that a deadline of its own stops (one its OnRunStart hook
+// gave it) before the Budget ran out was stopped, as by any stop that is
+// not the Budget's: the node fails, rather than succeed with the items
+// as the stop left them, while its own context is not done.
+func TestForEachStoppedByAHookDeadlineIsNoBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			mu      sync.Mutex
+			cancels []context.CancelFunc
+		)
+		a := New(WithHooks(&Hooks{OnRunStart: func(ctx context.Context, info RunInfo) context.Context {
+			if !info.Nested {
+				return nil
+			}
+			ctx, cancel := context.WithTimeout(ctx, 40*time.Millisecond)
+			mu.Lock()
+			cancels = append(cancels, cancel)
+			mu.Unlock()
+			return ctx
+		}}))
+		defer a.Close()
+		defer func() {
+			for _, cancel := range cancels {
+				cancel()
+			}
+		}()
+		nodes := make([]*WorkerWrapper[int, int], 2)
+		f := foreachOfItems([]foreachItem{{d: 10 * time.Millisecond}, {d: time.Second}}, nodes)
+		f.Budget = 100 * time.Millisecond
+		each := NewWrapper("each", f, 0)
+		run, err := a.Start(context.Background(), time.Minute, each)
+		require.NoError(t, err)
+		_ = run.Wait(context.Background())
+		r := each.ResultIn(run)
+		assert.Equal(t, ResultException, r.State, "%v", r.Err)
+		assert.ErrorIs(t, r.Err, context.DeadlineExceeded, "the hook's deadline stopped the items")
+		var be *BudgetError
+		assert.False(t, errors.As(r.Err, &be), "%v", r.Err)
+	})
+}

@@ -99,6 +99,17 @@ func TestHedgedFailureStartsTheNextCall(t *testing.T) {
 		v, err := Hedged[int, int](r, time.Hour, 3).Action(context.Background(), 0, Wrappers{})
 		require.NoError(t, err)
 		assert.Equal(t, 102, v, "the retry after a failure succeeded")
+
+		// After a failure, the next hedge is due delay after the call the
+		// failure started, not when the first timer would have fired: call
+		// 1 fails at 5ms and starts call 2, which answers at 13ms, before
+		// the hedge due at 15ms (the first timer, due at 10ms, would have
+		// started a third call).
+		r = &replica{took: []time.Duration{5 * time.Millisecond, 8 * time.Millisecond, time.Hour}, fails: []error{e1}}
+		v, err = Hedged[int, int](r, 10*time.Millisecond, 3).Action(context.Background(), 0, Wrappers{})
+		require.NoError(t, err)
+		assert.Equal(t, 102, v)
+		assert.Equal(t, 2, r.calls, "the delay counts again from the call the failure started")
 	})
 }
 

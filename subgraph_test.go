@@ -540,7 +540,11 @@ func TestForEachID(t *testing.T) {
 		Items: skus, Worker: length, Join: AllSucceeded(),
 		ID: func(i int, _ string) string { return []string{"a", joinID}[i] },
 	}, 0)
-	run, err := a.Start(context.Background(), time.Second, named, same, clash)
+	joinless := NewWrapper("joinless", ForEach[int, string, int]{
+		Items: skus, Worker: length,
+		ID: func(int, string) string { return joinID },
+	}, 0)
+	run, err := a.Start(context.Background(), time.Second, named, same, clash, joinless)
 	require.NoError(t, err)
 	require.NoError(t, run.Wait(context.Background()))
 	require.NoError(t, named.Result().Err)
@@ -554,6 +558,7 @@ func TestForEachID(t *testing.T) {
 	assert.ErrorContains(t, same.Result().Err, `ForEach's ID gave items 0 and 1 the same name "x"`)
 	assert.ErrorIs(t, clash.Result().Err, ErrDuplicateID, "an item named join clashes with the join node")
 	assert.ErrorContains(t, clash.Result().Err, `ForEach's ID gave item 1 the name "join", which its Join's node has`)
+	assert.ErrorContains(t, joinless.Result().Err, `ForEach's ID gave items 0 and 1 the same name "join"`, "without a Join, no node is named join")
 
 	empty := NewWrapper("empty", ForEach[int, string, int]{
 		Items: skus, Worker: length,

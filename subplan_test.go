@@ -1250,3 +1250,76 @@ func TestSubPlanDoesNotWaitForItsNodesOnOtherGoroutines(t *testing.T) {
 		<-closed
 	})
 }
+
+// TestRecycledRunKeepsNoEarlierSubRuns: a run of a Plan reuses the state
+// of a released run, which held the sub-runs its nodes started. A
+// SubPlan node that starts none in the later run (its Input failed)
+// shows no Sub, as in a run of its own, not the earlier run's released
+// sub-run; and the state holds this run's sub-runs only, not a slot for
+// each earlier run's, which would grow with every run. The runs
+// alternate many times, so that the plan's pool hands a released state
+// out again.
+func TestRecycledRunKeepsNoEarlierSubRuns(t *testing.T) {
+	a := newAsync(t)
+	inner := NewWrapper("inner", okWorker(), 0)
+	pl, err := Compile(inner)
+	require.NoError(t, err)
+	var calls int
+	node := NewWrapper("sub", SubPlan[int, int]{
+		Plan: pl,
+		Input: func(ctx context.Context, _ int, _ Wrappers) (context.Context, error) {
+			if calls++; calls%2 == 0 {
+				return nil, errBoom
+			}
+			return ctx, nil
+		},
+		Output: inner.ValueIn,
+	}, 0)
+	outer, err := Compile(node)
+	require.NoError(t, err)
+	for round := range 20 {
+		run, err := a.RunPlan(context.Background(), outer, time.Minute)
+		require.NoError(t, err)
+		sub := subNode(t, run.Report(), "sub").Sub
+		run.runState.mu.Lock()
+		held := len(run.runState.subs[0])
+		run.runState.mu.Unlock()
+		assert.LessOrEqual(t, held, 1, "round %d: sub-runs the state holds for the node", round)
+		if round%2 == 0 {
+			require.NotNil(t, sub, "round %d", round)
+			assert.Equal(t, StatusSucceeded, sub.Nodes[0].Status, "round %d", round)
+		} else {
+			assert.Nil(t, sub, "round %d: the Input failed, and no sub-run started", round)
+		}
+		run.Release()
+	}
+}
+
+// TestSubPlanSuspendedNamesTheFailedPendingNode: of the pending nodes of
+// a sub-run that stalled, the error names one that a failure suspended,
+// and wraps that failure, rather than one before it that a custom join
+// suspended, which has no error to tell.
+func TestSubPlanSuspendedNamesTheFailedPendingNode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		up := NewWrapper("up", okWorker(), 0)
+		NewWrapper("pay", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			return 0, errors.New("card declined")
+		}), 0).Depend(up, true).OnFailure(PolicySuspend)
+		NewWrapper("held", okWorker(), 0).Depend(up, true).
+			Join(CustomJoin(func([]Upstream) Decision { return DecideSuspend }))
+		pl, err := Compile(up)
+		require.NoError(t, err)
+		a := New()
+		defer a.Close()
+		node := NewWrapper("sub", SubPlan[int, int]{Plan: pl, Output: func(*Run) (int, error) { return 1, nil }}, 0)
+		run, err := a.Start(context.Background(), time.Minute, node)
+		require.NoError(t, err)
+		require.NoError(t, run.Wait(context.Background()))
+		sub := subNode(t, run.Report(), "sub").Sub
+		require.NotNil(t, sub)
+		require.Less(t, subNode(t, sub, "held").Index, subNode(t, sub, "pay").Index, "the custom join's node comes first")
+		err = node.ResultIn(run).Err
+		assert.ErrorContains(t, err, `sub-plan suspended at node "pay", and was cancelled`)
+		assert.ErrorContains(t, err, "card declined")
+	})
+}
