@@ -713,11 +713,21 @@ func (r *runState) decideJoin(s, from int32, all bool, wl *worklist) {
 		// The node has not fired: its upstreams are not released (their
 		// results are what a Rerun reads) until Resume decides.
 		ext := r.exts[s]
-		ext.joinSuspended.Store(true) // before the move: Resume reads it once the node is pending
-		attempt := r.attemptsOf(s)    // before the move too: once pending, a Rerun may begin an attempt
-		if !sn.move(sInit, sPending, 0) {
+		attempt := r.attemptsOf(s) // before the move: once pending, a Rerun may begin an attempt
+		// The mark is set before the move, as a SucceedWith or FailWith
+		// reads it without the node's lock once the node is pending (see
+		// settleResumed); the move and the mark are one step under the
+		// lock, under which a Rerun and a report's Reason read them (see
+		// pendingWhy), so a node the sweep ends first never reads as
+		// suspended by its join.
+		ext.mu.Lock()
+		ext.joinSuspended.Store(true)
+		moved := sn.move(sInit, sPending, 0)
+		if !moved {
 			ext.joinSuspended.Store(false)
-		} else if len(r.hooks) > 0 && !wl.sweep {
+		}
+		ext.mu.Unlock()
+		if moved && len(r.hooks) > 0 && !wl.sweep {
 			r.nodePending(s, attempt, nil, wl)
 		}
 	case all:

@@ -478,43 +478,35 @@ func (r *runState) afterFailure(i int32, err error, wl *worklist) (bool, error) 
 // suspend makes node i, whose worker failed with err, pending, unless the
 // deadline or its own timeout ended it first.
 //
-// Its timers are stopped and its error recorded before it is pending, not
-// after: once it is, a Resume(Rerun) may run it again at once and arm a
-// new timeout, which a disarm that came later would stop (cancelling the
-// rerun's context), and the rerun's bookkeeping would get this round's
-// error. If the node ends first instead, its end disarms it anyway; and
-// lastErr, read while it is pending and, once it has ended as a timeout,
-// for its report's Reason, is recorded only while the node still works,
-// under the lock the Reason reads it under: a node the sweep ended
-// before (its worker's failure came as the run stopped) keeps the
-// reason it ended with, "stopped while running", which its hooks and
-// reports may have read already; one the sweep ends after names the
-// failure its worker returned.
+// Its timers are stopped before it is pending, not after: once it is, a
+// Resume(Rerun) may run it again at once and arm a new timeout, which a
+// disarm that came later would stop (cancelling the rerun's context). If
+// the node ends first instead, its end disarms it anyway.
 //
-// With timings, its pending time starts before it is pending too, for
-// the same reason, and is taken back if it is not.
+// The move to pending and what it records (lastErr, and with timings the
+// start of its pending time) are one step under the node's lock, under
+// which everyone who reads them once the node is pending reads them: a
+// Rerun (Resume), which would otherwise get this round's error in its
+// bookkeeping, the end of its pending time (unpend), the sweep and a
+// report's Reason (notePendingSwept, pendingWhy). So a node the sweep
+// ended first (its worker's failure came as the run stopped) keeps the
+// reason it ended with, "stopped while running", which its hooks and
+// reports may have read already, and one the sweep ends after names the
+// failure its worker returned.
 func (r *runState) suspend(i int32, err error, wl *worklist) {
 	r.disarm(i)
 	ext := r.exts[i]
+	attempt := r.attemptsOf(i) // before the move: once pending, a Rerun may begin the next
 	ext.mu.Lock()
-	if r.nodes[i].st() != sWorking {
+	if !r.nodes[i].move(sWorking, sPending, 0) {
 		ext.mu.Unlock()
-		return // ended meanwhile: the move below would fail
+		return // ended meanwhile
 	}
 	ext.lastErr, ext.backedOff = err, false
 	if r.times != nil {
 		ext.pendingAt = r.clock()
 	}
 	ext.mu.Unlock()
-	attempt := r.attemptsOf(i) // before the move: once pending, a Rerun may begin the next
-	if !r.nodes[i].move(sWorking, sPending, 0) {
-		if r.times != nil {
-			ext.mu.Lock()
-			ext.pendingAt = 0
-			ext.mu.Unlock()
-		}
-		return
-	}
 	if len(r.hooks) > 0 {
 		r.nodePending(i, attempt, err, wl)
 	}
