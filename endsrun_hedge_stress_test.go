@@ -401,12 +401,8 @@ func TestConcurrentRunsKeepCausesAndHedgedSubRuns(t *testing.T) {
 				}
 			})
 		}
-		wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		err = r.Wait(wctx)
-		if wctx.Err() != nil {
-			buf := make([]byte, 1<<22)
-			bad.add("run %d hung\n%s", id, buf[:runtime.Stack(buf, true)])
+		hung, err := waitStressRun(r, id, bad)
+		if hung {
 			return
 		}
 		side.Wait()

@@ -1060,12 +1060,8 @@ func TestConcurrentRunsKeepFlowRules(t *testing.T) {
 				}
 			})
 		}
-		wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		err = r.Wait(wctx)
-		if wctx.Err() != nil {
-			buf := make([]byte, 1<<22)
-			bad.add("run %d hung\n%s", fr.id, buf[:runtime.Stack(buf, true)])
+		hung, err := waitStressRun(r, fr.id, bad)
+		if hung {
 			r.Cancel()
 			side.Wait()
 			return

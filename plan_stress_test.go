@@ -108,6 +108,21 @@ func runStressFrom(t *testing.T, goroutines, runs int, one func()) {
 	}
 }
 
+// waitStressRun waits up to 30 seconds for run id, r, to end and returns
+// Wait's error; hung says it did not end, and adds every goroutine's
+// stack to bad.
+func waitStressRun(r *Run, id int, bad *planStressBad) (hung bool, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = r.Wait(ctx)
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+		buf := make([]byte, 1<<22)
+		bad.add("run %d hung\n%s", id, buf[:runtime.Stack(buf, true)])
+		return true, err
+	}
+	return false, err
+}
+
 // checkStressReport checks every succeeded value of rep and its sub-runs'
 // reports.
 func checkStressReport(sr *planStressRun, where string, rep *Report) {
@@ -540,12 +555,8 @@ func TestConcurrentPlanRunsStayApart(t *testing.T) {
 				}
 			}
 		}
-		wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		err = r.Wait(wctx)
-		if errors.Is(err, context.DeadlineExceeded) && wctx.Err() != nil {
-			buf := make([]byte, 1<<22)
-			bad.add("run %d hung\n%s", sr.id, buf[:runtime.Stack(buf, true)])
+		hung, err := waitStressRun(r, sr.id, bad)
+		if hung {
 			return
 		}
 		if mode != 3 {
