@@ -804,3 +804,122 @@ func planRunAllocs(a *Async, pl *Plan, runs int) float64 {
 	}
 	return testing.AllocsPerRun(runs, run)
 }
+
+// TestQueuedHelperCountsAsBusyOnceItRuns: a run refused a goroutine
+// queues a helper for a node that may block; once a worker frees up at
+// 10 ms, the helper runs that node (20 ms) while the run's own goroutine
+// is still inside its node (500 ms). The helper counts as busy while it
+// runs, so its end leaves the run working, not stalled: Suspended,
+// asked before, is never closed by a run that simply ends.
+func TestQueuedHelperCountsAsBusyOnceItRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sleep := func(d time.Duration) Worker[int, int] {
+			return WorkerFunc[int, int](func(_ context.Context, k int, _ Wrappers) (int, error) {
+				time.Sleep(d)
+				return k, nil
+			})
+		}
+		root := NewWrapper("root", sleep(0), 0)
+		NewWrapper("short", sleep(20*time.Millisecond), 0).Depend(root, true)
+		NewWrapper("long", sleep(500*time.Millisecond), 0).Depend(root, true) // the last successor: run by root's goroutine
+		pl, err := Compile(root)
+		require.NoError(t, err)
+		a := New(WithMaxWorkers(2))
+		defer a.Close()
+		held := holdOneWorker(t, a, 10*time.Millisecond)
+		r, err := a.StartPlan(context.Background(), pl, 0)
+		require.NoError(t, err)
+		stall := r.Suspended()
+		require.NoError(t, r.Wait(context.Background()))
+		assert.False(t, isClosed(stall), "Suspended was closed while a node of the run was running")
+		r.Release()
+		require.NoError(t, <-held)
+	})
+}
+
+// TestRunOnAUserPoolQueuesAHelperForABlockingNode: on a Pool of the
+// user's (WithExecutor), a run refused a free goroutine for a node that
+// may block hands the helper to the Pool's queue, as New's own start
+// would not: the node starts when the Pool's other worker frees up at
+// 10 ms, not after the run's goroutine has run its own 500 ms node.
+func TestRunOnAUserPoolQueuesAHelperForABlockingNode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var began time.Time
+		var early atomic.Int32
+		w := WorkerFunc[int, int](func(_ context.Context, k int, _ Wrappers) (int, error) {
+			if time.Since(began) < 100*time.Millisecond {
+				early.Add(1)
+			}
+			time.Sleep(500 * time.Millisecond)
+			return k, nil
+		})
+		root := NewWrapper("root", WorkerFunc[int, int](func(_ context.Context, k int, _ Wrappers) (int, error) {
+			return k, nil
+		}), 0)
+		NewWrapper("s0", w, 0).Depend(root, true)
+		NewWrapper("s1", w, 1).Depend(root, true)
+		pl, err := Compile(root)
+		require.NoError(t, err)
+		p := NewPool(PoolSize(2))
+		defer p.Close()
+		a := New(WithExecutor(p))
+		defer a.Close()
+		gate := make(chan struct{})
+		require.NoError(t, p.Submit(func() { <-gate }))
+		synctest.Wait() // the gate holds one of the Pool's workers
+		go func() {
+			time.Sleep(10 * time.Millisecond)
+			close(gate)
+		}()
+		began = time.Now()
+		r, err := a.RunPlan(context.Background(), pl, time.Minute)
+		require.NoError(t, err)
+		r.Release()
+		assert.Equal(t, int32(2), early.Load(), "nodes started before 100 ms")
+	})
+}
+
+// TestBlockingNodeSharedByARefusedRunStartsWhenAWorkerFreesUp: a run
+// refused a goroutine shares a node that may block (500 ms) and goes on
+// itself with a node learned quick that, in run 5, blocks for 500 ms
+// too. The shared node starts when the other worker frees up at 10 ms,
+// through the helper queued when it was shared: the goroutine checks
+// for that only before a node not learned quick.
+func TestBlockingNodeSharedByARefusedRunStartsWhenAWorkerFreesUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var began time.Time
+		var started atomic.Int64
+		var run atomic.Int32
+		slow := WorkerFunc[int, int](func(_ context.Context, k int, _ Wrappers) (int, error) {
+			started.Store(int64(time.Since(began)))
+			time.Sleep(500 * time.Millisecond)
+			return k, nil
+		})
+		quickThenBlocks := WorkerFunc[int, int](func(_ context.Context, k int, _ Wrappers) (int, error) {
+			if run.Load() == 5 {
+				time.Sleep(500 * time.Millisecond)
+			}
+			return k, nil
+		})
+		root := NewWrapper("root", WorkerFunc[int, int](func(_ context.Context, k int, _ Wrappers) (int, error) {
+			return k, nil
+		}), 0)
+		NewWrapper("slow", slow, 0).Depend(root, true)
+		NewWrapper("quick", quickThenBlocks, 0).Depend(root, true) // the last successor: run by root's goroutine
+		pl, err := Compile(root)
+		require.NoError(t, err)
+		a := New(WithMaxWorkers(2))
+		defer a.Close()
+		for k := range 5 {
+			run.Store(int32(k + 1))
+			held := holdOneWorker(t, a, 10*time.Millisecond)
+			began = time.Now()
+			r, err := a.RunPlan(context.Background(), pl, time.Minute)
+			require.NoError(t, err)
+			r.Release()
+			assert.LessOrEqual(t, time.Duration(started.Load()), 10*time.Millisecond,
+				"run %d: the shared node waited for the run's busy goroutine", k+1)
+			require.NoError(t, <-held)
+		}
+	})
+}
