@@ -401,6 +401,23 @@ func refusedRunBusy(t *testing.T, shape string) {
 	}
 }
 
+// earlyStarts counts the nodes whose worker starts within 100 ms of
+// began; each then takes 500 ms (a node that may block: never timed).
+type earlyStarts struct {
+	began time.Time
+	early atomic.Int32
+}
+
+func (e *earlyStarts) worker() WorkerFunc[int, int] {
+	return func(_ context.Context, k int, _ Wrappers) (int, error) {
+		if time.Since(e.began) < 100*time.Millisecond {
+			e.early.Add(1)
+		}
+		time.Sleep(500 * time.Millisecond)
+		return k, nil
+	}
+}
+
 // TestRefusedRunUsesEveryWorkerThatFreesUp: on an Async of three workers
 // whose two others are held until 10 and 20 ms, a fan of ten nodes of
 // 500 ms each (never timed) gets the first worker through the helper it
@@ -409,15 +426,8 @@ func refusedRunBusy(t *testing.T, shape string) {
 // nodes start before 100 ms, not two (found by review).
 func TestRefusedRunUsesEveryWorkerThatFreesUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var began time.Time
-		var early atomic.Int32
-		w := WorkerFunc[int, int](func(_ context.Context, k int, _ Wrappers) (int, error) {
-			if time.Since(began) < 100*time.Millisecond {
-				early.Add(1)
-			}
-			time.Sleep(500 * time.Millisecond)
-			return k, nil
-		})
+		var ec earlyStarts
+		w := ec.worker()
 		root := NewWrapper("root", WorkerFunc[int, int](func(_ context.Context, k int, _ Wrappers) (int, error) {
 			return k, nil
 		}), 0)
@@ -430,13 +440,13 @@ func TestRefusedRunUsesEveryWorkerThatFreesUp(t *testing.T) {
 		defer a.Close()
 		h1 := holdOneWorker(t, a, 10*time.Millisecond)
 		h2 := holdOneWorker(t, a, 20*time.Millisecond)
-		began = time.Now()
+		ec.began = time.Now()
 		r, err := a.RunPlan(context.Background(), pl, time.Minute)
 		require.NoError(t, err)
 		r.Release()
 		require.NoError(t, <-h1)
 		require.NoError(t, <-h2)
-		assert.Equal(t, int32(3), early.Load(), "nodes started before 100 ms")
+		assert.Equal(t, int32(3), ec.early.Load(), "nodes started before 100 ms")
 	})
 }
 
@@ -844,15 +854,8 @@ func TestQueuedHelperCountsAsBusyOnceItRuns(t *testing.T) {
 // 10 ms, not after the run's goroutine has run its own 500 ms node.
 func TestRunOnAUserPoolQueuesAHelperForABlockingNode(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var began time.Time
-		var early atomic.Int32
-		w := WorkerFunc[int, int](func(_ context.Context, k int, _ Wrappers) (int, error) {
-			if time.Since(began) < 100*time.Millisecond {
-				early.Add(1)
-			}
-			time.Sleep(500 * time.Millisecond)
-			return k, nil
-		})
+		var ec earlyStarts
+		w := ec.worker()
 		root := NewWrapper("root", WorkerFunc[int, int](func(_ context.Context, k int, _ Wrappers) (int, error) {
 			return k, nil
 		}), 0)
@@ -871,11 +874,11 @@ func TestRunOnAUserPoolQueuesAHelperForABlockingNode(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 			close(gate)
 		}()
-		began = time.Now()
+		ec.began = time.Now()
 		r, err := a.RunPlan(context.Background(), pl, time.Minute)
 		require.NoError(t, err)
 		r.Release()
-		assert.Equal(t, int32(2), early.Load(), "nodes started before 100 ms")
+		assert.Equal(t, int32(2), ec.early.Load(), "nodes started before 100 ms")
 	})
 }
 
