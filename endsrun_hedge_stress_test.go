@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -318,15 +317,9 @@ func checkHedgedSubs(cr *causeStressRun, rep *Report, why string) {
 // is its run's; every Result callback and OnNodeEnd fires once per node
 // and run. ASYNCTOOL_CAUSE_STRESS_RUNS sets the runs per goroutine (20).
 func TestConcurrentRunsKeepCausesAndHedgedSubRuns(t *testing.T) {
-	runs, goroutines := 20, 6
-	if s := os.Getenv("ASYNCTOOL_CAUSE_STRESS_RUNS"); s != "" {
-		runs, _ = strconv.Atoi(s)
-	}
+	runs, goroutines := stressRuns(t, "ASYNCTOOL_CAUSE_STRESS_RUNS", 20), 6
 	ids := []string{"route", "user", "slow", "hsub", "hh", "page", "recs", "mid", "chain", "allS", "named", "whenN", "dv", "allDone", "slowDep", "late", "lateDep"}
-	calls := map[string]*atomic.Int64{}
-	for _, id := range ids {
-		calls[id] = new(atomic.Int64)
-	}
+	calls := resultCounts(ids)
 	base := rand.Uint64()
 	var plans []*Plan
 	for k := range 6 {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -929,14 +928,8 @@ func resumeFlowRun(fr *flowStressRun, r *Run, released *atomic.Bool) {
 // the report OnRunEnd gets must be the one Report gives after Wait.
 // ASYNCTOOL_FLOW_STRESS_RUNS sets the runs per goroutine (15).
 func TestConcurrentRunsKeepFlowRules(t *testing.T) {
-	runs, goroutines := 15, 6
-	if s := os.Getenv("ASYNCTOOL_FLOW_STRESS_RUNS"); s != "" {
-		runs, _ = strconv.Atoi(s)
-	}
-	calls := map[string]*atomic.Int64{}
-	for _, id := range flowIDs {
-		calls[id] = new(atomic.Int64)
-	}
+	runs, goroutines := stressRuns(t, "ASYNCTOOL_FLOW_STRESS_RUNS", 15), 6
+	calls := resultCounts(flowIDs)
 	base := rand.Uint64()
 	var plans []*flowStressPlan
 	for k := range 4 {

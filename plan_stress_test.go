@@ -85,6 +85,30 @@ func checkStressValue(id int, bad *planStressBad, where string, v any) {
 	}
 }
 
+// stressRuns returns the runs per goroutine of a stress test: def, or
+// the number the environment variable env gives, for a longer search.
+func stressRuns(t *testing.T, env string, def int) int {
+	t.Helper()
+	s := os.Getenv(env)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a number of runs above 0", env, s)
+	}
+	return n
+}
+
+// resultCounts returns a counter of Result calls for each node id.
+func resultCounts(ids []string) map[string]*atomic.Int64 {
+	calls := make(map[string]*atomic.Int64, len(ids))
+	for _, id := range ids {
+		calls[id] = new(atomic.Int64)
+	}
+	return calls
+}
+
 // runStressFrom calls one runs times on each of goroutines goroutines and
 // waits for them, failing the test with every goroutine's stack if they
 // have not returned within two minutes (a hang).
@@ -379,10 +403,7 @@ func buildStressPlans(t *testing.T) (qCalls map[string]*atomic.Int64, outers []*
 // runs. ASYNCTOOL_PLAN_STRESS_RUNS sets the runs per goroutine (25): a
 // few hundred each, with -count, for a longer search.
 func TestConcurrentPlanRunsStayApart(t *testing.T) {
-	runs, goroutines := 25, 8
-	if s := os.Getenv("ASYNCTOOL_PLAN_STRESS_RUNS"); s != "" {
-		runs, _ = strconv.Atoi(s)
-	}
+	runs, goroutines := stressRuns(t, "ASYNCTOOL_PLAN_STRESS_RUNS", 25), 8
 	bad := &planStressBad{}
 	var hookMu sync.Mutex
 	var hookRuns []*planStressHookRun
