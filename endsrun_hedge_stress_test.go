@@ -329,7 +329,7 @@ func TestConcurrentRunsKeepCausesAndHedgedSubRuns(t *testing.T) {
 	hooks := &Hooks{
 		OnRunStart: func(ctx context.Context, info RunInfo) context.Context {
 			cr := causeRunOf(ctx)
-			hr := &planStressHookRun{id: cr.ps.id, nested: info.Nested, nodes: info.Nodes, ends: map[int]int{}}
+			hr := newStressHookRun(cr.ps.id, info)
 			cr.mu.Lock()
 			cr.hooks = append(cr.hooks, hr)
 			cr.mu.Unlock()
@@ -337,15 +337,11 @@ func TestConcurrentRunsKeepCausesAndHedgedSubRuns(t *testing.T) {
 		},
 		OnNodeEnd: func(ctx context.Context, ev NodeEvent) {
 			hr, _ := ctx.Value(planStressHookKey{}).(*planStressHookRun)
-			hr.mu.Lock()
-			hr.ends[ev.Index]++
-			hr.mu.Unlock()
+			hr.nodeEnded(ev.Index)
 		},
 		OnRunEnd: func(ctx context.Context, rep *Report) {
 			hr, _ := ctx.Value(planStressHookKey{}).(*planStressHookRun)
-			hr.mu.Lock()
-			hr.runEnds++
-			hr.mu.Unlock()
+			hr.runEnded()
 			checkStressReport(causeRunOf(ctx).ps, "OnRunEnd report", rep)
 		},
 	}
@@ -430,14 +426,7 @@ func TestConcurrentRunsKeepCausesAndHedgedSubRuns(t *testing.T) {
 	close(crs)
 	for cr := range crs {
 		for _, hr := range cr.hooks {
-			if hr.runEnds != 1 || len(hr.ends) != hr.nodes {
-				t.Errorf("run %d (nested %v): OnRunEnd fired %d times, OnNodeEnd for %d of %d nodes", cr.ps.id, hr.nested, hr.runEnds, len(hr.ends), hr.nodes)
-			}
-			for i, n := range hr.ends {
-				if n != 1 {
-					t.Errorf("run %d (nested %v): OnNodeEnd fired %d times for node %d", cr.ps.id, hr.nested, n, i)
-				}
-			}
+			hr.check(t)
 		}
 	}
 	for _, m := range bad.msgs {

@@ -73,14 +73,11 @@ type flowStreamHandle struct {
 	kind string
 }
 
-// flowStressHookRun counts one (sub-)run's hook calls.
+// flowStressHookRun counts one (sub-)run's hook calls, OnNodeTimeout's
+// too, and keeps the report OnRunEnd got.
 type flowStressHookRun struct {
-	mu       sync.Mutex
-	nested   bool
-	nodes    int
-	ends     map[int]int
+	planStressHookRun
 	timeouts map[int]int
-	runEnds  int
 	endRep   *Report
 }
 
@@ -939,7 +936,7 @@ func TestConcurrentRunsKeepFlowRules(t *testing.T) {
 	hooks := &Hooks{
 		OnRunStart: func(ctx context.Context, info RunInfo) context.Context {
 			fr := flowRunOf(ctx)
-			hr := &flowStressHookRun{nested: info.Nested, nodes: info.Nodes, ends: map[int]int{}, timeouts: map[int]int{}}
+			hr := &flowStressHookRun{planStressHookRun: *newStressHookRun(fr.id, info), timeouts: map[int]int{}}
 			fr.mu.Lock()
 			fr.hooks = append(fr.hooks, hr)
 			fr.mu.Unlock()
@@ -947,9 +944,7 @@ func TestConcurrentRunsKeepFlowRules(t *testing.T) {
 		},
 		OnNodeEnd: func(ctx context.Context, ev NodeEvent) {
 			hr := ctx.Value(flowStressHookKey{}).(*flowStressHookRun)
-			hr.mu.Lock()
-			hr.ends[ev.Index]++
-			hr.mu.Unlock()
+			hr.nodeEnded(ev.Index)
 		},
 		OnNodeTimeout: func(ctx context.Context, ev NodeEvent) {
 			hr := ctx.Value(flowStressHookKey{}).(*flowStressHookRun)
@@ -969,9 +964,9 @@ func TestConcurrentRunsKeepFlowRules(t *testing.T) {
 		OnRunEnd: func(ctx context.Context, rep *Report) {
 			hr := ctx.Value(flowStressHookKey{}).(*flowStressHookRun)
 			hr.mu.Lock()
-			hr.runEnds++
 			hr.endRep = rep
 			hr.mu.Unlock()
+			hr.runEnded()
 		},
 	}
 	// drain, reader and each wait in their workers for other nodes of
@@ -1081,14 +1076,7 @@ func TestConcurrentRunsKeepFlowRules(t *testing.T) {
 		var top *flowStressHookRun
 		for _, hr := range d.fr.hooks {
 			hooked++
-			if hr.runEnds != 1 || len(hr.ends) != hr.nodes {
-				t.Errorf("run %d (nested %v): OnRunEnd fired %d times, OnNodeEnd for %d of %d nodes", d.fr.id, hr.nested, hr.runEnds, len(hr.ends), hr.nodes)
-			}
-			for i, n := range hr.ends {
-				if n != 1 {
-					t.Errorf("run %d (nested %v): OnNodeEnd fired %d times for node %d", d.fr.id, hr.nested, n, i)
-				}
-			}
+			hr.check(t)
 			for i, n := range hr.timeouts {
 				if n != 1 {
 					t.Errorf("run %d (nested %v): OnNodeTimeout fired %d times for node %d", d.fr.id, hr.nested, n, i)

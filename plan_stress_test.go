@@ -171,6 +171,41 @@ type planStressHookRun struct {
 	runEnds int
 }
 
+func newStressHookRun(id int, info RunInfo) *planStressHookRun {
+	return &planStressHookRun{id: id, nested: info.Nested, nodes: info.Nodes, ends: map[int]int{}}
+}
+
+// nodeEnded counts an OnNodeEnd of node i.
+func (hr *planStressHookRun) nodeEnded(i int) {
+	hr.mu.Lock()
+	hr.ends[i]++
+	hr.mu.Unlock()
+}
+
+// runEnded counts an OnRunEnd.
+func (hr *planStressHookRun) runEnded() {
+	hr.mu.Lock()
+	hr.runEnds++
+	hr.mu.Unlock()
+}
+
+// check fails t unless OnRunEnd fired once and OnNodeEnd once for each
+// node. It is read once the Async's Close has waited for every hook.
+func (hr *planStressHookRun) check(t *testing.T) {
+	t.Helper()
+	if hr.runEnds != 1 {
+		t.Errorf("run %d (nested %v): OnRunEnd fired %d times", hr.id, hr.nested, hr.runEnds)
+	}
+	if len(hr.ends) != hr.nodes {
+		t.Errorf("run %d (nested %v): OnNodeEnd for %d of %d nodes: %v", hr.id, hr.nested, len(hr.ends), hr.nodes, hr.ends)
+	}
+	for i, n := range hr.ends {
+		if n != 1 {
+			t.Errorf("run %d (nested %v): OnNodeEnd fired %d times for node %d", hr.id, hr.nested, n, i)
+		}
+	}
+}
+
 // planStressCallback counts a node's Result calls over every run of its
 // plan.
 type planStressCallback struct{ n *atomic.Int64 }
@@ -413,7 +448,7 @@ func TestConcurrentPlanRunsStayApart(t *testing.T) {
 			if sr == nil {
 				return nil
 			}
-			hr := &planStressHookRun{id: sr.id, nested: info.Nested, nodes: info.Nodes, ends: map[int]int{}}
+			hr := newStressHookRun(sr.id, info)
 			hookMu.Lock()
 			hookRuns = append(hookRuns, hr)
 			hookMu.Unlock()
@@ -430,9 +465,7 @@ func TestConcurrentPlanRunsStayApart(t *testing.T) {
 				bad.add("OnNodeEnd of %q without the run's context", ev.ID)
 				return
 			}
-			hr.mu.Lock()
-			hr.ends[ev.Index]++
-			hr.mu.Unlock()
+			hr.nodeEnded(ev.Index)
 			if rand.IntN(4) == 0 {
 				if r := sr.run.Load(); r != nil {
 					checkStressReport(sr, "hook report", r.Report())
@@ -452,9 +485,7 @@ func TestConcurrentPlanRunsStayApart(t *testing.T) {
 				bad.add("OnRunEnd without the run's context")
 				return
 			}
-			hr.mu.Lock()
-			hr.runEnds++
-			hr.mu.Unlock()
+			hr.runEnded()
 			checkStressReport(sr, "OnRunEnd report", rep)
 		},
 	}
@@ -645,17 +676,7 @@ func TestConcurrentPlanRunsStayApart(t *testing.T) {
 		t.Errorf("the sub-plan's nodes had %d, %d and %d Result calls, one each per run", n1, n2, n3)
 	}
 	for _, hr := range hookRuns {
-		if hr.runEnds != 1 {
-			t.Errorf("run %d (nested %v): OnRunEnd fired %d times", hr.id, hr.nested, hr.runEnds)
-		}
-		if len(hr.ends) != hr.nodes {
-			t.Errorf("run %d (nested %v): OnNodeEnd for %d of %d nodes: %v", hr.id, hr.nested, len(hr.ends), hr.nodes, hr.ends)
-		}
-		for i, n := range hr.ends {
-			if n != 1 {
-				t.Errorf("run %d (nested %v): OnNodeEnd fired %d times for node %d", hr.id, hr.nested, n, i)
-			}
-		}
+		hr.check(t)
 	}
 	t.Logf("%d runs, %d hooked (sub-)runs", nextID.Load(), len(hookRuns))
 }
