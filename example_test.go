@@ -144,6 +144,41 @@ func ExampleWorkerWrapper_ResultFrom() {
 	// hello, ada
 }
 
+// stock is a typed worker written before the graph: it takes the cart
+// as its parameter.
+type stock struct{}
+
+func (stock) Action(_ context.Context, c *Cart, _ asynctool.Wrappers) (int, error) {
+	return 10 - c.Items, nil // an inventory RPC for the cart's items, in real life
+}
+
+// A node's parameter is fixed when the node is made, before any upstream
+// has run. A worker whose parameter is an upstream's value is called
+// from a WorkerFunc that reads the upstream with ResultFrom and passes
+// its value on; the node depends on that upstream as must, so it runs
+// only after the upstream succeeded.
+func ExampleWorkerWrapper_ResultFrom_upstreamAsParam() {
+	cart := asynctool.NewWrapper("cart", asynctool.WorkerFunc[int64, *Cart](
+		func(context.Context, int64, asynctool.Wrappers) (*Cart, error) { return &Cart{Items: 3}, nil }), 42)
+	left := asynctool.NewWrapper("stock", asynctool.WorkerFunc[struct{}, int](
+		func(ctx context.Context, _ struct{}, all asynctool.Wrappers) (int, error) {
+			c, err := cart.ResultFrom(all)
+			if err != nil {
+				return 0, err
+			}
+			return stock{}.Action(ctx, c.Value, all)
+		}), struct{}{}).Depend(cart, true)
+
+	a := asynctool.New()
+	defer a.Close()
+	if err := a.BeginWork(context.Background(), time.Second, cart); err != nil {
+		panic(err)
+	}
+	fmt.Println(left.Result().Value, "left in stock")
+	// Output:
+	// 7 left in stock
+}
+
 // A run started by hand from inside a worker: the total node builds a
 // graph with one node per item in the cart and runs it on the same Async,
 // under its own context, so the sub-graph has the request's deadline and
