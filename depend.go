@@ -608,10 +608,11 @@ func (r *runState) allUpstreamErr(s int32) error {
 	return errors.Join(errs...)
 }
 
-// counts reports whether node j, which has ended, counts as a success.
+// counts reports whether node j, which has ended (or has its failure
+// written: see failedMust), counts as a success.
 func (r *runState) counts(j int32) bool {
 	n := &r.nodes[j]
-	return n.st() == sFinish || n.continued.Load()
+	return n.st() == sFinish || n.failMarks.Load()&failContinued != 0
 }
 
 func (r *runState) joinImpossible(s int32) error {

@@ -772,3 +772,123 @@ func TestCancelStopsANodeWhoseUpstreamFailed(t *testing.T) {
 		assert.False(t, errors.As(res.Err, new(*UpstreamError)), "%+v", res)
 	})
 }
+
+// heldDefault is a worker whose Action is act, and whose DefaultValue,
+// called as its node fails, closes started, then waits until after is
+// closed.
+type heldDefault struct {
+	act            WorkerFunc[int, int]
+	started, after chan struct{}
+}
+
+func (h heldDefault) Action(ctx context.Context, p int, all Wrappers) (int, error) {
+	return h.act(ctx, p, all)
+}
+
+func (h heldDefault) DefaultValue() int {
+	close(h.started)
+	select {
+	case <-h.after:
+	case <-time.After(time.Hour): // fake time: a failing test ends
+	}
+	return -3
+}
+
+// TestEndsRunKeepsTheCauseOfAnUpstreamInItsDefaultValue: as
+// TestEndsRunKeepsAFailedUpstreamsCauseInTheSweep, but the run ends
+// while user's failure is still being recorded: its worker's
+// DefaultValue runs, and waits until recs has ended. user had failed
+// (or timed out by its own Timeout, or was not taken) before page ended
+// the run, so the sweep gives recs user's failure, and a node further
+// down the chain (recs after mid) too, not the run's end, without
+// waiting for user's DefaultValue. A failure under PolicyContinue
+// counts as done: recs, not decided by it, is stopped by the end.
+func TestEndsRunKeepsTheCauseOfAnUpstreamInItsDefaultValue(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		chain     bool // recs needs mid, which needs user
+		timesOut  bool // user ends by its own Timeout instead of failing
+		notTaken  bool // user is not taken (a When join on route)
+		continued bool // user fails under PolicyContinue
+	}{
+		{name: "failed"},
+		{name: "chain", chain: true},
+		{name: "own timeout", timesOut: true},
+		{name: "not taken", notTaken: true},
+		{name: "continued", continued: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := New()
+				defer a.Close()
+				started, ended := make(chan struct{}), make(chan struct{})
+				act := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) { return 0, errBoom })
+				if tc.timesOut {
+					act = endsSleeper(time.Hour, 0)
+				}
+				user := NewWrapper("user", Worker[int, int](heldDefault{act: act, started: started, after: ended}), 0)
+				route := NewWrapper("route", endsSleeper(0, !tc.notTaken), 0)
+				user.Depend(route, true).Join(When("route", func(b bool) bool { return b }))
+				switch {
+				case tc.timesOut:
+					user.Timeout(time.Millisecond)
+				case tc.continued:
+					user.OnFailure(PolicyContinue)
+				}
+				recs := NewWrapper("recs", endsSleeper(0, 2), 0).
+					Callback(ResultFunc[int, int](func(bool, int, WorkResult[int]) { close(ended) }))
+				checked := []*WorkerWrapper[int, int]{recs}
+				if tc.chain {
+					mid := NewWrapper("mid", endsSleeper(0, 4), 0).Depend(user, true)
+					recs.Depend(mid, true)
+					checked = append(checked, mid)
+				} else {
+					recs.Depend(user, true)
+				}
+				page := NewWrapper("page", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+					<-started // user's failure is being recorded
+					return 1, nil
+				}), 0).EndsRun()
+				run, err := a.Start(context.Background(), time.Minute, route, page)
+				require.NoError(t, err)
+				require.NoError(t, run.Wait(context.Background()), "the run ended with page")
+				rep := run.Report()
+				if tc.continued {
+					res := recs.ResultIn(run)
+					assert.Equal(t, ResultTimeout, res.State, "%+v", res)
+					assert.ErrorIs(t, res.Err, ErrRunEnded)
+					return
+				}
+				var want error = errBoom
+				switch {
+				case tc.notTaken:
+					want = ErrNotTaken
+				case tc.timesOut:
+					want = context.DeadlineExceeded
+				}
+				assert.ErrorIs(t, user.ResultIn(run).Err, want)
+				assert.Equal(t, -3, user.ResultIn(run).Value, "user has its DefaultValue")
+				for _, w := range checked {
+					res := w.ResultIn(run)
+					assert.NotEqual(t, ResultTimeout, res.State, "%s: %+v", w.ID(), res)
+					assert.NotErrorIs(t, res.Err, ErrRunEnded, w.ID())
+					assert.ErrorIs(t, res.Err, want, "%s names the root cause", w.ID())
+					n := subNode(t, rep, w.ID())
+					if tc.notTaken {
+						assert.Equal(t, StatusSkipped, n.Status, w.ID())
+						continue
+					}
+					wantUp := "user"
+					if w == recs && tc.chain {
+						wantUp = "mid"
+					}
+					var up *UpstreamError
+					if assert.ErrorAs(t, res.Err, &up, w.ID()) {
+						assert.Equal(t, wantUp, up.ID, w.ID())
+					}
+					assert.Equal(t, "must upstream "+strconv.Quote(wantUp)+" failed", n.Reason, w.ID())
+				}
+			})
+		})
+	}
+}

@@ -257,15 +257,13 @@ func (w *WorkerWrapper[P, R]) OnFailure(p FailurePolicy) *WorkerWrapper[P, R] {
 // stopped as the others are. It holds for the run's end with its marked
 // nodes only: the group deadline, a Cancel and a PolicyEnd failure stop
 // every node that has not ended, as they say, whatever its upstreams.
-// The run's sweep may end such a node before the failed upstream's own
-// Result callback and end hooks have run, so the node's callback may
-// come first, as for a node the sweep stops. And an upstream whose
-// failure is still being recorded as the run ends (its worker's
-// DefaultValue running, for one) does not count yet while any
-// DefaultValue of the run runs: the engine cannot wait then, as user
-// code may wait for the run's end, so its dependants may be stopped as
-// the others are. A fallback given with [WorkerWrapper.Default] is no
-// user code and holds nothing up.
+// An upstream whose failure is still being recorded as the run ends, its
+// worker's DefaultValue running, has failed already: the engine does
+// not wait for the DefaultValue, which may itself wait for the run's
+// end. So the run's sweep may end such a node before the failed
+// upstream's DefaultValue has returned and its own Result callback and
+// end hooks have run, and the node's callback may come first, as for a
+// node the sweep stops.
 func (w *WorkerWrapper[P, R]) EndsRun() *WorkerWrapper[P, R] {
 	if !w.checkBuildable("EndsRun") {
 		return w
@@ -748,7 +746,7 @@ func (r *runState) scheduleRetry(i int32, delay time.Duration) {
 // published) for node i, whose worker failed for good.
 func (r *runState) failedFinally(i int32) {
 	if f := r.p.nodes[i].flow; f != nil && f.policy == PolicyContinue {
-		r.nodes[i].continued.Store(true)
+		r.nodes[i].failMarks.Or(failContinued)
 	}
 }
 
@@ -791,13 +789,17 @@ func (r *runState) stopCause(i, st int32, rs ResultState, err error) (ResultStat
 }
 
 // mustErr is the error of a node whose must upstream j ended without
-// succeeding: ErrNotTaken if j was not taken, else an [*UpstreamError]
-// naming j.
+// succeeding, as failedMust found it (its failure written, its
+// DefaultValue maybe still running): ErrNotTaken if j was not taken,
+// else an [*UpstreamError] naming j. It is isNotTaken and upstreamErr,
+// for a j that may not have stored its final state yet.
 func (r *runState) mustErr(j int32) error {
-	if r.isNotTaken(j) {
+	pn := &r.p.nodes[j]
+	rs, err := pn.core.impl.resultMeta(r.slot(j), sError)
+	if rs == ResultException && err == ErrNotTaken {
 		return ErrNotTaken
 	}
-	return r.upstreamErr(j)
+	return &UpstreamError{ID: pn.core.id, Err: err, at: anonymousAt(pn.core.id, j)}
 }
 
 // isRunEnded reports whether err, how expired says the nodes that end
@@ -816,20 +818,33 @@ func isRunEnded(err error) bool {
 // NamedSucceeded, When) have must upstreams; AllDone, AnySucceeded,
 // AtLeast, WhenResult and a custom join have none. It is asked once the
 // run has ended with its EndsRun nodes, by the sweep and by the
-// fan-outs still going on (failFromUpstream), which so end s alike: an
-// upstream that another goroutine holds in sEnding is waited for, as
-// waitSwept waits, unless a DefaultValue runs (it may be waiting for
-// the sweep).
+// fan-outs still going on (failFromUpstream), which so end s alike.
+//
+// An upstream that another goroutine holds in sEnding is waited for
+// until it leaves sEnding or its worker's DefaultValue is called
+// (failWritten): the goroutine runs no user code before either, so the
+// wait is short. Once the DefaultValue is called, what failedMust reads
+// is decided (the upstream ends in sError, its PolicyContinue is marked,
+// its State and Err are written) but for its value, which the
+// DefaultValue, user code that may itself wait for the sweep, returns:
+// failedMust reads the rest without waiting for it. (A node in sEnding
+// that will succeed, Resume's SucceedWith, calls no DefaultValue.)
 func (r *runState) failedMust(s int32) int32 {
 	for _, v := range r.p.in(s) {
 		j, must := upstream(v)
 		if !must {
 			continue
 		}
-		for r.nodes[j].st() == sEnding && r.defaulting.Load() == 0 {
+		n := &r.nodes[j]
+		st := n.st()
+		for st == sEnding && n.failMarks.Load()&failWritten == 0 {
 			runtime.Gosched()
+			st = n.st()
 		}
-		if r.nodes[j].st() != sError || r.counts(j) {
+		if st == sEnding {
+			st = sError // failWritten: its DefaultValue runs
+		}
+		if st != sError || r.counts(j) {
 			continue
 		}
 		rs, err := r.p.nodes[j].core.impl.resultMeta(r.slot(j), sError)

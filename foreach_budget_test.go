@@ -613,7 +613,7 @@ func foreachContinued(n *WorkerWrapper[int, int]) bool {
 	if r == nil {
 		return false
 	}
-	return r.nodes[n.idx].continued.Load()
+	return r.nodes[n.idx].failMarks.Load()&failContinued != 0
 }
 
 // foreachRecorder is a custom join that waits for every item and records

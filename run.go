@@ -377,8 +377,21 @@ type rnode struct {
 	failCount atomic.Int32 // counted upstream failures (see pnode.needFail)
 	released  atomic.Int32 // successors that no longer need this node
 	attempts  atomic.Int32 // times the worker was started, for nodes with flow rules
-	continued atomic.Bool  // failed under PolicyContinue: counts as done
+	// failMarks says what the node's failure decided, written on the
+	// failure path only (see failContinued, failWritten).
+	failMarks atomic.Uint32
 }
+
+// The bits of rnode.failMarks.
+const (
+	// failContinued: the node failed under PolicyContinue: it counts as
+	// done.
+	failContinued uint32 = 1 << iota
+	// failWritten: the node, in sEnding, has its failure's State and Err
+	// written, and its worker's DefaultValue runs, or has run (see
+	// failedMust).
+	failWritten
+)
 
 // worklist is the private to-do list of one goroutine driving the run. It
 // replaces recursion, so that arbitrarily deep graphs use constant stack.

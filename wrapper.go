@@ -426,7 +426,7 @@ type nodeImpl interface {
 	// resultErr returns the Err of the result in slot.
 	resultErr(slot any, st int32) error
 	// resultMeta returns the State and Err of the result in slot, without
-	// boxing its value.
+	// reading its value.
 	resultMeta(slot any, st int32) (ResultState, error)
 	// resultType names R, for error messages.
 	resultType() reflect.Type
@@ -497,11 +497,13 @@ func (w *WorkerWrapper[P, R]) slotIn(r *runState) *slot[R] {
 	return &w.res
 }
 
-// defaultValue returns the node's default value. A panic in the worker's
-// DefaultValue is recovered: the zero value is used and the panic is
-// reported as a *CallbackPanicError of method "DefaultValue". Called by
-// the sweep (sweep), the worker's DefaultValue is marked as sweepCall:
-// user code that the sweep runs, the engine's own default is not.
+// defaultValue returns the default value of node i, which the caller
+// holds in sEnding, its failure's State and Err written (see
+// failResult). A panic in the worker's DefaultValue is recovered: the
+// zero value is used and the panic is reported as a *CallbackPanicError
+// of method "DefaultValue". Called by the sweep (sweep), the worker's
+// DefaultValue is marked as sweepCall: user code that the sweep runs,
+// the engine's own default is not.
 func (w *WorkerWrapper[P, R]) defaultValue(r *runState, i int32, sweep bool) (v R) {
 	if w.hasDef {
 		return w.def
@@ -510,7 +512,8 @@ func (w *WorkerWrapper[P, R]) defaultValue(r *runState, i int32, sweep bool) (v 
 	if !ok {
 		return v
 	}
-	r.defaulting.Add(1) // see waitSwept
+	r.nodes[i].failMarks.Or(failWritten) // see failedMust
+	r.defaulting.Add(1)                  // see waitSwept
 	if sweep {
 		r.sweepCall.Store(true) // cleared by sweepFrom if it ends the goroutine
 	}
@@ -624,11 +627,16 @@ func (w *WorkerWrapper[P, R]) failResult(r *runState, i int32, s *slot[R], st Re
 		if !normal {
 			r.noDefault.Store(true)
 			r.callbackPanic(i, "DefaultValue", &PanicError{Value: ErrGoexit})
-			s.res = WorkResult[R]{State: st, Err: err}
+			var zero R
+			s.res.Value = zero
 			r.rescueEnding(i)
 		}
 	}()
-	s.res = WorkResult[R]{Value: w.defaultValue(r, i, sweep), State: st, Err: err}
+	// State and Err first, field by field: once the worker's DefaultValue
+	// is called, the nodes after i may read them (see failedMust) while
+	// its value is written.
+	s.res.State, s.res.Err = st, err
+	s.res.Value = w.defaultValue(r, i, sweep)
 	normal = true
 }
 
@@ -645,8 +653,13 @@ func (w *WorkerWrapper[P, R]) fireResult(sl any, st int32) (p *PanicError) {
 func (w *WorkerWrapper[P, R]) resultErr(sl any, st int32) error { return sl.(*slot[R]).get(st).Err }
 
 func (w *WorkerWrapper[P, R]) resultMeta(sl any, st int32) (ResultState, error) {
-	res := sl.(*slot[R]).get(st)
-	return res.State, res.Err
+	if st == sFinish {
+		return ResultSuccess, nil
+	}
+	// The fields alone, not the value, which the node's DefaultValue may
+	// still be computing (see failedMust).
+	s := sl.(*slot[R])
+	return s.res.State, s.res.Err
 }
 
 func (w *WorkerWrapper[P, R]) resultType() reflect.Type { return reflect.TypeFor[R]() }
