@@ -55,6 +55,21 @@ func (causeDefaulter) Action(ctx context.Context, _ int, _ Wrappers) (int, error
 
 func (causeDefaulter) DefaultValue() int { return causeDefault }
 
+// causeLateFailure is a worker that fails, often as its run ends, and
+// whose DefaultValue takes a while: the run's end often finds its node's
+// failure being recorded.
+type causeLateFailure struct{}
+
+func (causeLateFailure) Action(ctx context.Context, _ int, _ Wrappers) (int, error) {
+	causeNap(ctx, 600*time.Microsecond)
+	return 0, &causeStressErr{causeRunOf(ctx).ps.id}
+}
+
+func (causeLateFailure) DefaultValue() int {
+	causeNap(context.Background(), 200*time.Microsecond)
+	return causeDefault
+}
+
 // causeNap waits up to max, or until ctx ends.
 func causeNap(ctx context.Context, max time.Duration) {
 	t := time.NewTimer(time.Duration(rand.Int64N(int64(max))))
@@ -190,13 +205,9 @@ func buildCauseStressPlan(t *testing.T, seed uint64, calls map[string]*atomic.In
 	for _, m := range makers {
 		m()
 	}
-	// late fails, often as the run ends. (Its fallback is a Default: a
-	// Defaulter's DefaultValue, while it runs, keeps the run's end from
-	// waiting for late's failure, and lateDep may be stopped by the end.)
-	late := NewWrapper("late", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
-		causeNap(ctx, 600*time.Microsecond)
-		return 0, &causeStressErr{causeRunOf(ctx).ps.id}
-	}), 0).Default(causeDefault)
+	// late fails, often as the run ends, and its DefaultValue takes a
+	// while, during which lateDep must be given its failure all the same.
+	late := NewWrapper("late", Worker[int, int](causeLateFailure{}), 0)
 	nodes = append(nodes, late, NewWrapper("chain", tagged(12), 0).Depend(mid, true), NewWrapper("slowDep", tagged(13), 0).Depend(slow, true),
 		NewWrapper("lateDep", tagged(14), 0).Depend(late, true))
 	for _, n := range nodes {
