@@ -120,3 +120,35 @@ func outcomeKey(set attribute.Set) string {
 	out, _ := set.Value("asynctool.node.outcome")
 	return id.AsString() + "/" + out.AsString()
 }
+
+// TestRunCancelledWithNotTakenCauseHasFailed: a node that the run's
+// context ended has the context's cause for its error, which may be
+// ErrNotTaken itself; such a node was not taken by no join, and has
+// timed out: it counts in asynctool.run.failed, with outcome timeout and
+// status Error.
+func TestRunCancelledWithNotTakenCauseHasFailed(t *testing.T) {
+	h, exp, _, _ := setup(t)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	a := asynctool.New(asynctool.WithHooks(h))
+	x := asynctool.NewWrapper("x", asynctooltest.Func(func(ctx context.Context, _ int) (int, error) {
+		cancel(asynctool.ErrNotTaken)
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}), 0)
+	y := asynctool.NewWrapper("y", asynctooltest.Returns[int](1), 0).Depend(x, true)
+	require.ErrorIs(t, a.BeginWork(ctx, time.Minute, x), asynctool.ErrNotTaken)
+	require.NoError(t, a.Close())
+	require.Equal(t, asynctool.ErrNotTaken, y.Result().Err, "the cause itself, as the engine stores it")
+
+	spans := map[string]tracetest.SpanStub{}
+	for _, s := range exp.GetSpans() {
+		spans[s.Name] = s
+	}
+	for _, id := range []string{"x", "y"} {
+		s := spans["asynctool.node "+id]
+		assert.Equal(t, "timeout", attrs(s.Attributes)["asynctool.node.outcome"].AsString(), id)
+		assert.Equal(t, codes.Error, s.Status.Code, id)
+	}
+	assert.Equal(t, int64(2), attrs(spans["asynctool.run"].Attributes)["asynctool.run.failed"].AsInt64(), "x and y")
+}

@@ -75,3 +75,51 @@ func TestForEachBudgetSpans(t *testing.T) {
 		assert.Equal(t, "success", attrs(eachSpan[0].Attributes)["asynctool.node.outcome"].AsString())
 	})
 }
+
+// TestForEachBudgetAndAHookPanicIsAnErrorRun: a ForEach's sub-run that
+// its Budget stopped, and in which a hook also panicked, did not only do
+// the Budget's job: its span records the error with status Error and no
+// "budget" event.
+func TestForEachBudgetAndAHookPanicIsAnErrorRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, exp, _, _ := setup(t)
+		breaks := &asynctool.Hooks{OnNodeEnd: func(_ context.Context, ev asynctool.NodeEvent) {
+			if ev.ID == "0" {
+				panic("hook broke")
+			}
+		}}
+		a := asynctool.New(asynctool.WithHooks(h), asynctool.WithHooks(breaks))
+		each := asynctool.NewWrapper("each", asynctool.ForEach[int, int, int]{
+			Items: func(context.Context, int, asynctool.Wrappers) ([]int, error) { return []int{0, 1}, nil },
+			Worker: asynctool.WorkerFunc[int, int](func(ctx context.Context, i int, _ asynctool.Wrappers) (int, error) {
+				if i == 0 {
+					return 1, nil
+				}
+				<-ctx.Done() // item 1 waits for the Budget
+				return 0, ctx.Err()
+			}),
+			Limit:  1,
+			Budget: 30 * time.Millisecond,
+		}, 0)
+		require.NoError(t, a.BeginWork(context.Background(), 10*time.Second, each))
+		require.NoError(t, a.Close())
+		var be *asynctool.BudgetError
+		var cpe *asynctool.CallbackPanicError
+		require.ErrorAs(t, each.Result().Err, &be, "the items' run was stopped by its Budget")
+		require.ErrorAs(t, each.Result().Err, &cpe, "and a hook panicked in it")
+
+		var sub tracetest.SpanStub
+		for _, s := range exp.GetSpans() {
+			if s.Name == "asynctool.run" && attrs(s.Attributes)["asynctool.run.nested"].AsBool() {
+				sub = s
+			}
+		}
+		require.True(t, sub.SpanContext.IsValid(), "the items' run")
+		assert.Equal(t, codes.Error, sub.Status.Code, "a hook panicked")
+		var events []string
+		for _, e := range sub.Events {
+			events = append(events, e.Name)
+		}
+		assert.Equal(t, []string{"exception"}, events)
+	})
+}

@@ -110,7 +110,9 @@ func TestSpans(t *testing.T) {
 	asynctool.NewWrapper("audit", asynctooltest.Returns[int](3), 0).Depend(page, true)
 
 	ctx, parent := tracer.Start(context.Background(), "request")
-	a := asynctool.New(asynctool.WithHooks(h))
+	var runEnd time.Time
+	ends := &asynctool.Hooks{OnRunEnd: func(_ context.Context, rep *asynctool.Report) { runEnd = rep.End }}
+	a := asynctool.New(asynctool.WithHooks(h), asynctool.WithHooks(ends))
 	require.NoError(t, a.BeginWork(ctx, 10*time.Second, user, bad))
 	require.NoError(t, a.Close())
 	parent.End()
@@ -127,6 +129,8 @@ func TestSpans(t *testing.T) {
 	assert.Equal(t, int64(5), attrs(run.Attributes)["asynctool.run.nodes"].AsInt64())
 	assert.Equal(t, int64(3), attrs(run.Attributes)["asynctool.run.failed"].AsInt64())
 	assert.Equal(t, codes.Unset, run.Status.Code)
+	require.False(t, runEnd.IsZero())
+	assert.True(t, run.EndTime.Equal(runEnd), "the run's span ends when its report says it ended")
 	deadline, err := time.Parse(time.RFC3339Nano, attrs(run.Attributes)[asynctoolotel.KeyRunDeadline].AsString())
 	require.NoError(t, err, "the run's deadline, under its exported key")
 	assert.WithinDuration(t, run.StartTime.Add(10*time.Second), deadline, time.Second)
@@ -253,7 +257,8 @@ func TestIDsThatAreNotUTF8AreQuoted(t *testing.T) {
 }
 
 // TestSkipAndTimeout checks the outcomes that only the deadline and
-// short-circuit produce.
+// short-circuit produce, and that only a node that had started gets a
+// "timeout" event.
 func TestSkipAndTimeout(t *testing.T) {
 	// In a synctest bubble the 50 ms deadline is fake time: it passes
 	// only once every goroutine is blocked, so first and any have ended
@@ -272,6 +277,8 @@ func TestSkipAndTimeout(t *testing.T) {
 		spare := asynctool.NewWrapper("spare", asynctooltest.Returns[int](1), 0).Depend(upSlow, true)
 		asynctool.NewWrapper("any", asynctooltest.Returns[int](1), 0).Depend(first, false).Depend(spare, false)
 		slow := asynctool.NewWrapper("slow", stuck(), 0)
+		// after never starts: the deadline ends it while slow runs.
+		asynctool.NewWrapper("after", asynctooltest.Returns[int](1), 0).Depend(slow, true)
 
 		a := asynctool.New(asynctool.WithHooks(h))
 		err := a.BeginWork(context.Background(), 50*time.Millisecond, first, upSlow, slow)
@@ -294,8 +301,22 @@ func TestSkipAndTimeout(t *testing.T) {
 		assert.Equal(t, "timeout", s.Events[0].Name)
 		assert.Equal(t, codes.Error, s.Status.Code)
 
+		// A node the deadline kept from starting timed out too, but
+		// nothing of its own was cut: its error, no "timeout" event.
+		af := spans["asynctool.node after"]
+		assert.Equal(t, "timeout", attrs(af.Attributes)["asynctool.node.outcome"].AsString())
+		assert.False(t, attrs(af.Attributes)["asynctool.node.ran"].AsBool())
+		assert.Equal(t, codes.Error, af.Status.Code)
+		var events []string
+		for _, e := range af.Events {
+			events = append(events, e.Name)
+		}
+		assert.Equal(t, []string{"exception"}, events, "after never ran")
+
 		run := spans["asynctool.run"]
 		assert.Equal(t, codes.Error, run.Status.Code, "the run was cut short")
+		require.Len(t, run.Events, 1)
+		assert.Equal(t, "exception", run.Events[0].Name, "the run's error, recorded")
 	})
 }
 
@@ -508,7 +529,9 @@ func TestPerRunHooks(t *testing.T) {
 // one key for the run's state in its context. The second set's state hid
 // the first's, so the first provider's run span never ended and its node
 // span ended as a "suspended" attempt with status Error, while the second
-// provider got two spans for the node.
+// provider got two spans for the node. Each set's node spans, the
+// zero-length one of a node that never ran too, are children of its own
+// run span.
 func TestTwoHookSetsKeepTheirOwnSpans(t *testing.T) {
 	var recs [2]*tracetest.SpanRecorder
 	var hooks [2]*asynctool.Hooks
@@ -520,23 +543,31 @@ func TestTwoHookSetsKeepTheirOwnSpans(t *testing.T) {
 	}
 	a := asynctool.New(asynctool.WithHooks(hooks[0]))
 	x := asynctool.NewWrapper("x", asynctooltest.Returns[int](1), 0)
+	bad := asynctool.NewWrapper("bad", asynctooltest.Fails[int, int](errDown), 0)
+	asynctool.NewWrapper("never", asynctooltest.Returns[int](1), 0).Depend(bad, true)
 	ctx := asynctool.WithRunHooks(context.Background(), hooks[1])
-	require.NoError(t, a.BeginWork(ctx, time.Minute, x))
+	require.NoError(t, a.BeginWork(ctx, time.Minute, x, bad))
 	require.NoError(t, a.Close())
 
 	for i, rec := range recs {
-		assert.Len(t, rec.Started(), 2, "provider %d: a run span and a node span", i)
+		assert.Len(t, rec.Started(), 4, "provider %d: a run span and three node spans", i)
 		ended := map[string]sdktrace.ReadOnlySpan{}
 		for _, s := range rec.Ended() {
 			ended[s.Name()] = s
 		}
-		require.Len(t, ended, 2, "provider %d: both spans ended", i)
+		require.Len(t, ended, 4, "provider %d: every span ended", i)
 		run, node := ended["asynctool.run"], ended["asynctool.node x"]
 		require.NotNil(t, run, "provider %d", i)
 		require.NotNil(t, node, "provider %d", i)
-		assert.Equal(t, run.SpanContext().SpanID(), node.Parent().SpanID(), "provider %d", i)
 		assert.Equal(t, "success", attrs(node.Attributes())["asynctool.node.outcome"].AsString(), "provider %d", i)
 		assert.Equal(t, codes.Unset, node.Status().Code, "provider %d", i)
+		// never's span, zero-length, begins as the node ends, in a
+		// context that holds the last set's run span.
+		for _, id := range []string{"x", "bad", "never"} {
+			s := ended["asynctool.node "+id]
+			require.NotNil(t, s, "provider %d: %s", i, id)
+			assert.Equal(t, run.SpanContext().SpanID(), s.Parent().SpanID(), "provider %d: %s nests under its own run span", i, id)
+		}
 	}
 }
 
@@ -787,4 +818,131 @@ func TestSuspendedAttemptSpanKeepsItsNumber(t *testing.T) {
 		got[at[asynctoolotel.KeyNodeOutcome].AsString()] = at[asynctoolotel.KeyNodeAttempts].AsInt64()
 	}
 	assert.Equal(t, map[string]int64{"suspended": 1, "success": 3}, got)
+}
+
+// TestSetTracingOnlyASubRunNestsItUnderTheWorkersSpan: a set of hooks
+// that a worker adds for the run it starts (WithRunHooks on its ctx) has
+// no span of the worker's node, so its run span is a child of the span
+// the worker's context holds: the node span of the outer run's last set,
+// whether one set or two traced the outer run. Looking past the outer
+// run's marks for a span of its own would make it a root span, or a
+// child of another set's sub-run span.
+func TestSetTracingOnlyASubRunNestsItUnderTheWorkersSpan(t *testing.T) {
+	for _, outer := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d sets on the outer run", outer), func(t *testing.T) {
+			var recs [3]*tracetest.SpanRecorder
+			var opts []asynctool.Option
+			var only *asynctool.Hooks
+			for i := range recs {
+				recs[i] = tracetest.NewSpanRecorder()
+				tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recs[i]))
+				t.Cleanup(func() { assert.NoError(t, tp.Shutdown(context.Background())) })
+				switch h := asynctoolotel.Hooks(tp, nil); {
+				case i == 2:
+					only = h
+				case i < outer:
+					opts = append(opts, asynctool.WithHooks(h))
+				}
+			}
+			a := asynctool.New(opts...)
+			in := asynctool.NewWrapper("in", asynctooltest.Returns[int](1), 0)
+			pl, err := asynctool.Compile(in)
+			require.NoError(t, err)
+			var workerSpan trace.SpanContext
+			w := asynctool.NewWrapper("w", asynctooltest.Func(func(ctx context.Context, _ int) (int, error) {
+				workerSpan = trace.SpanContextFromContext(ctx)
+				r, err := a.RunPlan(asynctool.WithRunHooks(ctx, only), pl, time.Minute)
+				if err == nil {
+					r.Release()
+				}
+				return 1, err
+			}), 0)
+			require.NoError(t, a.BeginWork(context.Background(), time.Minute, w))
+			require.NoError(t, a.Close())
+
+			require.True(t, workerSpan.IsValid(), "the worker's context holds its node's span")
+			var runs []sdktrace.ReadOnlySpan
+			for _, s := range recs[2].Ended() {
+				if s.Name() == "asynctool.run" {
+					runs = append(runs, s)
+				}
+			}
+			require.Len(t, runs, 1, "the set traced the sub-run only")
+			assert.Equal(t, workerSpan.SpanID(), runs[0].Parent().SpanID(), "the sub-run nests under the worker's span")
+		})
+	}
+}
+
+// TestRunStartedFromAHookNestsUnderTheRunSpan: the context a run's hooks
+// receive (all but OnRunStart) holds the run's span, and a run started
+// with it (here by an OnNodeEnd hook) is nested: its span is a child of
+// that run span, as any run's is of the span of its context, though the
+// same set of hooks put it there.
+func TestRunStartedFromAHookNestsUnderTheRunSpan(t *testing.T) {
+	h, exp, _, _ := setup(t)
+	inner := asynctool.New(asynctool.WithHooks(h))
+	y := asynctool.NewWrapper("y", asynctooltest.Returns[int](2), 0)
+	var innerErr error
+	starter := &asynctool.Hooks{OnNodeEnd: func(ctx context.Context, ev asynctool.NodeEvent) {
+		if ev.ID == "x" {
+			innerErr = inner.BeginWork(ctx, time.Minute, y)
+		}
+	}}
+	a := asynctool.New(asynctool.WithHooks(h), asynctool.WithHooks(starter))
+	x := asynctool.NewWrapper("x", asynctooltest.Returns[int](1), 0)
+	require.NoError(t, a.BeginWork(context.Background(), time.Minute, x))
+	require.NoError(t, a.Close())
+	require.NoError(t, inner.Close())
+	require.NoError(t, innerErr)
+
+	var outer, nested tracetest.SpanStub
+	for _, s := range exp.GetSpans() {
+		if s.Name != "asynctool.run" {
+			continue
+		}
+		if attrs(s.Attributes)[asynctoolotel.KeyRunNested].AsBool() {
+			nested = s
+		} else {
+			outer = s
+		}
+	}
+	require.True(t, outer.SpanContext.IsValid(), "the outer run's span")
+	require.True(t, nested.SpanContext.IsValid(), "the hook's run is nested")
+	assert.Equal(t, outer.SpanContext.SpanID(), nested.Parent.SpanID())
+}
+
+// TestWorkerErrorsWrappingEngineSentinelsAreFailures: a worker that
+// returns ErrSkipped or ErrNotTaken (an upstream's error passed on), or
+// an *UpstreamError of its own, has failed: the engine stores its error
+// wrapped, so that only a node the engine skipped, did not take or
+// failed from upstream has the sentinel itself, or the UpstreamError of
+// a node that never ran. Its outcome is failed, not skipped, not_taken or
+// upstream_failed, with status Error.
+func TestWorkerErrorsWrappingEngineSentinelsAreFailures(t *testing.T) {
+	for name, err := range map[string]error{
+		"ErrSkipped":    asynctool.ErrSkipped,
+		"ErrNotTaken":   asynctool.ErrNotTaken,
+		"UpstreamError": &asynctool.UpstreamError{ID: "u", Err: errDown},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h, exp, _, _ := setup(t)
+			a := asynctool.New(asynctool.WithHooks(h))
+			x := asynctool.NewWrapper("x", asynctooltest.Fails[int, int](err), 0)
+			require.NoError(t, a.BeginWork(context.Background(), time.Minute, x))
+			require.NoError(t, a.Close())
+			require.ErrorIs(t, x.Result().Err, err)
+
+			for _, s := range exp.GetSpans() {
+				if s.Name == "asynctool.run" {
+					assert.Equal(t, int64(1), attrs(s.Attributes)[asynctoolotel.KeyRunFailed].AsInt64(), "x failed")
+				}
+			}
+			spans := nodeSpans(exp, "x")
+			require.Len(t, spans, 1)
+			at := attrs(spans[0].Attributes)
+			assert.Equal(t, "failed", at[asynctoolotel.KeyNodeOutcome].AsString())
+			assert.True(t, at[asynctoolotel.KeyNodeRan].AsBool())
+			assert.Equal(t, codes.Error, spans[0].Status.Code)
+		})
+	}
 }

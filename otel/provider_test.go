@@ -164,25 +164,34 @@ func TestPanickingSpanProcessorKeepsTheMetrics(t *testing.T) {
 // node spans still open (here a copy of the hooks without OnNodeEnd
 // leaves them so) and then the run's span. A processor that panicked as
 // the first of them ended made the hook panic there, and the other node
-// spans and the run's span never ended.
+// spans and the run's span never ended. One that panics as every span
+// ends, the run's too, must not keep the node spans open either.
 func TestPanickingSpanProcessorLeavesNoSpanOpenAtRunEnd(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(panickyProcessor{SpanProcessor: rec, atNodeEnd: true}))
-	t.Cleanup(func() { assert.NoError(t, tp.Shutdown(context.Background())) })
-	h := *asynctoolotel.Hooks(tp, nil)
-	h.OnNodeEnd = nil
-	a := asynctool.New(asynctool.WithHooks(&h))
-	x := asynctool.NewWrapper("x", asynctooltest.Returns[int](1), 0)
-	asynctool.NewWrapper("y", asynctooltest.Returns[int](2), 0).Depend(x, true)
-	err := a.BeginWork(context.Background(), time.Minute, x)
-	var cpe *asynctool.CallbackPanicError
-	require.ErrorAs(t, err, &cpe, "the hook's panic is reported")
-	require.NoError(t, a.Close())
+	for name, proc := range map[string]panickyProcessor{
+		"node spans": {atNodeEnd: true},
+		"every span": {atEnd: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rec := tracetest.NewSpanRecorder()
+			proc.SpanProcessor = rec
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(proc))
+			t.Cleanup(func() { assert.NoError(t, tp.Shutdown(context.Background())) })
+			h := *asynctoolotel.Hooks(tp, nil)
+			h.OnNodeEnd = nil
+			a := asynctool.New(asynctool.WithHooks(&h))
+			x := asynctool.NewWrapper("x", asynctooltest.Returns[int](1), 0)
+			asynctool.NewWrapper("y", asynctooltest.Returns[int](2), 0).Depend(x, true)
+			err := a.BeginWork(context.Background(), time.Minute, x)
+			var cpe *asynctool.CallbackPanicError
+			require.ErrorAs(t, err, &cpe, "the hook's panic is reported")
+			require.NoError(t, a.Close())
 
-	started := rec.Started()
-	require.Len(t, started, 3, "the run's span and two node spans")
-	for _, s := range started {
-		assert.False(t, s.EndTime().IsZero(), "span %q never ended", s.Name())
+			started := rec.Started()
+			require.Len(t, started, 3, "the run's span and two node spans")
+			for _, s := range started {
+				assert.False(t, s.EndTime().IsZero(), "span %q never ended", s.Name())
+			}
+		})
 	}
 }
 
