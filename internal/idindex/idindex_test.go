@@ -2,6 +2,7 @@ package idindex
 
 import (
 	"fmt"
+	"hash/maphash"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -39,16 +40,37 @@ func TestInsertLookup(t *testing.T) {
 	assert.False(t, ok)
 }
 
+// TestFullIndexPanics checks that an Index takes an id in every slot,
+// the last free one too, finds each id in the full table, and panics
+// only on one id more. The ids all hash to one slot, so that the last
+// Insert and the Lookups of the last id and of one not in the table
+// probe every slot.
 func TestFullIndexPanics(t *testing.T) {
-	ids := make([]string, 9)
-	for k := range ids {
-		ids[k] = fmt.Sprint(k)
-	}
 	x := New(1) // 8 slots
+	var ids []string
+	home := uint64(0)
+	for k := 0; len(ids) < 9; k++ {
+		id := fmt.Sprint(k)
+		h := maphash.String(x.seed, id) & x.mask
+		if len(ids) == 0 {
+			home = h
+		}
+		if h == home {
+			ids = append(ids, id)
+		}
+	}
 	idOf := func(p int32) string { return ids[p] }
 	for k := range 8 {
-		x.Insert(ids[k], int32(k), idOf)
+		_, dup := x.Insert(ids[k], int32(k), idOf)
+		require.False(t, dup, ids[k])
 	}
+	for k := range 8 {
+		got, ok := x.Lookup(ids[k], idOf)
+		require.True(t, ok, "%s in slot %d of its probe", ids[k], k)
+		assert.Equal(t, int32(k), got, ids[k])
+	}
+	_, ok := x.Lookup(ids[8], idOf)
+	assert.False(t, ok, "an id not in the full table")
 	assert.PanicsWithValue(t, "idindex: Index is full", func() { x.Insert(ids[8], 8, idOf) })
 }
 

@@ -1,6 +1,7 @@
 package mpsc
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,7 +24,7 @@ func TestQueueOrder(t *testing.T) {
 	wasEmpty, _ = q.Push(2)
 	assert.False(t, wasEmpty)
 	q.Push(3)
-	assert.Equal(t, []int{0, 1, 2, 3}, q.TakeAll([]int{0}))
+	assert.Equal(t, []int{-1, 1, 2, 3}, q.TakeAll([]int{-1}), "appended to what buf holds")
 	assert.Empty(t, q.TakeAll(nil))
 	wasEmpty, _ = q.Push(4)
 	assert.True(t, wasEmpty, "queue is empty again after TakeAll")
@@ -35,7 +36,7 @@ func TestQueueSeal(t *testing.T) {
 	q.Push("a")
 	q.Push("b")
 	assert.False(t, q.Sealed())
-	assert.Equal(t, []string{"a", "b"}, q.Seal(nil))
+	assert.Equal(t, []string{"rest", "a", "b"}, q.Seal([]string{"rest"}), "appended to what buf holds")
 	assert.True(t, q.Sealed())
 	_, ok := q.Push("c")
 	assert.False(t, ok)
@@ -170,6 +171,43 @@ func TestWasEmptyStartsEachBatch(t *testing.T) {
 	for v := range empty {
 		if accepted := empty[v].Load() != 0; accepted != seen[v] {
 			t.Fatalf("value %d: accepted %v, taken %v", v, accepted, seen[v])
+		}
+	}
+}
+
+// TestNoAcceptedPushIsLost races a producer with the consumer's TakeAll
+// and Seal in many short rounds, so that pushes land right as the
+// consumer empties or seals the queue: every push that reports ok is
+// taken exactly once, by TakeAll or by Seal. (One producer, so that on a
+// busy machine the producer and the consumer are the goroutines that
+// run side by side.)
+func TestNoAcceptedPushIsLost(t *testing.T) {
+	for round := range 2000 {
+		var q Queue[int]
+		accepted := 0
+		var pushing atomic.Bool // the producer has pushed
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for i := range 1000 {
+				if _, ok := q.Push(i); !ok {
+					return
+				}
+				accepted++
+				pushing.Store(true)
+			}
+		})
+		for !pushing.Load() {
+			runtime.Gosched()
+		}
+		var got []int
+		for range round % 4 {
+			got = q.TakeAll(got)
+		}
+		got = q.Seal(got)
+		wg.Wait()
+		require.Len(t, got, accepted, "round %d: pushes accepted and taken", round)
+		for i, v := range got {
+			require.Equal(t, i, v, "round %d: in push order, none twice", round)
 		}
 	}
 }
