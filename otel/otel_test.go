@@ -152,6 +152,7 @@ func TestSpans(t *testing.T) {
 	assert.Equal(t, "failed", attrs(b.Attributes)["asynctool.node.outcome"].AsString())
 	assert.Equal(t, "worker failed", attrs(b.Attributes)["asynctool.node.reason"].AsString())
 	assert.Equal(t, codes.Error, b.Status.Code)
+	assert.Equal(t, "worker failed", b.Status.Description, "the status says why, as the reason does")
 	require.Len(t, b.Events, 1)
 	assert.Equal(t, "exception", b.Events[0].Name, "RecordError")
 
@@ -511,6 +512,7 @@ func TestMetrics(t *testing.T) {
 	runs := got["asynctool.run.duration"].Data.(metricdata.Histogram[float64]).DataPoints
 	require.Len(t, runs, 1)
 	assert.Equal(t, uint64(1), runs[0].Count)
+	assert.GreaterOrEqual(t, runs[0].Sum, 0.002, "the run lasted as long as ok at least")
 }
 
 // TestPerRunHooks checks the hooks installed on one run through its
@@ -945,4 +947,22 @@ func TestWorkerErrorsWrappingEngineSentinelsAreFailures(t *testing.T) {
 			assert.Equal(t, codes.Error, spans[0].Status.Code)
 		})
 	}
+}
+
+// TestHooksIgnoreNodeIndexesTheRunDoesNotHave: hooks called with the
+// index of no node of the run (the engine gives none; a caller of the
+// hooks' functions might) touch no node's state and do not panic.
+func TestHooksIgnoreNodeIndexesTheRunDoesNotHave(t *testing.T) {
+	h := asynctoolotel.Hooks(tracenoop.NewTracerProvider(), metricnoop.NewMeterProvider())
+	ctx := h.OnRunStart(context.Background(), asynctool.RunInfo{Nodes: 2})
+	for _, i := range []int{-1, 2} {
+		ev := asynctool.NodeEvent{ID: "x", Index: i, Attempt: 1}
+		assert.NotPanics(t, func() {
+			h.OnNodeStart(ctx, ev)
+			h.OnNodeRetry(ctx, ev)
+			h.OnNodePending(ctx, ev)
+			h.OnNodeEnd(ctx, ev)
+		}, "index %d", i)
+	}
+	assert.NotPanics(t, func() { h.OnRunEnd(ctx, &asynctool.Report{}) })
 }

@@ -3,6 +3,7 @@ package asynctoolotel_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -209,4 +210,34 @@ func TestNilPointerProvidersMeanTheGlobalOnes(t *testing.T) {
 	require.NoError(t, a.BeginWork(context.Background(), time.Minute, x))
 	require.NoError(t, a.Close())
 	assert.Equal(t, 1, x.Result().Value)
+}
+
+// TestRetriedAttemptWithoutItsSpan: an attempt whose span never began (a
+// copy of the hooks without OnNodeStart here; an earlier set's start
+// hook that ended with runtime.Goexit, or a node that ended as its start
+// hook ran, is another) has none for OnNodeRetry to end: the hook ends
+// nothing and does not panic, and the node's end still gets its span.
+func TestRetriedAttemptWithoutItsSpan(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { assert.NoError(t, tp.Shutdown(context.Background())) })
+	h := *asynctoolotel.Hooks(tp, nil)
+	h.OnNodeStart = nil
+	a := asynctool.New(asynctool.WithHooks(&h))
+	var calls atomic.Int32
+	x := asynctool.NewWrapper("x", asynctooltest.Func(func(context.Context, int) (int, error) {
+		if calls.Add(1) == 1 {
+			return 0, errDown
+		}
+		return 1, nil
+	}), 0).Retry(asynctool.RetryPolicy{Attempts: 2})
+	require.NoError(t, a.BeginWork(context.Background(), time.Minute, x), "no hook panicked")
+	require.NoError(t, a.Close())
+	require.NoError(t, x.Result().Err)
+
+	var names []string
+	for _, s := range rec.Ended() {
+		names = append(names, s.Name())
+	}
+	assert.ElementsMatch(t, []string{"asynctool.run", "asynctool.node x"}, names)
 }
