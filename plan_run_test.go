@@ -926,3 +926,58 @@ func TestBlockingNodeSharedByARefusedRunStartsWhenAWorkerFreesUp(t *testing.T) {
 		}
 	})
 }
+
+// TestRefusedRunQueuesAHelperOnceThePoolQueueHasRoom: a run refused a
+// goroutine finds the pool's queue full too (1,024 tasks wait behind a
+// worker held until 10 ms), so the helper it would queue for the node
+// that may block it shared (500 ms) is not queued. Its goroutine runs
+// a chain of two such nodes, 20 ms then 500 ms. Once the queue has
+// drained, the goroutine queues the helper before its second node, and
+// the shared node starts at 20 ms, not after that goroutine's 520 ms:
+// a queue found full leaves the run free to queue a helper later.
+func TestRefusedRunQueuesAHelperOnceThePoolQueueHasRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var began time.Time
+		var started atomic.Int64
+		started.Store(-1)
+		sleep := func(d time.Duration) Worker[int, int] {
+			return WorkerFunc[int, int](func(_ context.Context, k int, _ Wrappers) (int, error) {
+				time.Sleep(d)
+				return k, nil
+			})
+		}
+		gate := make(chan struct{})
+		root := NewWrapper("root", WorkerFunc[int, int](func(_ context.Context, k int, _ Wrappers) (int, error) {
+			<-gate
+			return k, nil
+		}), 0)
+		NewWrapper("shared", WorkerFunc[int, int](func(_ context.Context, k int, _ Wrappers) (int, error) {
+			started.Store(int64(time.Since(began)))
+			time.Sleep(500 * time.Millisecond)
+			return k, nil
+		}), 0).Depend(root, true)
+		// The last successor: run by root's goroutine, then its successor.
+		first := NewWrapper("first", sleep(20*time.Millisecond), 0).Depend(root, true)
+		NewWrapper("second", sleep(500*time.Millisecond), 0).Depend(first, true)
+		pl, err := Compile(root)
+		require.NoError(t, err)
+		a := New(WithMaxWorkers(2))
+		defer a.Close()
+		held := holdOneWorker(t, a, 10*time.Millisecond)
+		r, err := a.StartPlan(context.Background(), pl, 0)
+		require.NoError(t, err)
+		synctest.Wait() // root has the other worker
+		queued := 0
+		for a.owned.trySubmit(func() {}) {
+			queued++
+		}
+		require.Equal(t, 1024, queued, "tasks the pool's queue took")
+		began = time.Now()
+		close(gate)
+		require.NoError(t, r.Wait(context.Background()))
+		r.Release()
+		require.NoError(t, <-held)
+		assert.Equal(t, 20*time.Millisecond, time.Duration(started.Load()),
+			"the shared node waited for the run's busy goroutine")
+	})
+}
