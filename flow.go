@@ -48,7 +48,12 @@ const (
 	// a [ForEach] item) the run is that sub-run: it stops, its SubPlan,
 	// SubGraph or ForEach node fails with an error wrapping the
 	// EndError (unless a ForEach's Join has decided first), and the
-	// outer run goes on under that node's own policy.
+	// outer run goes on under that node's own policy. A failure settled
+	// once the run has stopped (its deadline or a Cancel, as its context
+	// says, its end with its EndsRun nodes, or another PolicyEnd node)
+	// stops nothing: the node keeps its own failure, or ends as that
+	// stop says if the run's sweep reaches it first, and the run ends as
+	// it was stopped.
 	PolicyEnd
 	// PolicySuspend: the node becomes pending instead of failing; the
 	// nodes that need it wait (pending too) while other branches go on. The
@@ -879,13 +884,16 @@ func anonymousAt(id string, i int32) int {
 }
 
 // endRun stops the run because node i failed under PolicyEnd, unless
-// the run has ended with its EndsRun nodes already: it stopped nothing.
+// the run has stopped already (its deadline, a Cancel, its end with its
+// EndsRun nodes, another PolicyEnd): it stopped nothing, and the node
+// keeps its own failure.
 func (r *runState) endRun(i int32, err error) {
 	// The check and the store are one step under r.mu, as in endedOne:
-	// which of the two stops the run is decided once.
+	// which of the two stops the run is decided once. A stop by the
+	// context comes first if the context says so by then.
 	r.mu.Lock()
 	id := r.p.nodes[i].core.id
-	ends := r.early.Load() == nil && r.endErr.CompareAndSwap(nil, &EndError{ID: id, Err: err, at: anonymousAt(id, i)})
+	ends := r.early.Load() == nil && !r.stopping() && r.endErr.CompareAndSwap(nil, &EndError{ID: id, Err: err, at: anonymousAt(id, i)})
 	r.mu.Unlock()
 	if ends {
 		r.cancel()

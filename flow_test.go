@@ -1305,6 +1305,49 @@ func TestPolicyEndFailsUnstartedNodesWithEndError(t *testing.T) {
 	assert.Zero(t, bad, "x skipped instead of failing with *EndError in %d of %d runs (OnNodeSkip fired %d times)", bad, runs, skipped.Load())
 }
 
+// TestPolicyEndAfterTheDeadline: a PolicyEnd failure settled after the
+// group deadline stopped the run, but before the sweep reached the
+// failing node, stops nothing, as after the run's end with its EndsRun
+// nodes (TestPolicyEndAfterTheRunEndedBeforeTheSweepReachesIt): the run
+// ends by its deadline, the node keeps its own failure, and the nodes
+// the sweep reaches after it end as timeouts. Its EndError made them
+// fail, so that the nodes of one run that the deadline stopped ended
+// some as timeouts and some with an EndError naming a node that stopped
+// nothing, and Wait returned that EndError. The retry policy refuses
+// the failure once the sweep is held at the node before.
+func TestPolicyEndAfterTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		running, done, sweeping, settled := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
+		defer close(done)
+		hold := NewWrapper("hold", Worker[int, int](sweepHolder{running, done, sweeping, settled}), 0)
+		critical := NewWrapper("critical", Worker[int, int](settlingFailure{settled}), 0).
+			Retry(RetryPolicy{Attempts: 2, Retryable: func(error) bool {
+				<-sweeping // the deadline passed, and the sweep is held at hold
+				return false
+			}}).OnFailure(PolicyEnd)
+		late := NewWrapper("late", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			<-done // only the sweep ends it
+			return 1, nil
+		}), 0)
+		run, err := a.Start(context.Background(), time.Second, hold, critical, late)
+		require.NoError(t, err)
+		require.Less(t, indexOf(run, "hold"), indexOf(run, "critical"), "the sweep reaches hold first")
+		require.Less(t, indexOf(run, "critical"), indexOf(run, "late"), "and late after critical")
+		err = run.Wait(context.Background())
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		var ee *EndError
+		assert.False(t, errors.As(err, &ee), "the run ended by its deadline, not by critical: %v", err)
+		assert.Equal(t, WorkResult[int]{State: ResultException, Value: -1, Err: errBoom}, critical.ResultIn(run), "its own failure")
+		for _, w := range []*WorkerWrapper[int, int]{hold, late} {
+			res := w.ResultIn(run)
+			assert.Equal(t, ResultTimeout, res.State, "%s: %v", w.ID(), res.Err)
+			assert.ErrorIs(t, res.Err, context.DeadlineExceeded, w.ID())
+		}
+	})
+}
+
 // TestTimeoutStopsWhilePendingAndRestartsOnRerun pins the Timeout row of
 // the README's flow rules: a node's own Timeout does not run while the
 // node is pending (a second of waiting for Resume does not time it out),
