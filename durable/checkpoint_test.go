@@ -363,6 +363,58 @@ func (s selfDecoding) MarshalJSON() ([]byte, error) { return json.Marshal(s.v) }
 
 func (s *selfDecoding) UnmarshalJSON(b []byte) error { return json.Unmarshal(b, &s.v) }
 
+// optionalPrice decodes JSON null itself, as no price: a type that
+// cannot be nil, but whose UnmarshalJSON makes its own value of null.
+type optionalPrice struct {
+	Cents int
+	Known bool
+}
+
+func (p optionalPrice) MarshalJSON() ([]byte, error) {
+	if !p.Known {
+		return []byte("null"), nil
+	}
+	return json.Marshal(p.Cents)
+}
+
+func (p *optionalPrice) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*p = optionalPrice{}
+		return nil
+	}
+	p.Known = true
+	return json.Unmarshal(b, &p.Cents)
+}
+
+// TestNilValueForANodeThatDecodesNull: a nil value is a value for a node
+// whose result type decodes JSON null itself, though the type cannot be
+// nil (see ErrNilValue): Resume takes it, and the node replays what the
+// type's UnmarshalJSON makes of null.
+func TestNilValueForANodeThatDecodesNull(t *testing.T) {
+	var s atomic.Int32
+	var known, read atomic.Bool
+	client, id, events := runParked(t, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+		ns := Node(cp, "s", asynctool.WorkerFunc[int, optionalPrice](func(context.Context, int, asynctool.Wrappers) (optionalPrice, error) {
+			s.Add(1)
+			return optionalPrice{}, errors.New("needs a price")
+		}), 0).OnFailure(asynctool.PolicySuspend)
+		asynctool.NewWrapper("sink", asynctool.WorkerFunc[int, int](func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+			r, err := asynctool.ResultOf[optionalPrice](all, "s")
+			known.Store(r.Value.Known)
+			read.Store(true)
+			return 0, err
+		}), 0).Depend(ns, true)
+		return []asynctool.Wrapper{ns}, nil
+	})
+	_, err := Resume(context.Background(), client, id, map[string]any{"s": nil})
+	require.NoError(t, err, "null is an optionalPrice")
+	ev := untilParkedOrDone(t, events)
+	require.Equal(t, river.EventKindJobCompleted, ev.Kind, "errors: %v", ev.Job.Errors)
+	assert.True(t, read.Load())
+	assert.False(t, known.Load(), "the sink read no price")
+	assert.Equal(t, int32(1), s.Load(), "s's worker did not run again")
+}
+
 // TestResumeRefusesNilForANodeThatCannotBeNil guards Resume against
 // a nil value for a node whose result type cannot be nil (an int): stored
 // as JSON null, it decoded into the int as 0, and the sink went on with a

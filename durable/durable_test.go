@@ -773,7 +773,16 @@ func TestSuspendParksTheJob(t *testing.T) {
 				panic("opt's callback")
 			}
 		}))
-		return []asynctool.Wrapper{na, nside, opt}, nil
+		// late times out on the first attempt: the parked job's error
+		// names it among the failed nodes too.
+		late := asynctool.NewWrapper("late", asynctool.WorkerFunc[int, int](func(ctx context.Context, _ int, _ asynctool.Wrappers) (int, error) {
+			if job.Attempt == 1 {
+				<-ctx.Done()
+				return 0, ctx.Err()
+			}
+			return 5, nil
+		}), 0).Timeout(20 * time.Millisecond)
+		return []asynctool.Wrapper{na, nside, opt, late}, nil
 	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, mustWorker(t, newAsync(t), time.Minute, build))
@@ -787,7 +796,7 @@ func TestSuspendParksTheJob(t *testing.T) {
 	require.Equal(t, river.EventKindJobCancelled, ev.Kind, "a suspended graph parks its job")
 	require.NotEmpty(t, ev.Job.Errors)
 	msg := ev.Job.Errors[len(ev.Job.Errors)-1].Error
-	assert.Contains(t, msg, `suspended at "s" (waiting for a manual review); failed: "opt" (opt is down); run: asynctool: callback Result of node "opt" panicked: opt's callback`)
+	assert.Contains(t, msg, `suspended at "s" (waiting for a manual review); failed: "opt" (opt is down), "late" (asynctool: node "late" exceeded its timeout of 20ms); run: asynctool: callback Result of node "opt" panicked: opt's callback`)
 	assert.Equal(t, int32(1), side.Load())
 	assert.Equal(t, int32(0), sink.Load())
 

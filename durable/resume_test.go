@@ -111,6 +111,7 @@ func TestResumeRefuses(t *testing.T) {
 
 	_, err = Resume(context.Background(), client, res.Job.ID+1000, nil)
 	assert.ErrorIs(t, err, rivertype.ErrNotFound)
+	assert.ErrorContains(t, err, "River's JobCleaner deletes it", "the error says why a parked job may be gone")
 	_, err = Resume(context.Background(), client, res.Job.ID, nil)
 	assert.ErrorIs(t, err, ErrNotParked, "a completed job is not parked")
 }
@@ -284,8 +285,27 @@ func TestCancelledJobIsNotParked(t *testing.T) {
 			require.Equal(t, river.EventKindJobCancelled, untilParkedOrDone(t, events).Kind)
 			_, err = Resume(context.Background(), client, id, nil)
 			assert.ErrorIs(t, err, ErrNotParked)
+			assert.ErrorContains(t, err, "it was cancelled for another reason", "the mark Resume left is no park mark")
 		})
 	}
+}
+
+// TestParkedJobRetriedIsNotParked: a parked job that Client.JobRetry made
+// available, and that has not run yet, waits for a retry: though its row
+// still holds the mark of the attempt that parked it, Resume refuses it
+// with ErrNotParked and says which state the job is in.
+func TestParkedJobRetriedIsNotParked(t *testing.T) {
+	var a, s atomic.Int32
+	var approved atomic.Bool
+	var got atomic.Int64
+	client, id, _ := parkApproval(t, &a, &s, &approved, &got)
+	require.NoError(t, client.Stop(context.Background()), "stopped, the client leaves the retried job available")
+	_, err := client.JobRetry(context.Background(), id)
+	require.NoError(t, err)
+	_, err = Resume(context.Background(), client, id, map[string]any{"s": 42})
+	assert.ErrorIs(t, err, ErrNotParked)
+	assert.ErrorContains(t, err, fmt.Sprintf("job %d is available", id))
+	assert.Equal(t, int32(1), s.Load())
 }
 
 // TestDecidedValueWithRetries gives a node under asynctool's Retry a
@@ -388,6 +408,35 @@ func TestResumeDecidesANodeACustomJoinSuspended(t *testing.T) {
 		assert.Equal(t, river.EventKindJobCompleted, ev.Kind, "c was decided by Resume; errors: %v", ev.Job.Errors)
 		assert.Equal(t, int64(5), got.Load())
 		assert.Zero(t, c.Load(), "c's worker never ran")
+	})
+	t.Run("value, beside a node that suspends again", func(t *testing.T) {
+		// The stall at which c takes its value also finds s suspended,
+		// without one: the run goes on past c, whose sink reads the
+		// value, and parks on s alone.
+		var c, s atomic.Int32
+		var got atomic.Int64
+		var approved atomic.Bool
+		inner := joinSuspended(&c, &got)
+		client, id, events := runParked(t, func(ctx context.Context, job *river.Job[sumArgs], cp *Checkpoint) ([]asynctool.Wrapper, error) {
+			starts, err := inner(ctx, job, cp)
+			g := asynctool.NewWrapper("g", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+				return 1, nil
+			}), 0)
+			Node(cp, "s", approvalWorker(&s, &approved), 0).Depend(g, true).OnFailure(asynctool.PolicySuspend)
+			return append(starts, g), err
+		})
+		_, err := Resume(context.Background(), client, id, map[string]any{"c": 5})
+		require.NoError(t, err)
+		ev := untilParkedOrDone(t, events)
+		require.Equal(t, river.EventKindJobCancelled, ev.Kind, "s parks the job again")
+		assert.Contains(t, ev.Job.Errors[len(ev.Job.Errors)-1].Error, `the graph suspended at "s" (needs approval); failed: "up"`)
+		assert.Equal(t, int64(5), got.Load(), "c's sink read the value")
+		approved.Store(true)
+		_, err = Resume(context.Background(), client, id, nil)
+		require.NoError(t, err)
+		require.Equal(t, river.EventKindJobCompleted, untilParkedOrDone(t, events).Kind)
+		assert.Zero(t, c.Load(), "c's worker never ran")
+		assert.Equal(t, int32(3), s.Load(), "s ran on each attempt until approved")
 	})
 	t.Run("value that does not decode", func(t *testing.T) {
 		var c atomic.Int32

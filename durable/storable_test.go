@@ -162,6 +162,13 @@ func TestJSONBRejects(t *testing.T) {
 		{json.RawMessage(`"\\ud83d"`), false}, // a backslash and the text ud83d
 		{json.RawMessage(`"\\\u0000"`), true}, // a backslash, then a NUL
 		{json.RawMessage(`{"\u0000":1}`), true},
+		// The bounds of the surrogate ranges: \ud800-\udbff high,
+		// \udc00-\udfff low.
+		{json.RawMessage(`"\udc00"`), true}, // the first low surrogate, alone
+		{json.RawMessage(`"\udfff"`), true}, // the last low surrogate, alone
+		{json.RawMessage(`"\ud800\udc00"`), false},
+		{json.RawMessage(`"\udbff\udfff"`), false},
+		{json.RawMessage(`"\ud7ff\ue000"`), false}, // just outside both ranges
 	} {
 		raw, err := json.Marshal(tc.v)
 		require.NoError(t, err)
