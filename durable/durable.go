@@ -697,6 +697,41 @@ func (f NodeFailure) name() string {
 	return strconv.Quote(f.ID)
 }
 
+// MarshalJSON encodes the failure as encoding/json would encode its
+// fields, except its Err, which it encodes as an [asynctool.StoredError]
+// (null if nil), as asynctool.NodeReport.MarshalJSON does: the error's
+// message and the asynctool and context errors it matched. encoding/json
+// alone writes an error's exported fields, {} for most errors, so a
+// failure logged as JSON would lose its error. Nothing decodes it back.
+func (f NodeFailure) MarshalJSON() ([]byte, error) {
+	type fields NodeFailure // the same fields, without this method
+	stored, err := storedOrNil(f.Err)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(struct {
+		fields
+		Err *asynctool.StoredError
+	}{fields(f), stored})
+}
+
+// storedOrNil is err as asynctool.WorkResult.MarshalJSON stores it, nil
+// for nil.
+func storedOrNil(err error) (*asynctool.StoredError, error) {
+	if err == nil {
+		return nil, nil
+	}
+	raw, merr := asynctool.WorkResult[struct{}]{Err: err}.MarshalJSON()
+	if merr != nil {
+		return nil, merr
+	}
+	var back struct{ Err *asynctool.StoredError }
+	if uerr := json.Unmarshal(raw, &back); uerr != nil {
+		return nil, uerr
+	}
+	return back.Err, nil
+}
+
 // GraphFailedError is the error of an attempt whose graph did not
 // succeed: every node that did not succeed, and the run's own error (the
 // group deadline, a cancelled job's context, a panicking callback), if
@@ -757,6 +792,23 @@ func (e *GraphFailedError) Unwrap() []error {
 		}
 	}
 	return errs
+}
+
+// MarshalJSON encodes the error as encoding/json would encode its fields,
+// except its RunErr, which it encodes as an [asynctool.StoredError] (null
+// if nil), as asynctool.Report.MarshalJSON does; each of Failed is
+// encoded by [NodeFailure.MarshalJSON]. encoding/json alone writes {} for
+// most errors.
+func (e GraphFailedError) MarshalJSON() ([]byte, error) {
+	type fields GraphFailedError // the same fields, without this method
+	stored, err := storedOrNil(e.RunErr)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(struct {
+		fields
+		RunErr *asynctool.StoredError
+	}{fields(e), stored})
 }
 
 // SuspendedError is the error of an attempt whose graph stalled on
@@ -829,6 +881,23 @@ func (e *SuspendedError) Unwrap() []error {
 		errs = append(errs, e.RunErr)
 	}
 	return errs
+}
+
+// MarshalJSON encodes the error as encoding/json would encode its fields,
+// except its RunErr, which it encodes as an [asynctool.StoredError] (null
+// if nil), as asynctool.Report.MarshalJSON does; each of Suspended and
+// Failed is encoded by [NodeFailure.MarshalJSON]. encoding/json alone
+// writes {} for most errors.
+func (e SuspendedError) MarshalJSON() ([]byte, error) {
+	type fields SuspendedError // the same fields, without this method
+	stored, err := storedOrNil(e.RunErr)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(struct {
+		fields
+		RunErr *asynctool.StoredError
+	}{fields(e), stored})
 }
 
 // Checkpoint holds the results of a job's checkpointed nodes: those stored

@@ -833,6 +833,40 @@ func TestSuspendedErrorNamesItsNodes(t *testing.T) {
 	assert.ErrorAs(t, river.JobCancel(err), &se, "the Worker's JobCancel keeps it reachable")
 }
 
+// TestAttemptErrorsKeepTheirErrorsInJSON: an attempt's errors, encoded
+// as JSON (to be logged), keep their nodes' errors and the run's, as
+// asynctool.Report does: each as an asynctool.StoredError, its message
+// and the sentinels it matched, and null if nil. encoding/json alone
+// wrote {} for each.
+func TestAttemptErrorsKeepTheirErrorsInJSON(t *testing.T) {
+	failed := NodeFailure{ID: "b", Index: 1, Status: asynctool.StatusFailed, Err: fmt.Errorf("fetch: %w", context.DeadlineExceeded)}
+	pending := NodeFailure{ID: "s", Index: 2, Status: asynctool.StatusPending}
+	failedJSON := fmt.Sprintf(`{"ID":"b","Index":1,"Status":%d,"Err":{"Text":"fetch: context deadline exceeded","Matches":["context.DeadlineExceeded"]}}`, asynctool.StatusFailed)
+	pendingJSON := fmt.Sprintf(`{"ID":"s","Index":2,"Status":%d,"Err":null}`, asynctool.StatusPending)
+	for _, tc := range []struct {
+		name string
+		v    any
+		want string
+	}{
+		{"NodeFailure", failed, failedJSON},
+		{"NodeFailure without an error", pending, pendingJSON},
+		{"GraphFailedError", &GraphFailedError{Failed: []NodeFailure{failed}, RunErr: errors.New("run cancelled")},
+			`{"Failed":[` + failedJSON + `],"RunErr":{"Text":"run cancelled"}}`},
+		{"GraphFailedError without a run error", &GraphFailedError{Failed: []NodeFailure{failed}},
+			`{"Failed":[` + failedJSON + `],"RunErr":null}`},
+		{"SuspendedError", &SuspendedError{Suspended: []NodeFailure{pending}, Failed: []NodeFailure{failed}, RunErr: errors.New("callback panicked")},
+			`{"Suspended":[` + pendingJSON + `],"Failed":[` + failedJSON + `],"RunErr":{"Text":"callback panicked"}}`},
+		{"SuspendedError without a run error", &SuspendedError{Suspended: []NodeFailure{failed}},
+			`{"Suspended":[` + failedJSON + `],"Failed":null,"RunErr":null}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := json.Marshal(tc.v)
+			require.NoError(t, err)
+			assert.JSONEq(t, tc.want, string(b))
+		})
+	}
+}
+
 // TestSuspensionOutranksASnooze runs a graph where a tolerated node
 // (PolicyContinue) returns river.JobSnooze while another suspends: the
 // job is parked, not snoozed, since a snooze would run the suspended node
