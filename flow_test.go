@@ -1306,46 +1306,88 @@ func TestPolicyEndFailsUnstartedNodesWithEndError(t *testing.T) {
 }
 
 // TestPolicyEndAfterTheDeadline: a PolicyEnd failure settled after the
-// group deadline stopped the run, but before the sweep reached the
-// failing node, stops nothing, as after the run's end with its EndsRun
-// nodes (TestPolicyEndAfterTheRunEndedBeforeTheSweepReachesIt): the run
-// ends by its deadline, the node keeps its own failure, and the nodes
-// the sweep reaches after it end as timeouts. Its EndError made them
-// fail, so that the nodes of one run that the deadline stopped ended
-// some as timeouts and some with an EndError naming a node that stopped
-// nothing, and Wait returned that EndError. The retry policy refuses
-// the failure once the sweep is held at the node before.
+// run was stopped by its context (the group deadline, a Cancel, the
+// caller's context cancelled with a cause), but before the sweep reached
+// the failing node, stops nothing, as after the run's end with its
+// EndsRun nodes (TestPolicyEndAfterTheRunEndedBeforeTheSweepReachesIt):
+// the run ends as it was stopped, the node keeps its own failure, and
+// the nodes the sweep reaches after it end as that stop says. Its
+// EndError made them fail, so that the nodes of one run that the
+// deadline stopped ended some as timeouts and some with an EndError
+// naming a node that stopped nothing, and Wait returned that EndError.
+// So does a failure that ends the run's last EndsRun node then: the run
+// was stopped, and ends as it was, not as ended with its marked nodes
+// (ErrRunEnded, a nil error). The retry policy refuses the failure once
+// the sweep is held at the node before.
 func TestPolicyEndAfterTheDeadline(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		a := New()
-		defer a.Close()
-		running, done, sweeping, settled := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
-		defer close(done)
-		hold := NewWrapper("hold", Worker[int, int](sweepHolder{running, done, sweeping, settled}), 0)
-		critical := NewWrapper("critical", Worker[int, int](settlingFailure{settled}), 0).
-			Retry(RetryPolicy{Attempts: 2, Retryable: func(error) bool {
-				<-sweeping // the deadline passed, and the sweep is held at hold
-				return false
-			}}).OnFailure(PolicyEnd)
-		late := NewWrapper("late", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
-			<-done // only the sweep ends it
-			return 1, nil
-		}), 0)
-		run, err := a.Start(context.Background(), time.Second, hold, critical, late)
-		require.NoError(t, err)
-		require.Less(t, indexOf(run, "hold"), indexOf(run, "critical"), "the sweep reaches hold first")
-		require.Less(t, indexOf(run, "critical"), indexOf(run, "late"), "and late after critical")
-		err = run.Wait(context.Background())
-		assert.ErrorIs(t, err, context.DeadlineExceeded)
-		var ee *EndError
-		assert.False(t, errors.As(err, &ee), "the run ended by its deadline, not by critical: %v", err)
-		assert.Equal(t, WorkResult[int]{State: ResultException, Value: -1, Err: errBoom}, critical.ResultIn(run), "its own failure")
-		for _, w := range []*WorkerWrapper[int, int]{hold, late} {
-			res := w.ResultIn(run)
-			assert.Equal(t, ResultTimeout, res.State, "%s: %v", w.ID(), res.Err)
-			assert.ErrorIs(t, res.Err, context.DeadlineExceeded, w.ID())
+	errStop := errors.New("the caller stopped")
+	for _, stop := range []struct {
+		name  string
+		cause error
+		// stop stops the run, once the retry policy is being asked;
+		// nil for the deadline, which passes on its own.
+		stop func(run *Run, cancel context.CancelCauseFunc)
+	}{
+		{"deadline", context.DeadlineExceeded, nil},
+		{"Cancel", context.Canceled, func(run *Run, _ context.CancelCauseFunc) { run.Cancel() }},
+		{"caller's context", errStop, func(_ *Run, cancel context.CancelCauseFunc) { cancel(errStop) }},
+	} {
+		for _, mark := range []struct {
+			name    string
+			policy  FailurePolicy
+			endsRun bool
+		}{
+			{"PolicyEnd", PolicyEnd, false},
+			{"EndsRun", PolicyFail, true},
+			{"PolicyEnd and EndsRun", PolicyEnd, true},
+		} {
+			t.Run(stop.name+"/"+mark.name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					a := New()
+					defer a.Close()
+					ctx, cancel := context.WithCancelCause(context.Background())
+					defer cancel(nil)
+					running, done, sweeping, settled, asked := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
+					defer close(done)
+					hold := NewWrapper("hold", Worker[int, int](sweepHolder{running, done, sweeping, settled}), 0)
+					critical := NewWrapper("critical", Worker[int, int](settlingFailure{settled}), 0).
+						Retry(RetryPolicy{Attempts: 2, Retryable: func(error) bool {
+							close(asked)
+							<-sweeping // the run stopped, and the sweep is held at hold
+							return false
+						}}).OnFailure(mark.policy)
+					if mark.endsRun {
+						critical.EndsRun()
+					}
+					late := NewWrapper("late", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+						<-done // only the sweep ends it
+						return 1, nil
+					}), 0)
+					run, err := a.Start(ctx, time.Second, hold, critical, late)
+					require.NoError(t, err)
+					require.Less(t, indexOf(run, "hold"), indexOf(run, "critical"), "the sweep reaches hold first")
+					require.Less(t, indexOf(run, "critical"), indexOf(run, "late"), "and late after critical")
+					if stop.stop != nil {
+						<-running
+						<-asked
+						stop.stop(run, cancel)
+					}
+					err = run.Wait(context.Background())
+					assert.ErrorIs(t, err, stop.cause)
+					var ee *EndError
+					assert.False(t, errors.As(err, &ee), "the run was stopped by its %s, not by critical: %v", stop.name, err)
+					assert.Equal(t, err, run.Report().RunErr)
+					assert.Equal(t, WorkResult[int]{State: ResultException, Value: -1, Err: errBoom}, critical.ResultIn(run), "its own failure")
+					for _, w := range []*WorkerWrapper[int, int]{hold, late} {
+						res := w.ResultIn(run)
+						assert.Equal(t, ResultTimeout, res.State, "%s: %v", w.ID(), res.Err)
+						assert.ErrorIs(t, res.Err, stop.cause, w.ID())
+						assert.NotErrorIs(t, res.Err, ErrRunEnded, w.ID())
+					}
+				})
+			})
 		}
-	})
+	}
 }
 
 // TestTimeoutStopsWhilePendingAndRestartsOnRerun pins the Timeout row of
