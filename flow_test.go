@@ -1390,6 +1390,47 @@ func TestPolicyEndAfterTheDeadline(t *testing.T) {
 	}
 }
 
+// TestOwnTimeoutAfterTheDeadlineStopsNothing: a node's own Timeout,
+// under PolicyEnd, that would pass after the group deadline ends
+// nothing: the node's timer derives from the run's context, so it fires
+// with the deadline, and finds the run stopped. While the sweep is held
+// at the node before it, past the node's own Timeout, the node keeps
+// running; the sweep then ends it as the deadline says, as every other
+// node, and Wait returns the deadline's error, not an EndError.
+func TestOwnTimeoutAfterTheDeadlineStopsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		defer a.Close()
+		running, done, sweeping, settled := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
+		defer close(done)
+		hold := NewWrapper("hold", Worker[int, int](sweepHolder{running, done, sweeping, settled}), 0)
+		blocked := WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+			<-done // only the sweep ends it
+			return 1, nil
+		})
+		timed := NewWrapper("timed", blocked, 0).Timeout(2 * time.Second).OnFailure(PolicyEnd)
+		late := NewWrapper("late", blocked, 0)
+		run, err := a.Start(context.Background(), time.Second, hold, timed, late)
+		require.NoError(t, err)
+		require.Less(t, indexOf(run, "hold"), indexOf(run, "timed"), "the sweep reaches hold first")
+		require.Less(t, indexOf(run, "timed"), indexOf(run, "late"), "and late after timed")
+		<-sweeping
+		time.Sleep(2 * time.Second) // fake time: timed's own Timeout has passed
+		close(settled)
+		err = run.Wait(context.Background())
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		var ee *EndError
+		assert.False(t, errors.As(err, &ee), "the run ended by its deadline, not by timed: %v", err)
+		for _, w := range []*WorkerWrapper[int, int]{hold, timed, late} {
+			res := w.ResultIn(run)
+			assert.Equal(t, ResultTimeout, res.State, "%s: %v", w.ID(), res.Err)
+			assert.ErrorIs(t, res.Err, context.DeadlineExceeded, w.ID())
+			var nt *NodeTimeoutError
+			assert.False(t, errors.As(res.Err, &nt), "%s: %v", w.ID(), res.Err)
+		}
+	})
+}
+
 // TestTimeoutStopsWhilePendingAndRestartsOnRerun pins the Timeout row of
 // the README's flow rules: a node's own Timeout does not run while the
 // node is pending (a second of waiting for Resume does not time it out),
