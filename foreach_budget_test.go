@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -308,7 +309,7 @@ func TestForEachBudgetCountsAnItemEndedAsItRanOut(t *testing.T) {
 					run, err := a.Start(context.Background(), time.Minute, each)
 					require.NoError(t, err)
 					require.NoError(t, run.Wait(context.Background()))
-					sub := run.Report().Nodes[0].Sub
+					sub := run.Report().Nodes[indexOf(run, "each")].Sub
 					require.NotNil(t, sub)
 					allOK := true
 					for _, n := range sub.Nodes {
@@ -1232,4 +1233,59 @@ func TestForEachStoppedByAHookDeadlineIsNoBudget(t *testing.T) {
 		var be *BudgetError
 		assert.False(t, errors.As(r.Err, &be), "%v", r.Err)
 	})
+}
+
+// TestForEachJoinDecidingAfterTheDeadline: a ForEach's custom join that
+// answers after the group deadline stopped the run decides nothing: the
+// ForEach node, its items still running and its join node end as the
+// deadline says, and so does Wait, whether the join decides to run or
+// to fail, and whether a Budget (which leaves the join to decide once
+// its sub-run is stopping) is set or not.
+func TestForEachJoinDecidingAfterTheDeadline(t *testing.T) {
+	for _, budget := range []time.Duration{0, time.Minute} {
+		for _, d := range []Decision{DecideRun, DecideFail} {
+			t.Run(fmt.Sprintf("budget=%v/%v", budget, d), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					a := New()
+					defer a.Close()
+					nodes := make([]*WorkerWrapper[int, int], 2)
+					f := foreachOfItems([]foreachItem{{}, {d: time.Hour}}, nodes)
+					f.Budget = budget
+					stopped := make(chan struct{})
+					var asked atomic.Bool
+					f.Join = CustomJoin(func([]Upstream) Decision {
+						if !asked.Swap(true) {
+							<-stopped // the deadline has passed
+						}
+						return d
+					})
+					each := NewWrapper("each", f, 0)
+					// watch tells the join that the deadline passed: the
+					// join waits for no timer, since another item's end
+					// waits for it on a lock, which stops synctest's clock.
+					watch := NewWrapper("watch", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+						<-ctx.Done()
+						close(stopped)
+						return 0, ctx.Err()
+					}), 0)
+					run, err := a.Start(context.Background(), time.Second, each, watch)
+					require.NoError(t, err)
+					err = run.Wait(context.Background())
+					synctest.Wait() // the sub-run's end
+					assert.ErrorIs(t, err, context.DeadlineExceeded)
+					res := each.ResultIn(run)
+					assert.Equal(t, ResultTimeout, res.State, "%v", res.Err)
+					assert.ErrorIs(t, res.Err, context.DeadlineExceeded)
+					assert.True(t, asked.Load())
+					assert.Equal(t, ResultSuccess, nodes[0].Result().State)
+					sub := run.Report().Nodes[indexOf(run, "each")].Sub
+					require.NotNil(t, sub)
+					for _, n := range sub.Nodes[1:] { // item 1 and the join
+						assert.Equal(t, ResultTimeout, n.Result, "%s: %v", n.ID, n.Err)
+						assert.ErrorIs(t, n.Err, context.DeadlineExceeded, n.ID)
+					}
+				})
+			})
+		}
+	}
 }
