@@ -955,3 +955,57 @@ func checkSucceedWithNil[T any](accepted bool) func(t *testing.T) {
 		assert.True(t, reflect.ValueOf(&v).Elem().IsZero(), "the node's value is the zero value: got %v", v)
 	}
 }
+
+// TestStreamPolicyEndAfterTheStop: a node under PolicyEnd that fails
+// after Run's context ended, or after Close was called, has failed like
+// any other node (Run's documentation): its policy applies, so Run and
+// Close return its *StreamEndError, and the node after it, which never
+// runs, ends with that same error, not with the context's cause.
+func TestStreamPolicyEndAfterTheStop(t *testing.T) {
+	errStop := errors.New("the caller stopped")
+	for _, stop := range []string{"context", "Close"} {
+		t.Run(stop, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithCancelCause(t.Context())
+				defer cancel(nil)
+				s := NewStream(0)
+				failing, release := make(chan struct{}), make(chan struct{})
+				critical := s.AppendWith(func(context.Context, int) (int, error) {
+					close(failing)
+					<-release
+					return 0, errBoom
+				}, PolicyEnd)
+				next := s.Append(addOne)
+				ran := runStream(ctx, s)
+				<-failing
+				closed := make(chan error, 1)
+				if stop == "context" {
+					cancel(errStop)
+				} else {
+					go func() { closed <- s.Close() }()
+					synctest.Wait() // Close waits for Run
+				}
+				close(release)
+				err := <-ran
+				var ee *StreamEndError
+				require.ErrorAs(t, err, &ee)
+				assert.Equal(t, 1, ee.Position)
+				assert.ErrorIs(t, err, errBoom)
+				assert.NotErrorIs(t, err, errStop)
+				_, cerr := critical.Wait()
+				assert.Equal(t, errBoom, cerr, "its own failure")
+				_, nerr := next.Wait()
+				assert.ErrorIs(t, nerr, ErrStreamStopped)
+				require.ErrorAs(t, nerr, &ee, "the node after it names it")
+				assert.Equal(t, 1, ee.Position)
+				assert.NotErrorIs(t, nerr, errStop)
+				assert.Zero(t, next.Attempts())
+				if stop == "Close" {
+					assert.Equal(t, err, <-closed)
+				} else {
+					assert.Equal(t, err, s.Close())
+				}
+			})
+		})
+	}
+}
