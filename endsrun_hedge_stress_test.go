@@ -3,6 +3,7 @@ package asynctool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -326,7 +327,9 @@ func checkHedgedSubs(cr *causeStressRun, rep *Report, why string) {
 // that upstream, never the run's end; every hedged node shows the
 // sub-run whose value it returned, none for a cached value; every value
 // is its run's; every Result callback and OnNodeEnd fires once per node
-// and run. ASYNCTOOL_CAUSE_STRESS_RUNS sets the runs per goroutine (20).
+// and run; in every run and sub-run, the nodes a stop ended (the run's
+// end with page, or a Cancel) carry one stop, the run's error's
+// (checkOneStop). ASYNCTOOL_CAUSE_STRESS_RUNS sets the runs per goroutine (20).
 func TestConcurrentRunsKeepCausesAndHedgedSubRuns(t *testing.T) {
 	runs, goroutines := stressRuns(t, "ASYNCTOOL_CAUSE_STRESS_RUNS", 20), 6
 	ids := []string{"route", "user", "slow", "hsub", "hh", "page", "recs", "mid", "chain", "allS", "named", "whenN", "dv", "allDone", "slowDep", "late", "lateDep"}
@@ -410,6 +413,9 @@ func TestConcurrentRunsKeepCausesAndHedgedSubRuns(t *testing.T) {
 			rep := r.Report()
 			checkStressReport(cr.ps, "report", rep)
 			checkHedgedSubs(cr, rep, "report")
+			for _, m := range checkOneStop(rep, err, fmt.Sprintf("run %d (mode %d)", id, mode)) {
+				bad.add("%s", m)
+			}
 			if mode != 0 { // a Cancel may stop nodes whatever their upstreams
 				if err != nil {
 					bad.add("run %d: Wait: %v", id, err)

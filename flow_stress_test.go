@@ -184,6 +184,15 @@ func buildFlowStressPlan(t *testing.T, seed uint64, calls map[string]*atomic.Int
 		return fr.id*1000 + 6, nil
 	}), 0).Depend(src, true).OnFailure(PolicyEnd)
 	if rng.IntN(2) == 0 {
+		// Its failure is settled a while after its worker returned,
+		// often after the run's deadline or Cancel, which it must then
+		// not end the run with (see PolicyEnd).
+		ender.Retry(RetryPolicy{Attempts: 2, Retryable: func(error) bool {
+			flowNap(context.Background(), 500*time.Microsecond)
+			return false
+		}})
+	}
+	if rng.IntN(2) == 0 {
 		// Its own Timeout ends the run too, as its failure would.
 		fp.enderTimeout = 800 * time.Microsecond
 		ender.Timeout(fp.enderTimeout)
@@ -922,8 +931,12 @@ func resumeFlowRun(fr *flowStressRun, r *Run, released *atomic.Bool) {
 // its upstreams' outcomes say; susp's value, resumed or not, must reach
 // afterSusp; the stream's reader must see its values in order, append-only,
 // stopped for good once stopped; every value must be its own run's; and
-// the report OnRunEnd gets must be the one Report gives after Wait.
-// ASYNCTOOL_FLOW_STRESS_RUNS sets the runs per goroutine (15).
+// the report OnRunEnd gets must be the one Report gives after Wait; and
+// the first stop of each (sub-)run (its deadline, a Cancel, ender's
+// PolicyEnd, each's Budget) must be the one every node it ended carries,
+// and its error's (checkOneStop). ender's failure is settled a while
+// after its worker returned in some plans, so that it often meets the
+// deadline or a Cancel. ASYNCTOOL_FLOW_STRESS_RUNS sets the runs per goroutine (15).
 func TestConcurrentRunsKeepFlowRules(t *testing.T) {
 	runs, goroutines := stressRuns(t, "ASYNCTOOL_FLOW_STRESS_RUNS", 15), 6
 	calls := resultCounts(flowIDs)
@@ -1059,6 +1072,9 @@ func TestConcurrentRunsKeepFlowRules(t *testing.T) {
 		if mode != flowReleased {
 			d.rep = r.Report()
 			checkFlowRun(fr, fp, mode, d.rep, err, stats)
+			for _, m := range checkOneStop(d.rep, err, fmt.Sprintf("run %d (mode %d)", fr.id, mode)) {
+				bad.add("%s", m)
+			}
 		}
 		r.Release()
 		dones <- d

@@ -435,7 +435,8 @@ func buildStressPlans(t *testing.T) (qCalls map[string]*atomic.Int64, outers []*
 // Wrappers.Path), must be its own; every Result callback and OnNodeEnd
 // must fire once per node and run, and OnRunEnd once per run; a handle
 // kept after its Release must show nothing while the state serves other
-// runs. ASYNCTOOL_PLAN_STRESS_RUNS sets the runs per goroutine (25): a
+// runs; and the nodes a stop ended, in each run and sub-run, must carry
+// one stop, the run's error's (checkOneStop). ASYNCTOOL_PLAN_STRESS_RUNS sets the runs per goroutine (25): a
 // few hundred each, with -count, for a longer search.
 func TestConcurrentPlanRunsStayApart(t *testing.T) {
 	runs, goroutines := stressRuns(t, "ASYNCTOOL_PLAN_STRESS_RUNS", 25), 8
@@ -636,7 +637,11 @@ func TestConcurrentPlanRunsStayApart(t *testing.T) {
 					}
 				}
 			}
-			checkStressReport(sr, "report", r.Report())
+			rep := r.Report()
+			checkStressReport(sr, "report", rep)
+			for _, m := range checkOneStop(rep, err, fmt.Sprintf("run %d (mode %d)", sr.id, mode)) {
+				bad.add("%s", m)
+			}
 		}
 		side.Wait()
 		if rand.IntN(2) == 0 {
