@@ -766,9 +766,11 @@ func (r *runState) endedOne(i int32) {
 	}
 	// Decided under r.mu, as endRun decides: a PolicyEnd failure that
 	// read no early end just before this one stored it would otherwise
-	// set the EndError after nodes were stopped with ErrRunEnded.
+	// set the EndError after nodes were stopped with ErrRunEnded. The
+	// context is read again there: a Cancel or the deadline since the
+	// look above may have ended nodes already (see expired).
 	r.mu.Lock()
-	ends := r.endErr.Load() == nil
+	ends := r.endErr.Load() == nil && !r.stopping()
 	if ends {
 		r.early.Store(&runEnded{id: r.p.nodes[i].core.id, at: anonymousAt(r.p.nodes[i].core.id, i)})
 	}

@@ -1452,10 +1452,27 @@ func (r *runState) expired() (ResultState, error, bool) {
 	if !r.stopping() {
 		return 0, nil, false
 	}
-	if e := r.endErr.Load(); e != nil {
-		return ResultException, e, true
+	// endRun and endedOne decide under r.mu, reading the context,
+	// whether the run is theirs to stop: one that decided before the
+	// context was done has stored its stop once r.mu is free, and one
+	// that decides later sees the context done and stores none. Read
+	// before that, a stop still being stored would be missed, and this
+	// node would end by the context while the nodes after it end by that
+	// stop. The sweep sets stopped under r.mu, after which they are
+	// final.
+	var end *EndError
+	var early *runEnded
+	if r.stopped.Load() {
+		end, early = r.endErr.Load(), r.early.Load()
+	} else {
+		r.mu.Lock()
+		end, early = r.endErr.Load(), r.early.Load()
+		r.mu.Unlock()
 	}
-	if e := r.early.Load(); e != nil && context.Cause(r.ctx) == context.Canceled {
+	if end != nil {
+		return ResultException, end, true
+	}
+	if early != nil && context.Cause(r.ctx) == context.Canceled {
 		// The run ended with its EndsRun nodes, unless its context ended
 		// otherwise between endedOne's check and its cancel: the
 		// deadline passed, or the parent context was cancelled with a
@@ -1464,7 +1481,7 @@ func (r *runState) expired() (ResultState, error, bool) {
 		// now. endedOne's cancel leaves context.Canceled as the cause,
 		// which a plain cancel of the parent also does: no worker can
 		// tell the two apart.
-		return ResultTimeout, e, true
+		return ResultTimeout, early, true
 	}
 	if r.stopped.Load() {
 		return ResultTimeout, r.cause, true
@@ -2013,8 +2030,10 @@ func (r *runState) leave() {
 // ends every node that has not ended with ResultTimeout. Workers still
 // running see ctx.Done() and whatever they return later is dropped.
 func (r *runState) sweep() {
+	r.mu.Lock() // see expired
 	r.cause = context.Cause(r.ctx)
 	r.stopped.Store(true)
+	r.mu.Unlock()
 	wl := &worklist{cur: -1, prop: -1, after: -1, sweep: true}
 	r.sweepFrom(0, wl)
 }
