@@ -53,7 +53,9 @@ const (
 	// says, its end with its EndsRun nodes, or another PolicyEnd node)
 	// stops nothing: the node keeps its own failure, or ends as that
 	// stop says if the run's sweep reaches it first, and the run ends as
-	// it was stopped.
+	// it was stopped. If that stop ended no node, this one being the
+	// last, the run's error is nil, as for a run whose nodes all ended
+	// on their own: the failure is in the node's result.
 	PolicyEnd
 	// PolicySuspend: the node becomes pending instead of failing; the
 	// nodes that need it wait (pending too) while other branches go on. The

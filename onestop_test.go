@@ -113,3 +113,54 @@ func TestCancelThatMeetsTheRunsEndStopsEveryNodeOnce(t *testing.T) {
 	}
 	assert.Empty(t, checkOneStop(rep, err, "run"))
 }
+
+// TestPolicyEndAfterAStopThatEndedNoOtherNode: a PolicyEnd failure
+// settled once a Cancel has stopped the run stops nothing, and when the
+// failing node was the only one left, so that the Cancel ended no node,
+// the run's error is nil, as for a run whose nodes all ended on their
+// own (PolicyEnd's doc): the failure is in the node's result. The test
+// holds the run's lock, under which the stop is decided, until the sweep
+// and the failure both wait for it.
+func TestPolicyEndAfterAStopThatEndedNoOtherNode(t *testing.T) {
+	a := New()
+	defer a.Close()
+	asking, answer := make(chan struct{}), make(chan bool, 1)
+	critical := NewWrapper("critical", WorkerFunc[int, int](func(context.Context, int, Wrappers) (int, error) {
+		return 0, errBoom
+	}), 0).Retry(RetryPolicy{Attempts: 2, Retryable: func(error) bool {
+		close(asking)
+		return <-answer
+	}}).OnFailure(PolicyEnd)
+	r, err := a.Start(context.Background(), time.Minute, critical)
+	require.NoError(t, err)
+	<-asking
+	s := r.runState
+	s.mu.Lock()
+	locked := true
+	defer func() {
+		if locked {
+			s.mu.Unlock()
+		}
+	}()
+	limit := time.Now().Add(10 * time.Second)
+	waitFor := func(what string, ok func() bool) {
+		for !ok() {
+			if time.Now().After(limit) {
+				t.Fatalf("%s: not in 10s", what)
+			}
+			runtime.Gosched()
+		}
+	}
+	r.Cancel()
+	waitFor("the sweep waits for the lock", func() bool { return lockedIn("sweep") })
+	answer <- false // critical's failure is settled now, under PolicyEnd
+	waitFor("the failure waits for the lock", func() bool { return lockedIn("endRun") })
+	s.mu.Unlock()
+	locked = false
+	err = r.Wait(context.Background())
+	assert.NoError(t, err, "critical's failure came after the Cancel, which ended no node")
+	res := critical.ResultIn(r)
+	assert.Equal(t, ResultException, res.State, "its own failure: %v", res.Err)
+	assert.ErrorIs(t, res.Err, errBoom)
+	assert.Empty(t, checkOneStop(r.Report(), err, "run"))
+}
