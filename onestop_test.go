@@ -27,6 +27,21 @@ func lockedIn(fn string) bool {
 	return false
 }
 
+// pollFor returns a wait that polls until its ok holds, and fails t
+// when 10 s in all have passed: for a goroutine to reach a lock, seen in
+// the goroutines' stacks (lockedIn).
+func pollFor(t *testing.T) func(what string, ok func() bool) {
+	limit := time.Now().Add(10 * time.Second)
+	return func(what string, ok func() bool) {
+		for !ok() {
+			if time.Now().After(limit) {
+				t.Fatalf("%s: not in 10s", what)
+			}
+			runtime.Gosched()
+		}
+	}
+}
+
 // TestCancelThatMeetsTheRunsEndStopsEveryNodeOnce: a Cancel that comes
 // as the last EndsRun node ends, after the end read the run's context
 // and before it stored the run's end, decides the run alone: every node
@@ -71,15 +86,7 @@ func TestCancelThatMeetsTheRunsEndStopsEveryNodeOnce(t *testing.T) {
 			s.mu.Unlock()
 		}
 	}()
-	limit := time.Now().Add(10 * time.Second)
-	waitFor := func(what string, ok func() bool) {
-		for !ok() {
-			if time.Now().After(limit) {
-				t.Fatalf("%s: not in 10s", what)
-			}
-			runtime.Gosched()
-		}
-	}
+	waitFor := pollFor(t)
 	<-running // x and y run: only the sweep ends them
 	<-running
 	s.mu.Lock()
@@ -142,15 +149,7 @@ func TestPolicyEndAfterAStopThatEndedNoOtherNode(t *testing.T) {
 			s.mu.Unlock()
 		}
 	}()
-	limit := time.Now().Add(10 * time.Second)
-	waitFor := func(what string, ok func() bool) {
-		for !ok() {
-			if time.Now().After(limit) {
-				t.Fatalf("%s: not in 10s", what)
-			}
-			runtime.Gosched()
-		}
-	}
+	waitFor := pollFor(t)
 	r.Cancel()
 	waitFor("the sweep waits for the lock", func() bool { return lockedIn("sweep") })
 	answer <- false // critical's failure is settled now, under PolicyEnd
