@@ -57,7 +57,8 @@ var ErrNotParked = errors.New("durable: the job is not parked by a suspended nod
 // run again (a node a custom join suspends again parks the job again).
 // To end a parked job instead, leave it cancelled, or delete it.
 //
-// A nil ctx (asynctool.ErrNilContext) or client is an error.
+// A nil ctx (asynctool.ErrNilContext) or client, or a zero client not
+// made by river.NewClient, is an error.
 //
 // Resume checks what it can before it writes: the job must be parked (its
 // last attempt cancelled it on a suspension), or it returns
@@ -105,6 +106,9 @@ func Resume[TTx any](ctx context.Context, client *river.Client[TTx], jobID int64
 		return nil, fmt.Errorf("durable: Resume of job %d with a nil *river.Client", jobID)
 	}
 	drv := client.Driver()
+	if drv == nil {
+		return nil, fmt.Errorf("durable: Resume of job %d with a zero river.Client: make it with river.NewClient", jobID)
+	}
 	execTx, err := drv.GetExecutor().Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("durable: Resume: %w", err)

@@ -339,8 +339,8 @@ func TestParkMarkIsNoResult(t *testing.T) {
 }
 
 // TestResumeRefusesANilContextOrClient checks that Resume, which
-// returns errors, returns one for a nil ctx or client, where it panicked
-// with a nil dereference.
+// returns errors, returns one for a nil ctx or client, or a zero client
+// not made by river.NewClient, where it panicked with a nil dereference.
 func TestResumeRefusesANilContextOrClient(t *testing.T) {
 	var (
 		ctx    context.Context
@@ -351,6 +351,8 @@ func TestResumeRefusesANilContextOrClient(t *testing.T) {
 		assert.ErrorIs(t, err, asynctool.ErrNilContext)
 		_, err = Resume(context.Background(), client, 7, nil)
 		assert.ErrorContains(t, err, "durable: Resume of job 7 with a nil *river.Client")
+		_, err = Resume(context.Background(), &river.Client[*sql.Tx]{}, 7, nil)
+		assert.ErrorContains(t, err, "durable: Resume of job 7 with a zero river.Client")
 	})
 }
 
