@@ -766,13 +766,10 @@ func (r *runState) endedOne(i int32) {
 	if r.remaining.Load() <= 1 {
 		return // i is the last node: nothing to stop, no sweep to wait for
 	}
-	// Decided under r.mu, as endRun decides: a PolicyEnd failure that
-	// read no early end just before this one stored it would otherwise
-	// set the EndError after nodes were stopped with ErrRunEnded. The
-	// context is read again there: a Cancel or the deadline since the
-	// look above may have ended nodes already (see expired).
+	// The context is read again under r.mu (see firstStop): a Cancel or
+	// the deadline since the look above may have ended nodes already.
 	r.mu.Lock()
-	ends := r.endErr.Load() == nil && !r.stopping()
+	ends := r.firstStop()
 	if ends {
 		r.early.Store(&runEnded{id: r.p.nodes[i].core.id, at: anonymousAt(r.p.nodes[i].core.id, i)})
 	}
@@ -892,16 +889,27 @@ func anonymousAt(id string, i int32) int {
 // EndsRun nodes, another PolicyEnd): it stopped nothing, and the node
 // keeps its own failure.
 func (r *runState) endRun(i int32, err error) {
-	// The check and the store are one step under r.mu, as in endedOne:
-	// which of the two stops the run is decided once. A stop by the
-	// context comes first if the context says so by then.
 	r.mu.Lock()
-	id := r.p.nodes[i].core.id
-	ends := r.early.Load() == nil && !r.stopping() && r.endErr.CompareAndSwap(nil, &EndError{ID: id, Err: err, at: anonymousAt(id, i)})
+	ends := r.firstStop()
+	if ends {
+		id := r.p.nodes[i].core.id
+		r.endErr.Store(&EndError{ID: id, Err: err, at: anonymousAt(id, i)})
+	}
 	r.mu.Unlock()
 	if ends {
 		r.cancel()
 	}
+}
+
+// firstStop reports whether nothing has stopped the run yet: neither its
+// end with its EndsRun nodes (early) nor a PolicyEnd failure (endErr) is
+// stored, and its context is not done (the deadline, a Cancel). The
+// caller holds r.mu, and stores its own stop under it if so: endedOne
+// and endRun decide that way, and expired reads the two stores under
+// r.mu until the sweep has begun, so that the first stop decides once,
+// for every node it ends and for the run's error.
+func (r *runState) firstStop() bool {
+	return r.early.Load() == nil && r.endErr.Load() == nil && !r.stopping()
 }
 
 // Resume resumes the pending node with the given id: it runs it again,
