@@ -590,8 +590,14 @@ func reached(c *atomic.Int32, need int32) bool {
 }
 
 func (r *runState) upstreamErr(i int32) error {
-	pn := &r.p.nodes[i]
-	return &UpstreamError{ID: pn.core.id, Err: pn.core.impl.resultErr(r.slot(i), r.nodes[i].st()), at: anonymousAt(pn.core.id, i)}
+	return r.upstreamErrWith(i, r.p.nodes[i].core.impl.resultErr(r.slot(i), r.nodes[i].st()))
+}
+
+// upstreamErrWith is the [*UpstreamError] naming upstream i, which failed
+// with err.
+func (r *runState) upstreamErrWith(i int32, err error) error {
+	id := r.p.nodes[i].core.id
+	return &UpstreamError{ID: id, Err: err, at: anonymousAt(id, i)}
 }
 
 // allUpstreamErr joins the errors of the upstreams of s that failed:

@@ -800,12 +800,11 @@ func (r *runState) stopCause(i, st int32, rs ResultState, err error) (ResultStat
 // else an [*UpstreamError] naming j. It is isNotTaken and upstreamErr,
 // for a j that may not have stored its final state yet.
 func (r *runState) mustErr(j int32) error {
-	pn := &r.p.nodes[j]
-	rs, err := pn.core.impl.resultMeta(r.slot(j), sError)
+	rs, err := r.p.nodes[j].core.impl.resultMeta(r.slot(j), sError)
 	if rs == ResultException && err == ErrNotTaken {
 		return ErrNotTaken
 	}
-	return &UpstreamError{ID: pn.core.id, Err: err, at: anonymousAt(pn.core.id, j)}
+	return r.upstreamErrWith(j, err)
 }
 
 // isRunEnded reports whether err, how expired says the nodes that end
