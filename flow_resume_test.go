@@ -555,6 +555,12 @@ func TestRerunRacingTheSweepKeepsTheNodesReason(t *testing.T) {
 			i, _ := s.p.lookup("n")
 			ext := s.exts[i]
 			ext.mu.Lock()
+			locked := true
+			defer func() {
+				if locked {
+					ext.mu.Unlock()
+				}
+			}()
 			resumed := make(chan error, 1)
 			go func() { resumed <- r.Resume("n", Rerun()) }()
 			cancelled := make(chan struct{})
@@ -564,18 +570,14 @@ func TestRerunRacingTheSweepKeepsTheNodesReason(t *testing.T) {
 			}()
 			// Both wait for the lock: the Rerun (before or after it made
 			// the node ready) and the sweep (before or after it ended it).
-			deadline := time.Now().Add(10 * time.Second)
-			for strings.Count(allStacks(), "[sync.Mutex.Lock]") < 2 {
-				if time.Now().After(deadline) {
-					ext.mu.Unlock()
-					t.Fatal("the Rerun and the sweep did not both wait for the node's lock in 10s")
-				}
-				time.Sleep(100 * time.Microsecond)
-			}
+			pollFor(t)("the Rerun and the sweep both wait for the node's lock", func() bool {
+				return strings.Count(allStacks(), "[sync.Mutex.Lock]") >= 2
+			})
 			// A reason read now, once the lock is free, says pending if
 			// the node has ended with its failure or suspension recorded.
 			pendingAtEnd := terminal(s.nodes[i].st()) && (ext.lastErr != nil || ext.joinSuspended.Load())
 			ext.mu.Unlock()
+			locked = false
 			<-cancelled
 			if err := <-resumed; err != nil {
 				require.ErrorIs(t, err, ErrNotPending)

@@ -258,33 +258,36 @@ func TestRetryStoppedAsItsTimerFiresKeepsItsReason(t *testing.T) {
 	require.NoError(t, err)
 	<-retrying
 	s, ext := r.runState, r.runState.exts[0]
-	for { // the hook runs before the timer is recorded
+	locked := false
+	defer func() {
+		if locked {
+			ext.mu.Unlock()
+		}
+	}()
+	waitFor := pollFor(t)
+	// The hook runs before the timer is recorded.
+	waitFor("the retry timer is recorded", func() bool {
 		ext.mu.Lock()
 		if ext.retries != nil {
-			break
+			locked = true
+			return true
 		}
 		ext.mu.Unlock()
-		runtime.Gosched()
-	}
+		return false
+	})
 	// The timer fires and its function waits for the lock.
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(allStacks(), "(*runState).scheduleRetry.func1") {
-		if time.Now().After(deadline) {
-			ext.mu.Unlock()
-			t.Fatal("the retry timer did not fire in 10s")
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
+	waitFor("the retry timer fires", func() bool {
+		return strings.Contains(allStacks(), "(*runState).scheduleRetry.func1")
+	})
 	// The Cancel ends the node, then waits for the lock to disarm it.
 	cancelled := make(chan struct{})
 	go func() {
 		defer close(cancelled)
 		r.Cancel()
 	}()
-	for s.nodes[0].st() != sError {
-		runtime.Gosched()
-	}
+	waitFor("the Cancel ends the node", func() bool { return s.nodes[0].st() == sError })
 	ext.mu.Unlock()
+	locked = false
 	<-cancelled
 	require.ErrorIs(t, r.Wait(context.Background()), context.Canceled)
 	require.NoError(t, a.Close()) // and the retry task, which finds the node ended

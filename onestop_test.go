@@ -29,10 +29,12 @@ func lockedIn(fn string) bool {
 
 // pollFor returns a wait that polls until its ok holds, and fails t
 // when 10 s in all have passed: for a goroutine to reach a lock, seen in
-// the goroutines' stacks (lockedIn).
+// the goroutines' stacks (lockedIn, allStacks). A test that holds a lock
+// while it waits unlocks it in a deferred call, which runs as t fails.
 func pollFor(t *testing.T) func(what string, ok func() bool) {
 	limit := time.Now().Add(10 * time.Second)
 	return func(what string, ok func() bool) {
+		t.Helper()
 		for !ok() {
 			if time.Now().After(limit) {
 				t.Fatalf("%s: not in 10s", what)
