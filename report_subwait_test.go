@@ -265,9 +265,9 @@ func (d lateReportingDefault) DefaultValue() int {
 
 // A Report of the outer run, taken from a DefaultValue that a sub-run's
 // worker calls as it ends its node late, after the sub-run's sweep went
-// by that node (held in sEnding), returns: Report waits for the nodes
-// the sweep passed by only while no DefaultValue runs, as this one may
-// be the caller. The run is cancelled once late's worker runs; the
+// by that node (held in sEnding), returns: Report does not wait for a
+// node the sweep passed by whose DefaultValue runs, as this one may be
+// the caller. The run is cancelled once late's worker runs; the
 // sub-run's sweep is held in first's Result callback until late is in its
 // DefaultValue, so that late's own goroutine ends it.
 func TestReportFromAWorkersDefaultValueAfterTheSweep(t *testing.T) {

@@ -210,11 +210,11 @@ func (h *Run) Wait(ctx context.Context) error {
 // ended by the deadline while its worker goes on). Report does not wait
 // for user code that the sub-run's other goroutines began before it
 // stopped (it may be called from there): the nodes of callbacks and
-// hooks show as ended; while a worker's DefaultValue runs, a node that
-// another goroutine is ending may show as running; and a [ForEach] join
-// under a Budget that waits for such an item's end, or that another
-// goroutine was calling as the sweep ended an item, may not have decided
-// yet: the sweep does not wait for a custom join's call (calls of one
+// hooks show as ended; a node whose worker's DefaultValue another
+// goroutine is running, as it ends the node, may show as running; and a
+// [ForEach] join under a Budget that waits for such an item's end, or
+// that another goroutine was calling as the sweep ended an item, may not
+// have decided yet: the sweep does not wait for a custom join's call (calls of one
 // node's join never overlap), it leaves its ask to the goroutine making
 // the call.
 func (h *Run) Report() *Report {
@@ -279,13 +279,9 @@ type runState struct {
 	// Report of an outer run called from there must not wait for this
 	// run's sweep, which waits for it (see reportSubs).
 	sweepCall atomic.Bool
-	// defaulting counts the workers' DefaultValue calls running (user
-	// code, with the node held in sEnding): waitSwept does not wait for
-	// nodes in sEnding while one runs, as it may be the caller.
-	defaulting atomic.Int32
-	timedOut   atomic.Bool // some node ended with ResultTimeout
-	cause      error       // context.Cause(ctx), written before stopped is set
-	done       chan struct{}
+	timedOut  atomic.Bool // some node ended with ResultTimeout
+	cause     error       // context.Cause(ctx), written before stopped is set
+	done      chan struct{}
 
 	mu        sync.Mutex
 	callbacks []error // *CallbackPanicError values
@@ -389,7 +385,7 @@ const (
 	failContinued uint32 = 1 << iota
 	// failWritten: the node, in sEnding, has its failure's State and Err
 	// written, and its worker's DefaultValue runs, or has run (see
-	// failedMust).
+	// failedMust and waitSwept).
 	failWritten
 )
 
@@ -2078,9 +2074,8 @@ func (r *runState) sweepFrom(k int, wl *worklist) {
 // for a ForEach's join that its sub-run's Budget left to decide (see
 // stop), which the end of an item still running its callback decides,
 // or the goroutine calling the join that the sweep left its asks to (see
-// customJoin), and, while a worker's DefaultValue runs, a node that
-// another goroutine holds in sEnding, which the sweep passes by (it waits
-// for the others).
+// customJoin), and a node whose worker's DefaultValue runs, held in
+// sEnding by another goroutine, which the sweep passes by.
 // The run's end (done) also waits for the Result callbacks and hooks
 // that other goroutines are running, one of which may be the caller.
 func (r *runState) waitSwept() {
@@ -2101,11 +2096,12 @@ func (r *runState) waitSwept() {
 	}
 	// The sweep passes by a node that another goroutine holds in sEnding
 	// (a worker that returned as the deadline passed, ending its node
-	// itself): that goroutine publishes its final state a moment later,
-	// unless it is in the worker's DefaultValue, user code that may be
-	// the caller.
+	// itself): that goroutine runs no user code until it publishes its
+	// final state, or marks the node failWritten to call the worker's
+	// DefaultValue, user code that may be the caller (see failedMust,
+	// which waits the same way).
 	for i := range r.nodes {
-		for r.nodes[i].st() == sEnding && r.defaulting.Load() == 0 {
+		for r.nodes[i].st() == sEnding && r.nodes[i].failMarks.Load()&failWritten == 0 {
 			select {
 			case <-r.done:
 				return

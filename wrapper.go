@@ -512,13 +512,11 @@ func (w *WorkerWrapper[P, R]) defaultValue(r *runState, i int32, sweep bool) (v 
 	if !ok {
 		return v
 	}
-	r.nodes[i].failMarks.Or(failWritten) // see failedMust
-	r.defaulting.Add(1)                  // see waitSwept
+	r.nodes[i].failMarks.Or(failWritten) // see failedMust and waitSwept
 	if sweep {
 		r.sweepCall.Store(true) // cleared by sweepFrom if it ends the goroutine
 	}
 	defer func() {
-		r.defaulting.Add(-1)
 		if sweep {
 			r.sweepCall.Store(false)
 		}
