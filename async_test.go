@@ -679,8 +679,9 @@ func TestCloseWaitsForResumeFailWith(t *testing.T) {
 
 // TestMisuseIsAnError checks that misuse a newcomer met returns errors
 // that name it, instead of panicking or being accepted: a nil plan, the
-// zero Async, a nil context, an unknown FailurePolicy, FailWith(nil), and
-// Resume of a node that only waits on a pending one.
+// zero Async, a nil context, an unknown FailurePolicy, FailWith(nil), a
+// zero Resumption, and Resume of a node that only waits on a pending
+// one.
 func TestMisuseIsAnError(t *testing.T) {
 	a := newAsync(t)
 	_, err := a.RunPlan(context.Background(), nil, time.Second)
@@ -709,6 +710,7 @@ func TestMisuseIsAnError(t *testing.T) {
 	assert.ErrorIs(t, err, ErrNotPending)
 	assert.ErrorContains(t, err, `waits on pending node "pay"`)
 	assert.ErrorContains(t, r.Resume("pay", FailWith(nil)), "FailWith(nil)")
+	assert.ErrorContains(t, r.Resume("pay", Resumption{}), `Resume("pay"): zero Resumption: make one with Rerun, SucceedWith or FailWith`)
 	require.NoError(t, r.Resume("pay", FailWith(errors.New("refunded"))))
 	require.NoError(t, r.Wait(context.Background()))
 	assert.Equal(t, ResultException, ship.Result().State)

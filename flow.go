@@ -1050,7 +1050,7 @@ func (r *runState) Resume(id string, how Resumption) error {
 		r.failResumed(i, ResultException, asFailure(how.err))
 		return nil
 	}
-	return fmt.Errorf("asynctool: Resume(%q): zero Resumption", id)
+	return fmt.Errorf("asynctool: Resume(%q): zero Resumption: make one with Rerun, SucceedWith or FailWith", id)
 }
 
 // takePending moves pending node i to sEnding for a SucceedWith or
