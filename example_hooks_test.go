@@ -90,6 +90,53 @@ func ExampleWithRunHooks() {
 	// quote: worker failed
 }
 
+// A ForEach's items (and a SubPlan's or SubGraph's nodes) run as a run
+// of their own, and hooks see it as one: OnRunEnd is called for it too,
+// with its report, before the request's, and OnNodeEnd gets its items as
+// nodes "0", "1", ... A hook that keeps the request's report, or labels a
+// metric by node id, tells the runs apart by RunInfo.Nested, which
+// OnRunStart puts in the context every later hook of its run receives.
+func ExampleHooks_nested() {
+	type nestedKey struct{}
+	var mu sync.Mutex
+	var ends []string
+	a := asynctool.New(asynctool.WithHooks(&asynctool.Hooks{
+		OnRunStart: func(ctx context.Context, info asynctool.RunInfo) context.Context {
+			return context.WithValue(ctx, nestedKey{}, info.Nested)
+		},
+		OnRunEnd: func(ctx context.Context, rep *asynctool.Report) {
+			nested, _ := ctx.Value(nestedKey{}).(bool)
+			ids := make([]string, 0, len(rep.Nodes))
+			for _, n := range rep.Nodes {
+				ids = append(ids, n.ID)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			ends = append(ends, fmt.Sprintf("nested=%v %v", nested, ids))
+		},
+	}))
+	defer a.Close()
+
+	cart := asynctool.NewWrapper("cart", asynctool.WorkerFunc[int, []string](
+		func(context.Context, int, asynctool.Wrappers) ([]string, error) { return []string{"book", "lamp"}, nil }), 42)
+	asynctool.NewWrapper("prices", asynctool.ForEach[int, string, int]{
+		Items: func(_ context.Context, _ int, all asynctool.Wrappers) ([]string, error) {
+			c, err := cart.ResultFrom(all)
+			return c.Value, err
+		},
+		Worker: asynctool.WorkerFunc[string, int](
+			func(_ context.Context, sku string, _ asynctool.Wrappers) (int, error) { return 100 * len(sku), nil }),
+	}, 42).Depend(cart, true)
+	_ = a.BeginWork(context.Background(), time.Second, cart)
+
+	for _, e := range ends {
+		fmt.Println(e)
+	}
+	// Output:
+	// nested=true [0 1]
+	// nested=false [cart prices]
+}
+
 // Describe checks a graph as BeginWork would, without running it or
 // using up its wrappers: a unit test of the code that builds a graph can
 // catch a mistake, here a start node left out, and the same wrappers can

@@ -89,7 +89,11 @@ type Hooks struct {
 	// OnRunEnd is called once every node has ended, with the run's
 	// report, before the run's Wait (BeginWork, RunPlan) returns. The
 	// run's OnRunEnd hooks, the Async's and the context's, share one
-	// report, which they must not change.
+	// report, which they must not change. It is called for each sub-run
+	// too (a SubPlan's, SubGraph's or ForEach's), with the sub-run's
+	// report, before the outer run's: a hook that keeps the request's
+	// report tells them apart by RunInfo.Nested, which OnRunStart can
+	// put in the context it returns (ExampleHooks_nested).
 	OnRunEnd func(ctx context.Context, rep *Report)
 }
 
