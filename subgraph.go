@@ -196,7 +196,9 @@ type ForEach[P, T, R any] struct {
 	// The names must differ, and differ from "join" when Join is set: the
 	// node fails with an error wrapping [ErrDuplicateID] otherwise. An
 	// empty name fails it too, with an error that names the item and
-	// wraps no sentinel.
+	// wraps no sentinel. Hooks get the names as the items' node ids, and
+	// the otel module's metrics label their series with them: names
+	// from an open set (SKUs) make a series per name ever seen.
 	ID func(i int, item T) string
 	// Node, if not nil, sets up the node of item i before the run: its
 	// Timeout, Retry, Default, OnFailure or Callback.

@@ -123,7 +123,11 @@
 // metrics', as [asynctool.Report.String] shows it: OTLP carries only
 // UTF-8 strings, and its exporter drops a whole batch that holds another.
 // A sub-run's nodes are recorded under their own ids, and the sub-run
-// itself in asynctool.run.duration, as any run.
+// itself in asynctool.run.duration, as any run. So a ForEach's items are
+// series of their own: named by its ID (a SKU, say), a series per name
+// ever seen; without one, "0", "1", ..., series that the items of every
+// ForEach share, whatever they call, with each other and with any node
+// whose id is "0".
 package asynctoolotel
 
 import (
