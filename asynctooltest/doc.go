@@ -40,5 +40,9 @@
 // bubble that started them, so an Async shared with other tests, or
 // warmed up outside the bubble, makes synctest panic (goroutines still
 // blocked when the bubble ends) or the test binary stop with a fatal
-// error (a channel of another bubble).
+// error (a channel of another bubble). A compiled [asynctool.Plan] is not
+// bound to a bubble: one compiled outside it (at start-up, or in a package
+// variable, as a service compiles its plans) runs inside it, and in
+// several bubbles in turn, as it keeps no goroutine, timer or channel
+// from one run to the next.
 package asynctooltest

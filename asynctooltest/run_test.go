@@ -141,3 +141,63 @@ func TestDownOptionalBackendFailsWhileThePageSucceeds(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanCompiledOutsideABubbleRunsInsideOne: a service compiles its
+// plan once, at start-up or in a package variable, and its tests run
+// that plan inside testing/synctest bubbles, one after another and
+// outside them too. A plan keeps no goroutine, timer or channel from one
+// run to the next, so each run belongs to the bubble it runs in.
+func TestPlanCompiledOutsideABubbleRunsInsideOne(t *testing.T) {
+	type uidKey struct{}
+	user := asynctool.NewWrapper("user", asynctooltest.Func(func(ctx context.Context, _ int) (int, error) {
+		timer := time.NewTimer(10 * time.Millisecond)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+			return ctx.Value(uidKey{}).(int), nil
+		case <-ctx.Done():
+			return 0, context.Cause(ctx)
+		}
+	}), 0)
+	cart := asynctool.NewWrapper("cart", asynctooltest.Returns[int]([]int{1, 2, 3}), 0)
+	prices := asynctool.NewWrapper("prices", asynctool.ForEach[int, int, int]{
+		Items: func(_ context.Context, _ int, all asynctool.Wrappers) ([]int, error) {
+			c, err := cart.ResultFrom(all)
+			return c.Value, err
+		},
+		Worker: asynctooltest.Func(func(_ context.Context, x int) (int, error) { return 10 * x, nil }),
+		Limit:  2,
+	}, 0).Depend(cart, true).Timeout(time.Minute)
+	recs := asynctool.NewWrapper("recs", asynctooltest.Sleeps[int](time.Hour, "lamp"), 0)
+	page := asynctool.NewWrapper("page", asynctool.WorkerFunc[int, int](
+		func(_ context.Context, _ int, all asynctool.Wrappers) (int, error) {
+			u, _ := user.ResultFrom(all)
+			p, _ := prices.ResultFrom(all)
+			sum := u.Value
+			for _, r := range p.Value {
+				sum += r.Value
+			}
+			return sum, nil
+		}), 0).Depend(user, true).Depend(prices, true).Depend(recs, false).EndsRun()
+	pl, err := asynctool.Compile(user, cart, recs)
+	require.NoError(t, err)
+
+	runOnce := func(t *testing.T, uid int) {
+		run := asynctooltest.RunPlan(t, context.WithValue(context.Background(), uidKey{}, uid), pl)
+		v, err := page.ValueIn(run)
+		require.NoError(t, err)
+		assert.Equal(t, uid+60, v)
+		asynctooltest.TimedOut(t, run.Report(), "recs")
+	}
+	t.Run("outside", func(t *testing.T) { runOnce(t, 1000) })
+	t.Run("bubble", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			runOnce(t, 2000)
+			runOnce(t, 3000)
+		})
+	})
+	t.Run("another bubble", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) { runOnce(t, 4000) })
+	})
+	t.Run("outside again", func(t *testing.T) { runOnce(t, 5000) })
+}
