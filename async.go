@@ -139,7 +139,12 @@ func WithMaxWorkers(n int) Option {
 // retries or resumed nodes to e but to goroutines of their own, since e
 // might queue them behind the worker that waits for the run. The nodes
 // made ready by a node's own Timeout run on the timer's goroutine, not on
-// e (see [WithMaxWorkers]).
+// e (see [WithMaxWorkers]). A run started from one of e's own tasks that
+// is not such a worker (a task of a [Serial], [Keyed] or [RunBatches]
+// that shares e, and calls BeginWork) is a run like any other: its nodes
+// queue in e behind the tasks that wait for them, until its deadline,
+// once e's goroutines all run such tasks. Give such an Async a pool of
+// its own (the default, or [WithMaxWorkers]).
 func WithExecutor(e Executor) Option {
 	return optionFunc(func(c *config) {
 		if isNil(e) {
