@@ -35,7 +35,7 @@ func outcome(n *NodeReport) (class, color, word string) {
 	switch {
 	case n.State == StateFinish:
 		return "finish", colorFinish, "success"
-	case n.Result == ResultTimeout && errors.Is(n.Err, ErrRunEnded):
+	case stoppedByRunEnd(n):
 		return "skipped", colorSkipped, "run ended" // not needed, as a node skipped
 	case n.Result == ResultTimeout:
 		return "timeout", colorTimeout, "timeout"
@@ -49,6 +49,13 @@ func outcome(n *NodeReport) (class, color, word string) {
 		return "working", colorWorking, "working"
 	}
 	return "init", colorInit, ""
+}
+
+// stoppedByRunEnd reports whether n was stopped because its run ended
+// with its EndsRun nodes (or, in a ForEach's sub-run, its Join decided):
+// a node nobody waited for any more.
+func stoppedByRunEnd(n *NodeReport) bool {
+	return n.Result == ResultTimeout && errors.Is(n.Err, ErrRunEnded)
 }
 
 // isStatic reports whether rep describes a graph that has not run: no node
@@ -490,6 +497,11 @@ func mermaidEscape(lines []string) string {
 // bounds the run's length, and the chain is the work that had to happen
 // one after another before it, so its durations add up to no more than
 // the run and shortening any node on it is what can make the run faster.
+// A node stopped because the run ended with its [WorkerWrapper.EndsRun]
+// nodes (or, in a ForEach's sub-run, because its Join had decided) ends
+// in that instant or after, but nothing waited for it: the path does not
+// end at it, but at the last of the other nodes that ran, such as the
+// EndsRun node that ended the run (at it only if no other node ran).
 //
 // CriticalPath returns nil when no node ran with recorded times: for a
 // static report, or a run without [WithTimings] or hooks.
@@ -537,15 +549,22 @@ func (rep *Report) CriticalPath() []int {
 	// The path ends at the node that ended last; of nodes that ended in
 	// the same instant (common under testing/synctest), at the one whose
 	// chain weighs the most, the first in Nodes if they weigh the same.
+	// Nodes stopped by the run's end are left out, unless no other node
+	// ran.
 	last := -1
-	for i := range rep.Nodes {
-		n := &rep.Nodes[i]
-		if !n.Ran || n.Ended.IsZero() {
-			continue
+	for _, skipStopped := range [...]bool{true, false} {
+		for i := range rep.Nodes {
+			n := &rep.Nodes[i]
+			if !n.Ran || n.Ended.IsZero() || (skipStopped && stoppedByRunEnd(n)) {
+				continue
+			}
+			if last < 0 || n.Ended.After(rep.Nodes[last].Ended) ||
+				(n.Ended.Equal(rep.Nodes[last].Ended) && best[i] > best[last]) {
+				last = i
+			}
 		}
-		if last < 0 || n.Ended.After(rep.Nodes[last].Ended) ||
-			(n.Ended.Equal(rep.Nodes[last].Ended) && best[i] > best[last]) {
-			last = i
+		if last >= 0 {
+			break
 		}
 	}
 	if last < 0 {
