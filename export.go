@@ -498,10 +498,12 @@ func mermaidEscape(lines []string) string {
 // one after another before it, so its durations add up to no more than
 // the run and shortening any node on it is what can make the run faster.
 // A node stopped because the run ended with its [WorkerWrapper.EndsRun]
-// nodes (or, in a ForEach's sub-run, because its Join had decided) ends
+// nodes (or, in a ForEach's sub-run, because its Join had decided), or
+// by another node's [PolicyEnd] failure (its Err is the run's own
+// [*EndError], which [Report.RunErr] holds once the run has ended), ends
 // in that instant or after, but nothing waited for it: the path does not
 // end at it, but at the last of the other nodes that ran, such as the
-// EndsRun node that ended the run (at it only if no other node ran).
+// node that ended the run (at it only if no other node ran).
 //
 // CriticalPath returns nil when no node ran with recorded times: for a
 // static report, or a run without [WithTimings] or hooks.
@@ -550,12 +552,21 @@ func (rep *Report) CriticalPath() []int {
 	// the same instant (common under testing/synctest), at the one whose
 	// chain weighs the most, the first in Nodes if they weigh the same.
 	// Nodes stopped by the run's end are left out, unless no other node
-	// ran.
+	// ran: those its EndsRun nodes stopped, and those that another node's
+	// PolicyEnd failure stopped, whose Err is the run's own *EndError
+	// (the error of a SubPlan node that its sub-run's PolicyEnd failed is
+	// the sub-run's).
+	var end *EndError
+	errors.As(rep.RunErr, &end)
+	stopped := func(n *NodeReport) bool {
+		e, ok := n.Err.(*EndError)
+		return stoppedByRunEnd(n) || ok && e != nil && e == end
+	}
 	last := -1
 	for _, skipStopped := range [...]bool{true, false} {
 		for i := range rep.Nodes {
 			n := &rep.Nodes[i]
-			if !n.Ran || n.Ended.IsZero() || (skipStopped && stoppedByRunEnd(n)) {
+			if !n.Ran || n.Ended.IsZero() || (skipStopped && stopped(n)) {
 				continue
 			}
 			if last < 0 || n.Ended.After(rep.Nodes[last].Ended) ||

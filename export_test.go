@@ -95,45 +95,72 @@ func TestCriticalPath(t *testing.T) {
 }
 
 // TestCriticalPathEndsWhereTheRunEnded: a run that ends with its EndsRun
-// node stops an optional branch still running, which so ends last, in
-// the instant the page did. That branch did not hold the run (the page
-// did not wait for it), so the path is the page's, user then page, not
-// the stopped branch, which CriticalPath gave before, and Mermaid and
-// DOT drew thick: shortening it would not have made the run faster.
+// node, or by a node's PolicyEnd failure, stops an optional branch still
+// running, which so ends last, in the instant the run ended. That branch
+// did not hold the run (nothing waited for it), so the path is the one
+// to the node that ended the run, not the stopped branch, which
+// CriticalPath gave before, and Mermaid and DOT drew thick: shortening it
+// would not have made the run faster.
 func TestCriticalPathEndsWhereTheRunEnded(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		a := asynctool.New(asynctool.WithTimings(true))
-		defer a.Close()
-		sleep := func(id string, d time.Duration) *asynctool.WorkerWrapper[int, int] {
-			return asynctool.NewWrapper(id, asynctool.WorkerFunc[int, int](
-				func(ctx context.Context, _ int, _ asynctool.Wrappers) (int, error) {
-					select {
-					case <-time.After(d):
-						return 1, nil
-					case <-ctx.Done():
-						return 0, ctx.Err()
-					}
-				}), 0)
-		}
-		user := sleep("user", 10*time.Millisecond)
-		recs := sleep("recs", time.Hour)
-		sleep("page", time.Millisecond).Depend(user, true).Depend(recs, false).EndsRun()
-		r, err := a.Start(context.Background(), 0, user, recs)
-		require.NoError(t, err)
-		require.NoError(t, r.Wait(context.Background()))
-		rep := r.Report()
+	sleep := func(id string, d time.Duration, err error) *asynctool.WorkerWrapper[int, int] {
+		return asynctool.NewWrapper(id, asynctool.WorkerFunc[int, int](
+			func(ctx context.Context, _ int, _ asynctool.Wrappers) (int, error) {
+				select {
+				case <-time.After(d):
+					return 1, err
+				case <-ctx.Done():
+					return 0, ctx.Err()
+				}
+			}), 0)
+	}
+	for _, tc := range []struct {
+		name  string
+		build func() (starts []asynctool.Wrapper)
+		want  []string
+	}{{
+		name: "EndsRun",
+		build: func() []asynctool.Wrapper {
+			user := sleep("user", 10*time.Millisecond, nil)
+			recs := sleep("recs", time.Hour, nil)
+			sleep("page", time.Millisecond, nil).Depend(user, true).Depend(recs, false).EndsRun()
+			return []asynctool.Wrapper{user, recs}
+		},
+		want: []string{"user", "page"},
+	}, {
+		name: "PolicyEnd",
+		build: func() []asynctool.Wrapper {
+			auth := sleep("auth", 10*time.Millisecond, errDown).OnFailure(asynctool.PolicyEnd)
+			recs := sleep("recs", time.Hour, nil)
+			sleep("page", time.Millisecond, nil).Depend(auth, true).Depend(recs, false)
+			return []asynctool.Wrapper{recs, auth}
+		},
+		want: []string{"auth"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := asynctool.New(asynctool.WithTimings(true))
+				defer a.Close()
+				r, err := a.Start(context.Background(), 0, tc.build()...)
+				require.NoError(t, err)
+				_ = r.Wait(context.Background())
+				rep := r.Report()
 
-		idx := map[string]int{}
-		for _, n := range rep.Nodes {
-			idx[n.ID] = n.Index
-		}
-		stopped := rep.Nodes[idx["recs"]]
-		require.ErrorIs(t, stopped.Err, asynctool.ErrRunEnded)
-		require.Equal(t, rep.Nodes[idx["page"]].Ended, stopped.Ended, "recs was stopped as the page ended")
-		require.Less(t, idx["recs"], idx["page"], "of nodes ending together and weighing the same, the first would win")
-		assert.Equal(t, []int{idx["user"], idx["page"]}, rep.CriticalPath())
-		assert.Contains(t, rep.Mermaid(), "n"+fmt.Sprint(idx["user"])+" ==> n"+fmt.Sprint(idx["page"]))
-	})
+				idx := map[string]int{}
+				for _, n := range rep.Nodes {
+					idx[n.ID] = n.Index
+				}
+				last := idx[tc.want[len(tc.want)-1]]
+				require.True(t, rep.Nodes[idx["recs"]].Ran)
+				require.Equal(t, rep.Nodes[last].Ended, rep.Nodes[idx["recs"]].Ended, "recs was stopped as the run ended")
+				require.Less(t, idx["recs"], last, "of nodes ending together and weighing the same, the first would win")
+				var want []int
+				for _, id := range tc.want {
+					want = append(want, idx[id])
+				}
+				assert.Equal(t, want, rep.CriticalPath())
+			})
+		})
+	}
 }
 
 const handDOT = `digraph asynctool {
