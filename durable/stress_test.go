@@ -45,8 +45,10 @@ import (
 //     values Resume gave;
 //   - each attempt's error (text and JSON) names the nodes that failed,
 //     snoozed and suspended in it, and none that succeeded; it snoozes
-//     the job only when no node suspended; a job ends completed, or
-//     discarded when one of its nodes never succeeds;
+//     the job only when no node suspended; a failure the graph
+//     tolerates (an optional upstream of the sink) fails no attempt; a
+//     job ends completed, or discarded when one of its nodes never
+//     succeeds;
 //   - Resume refuses a running job (ErrJobRunning), a finished one
 //     (ErrNotParked) and an id the graph does not checkpoint.
 //
@@ -102,6 +104,9 @@ type stressPlan struct {
 	// refuses the job, running; 0 for none.
 	runningAt int
 	broken    bool
+	// optional adds the checkpointed node "opt", which always fails, as
+	// an optional upstream of end: a failure the graph tolerates.
+	optional bool
 }
 
 const stressMaxAttempts = 12
@@ -143,6 +148,7 @@ func newStressPlan(seed int64) stressPlan {
 	if r.Intn(3) == 0 {
 		p.runningAt = 1 + r.Intn(n+2)
 	}
+	p.optional = r.Intn(3) == 0
 	return p
 }
 
@@ -159,7 +165,6 @@ func stressValue(i int, ups []int) int {
 // stressEpoch is what one attempt's nodes did, as the test's workers saw.
 type stressEpoch struct {
 	key                          string // the attempt's, see attemptKey
-	proc                         *stressProc
 	succeeded, failed, suspended map[string]bool
 	snoozed                      map[string]bool
 	started                      map[int]bool // nodes whose worker was called
@@ -198,14 +203,14 @@ type stressJob struct {
 	crashes chan stressCrash
 
 	mu        sync.Mutex
-	calls     int            // worker calls so far, crashes included
-	runs      map[string]int // calls of each node's worker, crashes left out
-	successes map[string]int // successful calls of each node's worker
-	stored    map[string]bool
-	decided   map[string]int
-	approved  map[string]bool
-	last      *stressEpoch
-	epochs    []*stressEpoch
+	calls     int                     // worker calls so far, crashes included
+	runs      map[string]int          // calls of each node's worker, crashes left out
+	successes map[string]int          // successful calls of each node's worker
+	stored    map[string]bool         // results the job's row has held
+	decided   map[string]int          // values Resume gave
+	approved  map[string]bool         // suspending nodes that now succeed
+	last      *stressEpoch            // the last attempt that started
+	epochs    []*stressEpoch          // every attempt that started
 	ended     map[string]*stressEpoch // attempts that ended without a crash, by attemptKey
 	deaths    int
 	// checkedStored counts the attempts checkStored checked.
@@ -314,7 +319,7 @@ func (js *stressJob) build(p *stressProc) BuildFunc[sumArgs] {
 			js.mu.Unlock()
 			return nil, errStressDead
 		}
-		ep := &stressEpoch{key: attemptKey(job.JobRow), proc: p, snoozed: map[string]bool{},
+		ep := &stressEpoch{key: attemptKey(job.JobRow), snoozed: map[string]bool{},
 			succeeded: map[string]bool{}, failed: map[string]bool{}, suspended: map[string]bool{}, started: map[int]bool{}}
 		p.epoch, js.last = ep, ep
 		js.traceLocked("attempt %s starts on machine %p", ep.key, p)
@@ -353,6 +358,22 @@ func (js *stressJob) build(p *stressProc) BuildFunc[sumArgs] {
 		}), 0)
 		for _, n := range nodes {
 			end.Depend(n, true)
+		}
+		if js.plan.optional {
+			opt := Node(cp, "opt", asynctool.WorkerFunc[int, int](func(context.Context, int, asynctool.Wrappers) (int, error) {
+				js.mu.Lock()
+				defer js.mu.Unlock()
+				if p.dead {
+					return 0, errStressDead
+				}
+				if js.stored["opt"] {
+					js.problemLocked("opt's worker was called though the job's row holds its result")
+				}
+				js.traceLocked("attempt %s: opt fails", ep.key)
+				return 0, errors.New("opt is down")
+			}), 0)
+			end.Depend(opt, false)
+			starts = append(starts, opt)
 		}
 		return starts, nil
 	}
@@ -682,7 +703,9 @@ func runStressPlan(t *testing.T, plan stressPlan) {
 			default:
 			}
 		case <-timeout:
-			t.Fatalf("the job did not end in a minute; problems: %v", js.problems)
+			js.mu.Lock()
+			defer js.mu.Unlock()
+			t.Fatalf("seed %d: the job did not end in a minute; problems: %v\nwhat happened:\n%s", plan.seed, js.problems, strings.Join(js.trace, "\n"))
 		}
 		if crash != nil {
 			require.Same(t, p, crash.proc, "a crash of a machine that no longer runs the job")
