@@ -19,23 +19,24 @@ import (
 // TestConcurrentStreamsKeepTheirContract runs many streams at once, each
 // with a random plan: producers that append before Run, while it runs,
 // after the nodes they appended ended (the stream idle) and after Run
-// ended; nodes that succeed, fail once or always, panic, call
-// runtime.Goexit, sleep, wait for Run's context or pass their
-// AttemptTimeout; every failure policy, with or without a StreamRetry
-// (whose Retryable may panic); Append as well as AppendWith; Resume (Rerun, SucceedWith, FailWith,
-// two at once) on suspended nodes; a cancel or a short deadline of Run's
-// context; Close before Run, while it runs or after the producers. Then
-// it checks each stream against the Stream docs: every node ends, once;
-// nodes run one at a time, each after its predecessor ended, in the order
-// their appends took effect; each call gets the value of the last node
-// that succeeded before it (the initial value if none); each node ends as
-// its calls, its policy, its retries and its resumptions say; Attempts
-// counts the calls; a node that did not run ends with the error of the
-// stream's end; Run and Close return what ended the stream; Close returns
-// only after the nodes appended before it ended; appends after the end
-// end at once. ASYNCTOOL_STREAM_STRESS_RUNS sets the streams per
-// goroutine (50); ASYNCTOOL_STREAM_STRESS_SEED the first stream's seed
-// (random), so that a failure's seed runs its plan first.
+// ended, and nodes that append others as they run; nodes that succeed,
+// fail once or always, panic, call runtime.Goexit, sleep, wait for Run's
+// context or pass their AttemptTimeout; every failure policy, with or
+// without a StreamRetry (whose Retryable may panic); Append as well as
+// AppendWith; Resume (Rerun, SucceedWith, FailWith, two at once) on
+// suspended nodes; a cancel or a short deadline of Run's context; Close
+// before Run, while it runs or after the producers, at times twice at
+// once; Run called twice at once. Then it checks each stream against the
+// Stream docs: every node ends, once; nodes run one at a time, each after
+// its predecessor ended, in the order their appends took effect; each call
+// gets the value of the last node that succeeded before it (the initial
+// value if none); each node ends as its calls, its policy, its retries and
+// its resumptions say; Attempts counts the calls; a node that did not run
+// ends with the error of the stream's end; Run and Close return what ended
+// the stream; Close returns only after the nodes appended before it ended;
+// appends after the end end at once. ASYNCTOOL_STREAM_STRESS_RUNS sets the
+// streams per goroutine (50); ASYNCTOOL_STREAM_STRESS_SEED the first
+// stream's seed (random), so that a failure's seed runs its plan first.
 func TestConcurrentStreamsKeepTheirContract(t *testing.T) {
 	runs, goroutines := stressRuns(t, "ASYNCTOOL_STREAM_STRESS_RUNS", 50), 8
 	base := rand.Uint64()
@@ -82,9 +83,10 @@ const (
 	streamStressSleep                            // sleeps, then succeeds as streamStressOK
 	streamStressCtx                              // waits for Run's context (a while at most): fails if it ended, else succeeds
 	streamStressOvertime                         // waits for its attempt's context, which its AttemptTimeout ends, then succeeds
+	streamStressSpawn                            // appends its children (on its first call), then succeeds
 )
 
-var streamStressStepNames = [...]string{"ok", "fail", "panic", "goexit", "sleep", "ctx", "overtime"}
+var streamStressStepNames = [...]string{"ok", "fail", "panic", "goexit", "sleep", "ctx", "overtime", "spawn"}
 
 // streamStressErr is the failure of one call of a stress node (its
 // panic's value, for a panic), or a stream's context's cause (call -1).
@@ -146,6 +148,10 @@ type streamStressNode struct {
 	mode    int                // how its producer appends it: 0 at once, 1 after delay, 2 after its previous node ended
 	delay   time.Duration
 	append  bool // appended with Append (PolicyFail)
+	// children are the nodes a streamStressSpawn call appends, from
+	// Run's goroutine; parent is the node that appends this one.
+	children []*streamStressNode
+	parent   *streamStressNode
 	// retryPanic is what retry.Retryable panics with, if it does.
 	retryPanic error
 
@@ -215,6 +221,8 @@ type streamStress struct {
 	// closeMode: 0 no Close, 1 Close at once (before Run, often), 2
 	// after closeAfter, 3 after the producers.
 	closeMode   int
+	twoClosers  bool // Close is called twice at once
+	twoRuns     bool // Run is called twice at once: one of them runs the stream
 	closeAfter  time.Duration
 	cancelAfter time.Duration
 	first       []*streamStressNode   // appended before Run
@@ -222,12 +230,14 @@ type streamStress struct {
 	lateNodes   []*streamStressNode   // appended after Run ended
 	suspends    int                   // nodes under PolicySuspend
 
-	inflight atomic.Int32
-	clock    atomic.Int64
-	ticks    atomic.Int64
-	last     atomic.Pointer[streamStressNode] // the last node whose function began
-	runEnded atomic.Bool
-	closed   atomic.Bool // Close returned
+	resumers    sync.WaitGroup
+	refusedRuns atomic.Int32 // Run calls that returned ErrStreamStarted
+	inflight    atomic.Int32
+	clock       atomic.Int64
+	ticks       atomic.Int64
+	last        atomic.Pointer[streamStressNode] // the last node whose function began
+	runEnded    atomic.Bool
+	closed      atomic.Bool // Close returned
 
 	// Written by Run's goroutine before it ends.
 	runReturned, goexited bool
@@ -279,8 +289,10 @@ func newStreamStress(seed uint64) *streamStress {
 		st.closeMode = 3
 	}
 	st.closeAfter = time.Duration(rng.IntN(2000)) * time.Microsecond
+	st.twoClosers, st.twoRuns = rng.IntN(4) == 0, rng.IntN(4) == 0
 	goexit := rng.IntN(10) == 0
-	node := func(id string) *streamStressNode {
+	var node func(id string) *streamStressNode
+	node = func(id string) *streamStressNode {
 		nd := &streamStressNode{id: id, mode: rng.IntN(3), delay: time.Duration(rng.IntN(300)) * time.Microsecond}
 		nd.sleep = time.Duration(rng.IntN(500)) * time.Microsecond
 		switch x := rng.IntN(20); {
@@ -306,6 +318,13 @@ func newStreamStress(seed uint64) *streamStress {
 		if goexit && rng.IntN(4) == 0 {
 			nd.script = []streamStressStep{streamStressGoexit}
 			goexit = false
+		} else if !strings.Contains(id, "c") && rng.IntN(12) == 0 {
+			nd.script = []streamStressStep{streamStressSpawn}
+			for k := range 1 + rng.IntN(2) {
+				ch := node(nd.id + "c" + strconv.Itoa(k))
+				ch.parent = nd
+				nd.children = append(nd.children, ch)
+			}
 		}
 		switch x := rng.IntN(20); {
 		case x < 5:
@@ -425,6 +444,13 @@ func (st *streamStress) fn(nd *streamStressNode) StreamFunc[string] {
 				return c.val, c.err
 			case <-tm.C:
 			}
+		case streamStressSpawn:
+			if k == 0 {
+				crng := rand.New(rand.NewPCG(st.seed, 5))
+				for _, ch := range nd.children {
+					st.appendNode(ch, crng)
+				}
+			}
 		case streamStressOvertime:
 			<-ctx.Done()
 			v := prev + "/" + nd.id + "~"
@@ -444,7 +470,7 @@ func (st *streamStress) fn(nd *streamStressNode) StreamFunc[string] {
 
 // appendNode appends nd, records it, checks what must hold at once and
 // starts its resumer.
-func (st *streamStress) appendNode(nd *streamStressNode, resumers *sync.WaitGroup, rng *rand.Rand) {
+func (st *streamStress) appendNode(nd *streamStressNode, rng *rand.Rand) {
 	late, afterClose := st.runEnded.Load(), st.closed.Load()
 	nd.begin = st.ticks.Load()
 	var opts []StreamNodeOption
@@ -472,7 +498,7 @@ func (st *streamStress) appendNode(nd *streamStressNode, resumers *sync.WaitGrou
 	}
 	if nd.policy == PolicySuspend && nd.refused == nil {
 		seed := rng.Uint64()
-		resumers.Go(func() { st.resume(nd, h, rand.New(rand.NewPCG(seed, 1))) })
+		st.resumers.Go(func() { st.resume(nd, h, rand.New(rand.NewPCG(seed, 1))) })
 	}
 }
 
@@ -633,12 +659,15 @@ func (st *streamStress) run() {
 	if err := st.s.Run(noCtx); err != ErrNilContext {
 		st.bad("Run(nil): %v", err)
 	}
-	var wg, resumers sync.WaitGroup
+	var wg sync.WaitGroup
 	for _, nd := range st.first {
-		st.appendNode(nd, &resumers, rng)
+		st.appendNode(nd, rng)
 	}
 	if st.closeMode == 1 {
 		wg.Go(st.closeStream)
+		if st.twoClosers {
+			wg.Go(st.closeStream)
+		}
 	}
 	var producers sync.WaitGroup
 	for _, nodes := range st.producers {
@@ -656,7 +685,7 @@ func (st *streamStress) run() {
 						<-nodes[k-1].handle.Load().Done()
 					}
 				}
-				st.appendNode(nd, &resumers, prng)
+				st.appendNode(nd, prng)
 			}
 		})
 	}
@@ -666,25 +695,46 @@ func (st *streamStress) run() {
 			cancel(st.cause)
 		})
 	}
-	runDone := make(chan struct{})
-	go func() {
-		defer close(runDone)
-		defer st.runEnded.Store(true)
-		returned := false
-		defer func() { st.goexited = !returned }()
-		st.runErr = st.s.Run(ctx)
-		st.runReturned, returned = true, true
-	}()
+	runDone := make(chan struct{}) // closed when the Run that runs the stream ended
+	var runners sync.WaitGroup
+	runner := func() {
+		returned, won := false, true
+		defer func() {
+			if won {
+				st.goexited = !returned
+				st.runEnded.Store(true)
+				close(runDone)
+			}
+		}()
+		err := st.s.Run(ctx)
+		returned = true
+		if err == ErrStreamStarted {
+			won = false
+			st.refusedRuns.Add(1)
+			return
+		}
+		st.runErr, st.runReturned = err, true
+	}
+	runners.Go(runner)
+	if st.twoRuns {
+		runners.Go(runner)
+	}
+	closeStream := func() {
+		if st.twoClosers {
+			wg.Go(st.closeStream)
+		}
+		st.closeStream()
+	}
 	switch st.closeMode {
 	case 2:
 		wg.Go(func() {
 			time.Sleep(st.closeAfter)
-			st.closeStream()
+			closeStream()
 		})
 	case 3:
 		wg.Go(func() {
 			producers.Wait()
-			st.closeStream()
+			closeStream()
 		})
 	}
 	if len(st.lateNodes) > 0 {
@@ -692,7 +742,7 @@ func (st *streamStress) run() {
 		wg.Go(func() {
 			<-runDone
 			for _, nd := range st.lateNodes {
-				st.appendNode(nd, &resumers, lrng)
+				st.appendNode(nd, lrng)
 			}
 		})
 	}
@@ -701,7 +751,8 @@ func (st *streamStress) run() {
 		producers.Wait()
 		wg.Wait()
 		<-runDone
-		resumers.Wait()
+		runners.Wait()
+		st.resumers.Wait()
 		close(all)
 	}()
 	select {
@@ -717,7 +768,14 @@ func (st *streamStress) run() {
 		}
 	}
 	if err := st.s.Run(ctx); err != ErrStreamStarted {
-		st.bad("a second Run: %v", err)
+		st.bad("a Run after the stream's: %v", err)
+	}
+	var refused int32 // of the Run calls at once, all but one
+	if st.twoRuns {
+		refused = 1
+	}
+	if n := st.refusedRuns.Load(); n != refused {
+		st.bad("of %d Run calls at once, %d returned ErrStreamStarted", refused+1, n)
 	}
 	st.check()
 }
@@ -779,6 +837,11 @@ func (st *streamStress) check() {
 			} else if pos[a] > pos[b] {
 				st.bad("node %s ran before node %s, appended before it", b.id, a.id)
 			}
+		}
+	}
+	for _, nd := range chain {
+		if p := nd.parent; p != nil && (len(p.calls) == 0 || pos[p] > pos[nd]) {
+			st.bad("node %s ran before node %s, which appended it as it ran", nd.id, p.id)
 		}
 	}
 	cur, stopper := st.initial, -1
