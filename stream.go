@@ -491,7 +491,9 @@ func (s *Stream[T]) pause(ctx context.Context, n *StreamNode[T]) (streamResume[T
 // stream goes on, and [FailWith] ends it with an error and stops the
 // stream as [PolicyFail] does. It returns nil once the resumption is
 // accepted; Run applies it (a node to be rerun ends without running if
-// Run's context ends meanwhile). It returns an error wrapping
+// Run's context ends meanwhile, as the nodes after it do: with the zero
+// value and an error wrapping [ErrStreamStopped] and the cause, not its
+// earlier failure). It returns an error wrapping
 // [ErrNotPending] when the stream is not paused (never paused, already
 // resumed, or stopped because Run's context ended first: when Resume races
 // with the end of the context, exactly one of them decides), or wrapping
