@@ -152,8 +152,10 @@ type streamStressNode struct {
 	// Run's goroutine; parent is the node that appends this one.
 	children []*streamStressNode
 	parent   *streamStressNode
-	// retryPanic is what retry.Retryable panics with, if it does.
-	retryPanic error
+	// retryPanic is what retry.Retryable panics with, if it does;
+	// retryGoexit says it calls runtime.Goexit.
+	retryPanic  error
+	retryGoexit bool
 
 	// Set by the appender before the node joins st.nodes.
 	begin, done int64 // the stream's append ticks before and after AppendWith
@@ -185,6 +187,9 @@ func (nd *streamStressNode) String() string {
 		}
 		if nd.retryPanic != nil {
 			b.WriteString(" Retryable panics")
+		}
+		if nd.retryGoexit {
+			b.WriteString(" Retryable calls Goexit")
 		}
 	}
 	for _, s := range nd.script {
@@ -290,7 +295,15 @@ func newStreamStress(seed uint64) *streamStress {
 	}
 	st.closeAfter = time.Duration(rng.IntN(2000)) * time.Microsecond
 	st.twoClosers, st.twoRuns = rng.IntN(4) == 0, rng.IntN(4) == 0
-	goexit := rng.IntN(10) == 0
+	// One node of some plans calls runtime.Goexit, or has a Retryable
+	// that does.
+	goexit, retryGoexit := false, false
+	switch rng.IntN(8) {
+	case 0:
+		goexit = true
+	case 1:
+		retryGoexit = true
+	}
 	var node func(id string) *streamStressNode
 	node = func(id string) *streamStressNode {
 		nd := &streamStressNode{id: id, mode: rng.IntN(3), delay: time.Duration(rng.IntN(300)) * time.Microsecond}
@@ -347,12 +360,22 @@ func newStreamStress(seed uint64) *streamStress {
 		if nd.refused == nil && rng.IntN(5) < 2 {
 			nd.retry = &RetryPolicy{
 				Attempts: 1 + rng.IntN(3),
-				Backoff:  ConstantBackoff(time.Duration(rng.IntN(3)) * 100 * time.Microsecond),
+				Backoff:  ConstantBackoff(time.Duration(rng.IntN(4)) * 300 * time.Microsecond),
 			}
-			switch rng.IntN(8) {
+			x := rng.IntN(8)
+			if retryGoexit && rng.IntN(2) == 0 {
+				x = 0
+			}
+			switch x {
 			case 0:
-				// A Retryable that panics: the node's first failure, if
-				// it has attempts left, is its last.
+				// A Retryable that panics, or calls runtime.Goexit: the
+				// node's first failure, if it has attempts left, is its
+				// last (and Run's, with Goexit).
+				if retryGoexit {
+					nd.retry.Retryable = func(error) bool { runtime.Goexit(); return false }
+					nd.retryGoexit, retryGoexit = true, false
+					break
+				}
 				marker := &streamStressErr{node: nd.id + " (Retryable)", call: -1}
 				nd.retry.Retryable = func(error) bool { panic(marker) }
 				nd.retryPanic = marker
@@ -845,7 +868,8 @@ func (st *streamStress) check() {
 		}
 	}
 	cur, stopper := st.initial, -1
-	var wantRun error // with stopper: what Run must return (ErrGoexit: Run's goroutine ends)
+	var wantRun error // with stopper: what Run must return, or Close if Run's goroutine ends
+	wantGoexit := false
 	for i, nd := range chain {
 		for k, c := range nd.calls {
 			if c.input != cur {
@@ -855,8 +879,8 @@ func (st *streamStress) check() {
 		if stopper >= 0 {
 			st.bad("node %s ran after node %s stopped the stream", nd.id, chain[stopper].id)
 		}
-		if stops, runErr := st.outcome(nd, i); stops {
-			stopper, wantRun = i, runErr
+		if stops, runErr, goexit := st.outcome(nd, i); stops {
+			stopper, wantRun, wantGoexit = i, runErr, goexit
 		}
 		if nd.err == nil {
 			cur = nd.val
@@ -866,11 +890,11 @@ func (st *streamStress) check() {
 	// the nodes that did not run.
 	stopErr := st.runErr
 	switch {
-	case stopper >= 0 && wantRun == ErrGoexit:
+	case stopper >= 0 && wantGoexit:
 		if !st.goexited || st.runReturned {
-			st.bad("node %s called runtime.Goexit; Run returned %v (%v)", chain[stopper].id, st.runReturned, st.runErr)
+			st.bad("node %s (or its Retryable) called runtime.Goexit; Run returned %v (%v)", chain[stopper].id, st.runReturned, st.runErr)
 		}
-		stopErr = ErrGoexit
+		stopErr = wantRun
 	case st.goexited:
 		st.bad("Run's goroutine ended, and no node called runtime.Goexit")
 	case stopper >= 0:
@@ -944,12 +968,12 @@ func (nd *streamStressNode) failedWith(err error, j int) bool {
 // outcome checks how a node that ran ended, against its calls, its
 // policy, its retries and its resumptions, and reports whether it stopped
 // the stream, and if so what Run must return.
-func (st *streamStress) outcome(nd *streamStressNode, pos int) (stops bool, runErr error) {
+func (st *streamStress) outcome(nd *streamStressNode, pos int) (stops bool, runErr error, goexit bool) {
 	calls := nd.calls
 	j := len(calls) - 1
 	last := &calls[j]
 	attempts := 1 // a round's attempts, at most
-	if nd.retry != nil && nd.retryPanic == nil {
+	if nd.retry != nil && nd.retryPanic == nil && !nd.retryGoexit {
 		attempts = nd.retry.Attempts
 	}
 	// Its rounds of attempts: the first, and one per Rerun.
@@ -1003,25 +1027,41 @@ func (st *streamStress) outcome(nd *streamStressNode, pos int) (stops bool, runE
 		if err != nil || v != lastRes.val {
 			st.bad("node %s, resumed with SucceedWith(%q): %q, %v", nd.id, lastRes.val, v, err)
 		}
-		return false, nil
+		return false, nil, false
 	case decided:
 		if err != lastRes.err || v != "" {
 			st.bad("node %s, resumed with FailWith(%v): %q, %v", nd.id, lastRes.err, v, err)
 		}
-		return true, lastRes.err
+		return true, lastRes.err, false
 	case last.step == streamStressGoexit:
 		if !errors.Is(err, ErrGoexit) || v != "" {
 			st.bad("node %s called runtime.Goexit: %q, %v", nd.id, v, err)
 		}
-		return true, ErrGoexit
+		return true, ErrGoexit, true
 	case err == nil:
 		if last.failure() != nil || v != last.val {
 			st.bad("node %s succeeded with %q; its last call returned %q, %v", nd.id, v, last.val, last.failure())
 		}
-		return false, nil
+		return false, nil, false
 	case last.failure() == nil && !nd.mayTimeOut(j):
 		st.bad("node %s failed with %v; its last call succeeded", nd.id, err)
-		return true, err
+		return true, err, false
+	}
+	// The value of a failed node: the last call's, unless it panicked or
+	// passed its AttemptTimeout.
+	wantV := ""
+	if last.err != nil && errors.Is(err, last.err) {
+		wantV = last.val
+	}
+	// Retryable was asked about the last call: it failed with attempts
+	// left (and was not a Rerun's, yet to be made).
+	inRound := len(calls) - starts[len(starts)-1]
+	asked := nd.retry != nil && inRound > 0 && inRound < nd.retry.Attempts
+	if nd.retryGoexit && asked {
+		if !errors.Is(err, ErrGoexit) || !nd.failedWith(err, j) || v != wantV {
+			st.bad("node %s, whose Retryable calls runtime.Goexit, failed with %v: %q, %v", nd.id, last.failure(), v, err)
+		}
+		return true, err, true
 	}
 	if st.ctxEnds && errors.Is(err, st.cause) {
 		// Run's context ended while the node was suspended, waited for
@@ -1037,20 +1077,14 @@ func (st *streamStress) outcome(nd *streamStressNode, pos int) (stops bool, runE
 		case !rerun && nd.policy != PolicySuspend && (last.err == nil && !nd.mayTimeOut(j) || len(calls)-starts[len(starts)-1] >= attempts):
 			st.bad("node %s ended with Run's context as it waited for an attempt it could not make: %v", nd.id, err)
 		}
-		return true, st.cause
+		return true, st.cause, false
 	}
 	if nd.policy == PolicySuspend {
 		st.bad("node %s, under PolicySuspend, ended with %v without a resumption", nd.id, err)
 	}
-	// The value of a failed node: the last call's, unless it panicked or
-	// passed its AttemptTimeout.
-	wantV := ""
-	if last.err != nil && errors.Is(err, last.err) {
-		wantV = last.val
-	}
 	var pe *PanicError
 	switch {
-	case nd.retryPanic != nil && len(calls)-starts[len(starts)-1] < nd.retry.Attempts:
+	case nd.retryPanic != nil && asked:
 		// Retryable was asked, and panicked.
 		if !errors.As(err, &pe) || pe.Value != nd.retryPanic || !nd.failedWith(err, j) || v != wantV {
 			st.bad("node %s, whose Retryable panics, failed with %v: %q, %v", nd.id, last.failure(), v, err)
@@ -1072,9 +1106,9 @@ func (st *streamStress) outcome(nd *streamStressNode, pos int) (stops bool, runE
 	}
 	switch nd.policy {
 	case PolicyContinue:
-		return false, nil
+		return false, nil, false
 	case PolicyEnd:
-		return true, &StreamEndError{Position: pos + 1, Err: err}
+		return true, &StreamEndError{Position: pos + 1, Err: err}, false
 	}
-	return true, err
+	return true, err, false
 }
