@@ -929,6 +929,9 @@ func (st *streamStress) check() {
 		if nd.val != "" {
 			st.bad("node %s did not run, and has the value %q", nd.id, nd.val)
 		}
+		if isClosed(nd.handle.Load().Suspended()) {
+			st.bad("node %s did not run, and its Suspended is closed", nd.id)
+		}
 		switch {
 		case nd.afterClose:
 			if nd.err != ErrStreamClosed {
@@ -1017,6 +1020,15 @@ func (st *streamStress) outcome(nd *streamStressNode, pos int) (stops bool, runE
 	decided := lastRes != nil && lastRes.kind != streamStressRerun
 	if decided && lastRes.at != len(calls) {
 		st.bad("node %s ran after it was resumed with %d", nd.id, lastRes.kind)
+	}
+	if nd.policy == PolicySuspend {
+		// Suspended is closed when the node paused in its last round: a
+		// resumption that ended it says it did, a success that it did
+		// not.
+		paused := isClosed(nd.handle.Load().Suspended())
+		if decided && !paused || !decided && nd.err == nil && paused {
+			st.bad("node %s, resumed with %v, ended with %v; Suspended closed: %v", nd.id, lastRes, nd.err, paused)
+		}
 	}
 	if nd.refusedResume && !errors.Is(nd.err, st.cause) {
 		st.bad("a Resume of node %s found no pause, and it ended with %v", nd.id, nd.err)
