@@ -296,6 +296,11 @@ func (s *Stream[T]) push(n *StreamNode[T]) {
 //     ctx's deadline): the node then waits for its next attempt as ctx
 //     ends, so it ends as above, and Run returns the cause.
 //
+// When Close's end and ctx's end come together, with every node appended
+// before Close run, either may decide: Run returns nil or the cause. (As
+// its last node before Close ends, Run finds Close's mark before it looks
+// at ctx, and returns nil; idle, it takes whichever wakes it first.)
+//
 // While the stream is paused at a suspended node, or a node waits for
 // its next attempt, Run waits on its goroutine, without spinning, for
 // [Stream.Resume], the backoff, or the end of ctx.
@@ -515,7 +520,7 @@ func (s *Stream[T]) Resume(how Resumption) error {
 			return errors.New("asynctool: stream Resume: FailWith(nil)")
 		}
 	default:
-		return errors.New("asynctool: stream Resume: zero Resumption")
+		return errors.New("asynctool: stream Resume: zero Resumption: make one with Rerun, SucceedWith or FailWith")
 	}
 	if s == nil {
 		return fmt.Errorf("%w: the stream is nil", ErrNotPending)

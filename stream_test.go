@@ -670,7 +670,7 @@ func TestStreamSuspendResume(t *testing.T) {
 
 				assert.ErrorIs(t, s.Resume(SucceedWith("x")), ErrResultType)
 				assert.Error(t, s.Resume(FailWith(nil)))
-				assert.Error(t, s.Resume(Resumption{}))
+				assert.ErrorContains(t, s.Resume(Resumption{}), "zero Resumption: make one with Rerun, SucceedWith or FailWith")
 				require.NoError(t, s.Resume(tt.how), "refused resumptions do not consume the pause")
 				assert.ErrorIs(t, s.Resume(tt.how), ErrNotPending, "resumes once")
 				runErr := <-ran
