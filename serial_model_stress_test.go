@@ -170,6 +170,7 @@ type laneGroup struct {
 	stopAfter time.Duration
 	ctxAfter  time.Duration // laneStopShutdownCtx's timeout
 
+	stopping atomic.Bool // set as the stop begins, for checkIdle
 	// Written by the stopper.
 	stopped        bool
 	stopStart      laneStamp
@@ -218,6 +219,7 @@ type laneRound struct {
 	closeStart  laneStamp
 	closeEnd    laneStamp
 	poolClosed  bool
+	poolClosing atomic.Bool // set as Close begins, for checkIdle
 
 	failures atomic.Int32
 }
@@ -316,6 +318,7 @@ func laneStressRound(t *testing.T, seed uint64) {
 	if r.poolClose {
 		wg.Go(func() {
 			time.Sleep(r.poolAfter)
+			r.poolClosing.Store(true)
 			r.closeStart = r.stamp()
 			_ = r.pool.Close()
 			r.closeEnd = r.stamp()
@@ -327,6 +330,13 @@ func laneStressRound(t *testing.T, seed uint64) {
 		batch = newLaneBatch(r, rand.New(rand.NewPCG(seed, 0xba7c4)))
 		wg.Go(batch.run)
 	}
+	wg.Go(func() {
+		for range 3 {
+			time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond)
+			synctest.Wait()
+			r.checkIdle(batch)
+		}
+	})
 	wg.Wait()
 
 	// Stop what is left, then the executor, and let the late drain loops
@@ -621,6 +631,7 @@ func (r *laneRound) stopGroup(g *laneGroup) {
 	if g.serial != nil {
 		closeFn, shutdown = g.serial.Close, g.serial.Shutdown
 	}
+	g.stopping.Store(true)
 	g.stopStart = r.stamp()
 	switch g.stop {
 	case laneStopClose:
@@ -687,6 +698,65 @@ func (r *laneRound) stopGroup(g *laneGroup) {
 	}
 	g.stopEnd = r.stamp()
 	g.stopped = true
+}
+
+// checkIdle checks, while every goroutine of the round is durably
+// blocked, the groups not yet stopping: unless a batch item holds the
+// executor (it sleeps), every task accepted and due has run, nothing is
+// queued, the delayed tasks are those not yet due, and Stats say so
+// exactly; and nothing runs on the executor.
+func (r *laneRound) checkIdle(batch *laneBatch) {
+	if batch != nil && batch.inFlight.Load() != 0 {
+		return
+	}
+	now := time.Now()
+	if n := r.execBusy.Load(); n != 0 {
+		r.fail("at %v, idle: %d tasks running on the executor", now, n)
+	}
+	if r.pool != nil && !r.poolClosing.Load() {
+		if st := r.pool.Stats(); st.Running != 0 || st.Queued != 0 || st.Workers > r.poolSize {
+			r.fail("at %v, idle: pool Stats %+v", now, st)
+		}
+	}
+	r.mu.Lock()
+	tasks := r.tasks
+	r.mu.Unlock()
+	for _, g := range r.groups {
+		if g.stopping.Load() {
+			continue
+		}
+		var want SerialStats
+		for _, tk := range tasks {
+			if tk.lane.group != g || !tk.accepted() {
+				continue
+			}
+			ran, cancelled := tk.ran.Load(), tk.cancelled.Load()
+			switch {
+			case ran == 1:
+				want.Completed++
+				if tk.kind == laneTaskPanic {
+					want.Panicked++
+				}
+			case cancelled == 1:
+			case tk.delayed && tk.dueLo().After(now):
+				want.Delayed++
+			default:
+				r.fail("at %v, idle: %s: %s has not run", now, tk.lane.name, tk)
+			}
+			if cancelled == 1 {
+				want.Cancelled++
+			}
+		}
+		var st SerialStats
+		if g.serial != nil {
+			st = g.serial.Stats()
+		} else {
+			st = g.keyed.Stats()
+		}
+		if st != want {
+			r.fail("at %v, idle: %s: Stats %+v, want %+v", now, g.name, st, want)
+		}
+	}
 }
 
 // checkLanes checks every task against its lane: refusals, runs, order,
