@@ -52,11 +52,12 @@ const (
 	lanePoolReject
 	laneOuterSerial // another Serial, on goroutines
 	laneInline      // runs each task inside Submit
+	laneLate        // runs each task on a timer, refuses once closed
 	laneExecKinds
 )
 
 func (k laneExecKind) String() string {
-	return [...]string{"Go", "PoolCallerRuns", "PoolBlock", "PoolReject", "Serial", "Inline"}[k]
+	return [...]string{"Go", "PoolCallerRuns", "PoolBlock", "PoolReject", "Serial", "Inline", "Late"}[k]
 }
 
 // What a task does when it runs.
@@ -221,6 +222,11 @@ type laneRound struct {
 	poolClosed  bool
 	poolClosing atomic.Bool // set as Close begins, for checkIdle
 
+	lateClosed  atomic.Bool
+	latePending atomic.Int32 // tasks the late executor has yet to run
+	lateMu      sync.Mutex   // guards lateRand
+	lateRand    *rand.Rand
+
 	failures atomic.Int32
 }
 
@@ -360,6 +366,12 @@ func laneStressRound(t *testing.T, seed uint64) {
 		}
 		r.closeEnd = r.stamp()
 	}
+	if r.kind == laneLate {
+		r.closeStart = r.stamp()
+		r.lateClosed.Store(true)
+		r.closeEnd = r.stamp()
+		time.Sleep(3 * time.Millisecond) // the loops it still holds run
+	}
 	if r.pool != nil && !r.poolClosed {
 		r.closeStart = r.stamp()
 		_ = r.pool.Close()
@@ -395,6 +407,23 @@ func (r *laneRound) setExecutor(rng *rand.Rand) {
 		r.exec = ExecutorFunc(func(task func()) error { task(); return nil })
 		r.crossOK = true
 		return
+	case laneLate:
+		r.lateRand = rand.New(rand.NewPCG(rng.Uint64(), 0))
+		// A loop may start long after it was asked for, after its
+		// Serial or Keyed has been stopped: it must find nothing. Once
+		// closed, the executor refuses loops, as a closed Pool does.
+		inner = ExecutorFunc(func(task func()) error {
+			if r.lateClosed.Load() {
+				return ErrPoolClosed
+			}
+			r.latePending.Add(1)
+			time.AfterFunc(r.lateDelay(), func() {
+				defer r.latePending.Add(-1)
+				task()
+			})
+			return nil
+		})
+		r.goexitOK, r.crossOK = true, true
 	default:
 		r.policy = [...]FullPolicy{lanePoolCallerRuns: CallerRuns, lanePoolBlock: Block, lanePoolReject: Reject}[r.kind]
 		r.poolSize = 1 + rng.IntN(3)
@@ -429,8 +458,11 @@ func (r *laneRound) setExecutor(rng *rand.Rand) {
 				}
 			} else {
 				limit := int32(1)
-				if r.pool != nil {
+				switch {
+				case r.pool != nil:
 					limit = int32(r.poolSize)
+				case r.kind == laneLate:
+					limit = 1 << 30
 				}
 				if n := r.execBusy.Add(1); n > limit {
 					r.fail("%d tasks ran at once on the executor's goroutines, above its %d", n, limit)
@@ -449,6 +481,13 @@ func (r *laneRound) setExecutor(rng *rand.Rand) {
 		r.mu.Unlock()
 		return err
 	})
+}
+
+// lateDelay is how long the late executor keeps a task.
+func (r *laneRound) lateDelay() time.Duration {
+	r.lateMu.Lock()
+	defer r.lateMu.Unlock()
+	return time.Duration(r.lateRand.IntN(3000)) * time.Microsecond
 }
 
 // produce runs ops random operations: submissions, cancels, tasks handed
@@ -706,7 +745,7 @@ func (r *laneRound) stopGroup(g *laneGroup) {
 // queued, the delayed tasks are those not yet due, and Stats say so
 // exactly; and nothing runs on the executor.
 func (r *laneRound) checkIdle(batch *laneBatch) {
-	if batch != nil && batch.inFlight.Load() != 0 {
+	if batch != nil && batch.inFlight.Load() != 0 || r.latePending.Load() != 0 {
 		return
 	}
 	now := time.Now()
