@@ -221,6 +221,11 @@ type laneRound struct {
 	closeEnd    laneStamp
 	poolClosed  bool
 	poolClosing atomic.Bool // set as Close begins, for checkIdle
+	poolIdle    time.Duration
+	// When the last task run on a worker ended: a Pool's worker exits
+	// between one and two idle timeouts after its last task.
+	lastMu       sync.Mutex
+	lastOnWorker time.Time
 
 	lateClosed  atomic.Bool
 	latePending atomic.Int32 // tasks the late executor has yet to run
@@ -427,9 +432,10 @@ func (r *laneRound) setExecutor(rng *rand.Rand) {
 	default:
 		r.policy = [...]FullPolicy{lanePoolCallerRuns: CallerRuns, lanePoolBlock: Block, lanePoolReject: Reject}[r.kind]
 		r.poolSize = 1 + rng.IntN(3)
+		r.poolIdle = time.Duration(1+rng.IntN(3)) * time.Millisecond
 		queue := rng.IntN(3)
 		r.pool = NewPool(PoolSize(r.poolSize), PoolQueue(queue), PoolWhenFull(r.policy),
-			PoolIdleTimeout(time.Duration(1+rng.IntN(3))*time.Millisecond),
+			PoolIdleTimeout(r.poolIdle),
 			PoolPanicHandler(func(*PanicError) { r.poolHandled.Add(1) }))
 		inner = r.pool
 		r.goexitOK = r.policy != CallerRuns
@@ -468,6 +474,11 @@ func (r *laneRound) setExecutor(rng *rand.Rand) {
 					r.fail("%d tasks ran at once on the executor's goroutines, above its %d", n, limit)
 				}
 				defer r.execBusy.Add(-1)
+				defer func() {
+					r.lastMu.Lock()
+					r.lastOnWorker = time.Now()
+					r.lastMu.Unlock()
+				}()
 			}
 			et.ran.Add(1)
 			defer func() { et.doneAt.Store(r.clock.Add(1)) }()
@@ -753,8 +764,19 @@ func (r *laneRound) checkIdle(batch *laneBatch) {
 		r.fail("at %v, idle: %d tasks running on the executor", now, n)
 	}
 	if r.pool != nil && !r.poolClosing.Load() {
-		if st := r.pool.Stats(); st.Running != 0 || st.Queued != 0 || st.Workers > r.poolSize {
+		st := r.pool.Stats()
+		if st.Running != 0 || st.Queued != 0 || st.Workers > r.poolSize {
 			r.fail("at %v, idle: pool Stats %+v", now, st)
+		}
+		r.lastMu.Lock()
+		last := r.lastOnWorker
+		r.lastMu.Unlock()
+		switch idle := now.Sub(last); {
+		case last.IsZero():
+		case idle < r.poolIdle && st.Workers == 0:
+			r.fail("at %v, idle: no worker left %v after the last task, with an idle timeout of %v", now, idle, r.poolIdle)
+		case idle >= 2*r.poolIdle && st.Workers != 0:
+			r.fail("at %v, idle: %d workers left %v after the last task, with an idle timeout of %v", now, st.Workers, idle, r.poolIdle)
 		}
 	}
 	r.mu.Lock()
