@@ -973,7 +973,7 @@ type laneBatch struct {
 	cancelAt time.Duration
 	goexitOK bool
 
-	fetched    []int // length of each page fetched, by page
+	fetched    []int // the pages fetched without an error
 	processed  []atomic.Int32
 	inFlight   atomic.Int32
 	atReturn   int32 // items processed when RunBatches returned
@@ -1040,13 +1040,17 @@ func (b *laneBatch) run() {
 	}
 	fetch := func(_ context.Context, page int) ([]laneItem, error) {
 		if page == b.failAt {
+			// Items returned with an error are ignored.
 			b.fetchFails = true
+			if page < len(b.pages) {
+				return b.pages[page], errLaneFetch
+			}
 			return nil, errLaneFetch
 		}
 		if page >= len(b.pages) {
 			return nil, nil
 		}
-		b.fetched = append(b.fetched, len(b.pages[page]))
+		b.fetched = append(b.fetched, page)
 		return b.pages[page], nil
 	}
 	process := func(_ context.Context, it laneItem) error {
@@ -1082,10 +1086,9 @@ func (b *laneBatch) check() {
 	var processed, final int32
 	succeeded, failed := 0, 0
 	wantFailures := map[[2]int]int{}
-	for p, n := range b.fetched {
-		for _, it := range b.pages[p][:n] {
+	for _, p := range b.fetched {
+		for _, it := range b.pages[p] {
 			c := b.processed[it.id].Load()
-			final += c
 			if c > 1 {
 				r.fail("batch: item %d processed %d times", it.id, c)
 			}
@@ -1101,12 +1104,22 @@ func (b *laneBatch) check() {
 			}
 		}
 	}
+	if b.fetchFails && b.failAt < len(b.pages) {
+		for _, it := range b.pages[b.failAt] {
+			if c := b.processed[it.id].Load(); c != 0 {
+				r.fail("batch: item %d, returned by a fetch that failed, processed %d times", it.id, c)
+			}
+		}
+	}
+	for i := range b.processed {
+		final += b.processed[i].Load()
+	}
 	if final != b.atReturn {
 		r.fail("batch: %d items processed after RunBatches returned", final-b.atReturn)
 	}
 	items := 0
-	for _, n := range b.fetched {
-		items += n
+	for _, p := range b.fetched {
+		items += len(b.pages[p])
 	}
 	if rep.Pages != len(b.fetched) || rep.Items != items || rep.Succeeded != succeeded ||
 		rep.Failed != failed || rep.Skipped != items-int(processed) || len(rep.Failures) != failed {
