@@ -366,6 +366,19 @@ func laneStressRound(t *testing.T, seed uint64, realClock bool) {
 		})
 	}
 	wg.Wait()
+	if !realClock && r.pool != nil && !r.poolClosing.Load() {
+		// Every worker must be gone two idle timeouts after the last
+		// task on one.
+		synctest.Wait()
+		r.lastMu.Lock()
+		last := r.lastOnWorker
+		r.lastMu.Unlock()
+		if !last.IsZero() {
+			time.Sleep(time.Until(last.Add(2 * r.poolIdle)))
+			synctest.Wait()
+			r.checkIdle(batch)
+		}
+	}
 
 	// Stop what is left, then the executor, and let the late drain loops
 	// (which must find nothing) run.
