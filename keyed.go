@@ -401,8 +401,9 @@ func (k *Keyed[K]) stopIntake() {
 // called meanwhile, or was before, Shutdown returns [ErrSerialClosed] once
 // every key's tasks have run or been dropped (a drain loop that the
 // executor has not started then finds nothing when it runs; see Close);
-// so does a Shutdown that begins after another has finished, while
-// Shutdowns called together all wait and return nil.
+// so does a Shutdown that begins after another has finished (seen every
+// accepted task run, which may be a moment before that one returns),
+// while Shutdowns called together all wait and return nil.
 // Shutdown must not be called from inside one of the Keyed's tasks, which
 // would wait for itself.
 func (k *Keyed[K]) Shutdown(ctx context.Context) error {

@@ -578,11 +578,12 @@ func (s *Serial) Close() {
 // returns ctx's error once the task that is running, if any, has returned:
 // ctx does not bound that wait. If Close is called meanwhile, or was before,
 // Shutdown returns [ErrSerialClosed] once Close has returned; so does a
-// Shutdown that begins after another has finished, while Shutdowns called
-// together all wait and return nil. A Submit that races Shutdown may still
-// return nil; its task then runs before Shutdown returns nil. Shutdown
-// must not be called from inside one of the Serial's tasks, which would
-// wait for itself.
+// Shutdown that begins after another has finished (seen every accepted
+// task run, which may be a moment before that one returns), while
+// Shutdowns called together all wait and return nil. A Submit that races
+// Shutdown may still return nil; its task then runs before Shutdown
+// returns nil. Shutdown must not be called from inside one of the
+// Serial's tasks, which would wait for itself.
 func (s *Serial) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext
