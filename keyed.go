@@ -25,7 +25,10 @@ const keyedMapKeep = 64
 // Keyed runs tasks in order per key: the tasks submitted for one key run
 // one at a time in submission order, as on a [Serial], while tasks for
 // different keys run in parallel on a shared [Executor]. A typical key is
-// a user or account id, whose events must be applied in order.
+// a user or account id, whose events must be applied in order. The order
+// is that of the Submit calls: submit a key's events from the goroutine
+// that receives them (or from a Serial's tasks), not from tasks of a pool
+// that decode them in parallel, which reorders them before Submit.
 //
 // A key has a queue only while it has tasks: the queue is created by the
 // first Submit for the key and removed when its last task has run, so the
