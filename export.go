@@ -503,7 +503,10 @@ func mermaidEscape(lines []string) string {
 // [*EndError], which [Report.RunErr] holds once the run has ended), ends
 // in that instant or after, but nothing waited for it: the path does not
 // end at it, but at the last of the other nodes that ran, such as the
-// node that ended the run (at it only if no other node ran).
+// node that ended the run (at it only if no other node ran). The nodes a
+// PolicyEnd failure stopped are told by RunErr, so only in a report of
+// the ended run: in one taken before (from a hook or a callback, while
+// RunErr is nil), the path may end at such a node.
 //
 // CriticalPath returns nil when no node ran with recorded times: for a
 // static report, or a run without [WithTimings] or hooks.
