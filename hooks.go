@@ -91,9 +91,13 @@ type Hooks struct {
 	// run's OnRunEnd hooks, the Async's and the context's, share one
 	// report, which they must not change. It is called for each sub-run
 	// too (a SubPlan's, SubGraph's or ForEach's), with the sub-run's
-	// report, before the outer run's: a hook that keeps the request's
-	// report tells them apart by RunInfo.Nested, which OnRunStart can
-	// put in the context it returns (ExampleHooks_nested).
+	// report, before the outer run's, unless the outer run is stopped
+	// (its deadline, Cancel, EndsRun, PolicyEnd) while the sub-run goes
+	// on: both then end as it stops, in either order, and the sub-run's
+	// may come after the outer run's Wait has returned. A hook that
+	// keeps the request's report tells them apart by RunInfo.Nested,
+	// which OnRunStart can put in the context it returns
+	// (ExampleHooks_nested).
 	OnRunEnd func(ctx context.Context, rep *Report)
 }
 
