@@ -841,11 +841,10 @@ func (r *runState) failedMust(s int32) int32 {
 			continue
 		}
 		n := &r.nodes[j]
-		st := n.st()
-		for st == sEnding && n.failMarks.Load()&failWritten == 0 {
+		for n.settling() {
 			runtime.Gosched()
-			st = n.st()
 		}
+		st := n.st()
 		if st == sEnding {
 			st = sError // failWritten: its DefaultValue runs
 		}

@@ -214,9 +214,9 @@ func (h *Run) Wait(ctx context.Context) error {
 // goroutine is running, as it ends the node, may show as running; and a
 // [ForEach] join under a Budget that waits for such an item's end, or
 // that another goroutine was calling as the sweep ended an item, may not
-// have decided yet: the sweep does not wait for a custom join's call (calls of one
-// node's join never overlap), it leaves its ask to the goroutine making
-// the call.
+// have decided yet: the sweep does not wait for a custom join's call
+// (calls of one node's join never overlap), it leaves its ask to the
+// goroutine making the call.
 func (h *Run) Report() *Report {
 	if s := h.live(); s != nil {
 		defer s.unref()
@@ -2096,12 +2096,10 @@ func (r *runState) waitSwept() {
 	}
 	// The sweep passes by a node that another goroutine holds in sEnding
 	// (a worker that returned as the deadline passed, ending its node
-	// itself): that goroutine runs no user code until it publishes its
-	// final state, or marks the node failWritten to call the worker's
-	// DefaultValue, user code that may be the caller (see failedMust,
-	// which waits the same way).
+	// itself): it is waited for while it is settling, not once it calls
+	// the worker's DefaultValue, user code that may be the caller.
 	for i := range r.nodes {
-		for r.nodes[i].st() == sEnding && r.nodes[i].failMarks.Load()&failWritten == 0 {
+		for r.nodes[i].settling() {
 			select {
 			case <-r.done:
 				return

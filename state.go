@@ -99,6 +99,15 @@ const (
 // st returns node n's state.
 func (n *rnode) st() int32 { return int32(n.state.Load() & stateMask) }
 
+// settling reports whether a goroutine holds the node in sEnding and has
+// neither published its final state nor marked it failWritten to call
+// its worker's DefaultValue: until one of those, which follows in a few
+// instructions with no user code between, what its end decided cannot
+// be read, and a reader may spin for it (failedMust, waitSwept).
+func (n *rnode) settling() bool {
+	return n.st() == sEnding && n.failMarks.Load()&failWritten == 0
+}
+
 // move changes node n's state from from to to, keeping the word's other
 // bits and adding set to them; it reports false if n is not in from.
 func (n *rnode) move(from, to int32, set int64) bool {
