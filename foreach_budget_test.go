@@ -1259,16 +1259,23 @@ func TestForEachJoinDecidingAfterTheDeadline(t *testing.T) {
 						}
 						return d
 					})
-					each := NewWrapper("each", f, 0)
-					// watch tells the join that the deadline passed: the
-					// join waits for no timer, since another item's end
-					// waits for it on a lock, which stops synctest's clock.
-					watch := NewWrapper("watch", WorkerFunc[int, int](func(ctx context.Context, _ int, _ Wrappers) (int, error) {
+					// Item 1 tells the join that the deadline has reached
+					// the sub-run: the join waits for no timer, since
+					// another item's end waits for it on a lock, which
+					// stops synctest's clock. (A node of the outer run,
+					// told first as the deadline passes, could let the join
+					// answer before the sub-run's context was done.)
+					items := f.Worker
+					f.Worker = WorkerFunc[int, int](func(ctx context.Context, i int, all Wrappers) (int, error) {
+						if i != 1 {
+							return items.Action(ctx, i, all)
+						}
 						<-ctx.Done()
 						close(stopped)
 						return 0, ctx.Err()
-					}), 0)
-					run, err := a.Start(context.Background(), time.Second, each, watch)
+					})
+					each := NewWrapper("each", f, 0)
+					run, err := a.Start(context.Background(), time.Second, each)
 					require.NoError(t, err)
 					err = run.Wait(context.Background())
 					synctest.Wait() // the sub-run's end
