@@ -47,14 +47,6 @@ func (h *history) sample() bool {
 	return n <= 4 || n%64 == 0
 }
 
-// size is the number of ids remembered.
-func (h *history) size() int {
-	if x := h.ids.Load(); x != nil {
-		return len(x.slot)
-	}
-	return 0
-}
-
 // recall marks node n of a single-use graph with its history, if its id
 // has one. It is called for nodes about to be shared (see plan.notQuick),
 // the only time a node's history matters, so that a run that shares few
