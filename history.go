@@ -1,7 +1,6 @@
 package asynctool
 
 import (
-	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -15,26 +14,13 @@ import (
 // steers only how many helper goroutines start, never what runs or when
 // a run ends; a node whose id was last seen quick but now blocks only
 // makes its siblings start one wake-up after another.
-//
-// recall runs for every node a single-use run shares, on the goroutine
-// that is about to start their helpers, so it reads a snapshot without a
-// lock: ids holds an immutable index from id to slot, replaced (under mu)
-// only when a sampled run brings ids not remembered yet, and what each
-// slot learned is an atomic in quick, which every index shares.
 type history struct {
 	runs atomic.Uint64 // single-use runs started, for sample
-	ids  atomic.Pointer[historyIndex]
-	mu   sync.Mutex // held by add, which replaces ids
+	size atomic.Int32  // ids remembered, at most maxHistory
+	byID sync.Map      // node id → *timing
 }
 
-// historyIndex maps the ids remembered to their slots in quick, which
-// the indexes of one history share. Its keys share one string, so that
-// looking up a run's ids reads bytes next to each other rather than
-// strings spread over the heap (and keeps no request's strings alive).
-type historyIndex struct {
-	slot  map[string]int32
-	quick *[maxHistory]atomic.Bool
-}
+type timing struct{ quick atomic.Bool }
 
 // maxHistory bounds the ids an Async remembers, for programs that give
 // their nodes ids made per request.
@@ -52,87 +38,37 @@ func (h *history) sample() bool {
 // the only time a node's history matters, so that a run that shares few
 // nodes (a chain) looks up few ids.
 func (h *history) recall(n *pnode) {
-	x := h.ids.Load()
-	if x == nil || n.core.id == "" {
+	if n.core.id == "" || h.size.Load() == 0 {
 		return
 	}
-	if s, ok := x.slot[n.core.id]; ok {
-		n.quick.Store(x.quick[s].Load())
+	if v, ok := h.byID.Load(n.core.id); ok {
+		n.quick.Store(v.(*timing).quick.Load())
 		n.known.Store(true)
 	}
 }
 
 // record remembers what a sampled single-use run of p timed.
 func (h *history) record(p *plan) {
-	x := h.ids.Load()
-	var added []int32
 	for k := range p.nodes {
 		n := &p.nodes[k]
 		if n.core.id == "" || !n.known.Load() {
 			continue
 		}
-		if x != nil {
-			if s, ok := x.slot[n.core.id]; ok {
-				x.quick[s].Store(n.quick.Load())
+		v, ok := h.byID.Load(n.core.id)
+		if !ok {
+			if h.size.Add(1) > maxHistory { // a place reserved, or none left
+				h.size.Add(-1)
 				continue
 			}
-			if len(x.slot) == maxHistory {
+			// Stored with its value: a recall must not find the id with
+			// a value it never had.
+			t := &timing{}
+			t.quick.Store(n.quick.Load())
+			if v, ok = h.byID.LoadOrStore(n.core.id, t); !ok {
 				continue
 			}
+			h.size.Add(-1) // another run stored it first
 		}
-		added = append(added, int32(k))
+		v.(*timing).quick.Store(n.quick.Load())
 	}
-	if len(added) > 0 {
-		h.add(p, added)
-	}
-}
-
-// add remembers the ids of p's nodes added, which the index did not
-// hold when record looked, as far as maxHistory allows. A plan's ids are
-// unique (compile refuses duplicates), so added names each id once.
-func (h *history) add(p *plan, added []int32) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	old := h.ids.Load()
-	var keep map[string]int32
-	var quick *[maxHistory]atomic.Bool
-	if old != nil {
-		keep, quick = old.slot, old.quick
-	} else {
-		quick = new([maxHistory]atomic.Bool)
-	}
-	ids := make([]string, 0, len(added))
-	for _, k := range added {
-		n := &p.nodes[k]
-		if s, ok := keep[n.core.id]; ok { // another run added it since
-			quick[s].Store(n.quick.Load())
-			continue
-		}
-		if len(keep)+len(ids) == maxHistory {
-			break
-		}
-		quick[len(keep)+len(ids)].Store(n.quick.Load())
-		ids = append(ids, n.core.id)
-	}
-	if len(ids) == 0 {
-		return
-	}
-	// One string holds every key, in slot order.
-	var b strings.Builder
-	all := make([]string, len(keep), len(keep)+len(ids))
-	for id, s := range keep {
-		all[s] = id
-	}
-	all = append(all, ids...)
-	for _, id := range all {
-		b.WriteString(id)
-	}
-	keys := b.String()
-	next := &historyIndex{slot: make(map[string]int32, len(all)), quick: quick}
-	off := 0
-	for s, id := range all {
-		next.slot[keys[off:off+len(id)]] = int32(s)
-		off += len(id)
-	}
-	h.ids.Store(next)
 }
