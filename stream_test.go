@@ -250,6 +250,37 @@ func TestStreamCloseWaitsForTail(t *testing.T) {
 	assert.NoError(t, s.Close(), "Close is idempotent")
 }
 
+// TestStreamCloseMarkBeforeCtxAfterTheLastNode pins Run's doc for Close
+// and ctx ending together: the last node before Close's mark ends ctx as
+// it runs, once the mark is in the intake; Run finds the mark before it
+// looks at ctx, and Run and Close return nil.
+func TestStreamCloseMarkBeforeCtxAfterTheLastNode(t *testing.T) {
+	for range 20 {
+		s := NewStream(0)
+		ctx, cancel := context.WithCancel(t.Context())
+		closed := make(chan error, 1)
+		last := s.Append(func(_ context.Context, prev int) (int, error) {
+			// wake may still hold the signal of this node's own Append,
+			// which Run served by taking it: drop it (the node runs on
+			// Run's goroutine), so that the next signal is Close's push
+			// of its mark into the intake, empty since Run took the node.
+			select {
+			case <-s.wake:
+			default:
+			}
+			go func() { closed <- s.Close() }()
+			require.Eventually(t, func() bool { return len(s.wake) == 1 }, 10*time.Second, 10*time.Microsecond, "Close's mark is in")
+			cancel()
+			return prev + 1, nil
+		})
+		require.NoError(t, s.Run(ctx))
+		require.NoError(t, <-closed)
+		v, err := last.Wait()
+		require.NoError(t, err)
+		assert.Equal(t, 1, v)
+	}
+}
+
 // TestStreamAppendRacingCloseEndsClosed: an Append that found the
 // stream open just before Close marked it links its node after Close's
 // marker; Run takes both in one batch, ends the stream at the marker,
