@@ -319,6 +319,10 @@ const (
 	resumeFail
 )
 
+// zeroResumption is why Run.Resume and Stream.Resume refuse a
+// Resumption{}.
+const zeroResumption = "zero Resumption: make one with Rerun, SucceedWith or FailWith"
+
 // Rerun runs the pending node's worker again, with a fresh set of
 // attempts.
 func Rerun() Resumption { return Resumption{kind: resumeRerun} }
@@ -1049,7 +1053,7 @@ func (r *runState) Resume(id string, how Resumption) error {
 		r.failResumed(i, ResultException, asFailure(how.err))
 		return nil
 	}
-	return fmt.Errorf("asynctool: Resume(%q): zero Resumption: make one with Rerun, SucceedWith or FailWith", id)
+	return fmt.Errorf("asynctool: Resume(%q): %s", id, zeroResumption)
 }
 
 // takePending moves pending node i to sEnding for a SucceedWith or

@@ -520,7 +520,7 @@ func (s *Stream[T]) Resume(how Resumption) error {
 			return errors.New("asynctool: stream Resume: FailWith(nil)")
 		}
 	default:
-		return errors.New("asynctool: stream Resume: zero Resumption: make one with Rerun, SucceedWith or FailWith")
+		return errors.New("asynctool: stream Resume: " + zeroResumption)
 	}
 	if s == nil {
 		return fmt.Errorf("%w: the stream is nil", ErrNotPending)
