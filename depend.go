@@ -493,40 +493,42 @@ func (r *runState) upstreamEndedFrom(i int32, done int, ok bool, ends int32, wl 
 		wl.edge = int32(k)
 		s := e.node
 		sn, sp := &r.nodes[s], &r.p.nodes[s]
-		if sn.st() != sInit {
-			continue // already decided
-		}
-		switch sp.joinKind {
-		case joinAllDone:
-		case joinAny, joinAtLeast:
-			if !ok {
-				if reached(&sn.failCount, sp.needFail) {
-					r.cannotJoin(s, i, r.joinImpossible, wl)
-				}
-				continue
+		if !e.plain || !ok {
+			if sn.st() != sInit {
+				continue // already decided
 			}
-		case joinCustom:
-			r.customJoin(s, i, wl)
-			continue
-		default:
-			counts := e.must || sp.nMust == 0
-			switch {
-			case !counts:
-				// An optional dependency of a node with must dependencies.
-				continue
-			case ok:
-			case e.must:
-				if r.isNotTaken(i) {
-					r.notTaken(s, i, wl)
-				} else {
-					r.failFromUpstream(s, i, r.upstreamErr(i), wl)
+			switch sp.joinKind {
+			case joinAllDone:
+			case joinAny, joinAtLeast:
+				if !ok {
+					if reached(&sn.failCount, sp.needFail) {
+						r.cannotJoin(s, i, r.joinImpossible, wl)
+					}
+					continue
 				}
+			case joinCustom:
+				r.customJoin(s, i, wl)
 				continue
 			default:
-				if reached(&sn.failCount, sp.needFail) {
-					r.cannotJoin(s, i, r.allUpstreamErr, wl)
+				counts := e.must || sp.nMust == 0
+				switch {
+				case !counts:
+					// An optional dependency of a node with must dependencies.
+					continue
+				case ok:
+				case e.must:
+					if r.isNotTaken(i) {
+						r.notTaken(s, i, wl)
+					} else {
+						r.failFromUpstream(s, i, r.upstreamErr(i), wl)
+					}
+					continue
+				default:
+					if reached(&sn.failCount, sp.needFail) {
+						r.cannotJoin(s, i, r.allUpstreamErr, wl)
+					}
+					continue
 				}
-				continue
 			}
 		}
 		// i's end counts toward s's join. If that satisfies it, s is
@@ -538,7 +540,7 @@ func (r *runState) upstreamEndedFrom(i int32, done int, ok bool, ends int32, wl 
 		// once the run has stopped (it is ended as it is readied), nor
 		// an item of a ForEach under its Limit, which starts through
 		// the limiter (see exec).
-		if claim && sp.flow == nil && (r.lim == nil || !r.lim.limited[s]) {
+		if claim && e.plain && (r.lim == nil || !r.lim.limited[s]) {
 			// s carries i's end, and those i carried, off the run's
 			// remaining count: whoever processes s's end (the sweep
 			// included) takes them off with s's own, and the run

@@ -297,10 +297,15 @@ func (p *plan) nodeID(k int32) string { return p.nodes[k].core.id }
 func (n *pnode) nIn() int { return int(n.in1 - n.in0) }
 
 // pedge is an out-edge of a plan: node is the successor, must whether
-// the edge is a must dependency.
+// the edge is a must dependency. plain says that the successor has no
+// flow rules (so the default join) and that the edge counts toward its
+// join (it is a must edge, or the successor has none): a success at the
+// edge's tail then simply counts one more upstream (see
+// Run.upstreamEndedFrom).
 type pedge struct {
-	node int32
-	must bool
+	node  int32
+	must  bool
+	plain bool
 }
 
 // compile claims the nodes reachable from starts by following edges
@@ -620,6 +625,11 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 			}
 		}
 		n.out1 = int32(len(outs))
+	}
+	for k := range outs {
+		e := &outs[k]
+		to := &p.nodes[e.node]
+		e.plain = to.flow == nil && (e.must || to.nMust == 0)
 	}
 	p.outs, p.ins = outs, ins
 	custom := false // a node has a custom join
