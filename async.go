@@ -395,17 +395,64 @@ func unclaim(p *plan, n int) {
 // than once, and on a nil *Async (it does nothing), but not from a worker,
 // callback or hook (OnRunStart, OnRunEnd and the others) of one of the
 // Async's runs: it would wait for its own return. Call it on a goroutine
-// of its own there.
+// of its own there. [Async.Shutdown] bounds the wait with a context.
 func (a *Async) Close() error {
 	if a == nil {
 		return nil // it never started a run
 	}
-	a.mu.Lock()
-	a.closed = true
-	a.mu.Unlock()
+	a.refuse()
 	a.inflight.Wait()
 	if a.owned != nil {
 		return a.owned.Close()
 	}
 	return nil
+}
+
+// refuse stops a from starting new runs.
+func (a *Async) refuse() {
+	a.mu.Lock()
+	a.closed = true
+	a.mu.Unlock()
+}
+
+// Shutdown is [Async.Close] bounded by ctx, for a service that must stop
+// within a grace period. It stops the Async from starting new runs and
+// waits, as Close does, until every run it started has ended and every
+// worker it started has returned; it then releases the pool and returns
+// what Close returns (nil with the default pool).
+//
+// If ctx is done first, Shutdown returns ctx's error at once; so does a
+// Shutdown whose ctx is already done when it is called, even with
+// nothing left to wait for. The Async is closed all the same: it starts
+// no new run, and a goroutine of Shutdown's finishes closing it (releases
+// its pool) once the last run has ended and the last worker has returned,
+// which a worker that ignores its ctx can delay for ever. Shutdown stops
+// no run: runs end at their deadlines, and a run with a pending node waits
+// for a Resume; to end them sooner, call [Run.Cancel] or cancel their
+// contexts, before or after Shutdown.
+//
+// It is safe to call more than once, together with Close, and on a nil
+// *Async (it returns nil, or ErrNilContext for a nil ctx). Called from a
+// worker, callback or hook of one of the Async's runs, it cannot see its
+// own run end, and returns ctx's error once ctx is done.
+func (a *Async) Shutdown(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
+	if a == nil {
+		return nil
+	}
+	a.refuse()
+	if err := ctx.Err(); err != nil {
+		go func() { _ = a.Close() }()
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Close() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

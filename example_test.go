@@ -227,3 +227,31 @@ func ExampleAsync_BeginWork_subGraph() {
 	// Output:
 	// <nil> 1200
 }
+
+// A service stopping: Shutdown refuses new runs and waits for those in
+// flight, for at most a grace period (in a service, after the ctx of
+// signal.NotifyContext is done).
+func ExampleAsync_Shutdown() {
+	a := asynctool.New()
+	report := asynctool.NewWrapper("report", asynctool.WorkerFunc[int, string](
+		func(ctx context.Context, _ int, _ asynctool.Wrappers) (string, error) {
+			time.Sleep(20 * time.Millisecond) // a request still being served
+			return "sent", nil
+		}), 0)
+	if _, err := a.Start(context.Background(), time.Second, report); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	grace, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	fmt.Println(a.Shutdown(grace))
+	fmt.Println(report.Result().Value)
+	late := asynctool.NewWrapper("late", asynctool.WorkerFunc[int, string](
+		func(context.Context, int, asynctool.Wrappers) (string, error) { return "", nil }), 0)
+	fmt.Println(errors.Is(a.BeginWork(context.Background(), time.Second, late), asynctool.ErrClosed))
+	// Output:
+	// <nil>
+	// sent
+	// true
+}

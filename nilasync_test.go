@@ -14,7 +14,7 @@ import (
 // BeginWork, where the zero Async gets an error saying it was not made
 // with New. The package's rule is that bad input gets an error: a nil
 // *Async gets the zero Async's, from each way to start a run, and its
-// Close, like the zero Async's, does nothing.
+// Close and Shutdown, like the zero Async's, do nothing.
 func TestNilAsyncIsAnError(t *testing.T) {
 	var a *Async
 	ctx := context.Background()
@@ -31,4 +31,7 @@ func TestNilAsyncIsAnError(t *testing.T) {
 	assert.ErrorContains(t, err, "not made with New")
 	assert.Nil(t, r)
 	assert.NoError(t, a.Close())
+	assert.NoError(t, a.Shutdown(ctx))
+	var zero Async
+	assert.NoError(t, zero.Shutdown(ctx))
 }

@@ -23,6 +23,8 @@ func TestNilContextIsAnError(t *testing.T) {
 	require.NoError(t, err)
 	assert.ErrorIs(t, run.Wait(noCtx), ErrNilContext)
 	require.NoError(t, run.Wait(context.Background()))
+	assert.ErrorIs(t, a.Shutdown(noCtx), ErrNilContext)
+	require.NoError(t, a.BeginWork(context.Background(), time.Second, NewWrapper("z", okWorker(), 0)), "a refused Shutdown closes nothing")
 
 	processed := 0
 	_, err = RunBatches(noCtx, GoExecutor{},
