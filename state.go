@@ -137,17 +137,14 @@ func (n *rnode) arrive(need, by int32, to int64) (count int32, moved bool) {
 		if w&stateMask != int64(sInit) {
 			return 0, false
 		}
-		c := (w>>countShift)&countMax + 1
-		nw := w&^(countMax<<countShift) | c<<countShift
-		moved = c == int64(need)
-		if moved {
-			if to&carriedBit != 0 {
-				nw &^= countMax << countShift
-			}
-			nw = nw&^stateMask | to | byBits(by)
+		nw := w + 1<<countShift // the count has room: see countMax
+		c := int32(nw >> countShift & countMax)
+		if c == need {
+			// The count is read again only with carriedBit, from to.
+			nw = w&^(stateMask|countMax<<countShift) | to | byBits(by)
 		}
 		if n.state.CompareAndSwap(w, nw) {
-			return int32(c), moved
+			return c, c == need
 		}
 	}
 }
