@@ -418,23 +418,26 @@ func (a *Async) refuse() {
 // Shutdown is [Async.Close] bounded by ctx, for a service that must stop
 // within a grace period. It stops the Async from starting new runs and
 // waits, as Close does, until every run it started has ended and every
-// worker it started has returned; it then releases the pool and returns
-// what Close returns (nil with the default pool).
+// worker it started has returned (including workers that outlived their
+// run's deadline); it then releases the pool and returns nil.
 //
 // If ctx is done first, Shutdown returns ctx's error at once; so does a
 // Shutdown whose ctx is already done when it is called, even with
 // nothing left to wait for. The Async is closed all the same: it starts
-// no new run, and a goroutine of Shutdown's finishes closing it (releases
-// its pool) once the last run has ended and the last worker has returned,
-// which a worker that ignores its ctx can delay for ever. Shutdown stops
-// no run: runs end at their deadlines, and a run with a pending node waits
-// for a Resume; to end them sooner, call [Run.Cancel] or cancel their
-// contexts, before or after Shutdown.
+// no new run, and a goroutine that Shutdown leaves (one per such call)
+// finishes closing it (releases its pool) once the last run has ended
+// and the last worker has returned. A worker that ignores its ctx, or a
+// run with a pending node and no deadline, keeps that goroutine waiting
+// as long as it would keep Close. Shutdown stops no run: runs end at
+// their deadlines, and a run with a pending node waits for a Resume; to
+// end them sooner, call [Run.Cancel] or cancel their contexts, before or
+// after Shutdown.
 //
-// It is safe to call more than once, together with Close, and on a nil
-// *Async (it returns nil, or ErrNilContext for a nil ctx). Called from a
-// worker, callback or hook of one of the Async's runs, it cannot see its
-// own run end, and returns ctx's error once ctx is done.
+// A nil ctx gets [ErrNilContext], and the Async is not closed. Shutdown
+// is safe to call more than once, together with Close, and on a nil or
+// zero *Async (it returns nil). Called from a worker, callback or hook of
+// one of the Async's runs, it cannot see its own run end, and returns
+// ctx's error once ctx is done.
 func (a *Async) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext

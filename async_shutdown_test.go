@@ -66,30 +66,30 @@ func TestShutdownReturnsWhenCtxEnds(t *testing.T) {
 		assert.Equal(t, 6*time.Second, time.Since(start), "Shutdown waited for its ctx, not for the worker")
 		assert.ErrorIs(t, a.BeginWork(context.Background(), time.Minute, NewWrapper("later", okWorker(), 0)), ErrClosed)
 
-		closed := make(chan error, 1)
-		go func() { closed <- a.Close() }()
 		synctest.Wait()
-		select {
-		case err := <-closed:
-			t.Fatalf("Close returned %v while a worker was running", err)
-		default:
-		}
-		close(gate) // the worker returns; Shutdown's goroutine and Close finish
-		require.NoError(t, <-closed)
+		assert.False(t, a.owned.closed.Load(), "the pool was released while a worker was running")
+		close(gate) // the worker returns, and Shutdown's goroutine finishes the close
+		synctest.Wait()
+		assert.True(t, a.owned.closed.Load(), "Shutdown's goroutine released the pool")
+		require.NoError(t, a.Close())
 		assert.Equal(t, ResultTimeout, w.Result().State)
 	})
 }
 
 // TestShutdownWithCtxDone checks that a ctx already done makes Shutdown
 // return its error even with nothing to wait for, and still close the
-// Async.
+// Async: it refuses new runs at once, and its goroutine releases the pool.
 func TestShutdownWithCtxDone(t *testing.T) {
-	a := New()
-	require.NoError(t, a.BeginWork(context.Background(), time.Minute, NewWrapper("w", okWorker(), 0)))
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	assert.ErrorIs(t, a.Shutdown(ctx), context.Canceled)
-	assert.ErrorIs(t, a.BeginWork(context.Background(), time.Minute, NewWrapper("later", okWorker(), 0)), ErrClosed)
-	require.NoError(t, a.Close())
-	require.NoError(t, a.Shutdown(context.Background()), "a second Shutdown finds nothing to wait for")
+	synctest.Test(t, func(t *testing.T) {
+		a := New()
+		require.NoError(t, a.BeginWork(context.Background(), time.Minute, NewWrapper("w", okWorker(), 0)))
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		assert.ErrorIs(t, a.Shutdown(ctx), context.Canceled)
+		assert.ErrorIs(t, a.BeginWork(context.Background(), time.Minute, NewWrapper("later", okWorker(), 0)), ErrClosed)
+		synctest.Wait()
+		assert.True(t, a.owned.closed.Load(), "Shutdown's goroutine released the pool")
+		require.NoError(t, a.Close())
+		require.NoError(t, a.Shutdown(context.Background()), "a second Shutdown finds nothing to wait for")
+	})
 }
