@@ -493,6 +493,8 @@ func (r *runState) upstreamEndedFrom(i int32, done int, ok bool, ends int32, wl 
 		wl.edge = int32(k)
 		s := e.node
 		sn, sp := &r.nodes[s], &r.p.nodes[s]
+		// A success along a plain edge (see pedge) only counts: arrive
+		// below refuses a node that has left sInit.
 		if !e.plain || !ok {
 			if sn.st() != sInit {
 				continue // already decided

@@ -626,7 +626,7 @@ func compileGraph(starts []Wrapper, claim bool, sc *compileScratch) (p *plan, er
 		}
 		n.out1 = int32(len(outs))
 	}
-	for k := range outs {
+	for k := range outs { // plain edges, now that every node's flow and nMust are set
 		e := &outs[k]
 		to := &p.nodes[e.node]
 		e.plain = to.flow == nil && (e.must || to.nMust == 0)
