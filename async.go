@@ -446,12 +446,11 @@ func (a *Async) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	a.refuse()
-	if err := ctx.Err(); err != nil {
-		go func() { _ = a.Close() }()
-		return err
-	}
 	done := make(chan error, 1)
 	go func() { done <- a.Close() }()
+	if err := ctx.Err(); err != nil {
+		return err // before the select, which might see done first
+	}
 	select {
 	case err := <-done:
 		return err
