@@ -492,47 +492,12 @@ func (r *runState) upstreamEndedFrom(i int32, done int, ok bool, ends int32, wl 
 		e := &out[k]
 		wl.edge = int32(k)
 		s := e.node
-		sn, sp := &r.nodes[s], &r.p.nodes[s]
 		// A success along a plain edge (see pedge) only counts: arrive
 		// below refuses a node that has left sInit.
-		if !e.plain || !ok {
-			if sn.st() != sInit {
-				continue // already decided
-			}
-			switch sp.joinKind {
-			case joinAllDone:
-			case joinAny, joinAtLeast:
-				if !ok {
-					if reached(&sn.failCount, sp.needFail) {
-						r.cannotJoin(s, i, r.joinImpossible, wl)
-					}
-					continue
-				}
-			case joinCustom:
-				r.customJoin(s, i, wl)
-				continue
-			default:
-				counts := e.must || sp.nMust == 0
-				switch {
-				case !counts:
-					// An optional dependency of a node with must dependencies.
-					continue
-				case ok:
-				case e.must:
-					if r.isNotTaken(i) {
-						r.notTaken(s, i, wl)
-					} else {
-						r.failFromUpstream(s, i, r.upstreamErr(i), wl)
-					}
-					continue
-				default:
-					if reached(&sn.failCount, sp.needFail) {
-						r.cannotJoin(s, i, r.allUpstreamErr, wl)
-					}
-					continue
-				}
-			}
+		if (!e.plain || !ok) && !r.joinCounts(s, i, e.must, ok, wl) {
+			continue
 		}
+		sn, sp := &r.nodes[s], &r.p.nodes[s]
 		// i's end counts toward s's join. If that satisfies it, s is
 		// readied, or claimed: the same CAS moves it straight to
 		// sWorking, and this goroutine runs it next (see
@@ -573,6 +538,50 @@ func (r *runState) upstreamEndedFrom(i int32, done int, ok bool, ends int32, wl 
 		return 0
 	}
 	return ends
+}
+
+// joinCounts is upstreamEndedFrom's step for an edge that is not plain, or
+// along which upstream i did not succeed (ok), into successor s (must:
+// the edge's flag). It applies s's join to i's end and reports whether
+// the end counts toward it, for the caller to count with arrive; when
+// it does not, the join has already done what the end asks for.
+func (r *runState) joinCounts(s, i int32, must, ok bool, wl *worklist) bool {
+	sn, sp := &r.nodes[s], &r.p.nodes[s]
+	if sn.st() != sInit {
+		return false // already decided
+	}
+	switch sp.joinKind {
+	case joinAllDone:
+		return true
+	case joinAny, joinAtLeast:
+		if ok {
+			return true
+		}
+		if reached(&sn.failCount, sp.needFail) {
+			r.cannotJoin(s, i, r.joinImpossible, wl)
+		}
+		return false
+	case joinCustom:
+		r.customJoin(s, i, wl)
+		return false
+	}
+	switch {
+	case !must && sp.nMust > 0:
+		// An optional dependency of a node with must dependencies.
+	case ok:
+		return true
+	case must:
+		if r.isNotTaken(i) {
+			r.notTaken(s, i, wl)
+		} else {
+			r.failFromUpstream(s, i, r.upstreamErr(i), wl)
+		}
+	default:
+		if reached(&sn.failCount, sp.needFail) {
+			r.cannotJoin(s, i, r.allUpstreamErr, wl)
+		}
+	}
+	return false
 }
 
 // cannotJoin ends node s, whose join the end of upstream by has made
